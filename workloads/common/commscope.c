@@ -1,0 +1,262 @@
+#include "commscope.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifdef COMMSCOPE_HAVE_CALIPER
+#include <adiak.h>
+#endif
+
+int cs_annotations_off = 0;
+static int g_rank = 0, g_size = 1;
+static const char *g_prog = "workload";
+static MPI_Comm g_world;
+
+int cs_rank(void) { return g_rank; }
+int cs_size(void) { return g_size; }
+
+void cs_meta_str(const char *name, const char *value)
+{
+#ifdef COMMSCOPE_HAVE_CALIPER
+    adiak_namevalue(name, adiak_general, NULL, "%s", value);
+#else
+    (void)name; (void)value;
+#endif
+}
+
+void cs_meta_long(const char *name, long value)
+{
+#ifdef COMMSCOPE_HAVE_CALIPER
+    adiak_namevalue(name, adiak_general, NULL, "%ld", value);
+#else
+    (void)name; (void)value;
+#endif
+}
+
+void cs_init(int *argc, char ***argv, const char *prog)
+{
+    MPI_Init(argc, argv);
+    g_world = MPI_COMM_WORLD;
+    MPI_Comm_rank(g_world, &g_rank);
+    MPI_Comm_size(g_world, &g_size);
+    g_prog = prog;
+#ifdef COMMSCOPE_HAVE_CALIPER
+    adiak_init(&g_world);
+    adiak_collect_all();
+    cs_meta_str("workload", prog);
+    cs_meta_long("ranks", g_size);
+    cs_meta_str("commscope_version", COMMSCOPE_VERSION);
+#endif
+    CS_BEGIN("main");
+}
+
+void cs_finalize(void)
+{
+    CS_END("main");
+#ifdef COMMSCOPE_HAVE_CALIPER
+    adiak_fini();
+#endif
+    MPI_Finalize();
+}
+
+void cs_fail(const char *fmt, ...)
+{
+    if (g_rank == 0) {
+        va_list ap;
+        va_start(ap, fmt);
+        fprintf(stderr, "%s: error: ", g_prog);
+        vfprintf(stderr, fmt, ap);
+        fprintf(stderr, "\n%s: run '%s --help' for the options\n", g_prog, g_prog);
+        va_end(ap);
+        fflush(stderr);
+    }
+    /* Every rank got here by the same local reasoning, so finalizing is safe
+     * and lets every launcher report status 2 instead of an abort. */
+    MPI_Finalize();
+    exit(2);
+}
+
+/* ---- options ------------------------------------------------------------ */
+
+static int parse_long(const char *s, long *out)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end != '\0') return 0;
+    *out = v;
+    return 1;
+}
+
+static int choice_index(const char *choices, const char *v)
+{
+    size_t n = strlen(v);
+    const char *p = choices;
+    for (int i = 0; p && *p; i++) {
+        const char *bar = strchr(p, '|');
+        size_t len = bar ? (size_t)(bar - p) : strlen(p);
+        if (len == n && strncmp(p, v, n) == 0) return i;
+        p = bar ? bar + 1 : NULL;
+    }
+    return -1;
+}
+
+int cs_choice(const cs_opt *o) { return choice_index(o->choices, o->sval); }
+
+static void set_value(cs_opt *o, const char *v)
+{
+    o->sval = v;
+    switch (o->kind) {
+    case CS_INT:
+        if (!parse_long(v, &o->ival)) cs_fail("%s: '%s' is not an integer", o->name, v);
+        if (o->ival < o->min) cs_fail("%s: %ld is below the minimum %ld", o->name, o->ival, o->min);
+        break;
+    case CS_INTS: {
+        int want = atoi(o->choices), got = 0;
+        char buf[256];
+        if (strlen(v) >= sizeof buf) cs_fail("%s: value too long", o->name);
+        strcpy(buf, v);
+        for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
+            if (got == want || !parse_long(tok, &o->ints[got]))
+                cs_fail("%s: '%s' is not %d comma-separated integers", o->name, v, want);
+            got++;
+        }
+        if (got != want) cs_fail("%s: '%s' is not %d comma-separated integers", o->name, v, want);
+        for (int i = 0; i < got; i++)
+            if (o->ints[i] < o->min) cs_fail("%s: component %ld in '%s' is below the minimum %ld", o->name, o->ints[i], v, o->min);
+        break;
+    }
+    case CS_CHOICE:
+        if (choice_index(o->choices, v) < 0)
+            cs_fail("%s: unknown value '%s' (expected one of %s)", o->name, v, o->choices);
+        break;
+    case CS_FLAG:
+        o->ival = 1;
+        break;
+    case CS_STR:
+        break;
+    }
+}
+
+static void print_help(const cs_opt *opts, int nopts, const char *summary)
+{
+    printf("usage: %s [options]\n\n%s\n\noptions:\n", g_prog, summary);
+    printf("  %-22s %s\n", "--help", "print this help and exit");
+    for (int i = 0; i < nopts; i++) {
+        const cs_opt *o = &opts[i];
+        char lhs[64];
+        const char *meta = o->kind == CS_INT ? " N" : o->kind == CS_INTS ? (atoi(o->choices) == 3 ? " X,Y,Z" : " X,Y")
+                         : o->kind == CS_CHOICE ? " NAME" : o->kind == CS_STR ? " TEXT" : "";
+        snprintf(lhs, sizeof lhs, "%s%s", o->name, meta);
+        printf("  %-22s %s", lhs, o->help);
+        if (o->kind == CS_CHOICE) printf(" {%s}", o->choices);
+        if (o->kind == CS_FLAG) printf(" (default: off)\n");
+        else printf(" (default: %s)\n", o->def ? o->def : "none");
+    }
+    fflush(stdout);
+}
+
+void cs_parse(int argc, char **argv, cs_opt *opts, int nopts, const char *summary)
+{
+    for (int i = 0; i < nopts; i++) {
+        opts[i].set = 0;
+        opts[i].ival = 0;
+        opts[i].sval = NULL;
+        if (opts[i].def && opts[i].kind != CS_FLAG) set_value(&opts[i], opts[i].def);
+    }
+    for (int a = 1; a < argc; a++) {
+        const char *arg = argv[a];
+        if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
+            if (g_rank == 0) print_help(opts, nopts, summary);
+            MPI_Finalize();
+            exit(0);
+        }
+        const char *eq = strchr(arg, '=');
+        size_t namelen = eq ? (size_t)(eq - arg) : strlen(arg);
+        cs_opt *o = NULL;
+        for (int i = 0; i < nopts; i++)
+            if (strlen(opts[i].name) == namelen && strncmp(opts[i].name, arg, namelen) == 0) o = &opts[i];
+        if (!o) cs_fail("unknown option '%s'", arg);
+        if (o->set) cs_fail("%s given twice", o->name);
+        o->set = 1;
+        if (o->kind == CS_FLAG) {
+            if (eq) cs_fail("%s takes no value", o->name);
+            set_value(o, "on");
+            continue;
+        }
+        const char *v = eq ? eq + 1 : (a + 1 < argc ? argv[++a] : NULL);
+        if (!v) cs_fail("%s needs a value", o->name);
+        set_value(o, v);
+    }
+}
+
+/* ---- output contract ---------------------------------------------------- */
+
+void cs_param(const char *name, const char *fmt, ...)
+{
+    if (g_rank != 0) return;
+    va_list ap;
+    va_start(ap, fmt);
+    printf("PARAM %s ", name);
+    vprintf(fmt, ap);
+    printf("\n");
+    va_end(ap);
+}
+
+void cs_header(const char *workload, const cs_opt *opts, int nopts)
+{
+    char lib[MPI_MAX_LIBRARY_VERSION_STRING];
+    int len = 0, major = 0, minor = 0;
+    MPI_Get_library_version(lib, &len);
+    MPI_Get_version(&major, &minor);
+    if (g_rank != 0) return;
+    /* The library string can span lines; the contract keeps its first line. */
+    char *nl = strchr(lib, '\n');
+    if (nl) *nl = '\0';
+    printf("COMMSCOPE workload=%s version=%s\n", workload, COMMSCOPE_VERSION);
+    printf("MPI_LIBRARY %s\n", lib);
+    printf("MPI_VERSION %d.%d\n", major, minor);
+    printf("RANKS %d\n", g_size);
+    for (int i = 0; i < nopts; i++) {
+        const cs_opt *o = &opts[i];
+        const char *name = o->name + 2; /* drop "--" */
+        if (o->kind == CS_FLAG) printf("PARAM %s %s\n", name, o->ival ? "on" : "off");
+        else printf("PARAM %s %s\n", name, o->sval ? o->sval : "none");
+    }
+    fflush(stdout);
+}
+
+void cs_fom(const char *name, double value, const char *unit)
+{
+    if (g_rank == 0) printf("FOM %s %.9g %s\n", name, value, unit);
+}
+
+void cs_fom_avg_max(MPI_Comm comm, const char *name, double local, const char *unit)
+{
+    double sum = 0, max = 0;
+    int n;
+    MPI_Comm_size(comm, &n);
+    /* Allreduce: comm's rank 0 need not be the world rank 0 that prints. */
+    MPI_Allreduce(&local, &sum, 1, MPI_DOUBLE, MPI_SUM, comm);
+    MPI_Allreduce(&local, &max, 1, MPI_DOUBLE, MPI_MAX, comm);
+    if (g_rank == 0) {
+        printf("FOM %s_avg %.9g %s\n", name, sum / n, unit);
+        printf("FOM %s_max %.9g %s\n", name, max, unit);
+    }
+}
+
+void cs_verify(const char *name, int status, const char *value_fmt, ...)
+{
+    if (g_rank != 0) return;
+    va_list ap;
+    va_start(ap, value_fmt);
+    printf("VERIFY %s %s ", name, status > 0 ? "PASS" : status == 0 ? "FAIL" : "SKIP");
+    vprintf(value_fmt, ap);
+    printf("\n");
+    va_end(ap);
+    fflush(stdout);
+}
