@@ -76,7 +76,9 @@ def catalog() -> list[Stack]:
         env: dict = {}
         over: list = []
         if family == "openmpi":
-            env, over = dict(OMPI_ROOT_ENV), ompi_over
+            # osc/ucx fails its component query where UCX has no usable
+            # transport and prints an error before falling back; skip it.
+            env, over = dict(OMPI_ROOT_ENV, OMPI_MCA_osc="^ucx"), ompi_over
         if family == "impi":
             # The wheel's mpicc carries a literal I_MPI_SUBSTITUTE_INSTALLDIR placeholder.
             env = {"I_MPI_ROOT": str(venv)}

@@ -115,9 +115,10 @@ static void domain_init(domain *d, const params *p, MPI_Comm cart)
     }
     d->slot = G * 3 * face;
     d->sendbuf = malloc(6 * d->slot * sizeof(double));
-    d->recvbuf = malloc(6 * d->slot * sizeof(double));
     if (p->variant == RMA) {
-        MPI_Win_create(d->recvbuf, 6 * d->slot * sizeof(double), sizeof(double), MPI_INFO_NULL, cart, &d->win);
+        /* MPI_Win_allocate rather than Win_create: Open MPI 4.1 has no
+         * one-sided component for a created window on a single process. */
+        MPI_Win_allocate(6 * d->slot * sizeof(double), sizeof(double), MPI_INFO_NULL, cart, &d->recvbuf, &d->win);
         int ranks[6], nr = 0;
         for (int a = 0; a < 3; a++)
             for (int s = 0; s < 2; s++) {
@@ -129,14 +130,18 @@ static void domain_init(domain *d, const params *p, MPI_Comm cart)
         MPI_Comm_group(cart, &all);
         MPI_Group_incl(all, nr, ranks, &d->nbr_group);
         MPI_Group_free(&all);
+    } else {
+        d->recvbuf = malloc(6 * d->slot * sizeof(double));
     }
 }
 
 static void domain_free(domain *d, const params *p)
 {
     if (p->variant == RMA) {
-        MPI_Win_free(&d->win);
+        MPI_Win_free(&d->win); /* frees recvbuf too */
         MPI_Group_free(&d->nbr_group);
+    } else {
+        free(d->recvbuf);
     }
     for (int f = 0; f < NF; f++) {
         free(d->f[f]);
@@ -144,7 +149,6 @@ static void domain_free(domain *d, const params *p)
     }
     for (int a = 0; a < 3; a++) free(d->sig[a]);
     free(d->sendbuf);
-    free(d->recvbuf);
 }
 
 /* ---- compute -------------------------------------------------------------- */

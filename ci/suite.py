@@ -1,0 +1,221 @@
+#!/usr/bin/env python3
+"""Build every workload against every MPI stack, run the verification matrix
+and check that the VERIFY values agree across variants, rank counts and stacks.
+
+    python3 ci/suite.py                       # all present stacks, 1/2/4 ranks
+    python3 ci/suite.py --stacks debian-mpich4 --ranks 2
+
+Builds go to build/<stack>/, outputs to build/results/<stack>/. Stdlib only.
+The output contract parsed here is documented in workloads/README.md.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import mpi_stacks  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+WORKLOADS = ROOT / "workloads"
+BUILD = Path(os.environ.get("COMMSCOPE_BUILD_DIR", ROOT / "build"))
+RUN_TIMEOUT = 180  # seconds; a hang is a failure, never a wait
+
+# Small sizes with uneven remainders, so every block-distribution edge case runs.
+HALO3D = ["--n", "21,17,12", "--iters", "6", "--pml-width", "3"]
+STENCIL2D = ["--n", "37,29", "--iters", "15"]
+COMMGRAPH = ["--iters", "3", "--small-bytes", "256", "--large-bytes", "65536"]
+
+# (workload, case id, arguments). Cases of one workload with the same
+# "agree" group must print the same checksum at every rank count and stack.
+MATRIX = (
+    [("halo3d", f"{v}{'-fused' if f else ''}", HALO3D + ["--variant", v] + (["--fused"] if f else []))
+     for v in ("blocking", "nonblocking", "overlap", "rma") for f in (False, True)]
+    + [("stencil2d", f"{d}-{s}", STENCIL2D + ["--decomp", d, "--send", s])
+       for d in ("row-naive", "row-vector", "col", "cart") for s in ("ssend", "send", "isend")]
+    + [("commgraph", p, COMMGRAPH + ["--pattern", p]) for p in ("pairs", "stencil4d", "random-sparse")]
+)
+
+# The VERIFY value that must be identical across cases, per workload. For
+# commgraph the traffic depends on the graph, so only payload errors (0) are.
+AGREE = {"halo3d": "checksum", "stencil2d": "checksum", "commgraph": "payload"}
+
+
+@dataclass
+class Output:
+    """One run's output, parsed by the contract in workloads/README.md."""
+    workload: str = ""
+    mpi_library: str = ""
+    ranks: int = 0
+    params: dict = field(default_factory=dict)
+    foms: dict = field(default_factory=dict)      # name -> (value, unit)
+    verify: dict = field(default_factory=dict)    # name -> (status, value)
+    rank_lines: list = field(default_factory=list)
+
+
+LINE = re.compile(r"^(COMMSCOPE|MPI_LIBRARY|MPI_VERSION|RANKS|PARAM|FOM|VERIFY|RANK) (.*)$")
+
+
+def parse_output(text: str) -> Output:
+    out = Output()
+    for raw in text.splitlines():
+        m = LINE.match(raw)
+        if not m:
+            continue
+        kind, rest = m.groups()
+        if kind == "COMMSCOPE":
+            out.workload = dict(kv.split("=", 1) for kv in rest.split()).get("workload", "")
+        elif kind == "MPI_LIBRARY":
+            out.mpi_library = rest.strip()
+        elif kind == "RANKS":
+            out.ranks = int(rest)
+        elif kind == "PARAM":
+            name, _, value = rest.partition(" ")
+            out.params[name] = value
+        elif kind == "FOM":
+            name, value, unit = rest.split()
+            out.foms[name] = (float(value), unit)
+        elif kind == "VERIFY":
+            name, status, value = rest.split()
+            out.verify[name] = (status, value)
+        elif kind == "RANK":
+            rank, *kvs = rest.split()
+            out.rank_lines.append(dict([("rank", rank)] + [kv.split("=", 1) for kv in kvs]))
+    return out
+
+
+@dataclass
+class Run:
+    stack: str
+    workload: str
+    case: str
+    ranks: int
+    returncode: int
+    stdout: str
+    stderr: str
+    seconds: float
+    out: Output
+
+    def label(self) -> str:
+        return f"{self.stack}/{self.workload}/{self.case}/n{self.ranks}"
+
+
+def build(stack: mpi_stacks.Stack, caliper: str = "OFF", build_dir: Path | None = None,
+          extra: list[str] | None = None) -> Path:
+    """Configures and builds the workloads with the stack's own wrapper."""
+    bdir = build_dir or BUILD / stack.name
+    env = stack.environ()
+    cfg = ["cmake", "-S", str(WORKLOADS), "-B", str(bdir), f"-DMPI_C_COMPILER={stack.mpicc}",
+           f"-DCOMMSCOPE_WITH_CALIPER={caliper}", *(extra or [])]
+    for cmd in (cfg, ["cmake", "--build", str(bdir), "-j", "2"]):
+        p = subprocess.run(cmd, env=env, capture_output=True, text=True)
+        if p.returncode:
+            raise RuntimeError(f"{' '.join(cmd)} failed for {stack.name}:\n{p.stdout[-3000:]}\n{p.stderr[-3000:]}")
+    return bdir
+
+
+def run(stack: mpi_stacks.Stack, bdir: Path, workload: str, args: list[str], ranks: int,
+        case: str = "", env: dict | None = None, timeout: float = RUN_TIMEOUT, cwd: Path | None = None) -> Run:
+    cmd = stack.launch(ranks, [str(bdir / workload), *args])
+    t0 = time.monotonic()
+    # A new session, so a hung launcher and all its ranks die together.
+    p = subprocess.Popen(cmd, env=stack.environ(env), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True, start_new_session=True, cwd=cwd)
+    try:
+        so, se = p.communicate(timeout=timeout)
+        rc = p.returncode
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL)
+        so, se = p.communicate()
+        rc, se = -999, se + f"\n[suite] killed after {timeout:.0f} s: hang"
+    return Run(stack.name, workload, case, ranks, rc, so, se, time.monotonic() - t0, parse_output(so))
+
+
+def problems(r: Run) -> list[str]:
+    """Why a run does not count as verified, if it does not."""
+    bad = []
+    if r.returncode != 0:
+        bad.append(f"exit status {r.returncode}: {r.stderr.strip()[-500:]}")
+    if r.out.workload != r.workload:
+        bad.append("no COMMSCOPE header")
+    if r.out.ranks != r.ranks:
+        bad.append(f"ran as {r.out.ranks} ranks, asked for {r.ranks}")
+    if not r.out.verify:
+        bad.append("no VERIFY line")
+    for name, (status, value) in r.out.verify.items():
+        if status != "PASS":
+            bad.append(f"VERIFY {name} {status} {value}")
+    for need in ("total_time", "time_per_iter", "comm_time_avg", "comm_time_max"):
+        if need not in r.out.foms:
+            bad.append(f"no FOM {need}")
+    return bad
+
+
+def disagreements(runs: list[Run]) -> list[str]:
+    """Runs of one workload whose agreed VERIFY value differs from the first."""
+    msgs = []
+    for workload, key in AGREE.items():
+        rs = [r for r in runs if r.workload == workload and key in r.out.verify]
+        if rs and len({r.out.verify[key][1] for r in rs}) > 1:
+            ref = rs[0]
+            for r in rs[1:]:
+                if r.out.verify[key][1] != ref.out.verify[key][1]:
+                    msgs.append(f"{r.label()}: {key} {r.out.verify[key][1]} != {ref.label()}: {ref.out.verify[key][1]}")
+    return msgs
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--stacks", default="", help="comma-separated stack names (default: every present one)")
+    ap.add_argument("--ranks", default="1,2,4", help="rank counts (default: 1,2,4)")
+    ap.add_argument("--workloads", default="halo3d,stencil2d,commgraph")
+    args = ap.parse_args()
+    try:
+        stacks = [mpi_stacks.by_name(n) for n in args.stacks.split(",") if n] or \
+            [s for s in mpi_stacks.catalog() if s.present()]
+        ranks = [int(x) for x in args.ranks.split(",")]
+    except (KeyError, ValueError) as e:
+        print(f"suite: error: {e}", file=sys.stderr)
+        return 2
+    missing = [s.name for s in stacks if not s.present()]
+    if missing or not stacks:
+        print(f"suite: error: MPI stacks not installed: {', '.join(missing) or 'all'}; run bash ci/setup.sh",
+              file=sys.stderr)
+        return 2
+    wanted = set(args.workloads.split(","))
+    runs, failed = [], []
+    for stack in stacks:
+        print(f"== {stack.name}: building with {stack.mpicc}", flush=True)
+        bdir = build(stack)
+        results = BUILD / "results" / stack.name
+        results.mkdir(parents=True, exist_ok=True)
+        for workload, case, wargs in MATRIX:
+            if workload not in wanted:
+                continue
+            for n in ranks:
+                r = run(stack, bdir, workload, wargs, n, case)
+                (results / f"{workload}-{case}-n{n}.out").write_text(r.stdout + r.stderr)
+                runs.append(r)
+                why = problems(r)
+                key = AGREE[workload]
+                shown = r.out.verify.get(key, ("-", "-"))[1]
+                print(f"   {'ok  ' if not why else 'FAIL'} {workload:9} {case:22} n={n}  "
+                      f"{r.seconds:5.2f}s  {key}={shown}", flush=True)
+                if why:
+                    failed.append(f"{r.label()}: {'; '.join(why)}")
+    failed += disagreements(runs)
+    print(f"\n{len(runs)} runs on {len(stacks)} stacks; {len(failed)} problems")
+    for f in failed:
+        print(f"  {f}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
