@@ -191,6 +191,10 @@ static void exchange(grid *g)
             }
         }
     }
+#ifdef COMMSCOPE_DROP_HALO_FACE
+    /* Test builds lose the lower ghost row to prove verification catches it. */
+    if (g->nbr[0][1] != MPI_PROC_NULL) memset(&AT(g, g->u, g->n[0], 0), 0, g->n[1] * sizeof(double));
+#endif
     CS_COMM_END("halo");
     CS_END("halo_exchange");
     g->t_comm += MPI_Wtime() - t0;

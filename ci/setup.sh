@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Installs everything commscope needs on a Debian 12 machine that reaches only
+# the package registries: the Debian MPI stacks, the PyPI MPI wheels (one venv
+# each) and the Python test environment in .venv. Safe to run again.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+debs=(build-essential cmake libopenmpi-dev openmpi-bin libmpich-dev mpich python3-venv)
+missing=()
+for p in "${debs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
+if ((${#missing[@]})); then
+  sudo=""; [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  echo "[setup] apt-get install ${missing[*]}"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+python3 ci/mpi_stacks.py install
+python3 ci/mpi_stacks.py list
+
+if [ ! -x .venv/bin/python ]; then python3 -m venv .venv; fi
+.venv/bin/pip install -q --disable-pip-version-check -e ".[test]"
+echo "[setup] done"

@@ -1,0 +1,73 @@
+"""Bad arguments: every rank exits with status 2, rank 0 names the argument,
+nothing runs and nothing hangs (each run is killed after TIMEOUT seconds)."""
+from __future__ import annotations
+
+import pytest
+
+import suite
+
+TIMEOUT = 60
+
+# (workload, ranks, arguments, text the message must contain)
+CASES = [
+    ("halo3d", 2, ["--variant", "diagonal"], "--variant"),
+    ("halo3d", 2, ["--n", "0,16,16"], "--n"),
+    ("halo3d", 2, ["--n", "16,16"], "--n"),
+    ("halo3d", 2, ["--n", "3,16,16", "--pml-width", "0", "--dims", "2,1,1"], "ghost width"),
+    ("halo3d", 4, ["--n", "3,3,40", "--pml-width", "0"], "too many ranks"),
+    ("halo3d", 2, ["--local", "1,8,8"], "--local"),
+    ("halo3d", 2, ["--n", "16,16,16", "--local", "8,8,8"], "--local"),
+    ("halo3d", 2, ["--iters", "0"], "--iters"),
+    ("halo3d", 2, ["--iters", "ten"], "--iters"),
+    ("halo3d", 2, ["--pml-width", "-1"], "--pml-width"),
+    ("halo3d", 2, ["--pml-width", "40"], "--pml-width"),
+    ("halo3d", 4, ["--dims", "3,1,1"], "--dims"),
+    ("halo3d", 2, ["--fused=yes"], "--fused"),
+    ("halo3d", 2, ["--no-such-option"], "--no-such-option"),
+    ("stencil2d", 2, ["--decomp", "diagonal"], "--decomp"),
+    ("stencil2d", 2, ["--send", "bsend"], "--send"),
+    ("stencil2d", 2, ["--n", "-4,8"], "--n"),
+    ("stencil2d", 4, ["--n", "3,64", "--decomp", "col"], "too many ranks"),
+    ("stencil2d", 4, ["--n", "64,3", "--decomp", "row-naive"], "too many ranks"),
+    ("stencil2d", 2, ["--iters"], "--iters"),
+    ("commgraph", 2, ["--pattern", "ring"], "--pattern"),
+    ("commgraph", 2, ["--large-bytes", "0"], "--large-bytes"),
+    ("commgraph", 2, ["--rank-map", "/nonexistent/map"], "--rank-map"),
+]
+
+
+@pytest.mark.parametrize("workload,ranks,args,needle", CASES,
+                         ids=[f"{w}-n{n}-{' '.join(a)}" for w, n, a, _ in CASES])
+def test_bad_argument_exits_2_naming_it(built, workload, ranks, args, needle):
+    stack, bdir = built
+    r = suite.run(stack, bdir, workload, args, ranks, timeout=TIMEOUT)
+    assert r.returncode == 2, f"{r.label()} {args}: status {r.returncode}\n{r.stderr}"
+    assert f"{workload}: error:" in r.stderr and needle in r.stderr, r.stderr
+    assert not r.out.foms and not r.out.verify, "a rejected run must not report results"
+
+
+@pytest.mark.parametrize("content,needle", [
+    ("0 1 2", "3 entries for 4 ranks"),
+    ("0 1 1 2", "appears twice"),
+    ("0 1 2 9", "outside 0..3"),
+    ("0 1 2 x", "not an integer"),
+])
+def test_bad_rank_map_exits_2(built, tmp_path, content, needle):
+    stack, bdir = built
+    path = tmp_path / "bad.map"
+    path.write_text(content + "\n")
+    r = suite.run(stack, bdir, "commgraph", ["--rank-map", str(path)], 4, timeout=TIMEOUT)
+    assert r.returncode == 2, r.stderr
+    assert str(path) in r.stderr and needle in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize("workload", ["halo3d", "stencil2d", "commgraph"])
+def test_help_lists_every_option_with_its_default(built, workload):
+    stack, bdir = built
+    r = suite.run(stack, bdir, workload, ["--help"], 1, timeout=TIMEOUT)
+    assert r.returncode == 0, r.stderr
+    options = [ln.split()[0] for ln in r.stdout.splitlines() if ln.startswith("  --")]
+    assert "--iters" in options
+    for line in r.stdout.splitlines():
+        if line.startswith("  --") and not line.startswith("  --help"):
+            assert "(default: " in line, line
