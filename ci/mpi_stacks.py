@@ -54,10 +54,9 @@ class Stack:
     def launch(self, ranks: int, argv: list[str]) -> list[str]:
         return [self.mpirun, "-n", str(ranks), *self.oversubscribe, *argv]
 
-    def environ(self, base: dict | None = None) -> dict:
-        env = dict(os.environ if base is None else base)
-        env.update(self.env)
-        return env
+    def environ(self, extra: dict | None = None) -> dict:
+        """The process environment plus this stack's settings plus `extra`."""
+        return {**os.environ, **self.env, **(extra or {})}
 
 
 def catalog() -> list[Stack]:

@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# Regenerates the Caliper fixtures in tests/data from a Caliper-enabled build
+# of the workloads (built with Debian Open MPI 4.1). It runs the workloads; it
+# builds nothing. Usage:
+#   bash tests/data/make_fixtures.sh BUILD_DIR [BUILD_DIR_CALIPER_2_12]
+# The optional second build, against Caliper 2.12, adds the older
+# hatchet-region-profile fixture.
+# where BUILD_DIR came from
+#   cmake -S workloads -B BUILD_DIR -DMPI_C_COMPILER=/usr/bin/mpicc.openmpi \
+#         -DCOMMSCOPE_WITH_CALIPER=ON -DCMAKE_PREFIX_PATH="<caliper prefix>;<adiak prefix>"
+# Each fixture's stdout (the FOM/VERIFY contract) is kept beside it as .out.
+set -euo pipefail
+bdir=$(cd "${1:?usage: make_fixtures.sh BUILD_DIR [BUILD_DIR_CALIPER_2_12]}" && pwd)
+out=$(cd "$(dirname "$0")" && pwd)
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl=self,vader
+run() {  # name ranks config workload args...
+  local name=$1 n=$2 cfg=$3; shift 3
+  local over=(); [ "$n" -gt 2 ] && over=(--oversubscribe)
+  echo "[fixtures] $name: CALI_CONFIG=$cfg mpirun -n $n ${over[*]} $*"
+  (cd "$out" && CALI_CONFIG="$cfg" mpirun.openmpi -n "$n" "${over[@]}" "$bdir/$@" > "$name.out")
+  grep -q "VERIFY .* FAIL" "$out/$name.out" && { echo "VERIFY failed in $name" >&2; exit 1; }
+  return 0
+}
+# Rank-to-rank matrix: no built-in config gives one. The aggregate service
+# keyed by sender and destination does, once MPI functions are wrapped at all
+# (msg_tracing needs a blacklist or whitelist). One .cali per rank.
+msgtrace() {  # name ranks workload args...
+  local name=$1 n=$2; shift 2
+  mkdir -p "$out/$name"
+  echo "[fixtures] $name: message-tracing aggregate, $n ranks: $*"
+  local over=(); [ "$n" -gt 2 ] && over=(--oversubscribe)
+  (cd "$out" && env -u CALI_CONFIG CALI_SERVICES_ENABLE=adiak_import,aggregate,mpi,recorder CALI_MPI_MSG_TRACING=true \
+     CALI_MPI_BLACKLIST=MPI_Wtime,MPI_Wtick,MPI_Comm_rank,MPI_Comm_size \
+     CALI_AGGREGATE_KEY=mpi.rank,mpi.msg.dst,mpi.msg.src CALI_CHANNEL_CONFIG_CHECK=false \
+     CALI_RECORDER_FILENAME="$name/rank-%mpi.rank%.cali" \
+     mpirun.openmpi -n "$n" "${over[@]}" "$bdir/$@" > "$name/$1.out")
+}
+H=(--n 24,24,24 --iters 10 --pml-width 3)
+for n in 2 4; do
+  run "halo3d-overlap-n$n.runtime-profile" "$n" \
+    "runtime-profile,profile.mpi,region.count,mpi.message.count,mpi.message.size,output=halo3d-overlap-n$n.runtime-profile.cali" \
+    halo3d "${H[@]}" --variant overlap
+  mkdir -p "$out/halo3d-blocking-n$n.per-rank"
+  run "halo3d-blocking-n$n.per-rank/halo3d" "$n" \
+    "runtime-profile,profile.mpi,region.count,use.mpi=false,output=halo3d-blocking-n$n.per-rank/rank-%mpi.rank%.cali" \
+    halo3d "${H[@]}" --variant blocking
+  run "halo3d-nonblocking-n$n.comm-stats" "$n" \
+    "runtime-profile,profile.mpi,comm.stats,output=halo3d-nonblocking-n$n.comm-stats.cali" \
+    halo3d "${H[@]}" --variant nonblocking
+  run "stencil2d-row-naive-n$n.spot" "$n" \
+    "spot,profile.mpi,output=stencil2d-row-naive-n$n.spot.cali" \
+    stencil2d --n 64,64 --iters 10 --decomp row-naive --send ssend
+  run "stencil2d-cart-n$n.json-split" "$n" \
+    "runtime-profile,profile.mpi,output.format=json-split,output=stencil2d-cart-n$n.json-split.json" \
+    stencil2d --n 64,64 --iters 10 --decomp cart --send isend
+  msgtrace "commgraph-random-sparse-n$n.msgtrace" "$n" commgraph --pattern random-sparse --iters 3 --large-bytes 65536
+  msgtrace "commgraph-pairs-n$n.msgtrace" "$n" commgraph --pattern pairs --iters 3 --small-bytes 512 --large-bytes 65536
+done
+# blocking halo3d sends to MPI_PROC_NULL on the global boundary (dst -2)
+msgtrace "halo3d-blocking-n4.msgtrace" 4 halo3d "${H[@]}" --variant blocking
+
+if [ -n "${2:-}" ]; then
+  bdir=$(cd "$2" && pwd)
+  run "halo3d-nonblocking-n2.caliper-2.12" 2 \
+    "hatchet-region-profile,profile.mpi,output=halo3d-nonblocking-n2.caliper-2.12.cali" \
+    halo3d "${H[@]}" --variant nonblocking
+fi
