@@ -30,11 +30,12 @@ def setup(args) -> tuple[mpi_stacks.Stack, Path]:
 
 
 def measure(stack, bdir, workload, wargs, ranks, repeats, foms, env=None) -> dict:
-    """Median of each FOM over `repeats` runs; every run must verify."""
+    """Median of each FOM over `repeats` runs. No run may FAIL; large runs may
+    SKIP their serial reference."""
     values: dict = {f: [] for f in foms}
     for _ in range(repeats):
         r = suite.run(stack, bdir, workload, wargs, ranks, env=env)
-        bad = suite.problems(r)
+        bad = suite.problems(r, allow_skip=True)
         if bad:
             sys.exit(f"bench: {workload} {' '.join(wargs)} failed: {'; '.join(bad)}")
         for f in foms:
