@@ -68,6 +68,16 @@ def test_halo3d_weak_scaling_keeps_the_per_rank_grid():
         assert r.out.params["global"] == ",".join(str(a * b) for a, b in zip((6, 5, 4), dims))
 
 
+def test_halo3d_reordered_cartesian_grid_still_verifies():
+    stack, bdir = _first_built()
+    plain = suite.run(stack, bdir, "halo3d", suite.HALO3D, 4)
+    for variant in ("blocking", "rma"):
+        r = suite.run(stack, bdir, "halo3d", suite.HALO3D + ["--reorder", "--variant", variant], 4)
+        assert not suite.problems(r), suite.problems(r)
+        assert r.out.params["reorder"] == "on"
+        assert r.out.verify["checksum"] == plain.out.verify["checksum"]
+
+
 def test_halo3d_overlap_variants_report_their_exchange():
     """Each variant moves the same halo bytes; only the timing may differ."""
     stack, bdir = _first_built()

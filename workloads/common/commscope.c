@@ -260,3 +260,29 @@ void cs_verify(const char *name, int status, const char *value_fmt, ...)
     va_end(ap);
     fflush(stdout);
 }
+
+double *cs_gather_blocks(MPI_Comm comm, int root, const double *mine, long count, int **displs)
+{
+    int me, np, cnt = (int)count;
+    MPI_Comm_rank(comm, &me);
+    MPI_Comm_size(comm, &np);
+    int *counts = NULL;
+    double *all = NULL;
+    *displs = NULL;
+    if (me == root) {
+        counts = malloc(np * sizeof(int));
+        *displs = malloc(np * sizeof(int));
+    }
+    MPI_Gather(&cnt, 1, MPI_INT, counts, 1, MPI_INT, root, comm);
+    if (me == root) {
+        long total = 0;
+        for (int r = 0; r < np; r++) {
+            (*displs)[r] = (int)total;
+            total += counts[r];
+        }
+        all = malloc((total ? total : 1) * sizeof(double));
+    }
+    MPI_Gatherv(mine, cnt, MPI_DOUBLE, all, counts, *displs, MPI_DOUBLE, root, comm);
+    free(counts);
+    return all;
+}

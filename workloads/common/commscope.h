@@ -76,6 +76,11 @@ void cs_fom_avg_max(MPI_Comm comm, const char *name, double local, const char *u
 /* status: 1 PASS, 0 FAIL, -1 SKIP (no reference could be computed). */
 void cs_verify(const char *name, int status, const char *value_fmt, ...) __attribute__((format(printf, 3, 4)));
 
+/* Gathers every rank's block of doubles onto root, in rank order, for a
+ * serial comparison. Returns the blocks end to end on root, with each rank's
+ * offset in *displs (caller frees both); NULL elsewhere. */
+double *cs_gather_blocks(MPI_Comm comm, int root, const double *mine, long count, int **displs);
+
 /* Order-independent exact checksum of doubles: sum of round(x * 2^40) as
  * unsigned 64-bit integers, so any decomposition gives the same bits. */
 static inline uint64_t cs_fixed(double x) { return (uint64_t)(int64_t)__builtin_llround(x * 1099511627776.0); }

@@ -476,22 +476,8 @@ static long compare_with_serial(domain *d, const params *p, int root)
     double *buf = malloc((mine ? mine : 1) * sizeof(double));
     box all = whole_box(d);
     pack(d, &all, 0, NF - 1, buf, 0);
-    int *counts = NULL, *displs = NULL;
-    double *gathered = NULL;
-    long total = p->global[0] * p->global[1] * p->global[2] * NF;
-    if (me == root) {
-        counts = malloc(np * sizeof(int));
-        displs = malloc(np * sizeof(int));
-        gathered = malloc(total * sizeof(double));
-    }
-    int cnt = (int)mine;
-    MPI_Gather(&cnt, 1, MPI_INT, counts, 1, MPI_INT, root, d->comm);
-    if (me == root)
-        for (int r = 0, o = 0; r < np; r++) {
-            displs[r] = o;
-            o += counts[r];
-        }
-    MPI_Gatherv(buf, cnt, MPI_DOUBLE, gathered, counts, displs, MPI_DOUBLE, root, d->comm);
+    int *displs;
+    double *gathered = cs_gather_blocks(d->comm, root, buf, mine, &displs);
     free(buf);
     long bad = 0;
     if (me == root) {
@@ -525,7 +511,6 @@ static long compare_with_serial(domain *d, const params *p, int root)
         }
         domain_free(&ref, &sp);
         MPI_Comm_free(&self);
-        free(counts);
         free(displs);
         free(gathered);
     }

@@ -224,20 +224,8 @@ static long compare_with_serial(grid *g, int iters, int root)
     long mine = g->n[0] * g->n[1];
     double *buf = malloc((mine ? mine : 1) * sizeof(double));
     for (long i = 0; i < g->n[0]; i++) memcpy(buf + i * g->n[1], &AT(g, g->u, i, 0), g->n[1] * sizeof(double));
-    int *counts = NULL, *displs = NULL, cnt = (int)mine;
-    double *all = NULL;
-    if (me == root) {
-        counts = malloc(np * sizeof(int));
-        displs = malloc(np * sizeof(int));
-        all = malloc(g->global[0] * g->global[1] * sizeof(double));
-    }
-    MPI_Gather(&cnt, 1, MPI_INT, counts, 1, MPI_INT, root, g->comm);
-    if (me == root)
-        for (int r = 0, o = 0; r < np; r++) {
-            displs[r] = o;
-            o += counts[r];
-        }
-    MPI_Gatherv(buf, cnt, MPI_DOUBLE, all, counts, displs, MPI_DOUBLE, root, g->comm);
+    int *displs;
+    double *all = cs_gather_blocks(g->comm, root, buf, mine, &displs);
     free(buf);
     long bad = 0;
     if (me == root) {
@@ -263,7 +251,6 @@ static long compare_with_serial(grid *g, int iters, int root)
         }
         free(s.u);
         free(s.un);
-        free(counts);
         free(displs);
         free(all);
     }
