@@ -6,22 +6,23 @@ and check that the VERIFY values agree across variants, rank counts and stacks.
     python3 ci/suite.py --stacks debian-mpich4 --ranks 2
 
 Builds go to build/<stack>/, outputs to build/results/<stack>/. Stdlib only.
-The output contract parsed here is documented in workloads/README.md.
+The output contract is parsed by collectors/commscope/contract.py.
 """
 from __future__ import annotations
 
 import argparse
 import os
-import re
 import signal
 import subprocess
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "collectors"))
 import mpi_stacks  # noqa: E402
+from commscope.contract import Output, parse_output  # noqa: E402,F401  (one parser for CI and collectors)
 
 ROOT = Path(__file__).resolve().parent.parent
 WORKLOADS = ROOT / "workloads"
@@ -46,49 +47,6 @@ MATRIX = (
 # The VERIFY value that must be identical across cases, per workload. For
 # commgraph the traffic depends on the graph, so only payload errors (0) are.
 AGREE = {"halo3d": "checksum", "stencil2d": "checksum", "commgraph": "payload"}
-
-
-@dataclass
-class Output:
-    """One run's output, parsed by the contract in workloads/README.md."""
-    workload: str = ""
-    mpi_library: str = ""
-    ranks: int = 0
-    params: dict = field(default_factory=dict)
-    foms: dict = field(default_factory=dict)      # name -> (value, unit)
-    verify: dict = field(default_factory=dict)    # name -> (status, value)
-    rank_lines: list = field(default_factory=list)
-
-
-LINE = re.compile(r"^(COMMSCOPE|MPI_LIBRARY|MPI_VERSION|RANKS|PARAM|FOM|VERIFY|RANK) (.*)$")
-
-
-def parse_output(text: str) -> Output:
-    out = Output()
-    for raw in text.splitlines():
-        m = LINE.match(raw)
-        if not m:
-            continue
-        kind, rest = m.groups()
-        if kind == "COMMSCOPE":
-            out.workload = dict(kv.split("=", 1) for kv in rest.split()).get("workload", "")
-        elif kind == "MPI_LIBRARY":
-            out.mpi_library = rest.strip()
-        elif kind == "RANKS":
-            out.ranks = int(rest)
-        elif kind == "PARAM":
-            name, _, value = rest.partition(" ")
-            out.params[name] = value
-        elif kind == "FOM":
-            name, value, unit = rest.split()
-            out.foms[name] = (float(value), unit)
-        elif kind == "VERIFY":
-            name, status, value = rest.split()
-            out.verify[name] = (status, value)
-        elif kind == "RANK":
-            rank, *kvs = rest.split()
-            out.rank_lines.append(dict([("rank", rank)] + [kv.split("=", 1) for kv in kvs]))
-    return out
 
 
 @dataclass

@@ -1,0 +1,136 @@
+"""The commscope command."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from . import db
+
+
+def _fail(msg: str, code: int = 1):
+    click.echo(f"commscope: error: {msg}", err=True)
+    sys.exit(code)
+
+
+@click.group()
+@click.version_option(package_name="commscope")
+def main():
+    """Where MPI applications lose time to communication."""
+
+
+# ---- db -----------------------------------------------------------------------
+
+@main.group("db")
+def db_group():
+    """The store: the embedded server, migrations and roles."""
+
+
+@db_group.command("start")
+def db_start():
+    """Start the embedded PostgreSQL under COMMSCOPE_HOME and migrate it."""
+    try:
+        emb = db.Embedded()
+        url = emb.start()
+        with db.connect(url) as conn:
+            applied = db.migrate(conn)
+    except db.DBError as e:
+        _fail(str(e))
+    for name in applied:
+        click.echo(f"applied {name}")
+    click.echo(url)
+
+
+@db_group.command("stop")
+def db_stop():
+    """Stop the embedded server."""
+    try:
+        stopped = db.Embedded().stop()
+    except db.DBError as e:
+        _fail(str(e))
+    click.echo("stopped" if stopped else "not running")
+
+
+@db_group.command("status")
+def db_status():
+    """Say whether the embedded server runs, and the schema version of the store in use."""
+    emb = db.Embedded()
+    click.echo(f"embedded server: {'running' if emb.running() else 'stopped'} ({emb.root})")
+    try:
+        with db.connect() as conn:
+            v = conn.execute("SELECT max(version) FROM schema_version").fetchone()[0]
+            click.echo(f"schema version: {v}")
+    except Exception as e:  # status reports, it does not fail
+        click.echo(f"store: not reachable ({str(e).splitlines()[0]})")
+
+
+@db_group.command("url")
+def db_url():
+    """Print the libpq URI of the store (last line)."""
+    try:
+        click.echo(db.url() or "(from PG* environment variables)")
+    except db.DBError as e:
+        _fail(str(e))
+
+
+@db_group.command("migrate")
+def db_migrate():
+    """Apply pending schema migrations to the store in use."""
+    try:
+        with db.connect() as conn:
+            applied = db.migrate(conn)
+    except db.DBError as e:
+        _fail(str(e))
+    click.echo("\n".join(f"applied {a}" for a in applied) or "up to date")
+
+
+@db_group.command("grant-readonly")
+@click.argument("role")
+def db_grant_readonly(role):
+    """Create ROLE (login, no password) that may read the views only."""
+    try:
+        with db.connect() as conn:
+            db.grant_readonly(conn, role)
+    except db.DBError as e:
+        _fail(str(e))
+    click.echo(f"role {role} may read the views")
+
+
+# ---- ingest ---------------------------------------------------------------------
+
+@main.command("ingest")
+@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option("--system", help="system name (default: Adiak's cluster)")
+@click.option("--stack", help="MPI stack name, e.g. debian-openmpi4 (default: vendor and version)")
+@click.option("--interconnect", help="interconnect configuration the runs used")
+@click.option("--git-commit", help="project commit the runs were built from")
+@click.option("--ci-pipeline", help="CI pipeline id")
+@click.option("--skip-bad", is_flag=True, help="continue past bad files and list them at the end")
+@click.option("--quiet", "-q", is_flag=True, help="no progress bar, only errors")
+def ingest_cmd(paths, system, stack, interconnect, git_commit, ci_pipeline, skip_bad, quiet):
+    """Store Caliper profiles from PATHS (files or directories) as one campaign."""
+    from tqdm import tqdm
+
+    from .ingest import Provenance, ingest
+    from .profiles import BadProfile
+
+    prov = Provenance(system=system, stack=stack, interconnect=interconnect, git_commit=git_commit,
+                      ci_pipeline=ci_pipeline)
+    bar = None if quiet or not sys.stderr.isatty() else tqdm(desc="reading", unit="run", file=sys.stderr)
+    try:
+        with db.connect() as conn:
+            res = ingest(conn, list(paths), prov, skip_bad=skip_bad, progress=bar)
+    except BadProfile as e:
+        _fail(f"{e}; nothing was stored", 2)
+    except db.DBError as e:
+        _fail(str(e))
+    finally:
+        if bar:
+            bar.close()
+    if not quiet:
+        click.echo(f"stored {len(res.inserted)} runs, {len(res.skipped)} already stored")
+    if res.bad:
+        click.echo(f"skipped {len(res.bad)} bad inputs:", err=True)
+        for b in res.bad:
+            click.echo(f"  {b}", err=True)

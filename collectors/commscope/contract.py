@@ -1,0 +1,50 @@
+"""The workload output contract (workloads/README.md): header, PARAM, FOM,
+VERIFY and RANK lines printed by rank 0. Stdlib only: ci/suite.py uses it
+before anything is installed."""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+
+@dataclass
+class Output:
+    """One run's output, parsed by the contract in workloads/README.md."""
+    workload: str = ""
+    mpi_library: str = ""
+    ranks: int = 0
+    params: dict = field(default_factory=dict)
+    foms: dict = field(default_factory=dict)      # name -> (value, unit)
+    verify: dict = field(default_factory=dict)    # name -> (status, value)
+    rank_lines: list = field(default_factory=list)
+
+
+LINE = re.compile(r"^(COMMSCOPE|MPI_LIBRARY|MPI_VERSION|RANKS|PARAM|FOM|VERIFY|RANK) (.*)$")
+
+
+def parse_output(text: str) -> Output:
+    out = Output()
+    for raw in text.splitlines():
+        m = LINE.match(raw)
+        if not m:
+            continue
+        kind, rest = m.groups()
+        if kind == "COMMSCOPE":
+            out.workload = dict(kv.split("=", 1) for kv in rest.split()).get("workload", "")
+        elif kind == "MPI_LIBRARY":
+            out.mpi_library = rest.strip()
+        elif kind == "RANKS":
+            out.ranks = int(rest)
+        elif kind == "PARAM":
+            name, _, value = rest.partition(" ")
+            out.params[name] = value
+        elif kind == "FOM":
+            name, value, unit = rest.split()
+            out.foms[name] = (float(value), unit)
+        elif kind == "VERIFY":
+            name, status, value = rest.split()
+            out.verify[name] = (status, value)
+        elif kind == "RANK":
+            rank, *kvs = rest.split()
+            out.rank_lines.append(dict([("rank", rank)] + [kv.split("=", 1) for kv in kvs]))
+    return out

@@ -1,0 +1,174 @@
+"""The store: connecting, migrating, and the embedded default server.
+
+Connection follows libpq conventions: COMMSCOPE_DB_URL, else the PG*
+variables and ~/.pgpass, else the embedded server under COMMSCOPE_HOME.
+No password lives in code or config.
+
+The embedded server is Debian's PostgreSQL (initdb/pg_ctl) on a private data
+directory, listening only on a unix socket in that directory. As root it runs
+as the `postgres` system user, because PostgreSQL refuses to run as root.
+"""
+from __future__ import annotations
+
+import os
+import pwd
+import shutil
+import subprocess
+import time
+from importlib import resources
+from pathlib import Path
+
+import psycopg
+
+DB_NAME = "commscope"
+
+
+class DBError(RuntimeError):
+    """A store problem with a message meant for the user."""
+
+
+def home() -> Path:
+    """All of commscope's local state: COMMSCOPE_HOME, else the user data dir
+    (/var/lib/commscope for root, whose home the server user cannot reach)."""
+    if os.environ.get("COMMSCOPE_HOME"):
+        return Path(os.environ["COMMSCOPE_HOME"]).resolve()
+    if os.geteuid() == 0:
+        return Path("/var/lib/commscope")
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base) / "commscope"
+
+
+def pg_bin(tool: str) -> str:
+    """A PostgreSQL server binary: on PATH, else Debian's newest versioned dir."""
+    found = shutil.which(tool)
+    if found:
+        return found
+    versions = sorted(Path("/usr/lib/postgresql").glob("*/bin"), key=lambda p: int(p.parent.name), reverse=True)
+    for d in versions:
+        if (d / tool).exists():
+            return str(d / tool)
+    raise DBError(f"PostgreSQL's {tool} is not installed; install Debian's postgresql (bash ci/setup.sh does)")
+
+
+class Embedded:
+    """The private server under <home>/postgres."""
+
+    def __init__(self, root: Path | None = None):
+        self.root = (root or home()) / "postgres"
+        self.data = self.root / "data"
+        self.sock = self.root / "run"
+        self.log = self.root / "server.log"
+        self.user = "postgres" if os.geteuid() == 0 else None
+
+    def _run(self, argv: list[str], check: bool = True) -> subprocess.CompletedProcess:
+        if self.user:
+            argv = ["runuser", "-u", self.user, "--", *argv]
+        p = subprocess.run(argv, capture_output=True, text=True)
+        if check and p.returncode != 0:
+            raise DBError(f"{' '.join(argv)} failed:\n{p.stdout}{p.stderr}")
+        return p
+
+    def _own(self, path: Path) -> None:
+        if self.user:
+            pw = pwd.getpwnam(self.user)
+            os.chown(path, pw.pw_uid, pw.pw_gid)
+
+    def url(self) -> str:
+        return f"postgresql:///{DB_NAME}?host={self.sock}&user=postgres"
+
+    def running(self) -> bool:
+        if not self.data.exists():
+            return False
+        return self._run([pg_bin("pg_ctl"), "status", "-D", str(self.data)], check=False).returncode == 0
+
+    def start(self) -> str:
+        if self.running():
+            return self.url()
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.sock.mkdir(exist_ok=True)
+        for p in (self.root, self.sock):
+            self._own(p)
+        if self.user:
+            blocked = [p for p in self.root.parents if p.exists() and not os.stat(p).st_mode & 0o001]
+            if blocked:
+                raise DBError(f"as root the server runs as '{self.user}', which cannot enter {blocked[0]}; "
+                              f"set COMMSCOPE_HOME to a directory it can reach, e.g. /var/lib/commscope")
+        if not (self.data / "PG_VERSION").exists():
+            self._run([pg_bin("initdb"), "-D", str(self.data), "-U", "postgres", "--auth=trust",
+                       "--encoding=UTF8", "--locale=C.UTF-8"])
+        # listen_addresses='' : no TCP at all, only the socket in our own directory.
+        opts = f"-c listen_addresses='' -c unix_socket_directories='{self.sock}' -c fsync=on"
+        self._run([pg_bin("pg_ctl"), "start", "-w", "-t", "60", "-D", str(self.data), "-l", str(self.log), "-o", opts])
+        with psycopg.connect(f"postgresql:///postgres?host={self.sock}&user=postgres", autocommit=True) as c:
+            if not c.execute("SELECT 1 FROM pg_database WHERE datname = %s", (DB_NAME,)).fetchone():
+                c.execute(f'CREATE DATABASE "{DB_NAME}"')
+        return self.url()
+
+    def stop(self) -> bool:
+        if not self.running():
+            return False
+        self._run([pg_bin("pg_ctl"), "stop", "-w", "-m", "fast", "-D", str(self.data)])
+        return True
+
+
+def url() -> str:
+    """The DSN to use, by libpq conventions, falling back to the embedded server."""
+    if os.environ.get("COMMSCOPE_DB_URL"):
+        return os.environ["COMMSCOPE_DB_URL"]
+    if any(os.environ.get(v) for v in ("PGHOST", "PGDATABASE", "PGSERVICE")):
+        return ""  # let libpq read PG* variables and ~/.pgpass
+    emb = Embedded()
+    if not emb.running():
+        raise DBError(f"no database: set COMMSCOPE_DB_URL (or PG* variables), or run 'commscope db start' "
+                      f"for the embedded server under {emb.root}")
+    return emb.url()
+
+
+def connect(dsn: str | None = None, **kw) -> psycopg.Connection:
+    dsn = url() if dsn is None else dsn
+    try:
+        return psycopg.connect(dsn, **kw)
+    except psycopg.OperationalError as e:
+        raise DBError(f"cannot connect to the database ({dsn or 'PG* variables'}): {e}") from e
+
+
+# ---- migrations -------------------------------------------------------------
+
+def migrations() -> list[tuple[int, str, str]]:
+    """(version, name, sql) of every migrations/NNNN_name.sql, in order."""
+    out = []
+    for f in resources.files("commscope").joinpath("migrations").iterdir():
+        if f.name.endswith(".sql"):
+            out.append((int(f.name[:4]), f.name, f.read_text()))
+    return sorted(out)
+
+
+def migrate(conn: psycopg.Connection) -> list[str]:
+    """Applies pending migrations, each in its own transaction. An advisory
+    lock serialises concurrent migrators."""
+    applied = []
+    with conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock(hashtext('commscope.migrate'))")
+        conn.execute("CREATE TABLE IF NOT EXISTS schema_version ("
+                     "version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())")
+        done = {r[0] for r in conn.execute("SELECT version FROM schema_version")}
+        for version, name, sql in migrations():
+            if version in done:
+                continue
+            conn.execute(sql)
+            conn.execute("INSERT INTO schema_version (version, name) VALUES (%s, %s)", (version, name))
+            applied.append(name)
+    return applied
+
+
+def grant_readonly(conn: psycopg.Connection, role: str) -> None:
+    """A login role that can read the views and nothing else (for Grafana)."""
+    from psycopg import sql
+    with conn.transaction():
+        if not conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (role,)).fetchone():
+            conn.execute(sql.SQL("CREATE ROLE {} LOGIN").format(sql.Identifier(role)))
+        conn.execute(sql.SQL("GRANT USAGE ON SCHEMA public TO {}").format(sql.Identifier(role)))
+        views = [r[0] for r in conn.execute(
+            "SELECT table_name FROM information_schema.views WHERE table_schema = 'public'")]
+        for v in views:
+            conn.execute(sql.SQL("GRANT SELECT ON {} TO {}").format(sql.Identifier(v), sql.Identifier(role)))

@@ -1,0 +1,310 @@
+"""Caliper profiles -> records. One Profile per run, whatever the file layout:
+an aggregated runtime-profile/hatchet-region-profile (.cali with mpi.rank),
+per-rank files (rank-N.cali, use.mpi=false), spot, json-split, or a
+message-tracing aggregate (rank-N.cali keyed by mpi.rank, mpi.msg.dst).
+
+Reading uses caliper-reader, the fastest of the field's readers; the numbers
+are cross-checked against Hatchet in the tests."""
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import caliperreader
+
+from .contract import Output, parse_output
+
+TIME_ATTRS = ("sum#sum#time.duration", "sum#time.duration", "time")
+SPOT_PREFIX = "inclusive#sum#time.duration"
+# The groundwater study's MPI_SYNC group: barrier and wait-type time.
+MPI_SYNC = {"MPI_Barrier", "MPI_Wait", "MPI_Waitall", "MPI_Waitany", "MPI_Waitsome",
+            "MPI_Win_wait", "MPI_Win_fence", "MPI_Win_complete", "MPI_Ibarrier"}
+RANK_FILE = re.compile(r"rank-(\d+)\.cali$")
+# The workloads' own self-check (a serial reference on rank 0, gathers): not
+# application time, so it stays out of the run's totals and fractions. Its
+# nodes are still stored.
+NOT_APPLICATION = "verify"
+
+
+class BadProfile(ValueError):
+    """A profile that cannot be ingested; the message names the file."""
+
+
+@dataclass
+class Profile:
+    kind: str
+    files: list[Path]
+    content_hash: str
+    meta: dict
+    ranks: int
+    # (path tuple, rank) -> exclusive seconds; rank is -1 when only aggregates exist (spot)
+    excl: dict = field(default_factory=dict)
+    calls: dict = field(default_factory=dict)
+    # spot only: path -> {min, max, avg, sum} of inclusive time across ranks
+    spot: dict = field(default_factory=dict)
+    # (path tuple, rank) -> bytes sent, from message tracing
+    bytes_sent: dict = field(default_factory=dict)
+    matrix: dict = field(default_factory=dict)   # (src, dst) -> [messages, bytes]
+    output: Output | None = None                  # the workload's stdout, when kept beside the profile
+
+    @property
+    def source(self) -> str:
+        return str(self.files[0].parent if len(self.files) > 1 else self.files[0])
+
+
+def file_hash(paths: list[Path]) -> str:
+    h = hashlib.sha256()
+    for p in sorted(paths):
+        h.update(p.name.encode() + b"\0")
+        h.update(p.read_bytes())
+    return h.hexdigest()
+
+
+def _read_cali(path: Path) -> tuple[list, dict]:
+    try:
+        if path.stat().st_size == 0:
+            raise BadProfile(f"{path}: empty file")
+        with path.open("rb") as f:
+            head = f.read(64)
+        if not head.startswith(b"__rec="):
+            raise BadProfile(f"{path}: not a Caliper .cali file (it does not start with a __rec= record)")
+        records, globals_ = caliperreader.read_caliper_contents(str(path))
+    except BadProfile:
+        raise
+    except Exception as e:  # caliper-reader raises bare exceptions on damage
+        raise BadProfile(f"{path}: unreadable Caliper file ({type(e).__name__}: {e})") from e
+    if not globals_:
+        raise BadProfile(f"{path}: no global metadata; the file is truncated or not a profile")
+    return records, globals_
+
+
+def _path(rec) -> tuple:
+    p = rec.get("path")
+    if isinstance(p, list):
+        return tuple(p)
+    return (p,) if p else ()
+
+
+def _time(rec) -> float | None:
+    for a in TIME_ATTRS:
+        if a in rec:
+            return float(rec[a])
+    return None
+
+
+def _sidecar(paths: list[Path]) -> Output | None:
+    """The workload's stdout kept beside the profile (same stem, or the one .out in a run directory)."""
+    first = paths[0]
+    candidates = [first.with_suffix(".out")] if len(paths) == 1 else []
+    candidates += sorted(first.parent.glob("*.out")) if len(paths) > 1 else []
+    for c in candidates:
+        if c.exists():
+            return parse_output(c.read_text(errors="replace"))
+    return None
+
+
+def _meta_check(path: Path, g: dict) -> None:
+    for key in ("workload", "jobsize"):
+        if key not in g:
+            raise BadProfile(f"{path}: Adiak metadata '{key}' is missing; was the workload built with Caliper and Adiak?")
+    try:
+        int(g["jobsize"])
+    except ValueError:
+        raise BadProfile(f"{path}: Adiak jobsize {g['jobsize']!r} is not an integer") from None
+
+
+def read_files(paths: list[Path]) -> Profile:
+    """One run from one aggregated file or a set of per-rank files."""
+    paths = sorted(paths)
+    if paths[0].suffix == ".json":
+        return _read_json_split(paths[0])
+    parsed = [(p, *_read_cali(p)) for p in paths]
+    g = dict(parsed[0][2])
+    _meta_check(paths[0], g)
+    prof = Profile(kind="", files=paths, content_hash=file_hash(paths), meta=g, ranks=int(g["jobsize"]),
+                   output=_sidecar(paths))
+    any_msg = any("mpi.msg.dst" in r or "mpi.msg.src" in r for _, recs, _ in parsed for r in recs)
+    spot = any(f"max#{SPOT_PREFIX}" in r for _, recs, _ in parsed for r in recs)
+    for path, records, _ in parsed:
+        m = RANK_FILE.search(path.name)
+        file_rank = int(m.group(1)) if m else None
+        for rec in records:
+            rank = int(rec["mpi.rank"]) if "mpi.rank" in rec else file_rank
+            p = _path(rec)
+            if spot:
+                if p and f"max#{SPOT_PREFIX}" in rec:
+                    prof.spot[p] = {k: float(rec[f"{k}#{SPOT_PREFIX}"]) for k in ("min", "max", "avg", "sum")}
+                    if "sum#sum#rc.count" in rec:
+                        prof.calls[p, -1] = int(rec["sum#sum#rc.count"])
+                continue
+            if "mpi.msg.dst" in rec:
+                dst = int(rec["mpi.msg.dst"])
+                if dst >= 0 and rank is not None:  # MPI_PROC_NULL (-2) moves nothing
+                    cell = prof.matrix.setdefault((rank, dst), [0, 0])
+                    cell[0] += int(rec.get("count", 0))
+                    cell[1] += int(float(rec.get("sum#mpi.msg.size", 0)))
+                    if p:
+                        prof.bytes_sent[p, rank] = prof.bytes_sent.get((p, rank), 0) + int(float(rec.get("sum#mpi.msg.size", 0)))
+                continue
+            t = _time(rec)
+            if t is None or not p:
+                continue  # time outside every region, or a record without timing
+            if rank is None:
+                raise BadProfile(f"{path}: records carry no mpi.rank and the file name does not say the rank "
+                                 f"(expected rank-N.cali from output=rank-%mpi.rank%.cali)")
+            prof.excl[p, rank] = prof.excl.get((p, rank), 0.0) + t
+            if "sum#rc.count" in rec:
+                prof.calls[p, rank] = prof.calls.get((p, rank), 0) + int(float(rec["sum#rc.count"]))
+    prof.kind = ("spot" if spot else "msgtrace" if any_msg and not prof.excl
+                 else "per-rank" if len(paths) > 1 or RANK_FILE.search(paths[0].name) else g.get("cali.channel", "profile"))
+    if not prof.excl and not prof.spot and not prof.matrix:
+        raise BadProfile(f"{prof.source}: no timed regions and no messages: nothing to ingest")
+    return prof
+
+
+def _read_json_split(path: Path) -> Profile:
+    try:
+        doc = json.loads(path.read_text())
+        nodes, columns, data = doc["nodes"], doc["columns"], doc["data"]
+    except (json.JSONDecodeError, KeyError, UnicodeDecodeError) as e:
+        raise BadProfile(f"{path}: not a Caliper json-split profile ({type(e).__name__}: {e})") from None
+    g = {k: str(v) for k, v in doc.items() if k not in ("nodes", "columns", "data", "column_metadata")}
+    _meta_check(path, g)
+    paths: list[tuple] = []
+    for n in nodes:
+        parent = n.get("parent")
+        paths.append((paths[parent] if parent is not None else ()) + (n["label"],))
+    ti, ri, pi = columns.index("time"), columns.index("mpi.rank"), columns.index("path")
+    prof = Profile(kind="json-split", files=[path], content_hash=file_hash([path]), meta=g,
+                   ranks=int(g["jobsize"]), output=_sidecar([path]))
+    for row in data:
+        if row[pi] is None or row[ti] is None:
+            continue
+        key = (paths[row[pi]], int(row[ri]))
+        prof.excl[key] = prof.excl.get(key, 0.0) + float(row[ti])
+    return prof
+
+
+def discover(inputs: list[Path]) -> list[list[Path]]:
+    """Groups input files into runs: per-rank files of one directory form one
+    run; every other .cali or json-split .json file is a run of its own."""
+    groups: list[list[Path]] = []
+    for inp in inputs:
+        if not inp.exists():
+            raise BadProfile(f"{inp}: no such file or directory")
+        files = sorted(inp.rglob("*")) if inp.is_dir() else [inp]
+        per_dir: dict = defaultdict(list)
+        for f in files:
+            if not f.is_file():
+                continue
+            if RANK_FILE.search(f.name):
+                per_dir[f.parent].append(f)
+            elif f.suffix in (".cali", ".json") and (inp.is_file() or f.suffix == ".cali" or "json-split" in f.name):
+                groups.append([f])
+        groups.extend(per_dir[d] for d in sorted(per_dir))
+    return groups
+
+
+# ---- metrics ---------------------------------------------------------------
+
+@dataclass
+class NodeStats:
+    excl_min: float
+    excl_avg: float
+    excl_max: float
+    incl_min: float
+    incl_avg: float
+    incl_max: float
+    calls: int | None
+
+
+def is_mpi(path: tuple) -> bool:
+    return bool(path) and path[-1].startswith("MPI_")
+
+
+def node_stats(prof: Profile) -> dict[tuple, NodeStats]:
+    """Exclusive and inclusive time, min/avg/max over ranks, per call path."""
+    if prof.spot:
+        return _spot_stats(prof)
+    ranks = sorted({r for _, r in prof.excl})
+    excl_by_path: dict = defaultdict(dict)
+    for (p, r), t in prof.excl.items():
+        excl_by_path[p][r] = t
+    # Every prefix is a node, even one that only has children.
+    all_paths = set()
+    for p in excl_by_path:
+        all_paths.update(p[:i] for i in range(1, len(p) + 1))
+    incl: dict = {p: defaultdict(float) for p in all_paths}
+    for p, per_rank in excl_by_path.items():
+        for i in range(1, len(p) + 1):
+            for r, t in per_rank.items():
+                incl[p[:i]][r] += t
+    stats = {}
+    for p in all_paths:
+        ex = [excl_by_path.get(p, {}).get(r, 0.0) for r in ranks]
+        inc = [incl[p].get(r, 0.0) for r in ranks]
+        calls = [prof.calls[p, r] for r in ranks if (p, r) in prof.calls]
+        stats[p] = NodeStats(min(ex), sum(ex) / len(ex), max(ex), min(inc), sum(inc) / len(inc), max(inc),
+                             sum(calls) if calls else None)
+    return stats
+
+
+def _spot_stats(prof: Profile) -> dict[tuple, NodeStats]:
+    """spot keeps inclusive min/max/avg across ranks; exclusive avg follows
+    exactly (inclusive minus children); exclusive min/max do not, and are
+    left as the avg's bounds only where a node has no children."""
+    children: dict = defaultdict(list)
+    for p in prof.spot:
+        if len(p) > 1:
+            children[p[:-1]].append(p)
+    stats = {}
+    for p, s in prof.spot.items():
+        kids = children.get(p, [])
+        ex_avg = s["avg"] - sum(prof.spot[k]["avg"] for k in kids)
+        ex_min, ex_max = (s["min"], s["max"]) if not kids else (None, None)
+        stats[p] = NodeStats(ex_min, ex_avg, ex_max, s["min"], s["avg"], s["max"], prof.calls.get((p, -1)))
+    return stats
+
+
+def rank_groups(prof: Profile) -> dict[int, dict]:
+    """Per rank: total, USER, MPI (not sync) and MPI_SYNC exclusive time."""
+    out: dict = {}
+    for (p, r), t in prof.excl.items():
+        if NOT_APPLICATION in p:
+            continue
+        g = out.setdefault(r, {"total": 0.0, "user": 0.0, "mpi": 0.0, "sync": 0.0})
+        g["total"] += t
+        if is_mpi(p):
+            g["sync" if p[-1] in MPI_SYNC else "mpi"] += t
+        else:
+            g["user"] += t
+    return out
+
+
+def run_summary(prof: Profile) -> dict:
+    """Wall time and MPI time fraction: the mean over ranks (sum of MPI time
+    over sum of total time) and on the slowest rank (largest total), without
+    the verify subtree."""
+    groups = rank_groups(prof)
+    if groups:
+        totals = {r: g["total"] for r, g in groups.items()}
+        mpi = {r: g["mpi"] + g["sync"] for r, g in groups.items()}
+        slowest = max(totals, key=totals.get)
+        n = len(groups)
+        return {"wall_time": totals[slowest], "mpi_time_avg": sum(mpi.values()) / n, "mpi_time_max": max(mpi.values()),
+                "mpi_fraction_avg": sum(mpi.values()) / sum(totals.values()) if sum(totals.values()) else None,
+                "mpi_fraction_slowest": mpi[slowest] / totals[slowest] if totals[slowest] else None}
+    if prof.spot:
+        stats = {p: s for p, s in _spot_stats(prof).items() if NOT_APPLICATION not in p}
+        total = sum(s.excl_avg for s in stats.values())
+        mpi = sum(s.excl_avg for p, s in stats.items() if is_mpi(p))
+        roots = [s.incl_max - prof.spot.get(p + (NOT_APPLICATION,), {}).get("max", 0.0)
+                 for p, s in stats.items() if len(p) == 1]
+        return {"wall_time": max(roots) if roots else None, "mpi_time_avg": mpi, "mpi_time_max": None,
+                "mpi_fraction_avg": mpi / total if total else None, "mpi_fraction_slowest": None}
+    return {"wall_time": None, "mpi_time_avg": None, "mpi_time_max": None,
+            "mpi_fraction_avg": None, "mpi_fraction_slowest": None}
