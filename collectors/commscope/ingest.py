@@ -179,7 +179,19 @@ def ingest(conn: psycopg.Connection, inputs: list[Path], prov: Provenance, skip_
            progress=None) -> Result:
     """Reads everything first, then writes one campaign in one transaction."""
     profs, bad = read_all(inputs, skip_bad, progress)
+    # One global order, so concurrent ingests wait on each other's runs in the
+    # same sequence and cannot deadlock.
+    profs.sort(key=lambda p: p.content_hash)
     res = Result(bad=bad)
+    # Shared dictionaries (systems, stacks, call paths) are interned and
+    # committed first: they are not campaign data, and holding their locks
+    # for a whole campaign would let two campaigns wait on each other.
+    with conn.transaction():
+        for prof in profs:
+            _system(conn, prof, prov)
+            _stack(conn, prof, prov)
+        _intern_nodes(conn, sorted({p for prof in profs for p in profiles.node_stats(prof)}
+                                   | {p for prof in profs for p, _ in prof.bytes_sent}))
     with conn.transaction():
         campaign_id = conn.execute(
             "INSERT INTO campaigns (kind, source, git_commit, ci_pipeline) VALUES ('ingest', %s, %s, %s) RETURNING id",

@@ -57,9 +57,12 @@ class Profile:
 
 
 def file_hash(paths: list[Path]) -> str:
+    """The run's identity: its bytes. Names count only in a per-rank set,
+    where they carry the rank."""
     h = hashlib.sha256()
     for p in sorted(paths):
-        h.update(p.name.encode() + b"\0")
+        if len(paths) > 1:
+            h.update(p.name.encode() + b"\0")
         h.update(p.read_bytes())
     return h.hexdigest()
 

@@ -1,0 +1,310 @@
+"""The store, against a real PostgreSQL: the embedded server the tests start
+under a temporary COMMSCOPE_HOME, migrations, ingest of the real fixtures,
+idempotence, atomicity, bad input, views and the read-only role."""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import uuid
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from commscope import db
+from commscope.contract import parse_output
+from commscope.ingest import Provenance, ingest
+from commscope.profiles import BadProfile
+
+DATA = Path(__file__).parent / "data"
+CLI = [sys.executable, "-m", "commscope.cli"]
+
+
+def private_home() -> Path:
+    """A fresh COMMSCOPE_HOME the `postgres` user can enter when tests run as
+    root (pytest's own tmp dirs are mode 700 under a 700 parent)."""
+    home = Path(tempfile.mkdtemp(prefix="commscope-test-"))
+    home.chmod(0o711)
+    return home
+
+
+@pytest.fixture(scope="session")
+def server(tmp_path_factory):
+    """A private PostgreSQL for the whole session, removed afterwards."""
+    try:
+        db.pg_bin("initdb")
+    except db.DBError as e:
+        pytest.fail(str(e))  # .ci/run installs postgresql: its absence is a failure
+    home = private_home()
+    emb = db.Embedded(home)
+    url = emb.start()
+    yield emb, url
+    emb.stop()
+    shutil.rmtree(home, ignore_errors=True)
+
+
+@pytest.fixture
+def dsn(server):
+    """A fresh, migrated database per test."""
+    emb, url = server
+    name = f"t_{uuid.uuid4().hex[:12]}"
+    admin = url.replace(f"/{db.DB_NAME}?", "/postgres?")
+    with psycopg.connect(admin, autocommit=True) as c:
+        c.execute(f'CREATE DATABASE "{name}"')
+    test_url = url.replace(f"/{db.DB_NAME}?", f"/{name}?")
+    with psycopg.connect(test_url) as conn:
+        db.migrate(conn)
+    yield test_url
+    with psycopg.connect(admin, autocommit=True) as c:
+        c.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
+
+
+def counts(url) -> dict:
+    with psycopg.connect(url) as c:
+        return {t: c.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
+                for t in ("campaigns", "runs", "nodes", "node_metrics", "mpi_metrics", "rank_metrics",
+                          "comm_matrix", "foms")}
+
+
+def cli(*args, env=None):
+    return subprocess.run([*CLI, *args], capture_output=True, text=True, env={**os.environ, **(env or {})})
+
+
+def test_migrations_are_versioned_and_rerunnable(dsn):
+    with psycopg.connect(dsn) as conn:
+        assert db.migrate(conn) == []  # already applied by the fixture
+        versions = [r[0] for r in conn.execute("SELECT version FROM schema_version ORDER BY version")]
+    assert versions == [v for v, _, _ in db.migrations()]
+
+
+def test_ingest_fixtures_then_again_is_a_no_op(dsn):
+    with psycopg.connect(dsn) as conn:
+        first = ingest(conn, [DATA], Provenance(system="testbox"))
+    expected_runs = len(list(DATA.glob("*.cali"))) + len(list(DATA.glob("*.json"))) + len(list(DATA.glob("*/")))
+    assert len(first.inserted) == expected_runs
+    before = counts(dsn)
+    with psycopg.connect(dsn) as conn:
+        again = ingest(conn, [DATA], Provenance(system="testbox"))
+    assert again.inserted == [] and len(again.skipped) == expected_runs
+    assert counts(dsn) == before  # not even an empty campaign is left
+
+
+def test_comm_matrix_equals_commgraph_ground_truth(dsn):
+    d = DATA / "commgraph-random-sparse-n4.msgtrace"
+    with psycopg.connect(dsn) as conn:
+        ingest(conn, [d], Provenance())
+        rows = conn.execute("SELECT src, sum(bytes), sum(messages), min(dst) FROM v_comm_matrix GROUP BY src").fetchall()
+    truth = parse_output((d / "commgraph.out").read_text())
+    sent = {int(x["rank"]): (int(float(x["bytes_sent"])), int(float(x["msgs_sent"]))) for x in truth.rank_lines}
+    assert {src: (b, m) for src, b, m, _ in rows} == sent
+    assert all(mindst >= 0 for *_, mindst in rows)
+
+
+def test_proc_null_is_excluded_from_the_matrix(dsn):
+    with psycopg.connect(dsn) as conn:
+        ingest(conn, [DATA / "halo3d-blocking-n4.msgtrace"], Provenance())
+        assert conn.execute("SELECT count(*) FROM comm_matrix WHERE dst < 0 OR src < 0").fetchone()[0] == 0
+        assert conn.execute("SELECT count(*) FROM comm_matrix").fetchone()[0] == 8
+
+
+def test_rank_totals_add_up_and_fractions_are_consistent(dsn):
+    with psycopg.connect(dsn) as conn:
+        ingest(conn, [DATA / "halo3d-overlap-n4.runtime-profile.cali"], Provenance())
+        r = conn.execute("SELECT wall_time, mpi_fraction_avg, mpi_fraction_slowest, mpi_time_avg FROM runs").fetchone()
+        ranks = conn.execute("SELECT rank, total_time, user_time, mpi_time, mpi_sync_time FROM rank_metrics "
+                             "ORDER BY rank").fetchall()
+    assert [x[0] for x in ranks] == [0, 1, 2, 3]
+    for _, total, user, mpi, sync in ranks:
+        assert abs(total - (user + mpi + sync)) < 1e-9
+    totals = [x[1] for x in ranks]
+    mpis = [x[3] + x[4] for x in ranks]
+    assert r[0] == pytest.approx(max(totals))
+    assert r[1] == pytest.approx(sum(mpis) / sum(totals))
+    slowest = totals.index(max(totals))
+    assert r[2] == pytest.approx(mpis[slowest] / totals[slowest])
+    assert 0 < r[1] < 1
+
+
+def test_foms_from_the_workload_output_are_stored(dsn):
+    f = DATA / "halo3d-overlap-n2.runtime-profile.cali"
+    with psycopg.connect(dsn) as conn:
+        ingest(conn, [f], Provenance())
+        foms = dict(conn.execute("SELECT name, value FROM foms").fetchall())
+    assert foms == {k: v for k, (v, _) in parse_output(f.with_suffix(".out").read_text()).foms.items()}
+
+
+def test_views_answer(dsn):
+    with psycopg.connect(dsn) as conn:
+        ingest(conn, [DATA], Provenance(system="testbox", interconnect="shm"))
+        frac = conn.execute("SELECT count(*) FROM v_mpi_fraction").fetchone()[0]
+        scaling = conn.execute("SELECT app, variant, ranks, speedup, efficiency FROM v_scaling "
+                               "WHERE app = 'halo3d' AND variant = 'overlap' ORDER BY ranks").fetchall()
+        stacks = conn.execute("SELECT count(*) FROM v_stack_comparison").fetchone()[0]
+        routines = conn.execute("SELECT function, sum(calls) FROM v_mpi_routines GROUP BY function").fetchall()
+    assert frac >= 8
+    assert [s[2] for s in scaling] == [2, 4] and scaling[0][3] == pytest.approx(1.0)
+    assert stacks >= 1
+    assert "MPI_Isend" in dict(routines)
+
+
+BAD = {
+    "empty.cali": b"",
+    "text.cali": b"this is not a profile\n",
+    "truncated.cali": None,  # filled from a real fixture below
+}
+
+
+@pytest.mark.parametrize("name", sorted(BAD))
+def test_bad_input_names_the_file_and_changes_nothing(dsn, tmp_path, name):
+    content = BAD[name]
+    if content is None:
+        content = (DATA / "halo3d-overlap-n2.runtime-profile.cali").read_bytes()[:300]
+    bad = tmp_path / name
+    bad.write_bytes(content)
+    good = tmp_path / "good.cali"
+    shutil.copy(DATA / "halo3d-overlap-n2.runtime-profile.cali", good)
+    before = counts(dsn)
+    with psycopg.connect(dsn) as conn:
+        with pytest.raises(BadProfile) as e:
+            ingest(conn, [good, bad], Provenance())
+    assert str(bad) in str(e.value)
+    assert counts(dsn) == before
+    # The CLI says the same, exits non-zero, and --skip-bad stores the good one.
+    r = cli("ingest", str(good), str(bad), env={"COMMSCOPE_DB_URL": dsn})
+    assert r.returncode == 2 and str(bad) in r.stderr and "nothing was stored" in r.stderr
+    assert counts(dsn) == before
+    r = cli("ingest", "--skip-bad", str(good), str(bad), env={"COMMSCOPE_DB_URL": dsn})
+    assert r.returncode == 0 and str(bad) in r.stderr
+    assert counts(dsn)["runs"] == before["runs"] + 1
+
+
+def test_profile_without_adiak_metadata_is_rejected(dsn, tmp_path):
+    # A real profile whose Adiak 'workload' attribute has been renamed.
+    src = DATA / "commgraph-pairs-n2.msgtrace" / "rank-0.cali"
+    text = src.read_bytes().replace(b"data=workload", b"data=workloaX")
+    f = tmp_path / "noadiak.cali"
+    f.write_bytes(text)
+    with psycopg.connect(dsn) as conn, pytest.raises(BadProfile, match="'workload' is missing"):
+        ingest(conn, [f], Provenance())
+
+
+def test_hostile_metadata_is_stored_verbatim_not_executed(dsn):
+    evil = "x'); DROP TABLE runs; --\x00\u202e"
+    with psycopg.connect(dsn) as conn:
+        ingest(conn, [DATA / "halo3d-overlap-n2.runtime-profile.cali"], Provenance(system=evil, stack=evil))
+        name = conn.execute("SELECT name FROM systems").fetchone()[0]
+        assert conn.execute("SELECT count(*) FROM runs").fetchone()[0] == 1
+    assert name == evil.replace("\x00", "\ufffd")
+
+
+def test_readonly_role_reads_views_only(dsn):
+    with psycopg.connect(dsn) as conn:
+        ingest(conn, [DATA / "halo3d-overlap-n2.runtime-profile.cali"], Provenance())
+        db.grant_readonly(conn, "grafana_ro")
+        conn.commit()
+    ro = dsn.replace("user=postgres", "user=grafana_ro")
+    with psycopg.connect(ro) as c:
+        assert c.execute("SELECT count(*) FROM v_mpi_fraction").fetchone()[0] == 1
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            c.execute("SELECT count(*) FROM runs")
+
+
+def test_cli_db_lifecycle_under_its_own_home():
+    home = private_home()
+    env = {"COMMSCOPE_HOME": str(home)}
+    base = {k: v for k, v in os.environ.items() if k not in ("COMMSCOPE_DB_URL", "PGHOST", "PGDATABASE")}
+    run = lambda *a: subprocess.run([*CLI, *a], capture_output=True, text=True,  # noqa: E731
+                                    env={**base, "COMMSCOPE_HOME": env["COMMSCOPE_HOME"]})
+    assert "not reachable" in run("db", "status").stdout or "stopped" in run("db", "status").stdout
+    r = run("db", "url")
+    assert r.returncode == 1 and "commscope db start" in r.stderr
+    r = run("db", "start")
+    try:
+        assert r.returncode == 0, r.stderr
+        url = r.stdout.strip().splitlines()[-1]
+        assert url.startswith("postgresql://") and str(home) in url
+        assert run("db", "url").stdout.strip().splitlines()[-1] == url
+        assert "running" in run("db", "status").stdout
+        r = run("ingest", "-q", str(DATA / "halo3d-overlap-n2.runtime-profile.cali"))
+        assert r.returncode == 0, r.stderr
+        with psycopg.connect(url) as c:
+            assert c.execute("SELECT count(*) FROM runs").fetchone()[0] == 1
+            # only a unix socket: no TCP listener
+            assert c.execute("SHOW listen_addresses").fetchone()[0] == ""
+    finally:
+        assert run("db", "stop").stdout.strip() == "stopped"
+        shutil.rmtree(home, ignore_errors=True)
+
+
+def test_eight_concurrent_ingests_of_overlapping_inputs(dsn, tmp_path):
+    """No duplicates, no lost runs, no deadlocks."""
+    parts = sorted(p for p in DATA.iterdir() if p.suffix in (".cali", ".json") or p.is_dir())
+    jobs = []
+    for i in range(8):
+        # overlapping, differently ordered selections; together they cover everything
+        mine = parts[i % 3::2] + parts[::-1][: 4 + i]
+        jobs.append(subprocess.Popen([*CLI, "ingest", "-q", *map(str, mine)], env={**os.environ, "COMMSCOPE_DB_URL": dsn},
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+    for j in jobs:
+        _, err = j.communicate(timeout=300)
+        assert j.returncode == 0, err
+    with psycopg.connect(dsn) as c:
+        runs, distinct = c.execute("SELECT count(*), count(DISTINCT content_hash) FROM runs").fetchone()
+        empty = c.execute("SELECT count(*) FROM campaigns c WHERE NOT EXISTS "
+                          "(SELECT 1 FROM runs r WHERE r.campaign_id = c.id)").fetchone()[0]
+    assert runs == distinct == len(parts)
+    assert empty == 0
+
+
+def varied_copies(src: Path, n: int, outdir: Path) -> list[Path]:
+    """Real profiles with one Adiak value (the user) varied, so each is a distinct run."""
+    data = src.read_bytes()
+    assert data.count(b"data=root,") >= 1
+    outdir.mkdir(parents=True, exist_ok=True)
+    out = []
+    for i in range(n):
+        f = outdir / f"copy-{i:05d}.cali"
+        f.write_bytes(data.replace(b"data=root,", f"data=u{i:05d},".encode()))
+        out.append(f)
+    return out
+
+
+def test_same_bytes_under_another_name_is_the_same_run(dsn, tmp_path):
+    src = DATA / "halo3d-overlap-n2.runtime-profile.cali"
+    shutil.copy(src, tmp_path / "renamed.cali")
+    with psycopg.connect(dsn) as conn:
+        assert len(ingest(conn, [src], Provenance()).inserted) == 1
+        assert ingest(conn, [tmp_path / "renamed.cali"], Provenance()).inserted == []
+
+
+def test_kill_9_mid_ingest_leaves_a_consistent_store_and_rerun_completes(dsn, tmp_path):
+    files = varied_copies(DATA / "halo3d-overlap-n4.runtime-profile.cali", 400, tmp_path / "corpus")
+    env = {**os.environ, "COMMSCOPE_DB_URL": dsn}
+    p = subprocess.Popen([*CLI, "ingest", "-q", str(tmp_path / "corpus")], env=env,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    # Kill once the campaign's transaction is writing runs.
+    import time
+    deadline = time.monotonic() + 120
+    with psycopg.connect(dsn, autocommit=True) as watch:
+        while time.monotonic() < deadline and p.poll() is None:
+            busy = watch.execute("SELECT count(*) FROM pg_stat_activity WHERE query ILIKE '%%COPY node_metrics%%' "
+                                 "AND pid <> pg_backend_pid()").fetchone()[0]
+            if busy:
+                break
+            time.sleep(0.01)
+    assert p.poll() is None, "the ingest finished before it could be killed; make the corpus larger"
+    p.kill()
+    p.wait()
+    c1 = counts(dsn)
+    assert c1["runs"] == 0 and c1["node_metrics"] == 0 and c1["campaigns"] == 0  # the transaction died with it
+    r = subprocess.run([*CLI, "ingest", "-q", str(tmp_path / "corpus")], env=env, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    c2 = counts(dsn)
+    assert c2["runs"] == len(files) and c2["campaigns"] == 1
+    with psycopg.connect(dsn) as c:
+        orphans = c.execute("SELECT count(*) FROM runs r WHERE NOT EXISTS "
+                            "(SELECT 1 FROM node_metrics m WHERE m.run_id = r.id)").fetchone()[0]
+    assert orphans == 0
