@@ -148,7 +148,7 @@ def insert_run(conn, campaign_id: int, prof: Profile, prov: Provenance) -> int |
                 mpi_total[p] = mpi_total.get(p, 0.0) + t
         for p, sp in prof.spot.items():
             if profiles.is_mpi(p) and len(p) > 1:
-                mpi_total[p] = sp["sum"]
+                mpi_total[p] = sp.get("excl_sum", sp["sum"])
         mpi = {p: (t, stats[p].excl_max, stats[p].calls) for p, t in mpi_total.items()}
         bytes_by_path: dict = {}
         for (p, _r), b in prof.bytes_sent.items():

@@ -20,6 +20,7 @@ from .contract import Output, parse_output
 
 TIME_ATTRS = ("sum#sum#time.duration", "sum#time.duration", "time")
 SPOT_PREFIX = "inclusive#sum#time.duration"
+SPOT_EXCL = "scale#sum#time.duration.ns"  # spot's exclusive time, in seconds despite the name
 # The groundwater study's MPI_SYNC group: barrier and wait-type time.
 MPI_SYNC = {"MPI_Barrier", "MPI_Wait", "MPI_Waitall", "MPI_Waitany", "MPI_Waitsome",
             "MPI_Win_wait", "MPI_Win_fence", "MPI_Win_complete", "MPI_Ibarrier"}
@@ -141,6 +142,9 @@ def read_files(paths: list[Path]) -> Profile:
             if spot:
                 if p and f"max#{SPOT_PREFIX}" in rec:
                     prof.spot[p] = {k: float(rec[f"{k}#{SPOT_PREFIX}"]) for k in ("min", "max", "avg", "sum")}
+                    if f"avg#{SPOT_EXCL}" in rec:
+                        prof.spot[p].update({f"excl_{k}": float(rec[f"{k}#{SPOT_EXCL}"])
+                                             for k in ("min", "max", "avg", "sum")})
                     if "sum#sum#rc.count" in rec:
                         prof.calls[p, -1] = int(rec["sum#sum#rc.count"])
                 continue
@@ -257,18 +261,22 @@ def node_stats(prof: Profile) -> dict[tuple, NodeStats]:
 
 
 def _spot_stats(prof: Profile) -> dict[tuple, NodeStats]:
-    """spot keeps inclusive min/max/avg across ranks; exclusive avg follows
-    exactly (inclusive minus children); exclusive min/max do not, and are
-    left as the avg's bounds only where a node has no children."""
+    """spot keeps min/max/avg across ranks of inclusive time and, with
+    time.exclusive (Caliper's default for spot), of exclusive time. Without
+    the latter, the exclusive avg is inclusive minus children (exact up to the
+    file's printed precision) and exclusive min/max are unknown."""
     children: dict = defaultdict(list)
     for p in prof.spot:
         if len(p) > 1:
             children[p[:-1]].append(p)
     stats = {}
     for p, s in prof.spot.items():
-        kids = children.get(p, [])
-        ex_avg = s["avg"] - sum(prof.spot[k]["avg"] for k in kids)
-        ex_min, ex_max = (s["min"], s["max"]) if not kids else (None, None)
+        if "excl_avg" in s:
+            ex_min, ex_avg, ex_max = s["excl_min"], s["excl_avg"], s["excl_max"]
+        else:
+            kids = children.get(p, [])
+            ex_avg = s["avg"] - sum(prof.spot[k]["avg"] for k in kids)
+            ex_min, ex_max = (s["min"], s["max"]) if not kids else (None, None)
         stats[p] = NodeStats(ex_min, ex_avg, ex_max, s["min"], s["avg"], s["max"], prof.calls.get((p, -1)))
     return stats
 
