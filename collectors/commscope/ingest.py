@@ -107,8 +107,27 @@ def _int(s) -> int | None:
         return None
 
 
-def insert_run(conn, campaign_id: int, prof: Profile, prov: Provenance) -> int | None:
+@dataclass
+class Names:
+    """Ids of the shared names a campaign uses, interned once before its runs."""
+    systems: dict = field(default_factory=dict)
+    stacks: dict = field(default_factory=dict)
+    nodes: dict = field(default_factory=dict)
+
+    @classmethod
+    def intern(cls, conn, profs: list[Profile], prov: Provenance) -> "Names":
+        names = cls()
+        for prof in profs:
+            names.systems[id(prof)] = _system(conn, prof, prov)
+            names.stacks[id(prof)] = _stack(conn, prof, prov)
+        names.nodes = _intern_nodes(conn, sorted({p for prof in profs for p in profiles.node_stats(prof)}
+                                                 | {p for prof in profs for p, _ in prof.bytes_sent}))
+        return names
+
+
+def insert_run(conn, campaign_id: int, prof: Profile, prov: Provenance, names: Names | None = None) -> int | None:
     """Inserts one run with all its metrics; None if its content is already stored."""
+    names = names or Names.intern(conn, [prof], prov)
     g = prof.meta
     summary = profiles.run_summary(prof)
     out = prof.output
@@ -119,7 +138,7 @@ def insert_run(conn, campaign_id: int, prof: Profile, prov: Provenance) -> int |
                mpi_fraction_slowest, source, metadata)
            VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
            ON CONFLICT (content_hash) DO NOTHING RETURNING id""",
-        (prof.content_hash, campaign_id, _system(conn, prof, prov), _stack(conn, prof, prov),
+        (prof.content_hash, campaign_id, names.systems[id(prof)], names.stacks[id(prof)],
          "failed" if out and any(s == "FAIL" for s, _ in out.verify.values()) else "ok",
          prof.kind, _clean(g["workload"]), _clean(g.get("ramble_workload") or g["workload"]),
          _clean(g.get("variant")), _clean(g.get("decomposition")), _clean(prov.interconnect),
@@ -133,7 +152,7 @@ def insert_run(conn, campaign_id: int, prof: Profile, prov: Provenance) -> int |
         return None
     run_id = row[0]
     stats = profiles.node_stats(prof)
-    ids = _intern_nodes(conn, list(stats) + [p for p, _ in prof.bytes_sent])
+    ids = names.nodes
     with conn.cursor() as cur:
         with cur.copy("COPY node_metrics (run_id, node_id, excl_min, excl_avg, excl_max, incl_min, incl_avg, "
                       "incl_max, calls, imbalance) FROM STDIN") as cp:
@@ -187,18 +206,14 @@ def ingest(conn: psycopg.Connection, inputs: list[Path], prov: Provenance, skip_
     # committed first: they are not campaign data, and holding their locks
     # for a whole campaign would let two campaigns wait on each other.
     with conn.transaction():
-        for prof in profs:
-            _system(conn, prof, prov)
-            _stack(conn, prof, prov)
-        _intern_nodes(conn, sorted({p for prof in profs for p in profiles.node_stats(prof)}
-                                   | {p for prof in profs for p, _ in prof.bytes_sent}))
+        names = Names.intern(conn, profs, prov)
     with conn.transaction():
         campaign_id = conn.execute(
             "INSERT INTO campaigns (kind, source, git_commit, ci_pipeline) VALUES ('ingest', %s, %s, %s) RETURNING id",
             (_clean(json.dumps([str(i) for i in inputs])), _clean(prov.git_commit), _clean(prov.ci_pipeline)),
         ).fetchone()[0]
         for prof in profs:
-            (res.inserted if insert_run(conn, campaign_id, prof, prov) else res.skipped).append(prof.source)
+            (res.inserted if insert_run(conn, campaign_id, prof, prov, names) else res.skipped).append(prof.source)
         if not res.inserted:
             conn.execute("DELETE FROM campaigns WHERE id = %s", (campaign_id,))
     return res
