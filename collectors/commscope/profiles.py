@@ -196,6 +196,14 @@ def _read_json_split(path: Path) -> Profile:
     return prof
 
 
+def _looks_json_split(path: Path) -> bool:
+    """In a directory, a .json is a profile only if it opens like json-split
+    (Ramble's results and other JSON files stay out)."""
+    with path.open("rb") as f:
+        head = f.read(64).lstrip()
+    return head.startswith(b"{") and b'"data"' in head
+
+
 def discover(inputs: list[Path]) -> list[list[Path]]:
     """Groups input files into runs: per-rank files of one directory form one
     run; every other .cali or json-split .json file is a run of its own."""
@@ -210,7 +218,7 @@ def discover(inputs: list[Path]) -> list[list[Path]]:
                 continue
             if RANK_FILE.search(f.name):
                 per_dir[f.parent].append(f)
-            elif f.suffix in (".cali", ".json") and (inp.is_file() or f.suffix == ".cali" or "json-split" in f.name):
+            elif f.suffix == ".cali" or inp.is_file() or (f.suffix == ".json" and _looks_json_split(f)):
                 groups.append([f])
         groups.extend(per_dir[d] for d in sorted(per_dir))
     return groups
