@@ -15,6 +15,7 @@ import psycopg
 import pytest
 
 from commscope import db
+from corpus import varied_copies
 from commscope.contract import parse_output
 from commscope.ingest import Provenance, ingest
 from commscope.profiles import BadProfile
@@ -257,19 +258,6 @@ def test_eight_concurrent_ingests_of_overlapping_inputs(dsn, tmp_path):
                           "(SELECT 1 FROM runs r WHERE r.campaign_id = c.id)").fetchone()[0]
     assert runs == distinct == len(parts)
     assert empty == 0
-
-
-def varied_copies(src: Path, n: int, outdir: Path) -> list[Path]:
-    """Real profiles with one Adiak value (the user) varied, so each is a distinct run."""
-    data = src.read_bytes()
-    assert data.count(b"data=root,") >= 1
-    outdir.mkdir(parents=True, exist_ok=True)
-    out = []
-    for i in range(n):
-        f = outdir / f"copy-{i:05d}.cali"
-        f.write_bytes(data.replace(b"data=root,", f"data=u{i:05d},".encode()))
-        out.append(f)
-    return out
 
 
 def test_same_bytes_under_another_name_is_the_same_run(dsn, tmp_path):

@@ -11,6 +11,7 @@ PostgreSQL under a temporary COMMSCOPE_HOME, removed afterwards.
 import argparse
 import resource
 import shutil
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -20,18 +21,10 @@ import psycopg
 from commscope import db
 from commscope.ingest import Provenance, ingest
 
-DATA = Path(__file__).resolve().parents[2] / "tests" / "data"
-
-
-def corpus(src: Path, n: int, out: Path) -> list[Path]:
-    data = src.read_bytes()
-    out.mkdir(parents=True)
-    files = []
-    for i in range(n):
-        f = out / f"p{i:06d}.cali"
-        f.write_bytes(data.replace(b"data=root,", f"data=u{i:06d},".encode()))
-        files.append(f)
-    return files
+TESTS = Path(__file__).resolve().parents[2] / "tests"
+DATA = TESTS / "data"
+sys.path.insert(0, str(TESTS))
+from corpus import varied_copies  # noqa: E402  (the same corpus the kill -9 test uses)
 
 
 def main():
@@ -44,7 +37,7 @@ def main():
     tmp.chmod(0o711)
     emb = db.Embedded(tmp)
     try:
-        files = corpus(DATA / args.fixture, args.n, tmp / "corpus")
+        files = varied_copies(DATA / args.fixture, args.n, tmp / "corpus")
         url = emb.start()
         with psycopg.connect(url) as conn:
             db.migrate(conn)
