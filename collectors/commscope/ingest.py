@@ -120,14 +120,13 @@ class Names:
         for prof in profs:
             names.systems[id(prof)] = _system(conn, prof, prov)
             names.stacks[id(prof)] = _stack(conn, prof, prov)
-        names.nodes = _intern_nodes(conn, sorted({p for prof in profs for p in profiles.node_stats(prof)}
+        names.nodes = _intern_nodes(conn, sorted({p for prof in profs for p in prof.stats}
                                                  | {p for prof in profs for p, _ in prof.bytes_sent}))
         return names
 
 
-def insert_run(conn, campaign_id: int, prof: Profile, prov: Provenance, names: Names | None = None) -> int | None:
+def insert_run(conn, campaign_id: int, prof: Profile, prov: Provenance, names: Names) -> int | None:
     """Inserts one run with all its metrics; None if its content is already stored."""
-    names = names or Names.intern(conn, [prof], prov)
     g = prof.meta
     summary = profiles.run_summary(prof)
     out = prof.output
@@ -151,7 +150,7 @@ def insert_run(conn, campaign_id: int, prof: Profile, prov: Provenance, names: N
     if row is None:
         return None
     run_id = row[0]
-    stats = profiles.node_stats(prof)
+    stats = prof.stats
     ids = names.nodes
     with conn.cursor() as cur:
         with cur.copy("COPY node_metrics (run_id, node_id, excl_min, excl_avg, excl_max, incl_min, incl_avg, "

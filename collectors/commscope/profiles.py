@@ -7,6 +7,7 @@ Reading uses caliper-reader, the fastest of the field's readers; the numbers
 are cross-checked against Hatchet in the tests."""
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import re
@@ -51,6 +52,11 @@ class Profile:
     bytes_sent: dict = field(default_factory=dict)
     matrix: dict = field(default_factory=dict)   # (src, dst) -> [messages, bytes]
     output: Output | None = None                  # the workload's stdout, when kept beside the profile
+
+    @functools.cached_property
+    def stats(self) -> dict:
+        """node_stats(self), computed once: interning and inserting both need it."""
+        return node_stats(self)
 
     @property
     def source(self) -> str:
@@ -318,7 +324,7 @@ def run_summary(prof: Profile) -> dict:
                 "mpi_fraction_avg": sum(mpi.values()) / sum(totals.values()) if sum(totals.values()) else None,
                 "mpi_fraction_slowest": mpi[slowest] / totals[slowest] if totals[slowest] else None}
     if prof.spot:
-        stats = {p: s for p, s in _spot_stats(prof).items() if NOT_APPLICATION not in p}
+        stats = {p: s for p, s in prof.stats.items() if NOT_APPLICATION not in p}
         total = sum(s.excl_avg for s in stats.values())
         mpi = sum(s.excl_avg for p, s in stats.items() if is_mpi(p))
         roots = [s.incl_max - prof.spot.get(p + (NOT_APPLICATION,), {}).get("max", 0.0)
