@@ -264,6 +264,11 @@ static box interior_box(const domain *d)
     return b;
 }
 
+static long box_points(const box *b)
+{
+    return (b->hi[0] - b->lo[0]) * (b->hi[1] - b->lo[1]) * (b->hi[2] - b->lo[2]);
+}
+
 static box whole_box(const domain *d)
 {
     box b = {{0, 0, 0}, {d->n[0], d->n[1], d->n[2]}};
@@ -329,7 +334,7 @@ static void exchange_start(domain *d, const params *p, int f0, int f1)
                 if (to == MPI_PROC_NULL && from == MPI_PROC_NULL) continue;
                 box sb = face_box(d, a, s, 0), rb = face_box(d, a, 1 - s, 1);
                 long m = to == MPI_PROC_NULL ? 0 : pack(d, &sb, f0, f1, d->sendbuf, 0);
-                long r = (long)(rb.hi[0] - rb.lo[0]) * (rb.hi[1] - rb.lo[1]) * (rb.hi[2] - rb.lo[2]) * (f1 - f0 + 1);
+                long r = box_points(&rb) * (f1 - f0 + 1);
                 MPI_Sendrecv(d->sendbuf, (int)m, MPI_DOUBLE, to, slot_of(a, s),
                              d->recvbuf, (int)r, MPI_DOUBLE, from, slot_of(a, s), d->comm, MPI_STATUS_IGNORE);
                 if (from != MPI_PROC_NULL && unpack_face(a, 1 - s)) pack(d, &rb, f0, f1, d->recvbuf, 1);
@@ -355,7 +360,7 @@ static void exchange_start(domain *d, const params *p, int f0, int f1)
                 int q = d->nbr[a][s];
                 if (q == MPI_PROC_NULL) continue;
                 box rb = face_box(d, a, s, 1);
-                long r = (long)(rb.hi[0] - rb.lo[0]) * (rb.hi[1] - rb.lo[1]) * (rb.hi[2] - rb.lo[2]) * (f1 - f0 + 1);
+                long r = box_points(&rb) * (f1 - f0 + 1);
                 MPI_Irecv(d->recvbuf + slot_of(a, s) * d->slot, (int)r, MPI_DOUBLE, q, slot_of(a, 1 - s), d->comm,
                           &d->req[d->nreq++]);
             }
