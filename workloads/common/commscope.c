@@ -19,6 +19,14 @@ static MPI_Comm g_world;
 int cs_rank(void) { return g_rank; }
 int cs_size(void) { return g_size; }
 
+/* The interconnect catalog entry this run was launched with (see
+ * ci/interconnects.py), so every result carries the transport it measured. */
+const char *cs_interconnect(void)
+{
+    const char *v = getenv("COMMSCOPE_INTERCONNECT");
+    return v && *v ? v : NULL;
+}
+
 void cs_meta_str(const char *name, const char *value)
 {
 #ifdef COMMSCOPE_HAVE_CALIPER
@@ -50,6 +58,7 @@ void cs_init(int *argc, char ***argv, const char *prog)
     cs_meta_str("workload", prog);
     cs_meta_long("ranks", g_size);
     cs_meta_str("commscope_version", COMMSCOPE_VERSION);
+    if (cs_interconnect()) cs_meta_str("interconnect", cs_interconnect());
 #endif
     CS_BEGIN("main");
 }
@@ -192,6 +201,10 @@ void cs_parse(int argc, char **argv, cs_opt *opts, int nopts, const char *summar
         if (!v) cs_fail("%s needs a value", o->name);
         set_value(o, v);
     }
+    /* The name becomes one token of a PARAM line: refuse anything else. */
+    const char *ic = cs_interconnect();
+    if (ic && strspn(ic, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-/+:") != strlen(ic))
+        cs_fail("COMMSCOPE_INTERCONNECT: '%s' is not a catalog name (letters, digits and . _ - / + : only)", ic);
 }
 
 /* ---- output contract ---------------------------------------------------- */
@@ -227,6 +240,7 @@ void cs_header(const char *workload, const cs_opt *opts, int nopts)
         if (o->kind == CS_FLAG) printf("PARAM %s %s\n", name, o->ival ? "on" : "off");
         else printf("PARAM %s %s\n", name, o->sval ? o->sval : "none");
     }
+    if (cs_interconnect()) printf("PARAM interconnect %s\n", cs_interconnect());
     fflush(stdout);
 }
 

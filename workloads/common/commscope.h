@@ -65,6 +65,8 @@ void cs_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn
 
 int cs_rank(void);
 int cs_size(void);
+/* $COMMSCOPE_INTERCONNECT (an interconnect catalog name), or NULL if unset. */
+const char *cs_interconnect(void);
 
 /* ---- output contract ---------------------------------------------------- */
 /* COMMSCOPE, MPI_LIBRARY, MPI_VERSION, RANKS and one PARAM line per option. */
