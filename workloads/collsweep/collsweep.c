@@ -1,0 +1,426 @@
+/* collsweep: latency of MPI_Barrier, Bcast, Reduce, Allreduce, Allgather and
+ * Alltoall over a sweep of message sizes, for the reservoir study, which
+ * measured the best algorithm per collective per message size.
+ *
+ * The algorithm is never chosen in this code: one binary sweeps every
+ * algorithm through the MPI's own runtime controls (Open MPI
+ * OMPI_MCA_coll_tuned_*, MPICH MPIR_CVAR_*_INTRA_ALGORITHM, Intel MPI
+ * I_MPI_ADJUST_*). The header echoes the controls found in the environment
+ * and reads the library's own value back through MPI_T where the library
+ * exposes one, so a result can never be mislabelled.
+ *
+ * Iteration counts follow IMB: at most --iters timed calls, cut to
+ * --volume / size for large sizes, after a warm-up of max(--warmup, 10%).
+ * Every call's result is checked (outside the timed region); the payload
+ * changes with the iteration so a stale buffer cannot pass. */
+#include "commscope.h"
+
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+extern char **environ;
+
+enum { BARRIER, BCAST, REDUCE, ALLREDUCE, ALLGATHER, ALLTOALL, NCOLL };
+static const char *COLL[NCOLL] = {"barrier", "bcast", "reduce", "allreduce", "allgather", "alltoall"};
+#define ALL_COLLS "barrier,bcast,reduce,allreduce,allgather,alltoall"
+#define MAX_SIZES 64
+#define MAX_BYTES (1L << 30)
+
+/* ---- arguments ------------------------------------------------------------ */
+
+/* "--coll" as a comma list of names (any case); fills want[NCOLL]. */
+static void parse_colls(const char *text, int want[NCOLL])
+{
+    char buf[256];
+    if (strlen(text) >= sizeof buf) cs_fail("--coll: value too long");
+    strcpy(buf, text);
+    memset(want, 0, NCOLL * sizeof(int));
+    int any = 0;
+    for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
+        for (char *c = tok; *c; c++) *c = (char)tolower((unsigned char)*c);
+        int found = -1;
+        for (int c = 0; c < NCOLL; c++)
+            if (strcmp(tok, COLL[c]) == 0) found = c;
+        if (found < 0) cs_fail("--coll: unknown collective '%s' (expected names from %s)", tok, ALL_COLLS);
+        if (want[found]) cs_fail("--coll: '%s' given twice", tok);
+        want[found] = any = 1;
+    }
+    if (!any) cs_fail("--coll: no collective named in '%s'", text);
+}
+
+/* One size in bytes, with an optional K or M suffix (powers of 1024). */
+static long parse_bytes(const char *s, const char *whole)
+{
+    char *end;
+    long v = strtol(s, &end, 10);
+    if (end == s) cs_fail("--sizes: '%s' in '%s' is not a size", s, whole);
+    if (*end == 'k' || *end == 'K') v *= 1024, end++;
+    else if (*end == 'm' || *end == 'M') v *= 1024 * 1024, end++;
+    if (*end == 'B' || *end == 'b') end++;
+    if (*end != '\0') cs_fail("--sizes: '%s' in '%s' is not a size (bytes, or with a K or M suffix)", s, whole);
+    if (v < 8 || v % 8 != 0)
+        cs_fail("--sizes: %ld in '%s' is not a positive multiple of 8 bytes (payloads are doubles)", v, whole);
+    if (v > MAX_BYTES) cs_fail("--sizes: %ld in '%s' is above the limit of %ld bytes", v, whole, MAX_BYTES);
+    return v;
+}
+
+/* "MIN:MAX" doubles from MIN while <= MAX; otherwise a comma list. */
+static int parse_sizes(const char *text, long sizes[MAX_SIZES])
+{
+    char buf[512];
+    int n = 0;
+    if (strlen(text) >= sizeof buf) cs_fail("--sizes: value too long");
+    strcpy(buf, text);
+    char *colon = strchr(buf, ':');
+    if (colon) {
+        *colon = '\0';
+        long lo = parse_bytes(buf, text), hi = parse_bytes(colon + 1, text);
+        if (lo > hi) cs_fail("--sizes: range '%s' has MIN above MAX", text);
+        for (long s = lo; s <= hi; s *= 2) sizes[n++] = s;
+        return n;
+    }
+    for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
+        if (n == MAX_SIZES) cs_fail("--sizes: more than %d sizes in '%s'", MAX_SIZES, text);
+        long v = parse_bytes(tok, text);
+        for (int i = 0; i < n; i++)
+            if (sizes[i] == v) cs_fail("--sizes: %ld given twice in '%s'", v, text);
+        sizes[n++] = v;
+    }
+    if (!n) cs_fail("--sizes: no size in '%s'", text);
+    return n;
+}
+
+/* ---- algorithm controls ------------------------------------------------- */
+
+static int is_control(const char *name)
+{
+    return strncmp(name, "OMPI_MCA_coll", 13) == 0 ||
+           (strncmp(name, "MPIR_CVAR_", 10) == 0 && (strstr(name, "ALGORITHM") || strstr(name, "COLL"))) ||
+           strncmp(name, "I_MPI_ADJUST_", 13) == 0 || strncmp(name, "I_MPI_COLL", 10) == 0;
+}
+
+static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+/* PARAM env.<NAME> <value> for every algorithm control in the environment. */
+static void echo_env_controls(void)
+{
+    int n = 0;
+    for (char **e = environ; *e; e++) n++;
+    char **found = malloc((n ? n : 1) * sizeof(char *));
+    int m = 0;
+    for (char **e = environ; *e; e++) {
+        char name[256];
+        const char *eq = strchr(*e, '=');
+        size_t len = eq ? (size_t)(eq - *e) : strlen(*e);
+        if (len >= sizeof name) continue;
+        memcpy(name, *e, len);
+        name[len] = '\0';
+        if (is_control(name)) found[m++] = *e;
+    }
+    qsort(found, m, sizeof(char *), cmp_str);
+    for (int i = 0; i < m; i++) {
+        const char *eq = strchr(found[i], '=');
+        char key[300];
+        snprintf(key, sizeof key, "env.%.*s", (int)(eq - found[i]), found[i]);
+        cs_param(key, "%s", eq + 1);
+    }
+    cs_param("algorithm_controls", "%d", m);
+    free(found);
+}
+
+/* The library's own value of a control variable, read through MPI_T, as
+ * text; 0 if this library has no such variable. */
+static int read_cvar(const char *want, char *out, size_t outlen)
+{
+    int n = 0;
+    MPI_T_cvar_get_num(&n);
+    for (int i = 0; i < n; i++) {
+        char name[256], desc[8];
+        int nl = sizeof name, dl = sizeof desc, verb, bind, scope, count, size = 0;
+        MPI_Datatype dt;
+        MPI_T_enum en;
+        if (MPI_T_cvar_get_info(i, name, &nl, &verb, &dt, &en, desc, &dl, &bind, &scope) != MPI_SUCCESS) continue;
+        if (strcmp(name, want) != 0) continue;
+        if (bind != MPI_T_BIND_NO_OBJECT) return 0;
+        MPI_T_cvar_handle h;
+        if (MPI_T_cvar_handle_alloc(i, NULL, &h, &count) != MPI_SUCCESS) return 0;
+        union { char c[512]; long long ll; int i; unsigned char b; } v;
+        memset(&v, 0, sizeof v);
+        MPI_Type_size(dt, &size);
+        if ((long)size * count > (long)sizeof v.c - 1) {
+            MPI_T_cvar_handle_free(&h);
+            return 0;
+        }
+        MPI_T_cvar_read(h, &v);
+        MPI_T_cvar_handle_free(&h);
+        long long val;
+        if (dt == MPI_CHAR) {
+            snprintf(out, outlen, "%.200s", v.c[0] ? v.c : "(empty)");
+            return 1;
+        }
+        val = size == 1 ? v.b : size == 4 ? v.i : v.ll;
+        int len = snprintf(out, outlen, "%lld", val);
+        /* Open MPI names its enum values; MPICH leaves them unnamed. */
+        int items = 0;
+        char ename[64], item[128];
+        int enl = sizeof ename;
+        if (en != MPI_T_ENUM_NULL && MPI_T_enum_get_info(en, &items, ename, &enl) == MPI_SUCCESS)
+            for (int k = 0; k < items; k++) {
+                int iv, il = sizeof item;
+                if (MPI_T_enum_get_item(en, k, &iv, item, &il) == MPI_SUCCESS && iv == val)
+                    snprintf(out + len, outlen - len, " %s", item);
+            }
+        return 1;
+    }
+    return 0;
+}
+
+/* PARAM mpit.<control> <value as the library holds it>: proof that the
+ * library parsed the control, not only that the variable was set. */
+static void echo_library_controls(void)
+{
+    int provided, shown = 0;
+    if (MPI_T_init_thread(MPI_THREAD_SINGLE, &provided) != MPI_SUCCESS) {
+        cs_param("mpit", "unavailable");
+        return;
+    }
+    char name[128], key[160], value[256];
+    if (read_cvar("coll_tuned_use_dynamic_rules", value, sizeof value)) {
+        cs_param("mpit.coll_tuned_use_dynamic_rules", "%s", value);
+        shown++;
+    }
+    for (int c = 0; c < NCOLL; c++) {
+        char upper[32];
+        for (int k = 0; (upper[k] = (char)toupper((unsigned char)COLL[c][k])); k++) {}
+        snprintf(name, sizeof name, "coll_tuned_%s_algorithm", COLL[c]);
+        if (read_cvar(name, value, sizeof value)) {
+            snprintf(key, sizeof key, "mpit.%s", name);
+            cs_param(key, "%s", value);
+            shown++;
+        }
+        snprintf(name, sizeof name, "MPIR_CVAR_%s_INTRA_ALGORITHM", upper);
+        if (read_cvar(name, value, sizeof value)) {
+            snprintf(key, sizeof key, "mpit.%s", name);
+            cs_param(key, "%s", value);
+            shown++;
+        }
+    }
+    if (!shown) cs_param("mpit", "none: this library exposes no collective algorithm control through MPI_T");
+    MPI_T_finalize();
+}
+
+/* ---- the sweep -------------------------------------------------------------- */
+
+/* Payload value of element i from source a in call it: small integers, so
+ * any reduction order sums them exactly. */
+static inline double pattern(long a, long i, long it) { return (double)((a * 131 + i * 7 + it * 13) % 1024); }
+
+typedef struct {
+    MPI_Comm comm;
+    int me, np;
+    double *send, *recv;
+    long wrong, calls;
+    double t_comm;
+} sweep;
+
+/* Fills the send side of call `it`; returns the root it uses. */
+static int prepare(sweep *s, int coll, long n, long it)
+{
+    int root = (int)(it % s->np); /* IMB rotates the root of Bcast and Reduce */
+    switch (coll) {
+    case BCAST:
+        for (long i = 0; i < n; i++) s->send[i] = s->me == root ? pattern(root, i, it) : -1.0;
+        break;
+    case REDUCE:
+    case ALLREDUCE:
+        for (long i = 0; i < n; i++) s->send[i] = (double)(s->me + 1) + pattern(0, i, it);
+        for (long i = 0; i < n; i++) s->recv[i] = -1.0;
+        break;
+    case ALLGATHER:
+        for (long i = 0; i < n; i++) s->send[i] = pattern(s->me, i, it);
+        for (long i = 0; i < n * s->np; i++) s->recv[i] = -1.0;
+        break;
+    case ALLTOALL:
+        for (int d = 0; d < s->np; d++)
+            for (long i = 0; i < n; i++) s->send[d * n + i] = pattern((long)s->me * s->np + d, i, it);
+        for (long i = 0; i < n * s->np; i++) s->recv[i] = -1.0;
+        break;
+    }
+    return root;
+}
+
+static void call(sweep *s, int coll, long n, int root)
+{
+    switch (coll) {
+    case BARRIER: MPI_Barrier(s->comm); break;
+    case BCAST: MPI_Bcast(s->send, (int)n, MPI_DOUBLE, root, s->comm); break;
+    case REDUCE: MPI_Reduce(s->send, s->recv, (int)n, MPI_DOUBLE, MPI_SUM, root, s->comm); break;
+    case ALLREDUCE: MPI_Allreduce(s->send, s->recv, (int)n, MPI_DOUBLE, MPI_SUM, s->comm); break;
+    case ALLGATHER: MPI_Allgather(s->send, (int)n, MPI_DOUBLE, s->recv, (int)n, MPI_DOUBLE, s->comm); break;
+    case ALLTOALL: MPI_Alltoall(s->send, (int)n, MPI_DOUBLE, s->recv, (int)n, MPI_DOUBLE, s->comm); break;
+    }
+}
+
+/* Counts wrong elements of this rank's result of call `it`. */
+static long check(const sweep *s, int coll, long n, long it, int root)
+{
+    long bad = 0;
+    double ranksum = (double)s->np * (s->np + 1) / 2;
+    switch (coll) {
+    case BCAST:
+        for (long i = 0; i < n; i++) bad += s->send[i] != pattern(root, i, it);
+        break;
+    case REDUCE:
+        if (s->me != root) break;
+        /* fall through */
+    case ALLREDUCE:
+        for (long i = 0; i < n; i++) bad += s->recv[i] != ranksum + s->np * pattern(0, i, it);
+        break;
+    case ALLGATHER:
+        for (int r = 0; r < s->np; r++)
+            for (long i = 0; i < n; i++) bad += s->recv[r * n + i] != pattern(r, i, it);
+        break;
+    case ALLTOALL:
+        for (int r = 0; r < s->np; r++)
+            for (long i = 0; i < n; i++) bad += s->recv[r * n + i] != pattern((long)r * s->np + s->me, i, it);
+        break;
+    }
+#ifdef COMMSCOPE_CORRUPT_REDUCTION
+    /* Test builds prove the check can fail: one wrong element per call. */
+    if (coll == ALLREDUCE) bad++;
+#endif
+    return bad;
+}
+
+/* Per-rank mean time of one timed call, in seconds, over `iters` calls. */
+static double run_size(sweep *s, int coll, long n, long iters, long warmup)
+{
+    double t = 0;
+    for (long it = -warmup; it < iters; it++) {
+        long stamp = it < 0 ? it + warmup + iters : it; /* warm-up payloads differ from timed ones */
+        int root = prepare(s, coll, n, stamp);
+        double t0 = MPI_Wtime();
+        call(s, coll, n, root);
+        double dt = MPI_Wtime() - t0;
+        if (it >= 0) t += dt;
+        s->wrong += check(s, coll, n, stamp, root);
+        s->calls++;
+    }
+    s->t_comm += t;
+    return t / iters;
+}
+
+/* ---- main ------------------------------------------------------------------- */
+
+enum { O_COLL, O_SIZES, O_ITERS, O_WARMUP, O_VOLUME, NOPT };
+
+int main(int argc, char **argv)
+{
+    cs_opt o[NOPT] = {
+        [O_COLL] = {"--coll", CS_STR, ALL_COLLS, NULL, "collectives to sweep, comma-separated", 0},
+        [O_SIZES] = {"--sizes", CS_STR, "8:4M", NULL,
+                     "message sizes in bytes: MIN:MAX (doubling) or a comma list; K and M suffixes", 0},
+        [O_ITERS] = {"--iters", CS_INT, "1000", NULL, "timed calls per size, before the --volume cut", 1},
+        [O_WARMUP] = {"--warmup", CS_INT, "10", NULL, "least untimed warm-up calls per size (at least 10% of the timed ones)", 0},
+        [O_VOLUME] = {"--volume", CS_INT, "41943040", NULL, "timed calls per size are cut to volume/size (IMB: 40 MiB)", 1},
+    };
+    cs_init(&argc, &argv, "collsweep");
+    CS_BEGIN("setup");
+    cs_parse(argc, argv, o, NOPT, "Latency of six collectives over a sweep of message sizes (reservoir study).");
+    int want[NCOLL];
+    long sizes[MAX_SIZES];
+    parse_colls(o[O_COLL].sval, want);
+    int nsizes = parse_sizes(o[O_SIZES].sval, sizes);
+
+    sweep s = {.comm = MPI_COMM_WORLD};
+    s.me = cs_rank();
+    s.np = cs_size();
+    long maxn = sizes[0];
+    for (int k = 1; k < nsizes; k++)
+        if (sizes[k] > maxn) maxn = sizes[k];
+    maxn /= 8;
+    /* Allgather and Alltoall need size x ranks on both sides. */
+    s.send = malloc(maxn * s.np * sizeof(double));
+    s.recv = malloc(maxn * s.np * sizeof(double));
+    if (!s.send || !s.recv) {
+        fprintf(stderr, "collsweep: out of memory for %ld-byte buffers x %d ranks\n", maxn * 8, s.np);
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+
+    cs_header("collsweep", o, NOPT);
+    echo_env_controls();
+    echo_library_controls();
+    if (s.me == 0) fflush(stdout);
+    cs_meta_str("variant", o[O_COLL].sval);
+    cs_meta_str("sizes", o[O_SIZES].sval);
+    cs_meta_long("iterations", o[O_ITERS].ival);
+    CS_END("setup");
+
+    MPI_Barrier(s.comm);
+    double start = MPI_Wtime();
+    long timed = 0;
+    for (int c = 0; c < NCOLL; c++) {
+        if (!want[c]) continue;
+        /* Barrier moves no payload: it is timed once, not per size. */
+        int nk = c == BARRIER ? 1 : nsizes;
+        for (int k = 0; k < nk; k++) {
+            long bytes = c == BARRIER ? 0 : sizes[k], n = bytes / 8;
+            long iters = bytes ? o[O_VOLUME].ival / bytes : o[O_ITERS].ival;
+            if (iters > o[O_ITERS].ival) iters = o[O_ITERS].ival;
+            if (iters < 1) iters = 1;
+            long warmup = iters / 10 > o[O_WARMUP].ival ? iters / 10 : o[O_WARMUP].ival;
+            CS_BEGIN(COLL[c]);
+            CS_COMM_BEGIN("collective");
+            MPI_Barrier(s.comm);
+            double mean = run_size(&s, c, n, iters, warmup);
+            CS_COMM_END("collective");
+            CS_END(COLL[c]);
+            timed += iters;
+            double lo, sum, hi;
+            MPI_Reduce(&mean, &lo, 1, MPI_DOUBLE, MPI_MIN, 0, s.comm);
+            MPI_Reduce(&mean, &sum, 1, MPI_DOUBLE, MPI_SUM, 0, s.comm);
+            MPI_Reduce(&mean, &hi, 1, MPI_DOUBLE, MPI_MAX, 0, s.comm);
+            char name[96];
+            if (c == BARRIER) snprintf(name, sizeof name, "barrier");
+            else snprintf(name, sizeof name, "%s_%ldB", COLL[c], bytes);
+            char key[128];
+            snprintf(key, sizeof key, "%s_t_min", name);
+            cs_fom(key, lo * 1e6, "us");
+            snprintf(key, sizeof key, "%s_t_avg", name);
+            cs_fom(key, sum / s.np * 1e6, "us");
+            snprintf(key, sizeof key, "%s_t_max", name);
+            cs_fom(key, hi * 1e6, "us");
+            /* Bus bandwidth as nccl-tests defines it: the data one rank moves
+             * over the busiest link, so algorithms and sizes compare. */
+            double factor = c == ALLREDUCE ? 2.0 * (s.np - 1) / s.np
+                          : c == ALLGATHER || c == ALLTOALL ? (double)(s.np - 1) / s.np : 1.0;
+            double data = c == ALLGATHER || c == ALLTOALL ? (double)bytes * s.np : (double)bytes;
+            if (c != BARRIER && s.np > 1) {
+                snprintf(key, sizeof key, "%s_busbw", name);
+                cs_fom(key, data * factor / (sum / s.np) / 1e6, "MB/s");
+            }
+            snprintf(key, sizeof key, "iterations.%s", name);
+            cs_param(key, "%ld timed, %ld warm-up", iters, warmup);
+        }
+    }
+    double wall = MPI_Wtime() - start, total;
+    MPI_Allreduce(&wall, &total, 1, MPI_DOUBLE, MPI_MAX, s.comm);
+    cs_fom("total_time", total, "s");
+    cs_fom("time_per_iter", timed ? total / timed : 0, "s");
+    cs_fom_avg_max(s.comm, "comm_time", s.t_comm, "s");
+
+    CS_BEGIN("verify");
+    long wrong = 0, calls = 0;
+    MPI_Allreduce(&s.wrong, &wrong, 1, MPI_LONG, MPI_SUM, s.comm);
+    MPI_Allreduce(&s.calls, &calls, 1, MPI_LONG, MPI_SUM, s.comm);
+    cs_verify("wrong_elements", wrong == 0 && calls > 0, "%ld", wrong);
+    cs_verify("checked_calls", calls > 0, "%ld", calls / s.np);
+    CS_END("verify");
+
+    free(s.send);
+    free(s.recv);
+    cs_finalize();
+    return 0;
+}
