@@ -1,0 +1,434 @@
+#!/usr/bin/env python3
+"""The interconnect catalog: named runtime transport selections per MPI stack,
+and the runs that prove each one takes effect.
+
+An entry such as `openmpi5/tcp` is a set of environment variables that picks a
+transport on one stack of ci/mpi_stacks.py. Every selection is an environment
+variable (Open MPI's `--mca pml ob1` is `OMPI_MCA_pml=ob1`), so an entry works
+the same under `mpirun` and under `srun`. A site adds entries in
+ramble/sites/<site>/interconnects.yaml.
+
+Labels lie silently (the PyPI MPICH wheel ignores FI_PROVIDER), so an entry
+counts only when `verify` proves it: a real 2-rank pingpong run whose
+ 1. selection report, printed by the stack itself, names the expected
+    transport (Open MPI: `OMPI_MCA_btl_base_verbose=1` prints
+    "mca: bml: Using <btl> btl for send to ..."; MPICH:
+    `MPIR_CVAR_DEBUG_SUMMARY=1` prints "==== UCX netmod Capability ====" but
+    nothing about UCX's transports, so `UCX_LOG_LEVEL=info` adds UCX's own
+    "ep_cfg[..]: tag(<transports>)" lines; Intel MPI: `I_MPI_DEBUG=5` prints
+    "libfabric provider: ..." for OFI and the tuning file it loaded), and
+ 2. 8-byte half round trip latency falls in the band of the entry's class.
+
+    python3 ci/interconnects.py list [--site SITE] [--json]
+    python3 ci/interconnects.py verify [--stacks S ...] [--entries N ...] [--site SITE]
+
+Stdlib only (a site file needs PyYAML, imported when one is read).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "collectors"))
+import mpi_stacks  # noqa: E402
+from commscope.contract import parse_output  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+SITES = ROOT / "ramble" / "sites"
+
+# Catalog names start with a short stack name: openmpi5/tcp runs on pypi-openmpi5.
+STACK_PREFIX = {
+    "debian-openmpi4": "openmpi4",
+    "debian-mpich4": "mpich4",
+    "pypi-openmpi5": "openmpi5",
+    "pypi-mpich5": "mpich5",
+    "pypi-impi2021": "impi2021",
+}
+
+# Half round trip of an 8-byte message, in microseconds, [low, high).
+# Measured on this 2-core machine (best of 20 batches): shared memory
+# 0.15-1.9 us, TCP loopback 7-11 us idle and 14-40 us with busy neighbours.
+# Load only ever slows a run, so the boundary sits nearer TCP's floor (1.4x
+# margin below 7 us) than shared memory's ceiling (2.6x above 1.9 us). The
+# TCP ceiling only catches a run that fell to something pathological. A site's
+# fabric entry gives its own band.
+LATENCY_BANDS_US = {
+    "shm": (0.0, 5.0),
+    "tcp": (5.0, 250.0),
+    "fabric": (0.0, 10.0),
+}
+CLASSES = tuple(LATENCY_BANDS_US)
+
+# What makes each family print its own transport selection.
+REPORT_ENV = {
+    "openmpi": {"OMPI_MCA_btl_base_verbose": "1"},
+    "mpich": {"MPIR_CVAR_DEBUG_SUMMARY": "1", "UCX_LOG_LEVEL": "info"},
+    "impi": {"I_MPI_DEBUG": "5"},
+}
+
+# Pingpong sizing for verify: 20 batches of 500 round trips take 0.2 s on TCP
+# loopback; the best batch survives a busy neighbour.
+PINGPONG_ARGS = ["--bytes", "8", "--iters", "500", "--batches", "20", "--warmup", "200"]
+ATTEMPTS = 3          # an out-of-band latency is measured again before it counts
+RUN_TIMEOUT = 120     # seconds; a hang is a failure
+
+
+@dataclass(frozen=True)
+class Entry:
+    name: str               # "openmpi5/tcp"
+    stack: str              # a stack name of ci/mpi_stacks.py (or a site's own stack)
+    family: str             # openmpi | mpich | impi: which report to read
+    transport: str          # shm | tcp | fabric: which latency band applies
+    env: dict               # the selection itself
+    proof: tuple            # regexes that must each match a line of the stack's report
+    reject: tuple = ()      # regexes no line may match (another transport was used)
+    report_env: dict = field(default_factory=dict)  # added to REPORT_ENV[family]
+    latency_us: tuple | None = None                 # overrides LATENCY_BANDS_US[transport]
+    note: str = ""
+    source: str = "builtin"
+
+    def band(self) -> tuple:
+        return tuple(self.latency_us) if self.latency_us else LATENCY_BANDS_US[self.transport]
+
+    def environ(self) -> dict:
+        """The variables a run needs: the selection plus the catalog name,
+        which every workload echoes as `PARAM interconnect` and Adiak metadata."""
+        return {**self.env, "COMMSCOPE_INTERCONNECT": self.name}
+
+
+# ---- built-in entries --------------------------------------------------------
+
+def _ompi(prefix: str, stack: str, btl: str, transport: str) -> Entry:
+    # pml ob1 is forced: with pml ucx or cm no btl carries the traffic at all.
+    return Entry(f"{prefix}/{transport}", stack, "openmpi", transport,
+                 {"OMPI_MCA_pml": "ob1", "OMPI_MCA_btl": f"self,{btl}"},
+                 proof=(rf"mca: bml: Using {btl} btl for send to",),
+                 reject=(rf"mca: bml: Using (?!{btl} |self )\S+ btl for send to",),
+                 note=f"--mca pml ob1 --mca btl self,{btl}")
+
+
+# UCX's transports for tagged messages to a peer, from its endpoint report
+# lines: "ep_cfg[1]: tag(sysv/memory cma/memory) ..." (UCX 1.13) or
+# "ucp_context_0 intra-node cfg#1 tag(tcp/eth0) ..." (UCX 1.20). The
+# endpoint to the process itself (tag(self/...) or "self cfg#") proves nothing.
+_UCX_PEER = r"UCX +INFO +(?!.*\bself cfg#)(?:ep_cfg\[\d+\]|.*cfg#\d+).*?\btag\((?![^)]*\bself/)"
+_UCX_SHM = _UCX_PEER + r"[^)]*\b(sysv|posix|cma|xpmem|knem)/memory"
+_UCX_TCP = _UCX_PEER + r"[^)]*\btcp/"
+
+
+def _mpich_ucx(prefix: str, stack: str, transport: str) -> Entry:
+    if transport == "shm":
+        return Entry(f"{prefix}/default", stack, "mpich", "shm", {},
+                     proof=(r"==== UCX netmod", _UCX_SHM), reject=(_UCX_TCP,),
+                     note="ch4:ucx defaults; on-node traffic over shared memory")
+    # NOLOCAL pushes on-node traffic through the netmod. No report names it;
+    # the latency class is what shows it took effect.
+    return Entry(f"{prefix}/tcp", stack, "mpich", "tcp", {"MPIR_CVAR_NOLOCAL": "1", "UCX_TLS": "tcp"},
+                 proof=(r"==== UCX netmod", _UCX_TCP), reject=(_UCX_SHM,),
+                 note="ch4:ucx with UCX_TLS=tcp; MPIR_CVAR_NOLOCAL=1 keeps on-node traffic in the netmod")
+
+
+BUILTIN = (
+    _ompi("openmpi4", "debian-openmpi4", "vader", "shm"),
+    _ompi("openmpi4", "debian-openmpi4", "tcp", "tcp"),
+    _ompi("openmpi5", "pypi-openmpi5", "sm", "shm"),   # vader was renamed sm in Open MPI 5
+    _ompi("openmpi5", "pypi-openmpi5", "tcp", "tcp"),
+    _mpich_ucx("mpich4", "debian-mpich4", "shm"),
+    _mpich_ucx("mpich4", "debian-mpich4", "tcp"),
+    # The PyPI wheel is ch4:ucx too, not ofi: FI_PROVIDER has no effect on it.
+    _mpich_ucx("mpich5", "pypi-mpich5", "shm"),
+    _mpich_ucx("mpich5", "pypi-mpich5", "tcp"),
+    # Intel MPI names its fabric mode in the tuning file it loads, and prints
+    # the libfabric provider only when OFI is in use.
+    Entry("impi2021/shm", "pypi-impi2021", "impi", "shm", {"I_MPI_FABRICS": "shm"},
+          proof=(r"MPI startup\(\): Load tuning file: .*_shm\.dat",), reject=(r"libfabric provider:",)),
+    Entry("impi2021/tcp", "pypi-impi2021", "impi", "tcp", {"I_MPI_FABRICS": "ofi", "FI_PROVIDER": "tcp"},
+          proof=(r"MPI startup\(\): libfabric provider: tcp\b",)),
+)
+
+
+# ---- site entries --------------------------------------------------------------
+
+def sites() -> list[str]:
+    return sorted(p.parent.name for p in SITES.glob("*/interconnects.yaml"))
+
+
+def load_site(site: str) -> list[Entry]:
+    """Entries from ramble/sites/<site>/interconnects.yaml. Shape:
+
+        interconnects:
+          openmpi4/ucx-tcp:            # <stack prefix or site name>/<label>
+            stack: debian-openmpi4     # a ci/mpi_stacks.py name, or a site stack with `family:`
+            transport: tcp             # shm | tcp | fabric
+            env: {OMPI_MCA_pml: ucx, UCX_TLS: tcp}
+            report_env: {UCX_LOG_LEVEL: info}   # optional, added to the family's
+            proof: ['UCX +INFO .*tag\\([^)]*tcp/']
+            reject: []                 # optional
+            latency_us: [4, 250]       # optional band override
+    """
+    path = SITES / site / "interconnects.yaml"
+    if not path.is_file():
+        raise KeyError(f"site {site!r} has no {path.relative_to(ROOT)}; sites with one: {', '.join(sites()) or 'none'}")
+    try:
+        import yaml
+    except ImportError as e:  # pragma: no cover - PyYAML is a project dependency
+        raise RuntimeError(f"reading {path} needs PyYAML (pip install PyYAML)") from e
+    doc = yaml.safe_load(path.read_text()) or {}
+    where = path.relative_to(ROOT)
+    if not isinstance(doc, dict) or not isinstance(doc.get("interconnects", {}), dict):
+        raise ValueError(f"{where}: expected a mapping 'interconnects: {{name: {{...}}}}'")
+    known = {s.name: s.family for s in mpi_stacks.catalog()}
+    out = []
+    for name, spec in (doc.get("interconnects") or {}).items():
+        def bad(msg: str):
+            return ValueError(f"{where}: interconnect {name!r}: {msg}")
+        if not isinstance(spec, dict):
+            raise bad("expected a mapping")
+        unknown = set(spec) - {"stack", "family", "transport", "env", "report_env", "proof", "reject",
+                               "latency_us", "note"}
+        if unknown:
+            raise bad(f"unknown keys {sorted(unknown)}")
+        stack = spec.get("stack")
+        family = spec.get("family") or known.get(stack)
+        if stack is None:
+            raise bad("needs 'stack'")
+        if family is None:
+            raise bad(f"stack {stack!r} is not in ci/mpi_stacks.py ({', '.join(known)}); "
+                      "a site stack needs 'family: openmpi|mpich|impi'")
+        if family not in REPORT_ENV:
+            raise bad(f"family {family!r} is not one of {', '.join(REPORT_ENV)}")
+        if stack in known and known[stack] != family:
+            raise bad(f"family {family!r} contradicts stack {stack!r} ({known[stack]})")
+        if spec.get("transport") not in CLASSES:
+            raise bad(f"transport {spec.get('transport')!r} is not one of {', '.join(CLASSES)}")
+        proof = spec.get("proof")
+        if not proof or not isinstance(proof, list):
+            raise bad("needs 'proof': a list of regexes the stack's report must match")
+        for rx in [*proof, *(spec.get("reject") or [])]:
+            try:
+                re.compile(rx)
+            except re.error as e:
+                raise bad(f"regex {rx!r}: {e}") from e
+        band = spec.get("latency_us")
+        if band is not None and not (isinstance(band, list) and len(band) == 2 and band[0] < band[1]):
+            raise bad(f"latency_us {band!r} is not [low, high] with low < high")
+        out.append(Entry(name, stack, family, spec["transport"],
+                         {k: str(v) for k, v in (spec.get("env") or {}).items()},
+                         tuple(proof), tuple(spec.get("reject") or ()),
+                         {k: str(v) for k, v in (spec.get("report_env") or {}).items()},
+                         tuple(band) if band else None, spec.get("note", ""), str(where)))
+    return out
+
+
+# ---- the catalog API -------------------------------------------------------------
+
+def catalog(site: str | None = None) -> list[Entry]:
+    """Built-in entries, plus the site's when a site is given."""
+    entries = list(BUILTIN) + (load_site(site) if site else [])
+    seen: set = set()
+    for e in entries:
+        if e.name in seen:
+            raise ValueError(f"interconnect {e.name!r} is defined twice (the second in {e.source})")
+        seen.add(e.name)
+    return entries
+
+
+def entries(stack: str, site: str | None = None) -> list[Entry]:
+    """The entries that run on one stack (a ci/mpi_stacks.py name)."""
+    return [e for e in catalog(site) if e.stack == stack]
+
+
+def get(name: str, site: str | None = None) -> Entry:
+    for e in catalog(site):
+        if e.name == name:
+            return e
+    raise KeyError(f"unknown interconnect {name!r}; known: {', '.join(e.name for e in catalog(site))}")
+
+
+# ---- verification ------------------------------------------------------------------
+
+@dataclass
+class Result:
+    name: str
+    stack: str
+    transport: str
+    verdict: str            # proven | not proven | latency mismatch | failed | unverifiable
+    proof_lines: list       # the first report line each proof regex matched
+    missing: list           # proof regexes nothing matched
+    rejected: list          # report lines that match a reject regex
+    latency_us: float | None
+    latencies_us: list      # every attempt
+    band_us: tuple
+    seconds: float
+    detail: str = ""
+
+
+def _strip_prefix(line: str) -> str:
+    # "[vm:1234] mca: bml: ..." and "[179536.6] [vm:26894:0] ucp_worker.c:1763 UCX ..." -> the message
+    return re.sub(r"^(\[[^\]]*\]\s*)+", "", line).strip()
+
+
+def check_report(entry: Entry, text: str) -> tuple[list, list, list]:
+    """(proof lines found, proof regexes missing, lines a reject regex matched)."""
+    lines = text.splitlines()
+    found, missing = [], []
+    for rx in entry.proof:
+        hit = next((ln for ln in lines if re.search(rx, ln)), None)
+        if hit is None:
+            missing.append(rx)
+        else:
+            found.append(_strip_prefix(hit))
+    rejected = [_strip_prefix(ln) for ln in lines for rx in entry.reject if re.search(rx, ln)]
+    return found, missing, rejected
+
+
+def run_pingpong(entry: Entry, stack: mpi_stacks.Stack, exe: Path) -> subprocess.CompletedProcess:
+    env = stack.environ({**REPORT_ENV[entry.family], **entry.report_env, **entry.environ()})
+    return subprocess.run(stack.launch(2, [str(exe), *PINGPONG_ARGS]), env=env, capture_output=True,
+                          text=True, timeout=RUN_TIMEOUT)
+
+
+def verify_entry(entry: Entry, exe: Path) -> Result:
+    """Runs the entry up to ATTEMPTS times: the report must prove the
+    selection every time, and one latency inside the band is enough (a busy
+    machine only ever makes a run slower)."""
+    stack = mpi_stacks.by_name(entry.stack)
+    band = entry.band()
+    lats: list = []
+    t0 = time.monotonic()
+    res = Result(entry.name, entry.stack, entry.transport, "failed", [], [], [], None, lats, band, 0.0)
+    for _ in range(ATTEMPTS):
+        try:
+            p = run_pingpong(entry, stack, exe)
+        except subprocess.TimeoutExpired:
+            res.detail = f"timed out after {RUN_TIMEOUT} s"
+            break
+        text = p.stdout + "\n" + p.stderr
+        out = parse_output(p.stdout)
+        problems = []
+        if p.returncode:
+            problems.append(f"exit status {p.returncode}")
+        if out.ranks != 2:
+            problems.append(f"reported {out.ranks} ranks, expected 2")
+        if out.verify.get("payload", ("missing",))[0] != "PASS":
+            problems.append(f"VERIFY payload {out.verify.get('payload', 'missing')}")
+        if out.params.get("interconnect") != entry.name:
+            problems.append(f"PARAM interconnect is {out.params.get('interconnect')!r}, not {entry.name!r}")
+        if "latency" not in out.foms:
+            problems.append("no FOM latency")
+        if problems:
+            res.verdict, res.detail = "failed", "; ".join(problems) + "\n" + text[-2000:]
+            break
+        res.proof_lines, res.missing, res.rejected = check_report(entry, text)
+        lat = out.foms["latency"][0]
+        lats.append(lat)
+        res.latency_us = min(lats)
+        if res.missing or res.rejected:
+            res.verdict = "not proven"
+            res.detail = "report lacks " + ", ".join(map(repr, res.missing)) if res.missing else \
+                "report shows another transport: " + res.rejected[0]
+            break
+        if band[0] <= lat < band[1]:
+            res.verdict = "proven"
+            break
+        res.verdict = "latency mismatch"
+        res.detail = f"{entry.transport} band is [{band[0]}, {band[1]}) us"
+    res.seconds = round(time.monotonic() - t0, 2)
+    return res
+
+
+def build_pingpong(stack: mpi_stacks.Stack) -> Path:
+    import suite  # the same per-stack build the tests and ci/suite.py use
+    return suite.build(stack) / "pingpong"
+
+
+def verify(selected: list[Entry]) -> list[Result]:
+    results, exes = [], {}
+    names = {s.name for s in mpi_stacks.catalog()}
+    for e in selected:
+        if e.stack not in names or not mpi_stacks.by_name(e.stack).present():
+            results.append(Result(e.name, e.stack, e.transport, "unverifiable", [], [], [], None, [], e.band(),
+                                  0.0, f"stack {e.stack} is not installed on this machine"))
+            continue
+        if e.stack not in exes:
+            exes[e.stack] = build_pingpong(mpi_stacks.by_name(e.stack))
+        results.append(verify_entry(e, exes[e.stack]))
+        r = results[-1]
+        print(f"  {r.name:22} {r.verdict:17} {fmt_lat(r.latency_us)}", flush=True)
+    return results
+
+
+def fmt_lat(v) -> str:
+    return f"{v:8.2f} us" if v is not None else "       - "
+
+
+def table(results: list[Result]) -> str:
+    rows = [f"{'entry':22} {'class':6} {'band us':12} {'latency':11} {'verdict':17} proof"]
+    for r in results:
+        band = f"[{r.band_us[0]:g},{r.band_us[1]:g})"
+        proof = " | ".join(r.proof_lines) if r.proof_lines else (r.detail.splitlines() or [""])[0]
+        rows.append(f"{r.name:22} {r.transport:6} {band:12} {fmt_lat(r.latency_us):11} {r.verdict:17} {proof}")
+    return "\n".join(rows)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    lp = sub.add_parser("list", help="print the catalog")
+    vp = sub.add_parser("verify", help="prove every entry with a real 2-rank run")
+    for p in (lp, vp):
+        p.add_argument("--site", help=f"add ramble/sites/SITE/interconnects.yaml (have: {', '.join(sites()) or 'none'})")
+        p.add_argument("--stacks", nargs="+", metavar="STACK", help="only these stacks")
+        p.add_argument("--entries", nargs="+", metavar="NAME", help="only these entries")
+    lp.add_argument("--json", action="store_true")
+    vp.add_argument("--out", type=Path, help="results JSON (default: <build dir>/interconnects/verify.json)")
+    args = ap.parse_args()
+
+    try:
+        chosen = catalog(args.site)
+        if args.stacks:
+            known = [s.name for s in mpi_stacks.catalog()]
+            for s in args.stacks:
+                if s not in known:
+                    raise KeyError(f"unknown MPI stack {s!r}; known: {', '.join(known)}")
+            chosen = [e for e in chosen if e.stack in args.stacks]
+        if args.entries:
+            chosen = [get(n, args.site) for n in args.entries]
+    except (KeyError, ValueError, RuntimeError) as e:
+        print(f"interconnects: error: {e.args[0] if isinstance(e, KeyError) else e}", file=sys.stderr)
+        return 2
+
+    if args.cmd == "list":
+        if args.json:
+            print(json.dumps([asdict(e) for e in chosen], indent=2))
+        else:
+            for e in chosen:
+                env = " ".join(f"{k}={v}" for k, v in e.env.items()) or "(stack defaults)"
+                print(f"{e.name:22} {e.stack:16} {e.transport:6} {env}")
+        return 0
+
+    import suite
+    out = args.out or suite.BUILD / "interconnects" / "verify.json"
+    print(f"[interconnects] verifying {len(chosen)} entries with 2-rank pingpong", flush=True)
+    results = verify(chosen)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_suffix(".tmp")
+    tmp.write_text(json.dumps([asdict(r) for r in results], indent=2))
+    tmp.replace(out)
+    print(table(results))
+    bad = [r for r in results if r.verdict not in ("proven", "unverifiable")]
+    print(f"[interconnects] {len(results) - len(bad)} of {len(results)} proven or unverifiable here; "
+          f"{len(bad)} problems; results in {out}")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
