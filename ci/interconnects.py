@@ -66,6 +66,8 @@ LATENCY_BANDS_US = {
     "fabric": (0.0, 10.0),
 }
 CLASSES = tuple(LATENCY_BANDS_US)
+# The workloads echo the name as one token (workloads/common refuses others).
+NAME = re.compile(r"^[A-Za-z0-9._+:-]+/[A-Za-z0-9._+:-]+$")
 
 # What makes each family print its own transport selection.
 REPORT_ENV = {
@@ -94,6 +96,11 @@ class Entry:
     latency_us: tuple | None = None                 # overrides LATENCY_BANDS_US[transport]
     note: str = ""
     source: str = "builtin"
+
+    @property
+    def label(self) -> str:
+        """The part after the stack: "tcp" of "openmpi5/tcp"."""
+        return self.name.split("/", 1)[1]
 
     def band(self) -> tuple:
         return tuple(self.latency_us) if self.latency_us else LATENCY_BANDS_US[self.transport]
@@ -190,6 +197,8 @@ def load_site(site: str) -> list[Entry]:
     for name, spec in (doc.get("interconnects") or {}).items():
         def bad(msg: str):
             return ValueError(f"{where}: interconnect {name!r}: {msg}")
+        if not isinstance(name, str) or not NAME.match(name):
+            raise bad("a name is <stack>/<label> of letters, digits and . _ - + :")
         if not isinstance(spec, dict):
             raise bad("expected a mapping")
         unknown = set(spec) - {"stack", "family", "transport", "env", "report_env", "proof", "reject",
