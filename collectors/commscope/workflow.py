@@ -1,0 +1,675 @@
+"""`commscope setup` and `commscope run`: the main job through Ramble.
+
+setup puts the pieces in place: Ramble (and Spack) checkouts, the Python packages Ramble
+needs, one build of the workloads per MPI stack found (with Caliper when CMake finds it),
+and the `local` site's generated files under $COMMSCOPE_HOME/sites/local.
+
+run renders a study (ramble/studies/<study>/ramble.yaml) into a new workspace under
+$COMMSCOPE_HOME/workspaces/, with the site folder and a per-run scope included, then
+`ramble workspace setup`, `ramble on`, `ramble workspace analyze -f json`, and ingests the
+workspace into the store. Data flows one way: study + site -> workspace -> results -> DB.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import platform
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import click
+import yaml
+
+from . import db
+
+ROOT = Path(__file__).resolve().parents[2]          # the repository (editable install)
+RAMBLE_DIR = ROOT / "ramble"
+STUDIES_DIR = RAMBLE_DIR / "studies"
+SITES_DIR = RAMBLE_DIR / "sites"
+CI_DIR = ROOT / "ci"
+VERSIONS = ROOT / "versions.yaml"
+CALIPER_MODES = ("off", "time", "mpi", "comm", "matrix")
+SLURM_WAIT_LIMIT = 6 * 3600  # seconds; a queue that never drains is reported, not waited on forever
+
+
+class WorkflowError(RuntimeError):
+    """A problem with a message meant for the user."""
+
+
+# ---- where things are --------------------------------------------------------------
+
+def studies() -> list[str]:
+    return sorted(p.parent.name for p in STUDIES_DIR.glob("*/ramble.yaml"))
+
+
+def sites() -> list[str]:
+    return sorted(p.parent.name for p in SITES_DIR.glob("*/site.yaml"))
+
+
+def local_site_dir() -> Path:
+    """The generated part of the `local` site (absolute paths, detected hardware). Its folder
+    name differs from the committed sites/local: Ramble names a directory scope by its basename."""
+    return db.home() / "sites" / "local-generated"
+
+
+def builds_dir() -> Path:
+    return db.home() / "builds"
+
+
+def workspaces_dir() -> Path:
+    return db.home() / "workspaces"
+
+
+def versions() -> dict:
+    return yaml.safe_load(VERSIONS.read_text())
+
+
+def _ci(module: str):
+    """A module from ci/ (stdlib-only catalogs shared with CI)."""
+    if str(CI_DIR) not in sys.path:
+        sys.path.insert(0, str(CI_DIR))
+    return __import__(module)
+
+
+def git_commit() -> str:
+    p = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True)
+    if p.returncode:
+        return "unknown"
+    dirty = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=no"],
+                           capture_output=True, text=True).stdout.strip()
+    return p.stdout.strip() + ("-dirty" if dirty else "")
+
+
+# ---- Ramble and Spack checkouts -----------------------------------------------------
+
+def _checkout(tool: str, env_var: str) -> Path | None:
+    """$ENV_VAR if set, else the clone setup made under $COMMSCOPE_HOME/cache."""
+    if os.environ.get(env_var):
+        return Path(os.environ[env_var]).resolve()
+    cached = db.home() / "cache" / tool
+    return cached if cached.exists() else None
+
+
+def ramble_root() -> Path | None:
+    return _checkout("ramble", "RAMBLE_ROOT")
+
+
+def spack_root() -> Path | None:
+    return _checkout("spack", "SPACK_ROOT")
+
+
+def _missing_msg(tool: str, env_var: str) -> str:
+    v = versions()[tool]
+    ref = v.get("tag") or v.get("branch")
+    return (f"{tool} is missing: set {env_var} to a checkout of {v['url']} at {ref} "
+            f"(commit {v['commit']}, see versions.yaml). An offline site copies that checkout in "
+            f"and points {env_var} at it; on a connected machine `commscope setup` clones it into "
+            f"{db.home() / 'cache' / tool}.")
+
+
+def ramble_cmd() -> list[str]:
+    root = ramble_root()
+    if root is None or not (root / "bin" / "ramble").exists():
+        raise WorkflowError(_missing_msg("ramble", "RAMBLE_ROOT"))
+    # This venv's Python: it has tqdm and deprecation (setup installs them).
+    return [sys.executable, str(root / "bin" / "ramble")]
+
+
+def _clone(tool: str, dest: Path) -> bool:
+    """Clones the pinned version; False when the machine cannot reach it."""
+    v = versions()[tool]
+    ref = v.get("tag") or v.get("branch")
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    p = subprocess.run(["git", "clone", "--quiet", "--branch", ref, v["url"], str(dest)],
+                       capture_output=True, text=True, timeout=1800)
+    if p.returncode:
+        shutil.rmtree(dest, ignore_errors=True)
+        return False
+    subprocess.run(["git", "-C", str(dest), "checkout", "--quiet", v["commit"]], check=True)
+    return True
+
+
+# ---- stacks, builds and interconnects ------------------------------------------------
+
+@dataclass
+class Build:
+    stack: str
+    path: Path
+    caliper: bool
+    caliper_dir: str = ""
+    note: str = ""
+
+
+def read_builds() -> dict[str, Build]:
+    out = {}
+    for f in sorted(builds_dir().glob("*/commscope-build.json")):
+        d = json.loads(f.read_text())
+        out[d["stack"]] = Build(d["stack"], Path(d["path"]), d["caliper"], d.get("caliper_dir", ""), d.get("note", ""))
+    return out
+
+
+def _mpi_libraries(binary: Path) -> set[str]:
+    """The MPI libraries a binary loads, by soname family."""
+    p = subprocess.run(["ldd", str(binary)], capture_output=True, text=True)
+    fams = set()
+    for line in p.stdout.splitlines():
+        name = line.strip().split(" ", 1)[0]
+        if name.startswith("libmpi.so"):
+            fams.add("openmpi" if ".so.40" in name else "mpich-abi-or-impi")
+        elif name.startswith(("libmpich.so", "libmpichcxx")):
+            fams.add("mpich")
+    return fams
+
+
+def build_stack(stack, caliper_prefix: str | None = None, log=print) -> Build:
+    """Builds the workloads once for one stack under $COMMSCOPE_HOME/builds/<stack>, with
+    Caliper when CMake finds it. A Caliper built against another MPI would load two MPI
+    libraries into one process, so such a build is redone without Caliper."""
+    suite = _ci("suite")
+    bdir = builds_dir() / stack.name
+    extra = []
+    if caliper_prefix:
+        extra.append(f"-DCMAKE_PREFIX_PATH={caliper_prefix.replace(':', ';')}")
+    suite.build(stack, caliper="AUTO", build_dir=bdir, extra=extra)
+    cache = (bdir / "CMakeCache.txt").read_text(errors="replace")
+    m = re.search(r"^caliper_DIR:PATH=(.*)$", cache, re.M)
+    caliper_dir = m.group(1) if m and not m.group(1).endswith("NOTFOUND") else ""
+    with_cali = bool(caliper_dir) and "COMMSCOPE_HAVE_CALIPER" in _defines(bdir)
+    note = ""
+    if with_cali and len(_mpi_libraries(bdir / "halo3d")) > 1:
+        note = (f"Caliper at {caliper_dir} was built against another MPI; built without Caliper. "
+                f"Pass --caliper-prefix {stack.name}=<prefix of a Caliper built with {stack.name}>")
+        shutil.rmtree(bdir)
+        suite.build(stack, caliper="OFF", build_dir=bdir)
+        with_cali, caliper_dir = False, ""
+    b = Build(stack.name, bdir, with_cali, caliper_dir, note)
+    (bdir / "commscope-build.json").write_text(json.dumps(
+        {"stack": b.stack, "path": str(b.path), "caliper": b.caliper, "caliper_dir": b.caliper_dir,
+         "note": b.note, "mpicc": stack.mpicc, "git_commit": git_commit()}, indent=2) + "\n")
+    return b
+
+
+def caliper_profile_config(caliper_dir: str) -> str:
+    """runtime-profile from Caliper 2.13 on; 2.12 and older only know its old name."""
+    query = Path(caliper_dir).parents[2] / "bin" / "cali-query" if caliper_dir else None
+    if query and query.exists():
+        p = subprocess.run([str(query), "--help", "configs"], capture_output=True, text=True)
+        if "runtime-profile" not in p.stdout + p.stderr:
+            return "hatchet-region-profile"
+    return "runtime-profile"
+
+
+def _defines(bdir: Path) -> str:
+    """The compile definitions CMake generated (flags.make of the common library)."""
+    return "\n".join(f.read_text(errors="replace") for f in bdir.rglob("flags.make"))
+
+
+def interconnect_catalog(stack_names: list[str]) -> dict[str, dict[str, dict]]:
+    """Per stack, the named transport selections: {stack: {name: {"env": {...}, "args": [...]}}}.
+
+    From ci/interconnects.py when it is there; every stack always has `default`
+    (the stack's own choice, no settings)."""
+    cat: dict[str, dict[str, dict]] = {s: {"default": {"env": {}, "args": []}} for s in stack_names}
+    try:
+        ic = _ci("interconnects")
+    except ImportError:
+        return cat
+    for s in stack_names:
+        for e in _entries(ic, s):
+            cat[s][e["name"]] = {"env": dict(e.get("env") or {}), "args": list(e.get("args") or [])}
+    return cat
+
+
+def _entries(ic, stack: str) -> list[dict]:
+    """Reads ci/interconnects.py's entries for one stack, as plain dicts."""
+    for fn in ("for_stack", "entries"):
+        if hasattr(ic, fn):
+            rows = getattr(ic, fn)(stack)
+            break
+    else:
+        rows = [e for e in ic.catalog() if _get(e, "stack") == stack] if hasattr(ic, "catalog") else []
+    out = []
+    for e in rows:
+        name = _get(e, "name") or _get(e, "transport")
+        name = name.split("/", 1)[1] if "/" in name else name
+        out.append({"name": name, "env": _get(e, "env"),
+                    "args": _get(e, "mpirun_args") or _get(e, "args") or _get(e, "launcher_args")})
+    return out
+
+
+def _get(e, key):
+    return e.get(key) if isinstance(e, dict) else getattr(e, key, None)
+
+
+def _env_words(env: dict) -> str:
+    return " ".join(f"{k}={shlex.quote(str(v))}" for k, v in env.items())
+
+
+# ---- hardware ------------------------------------------------------------------------
+
+def detect_hardware(site: str = "local") -> dict:
+    """This machine's hardware description (the same fields as a site's hardware.yaml)."""
+    cpu = {}
+    p = subprocess.run(["lscpu"], capture_output=True, text=True)
+    info = dict(line.split(":", 1) for line in p.stdout.splitlines() if ":" in line)
+    info = {k.strip(): v.strip() for k, v in info.items()}
+    cpu["model"] = info.get("Model name", platform.processor() or "unknown")
+    cpu["sockets_per_node"] = int(info.get("Socket(s)", "1") or 1)
+    cpu["cores_per_node"] = os.cpu_count() or 1
+    cpu["threads_per_core"] = int(info.get("Thread(s) per core", "1") or 1)
+    mem_kb = 0
+    for line in Path("/proc/meminfo").read_text().splitlines():
+        if line.startswith("MemTotal:"):
+            mem_kb = int(line.split()[1])
+    return {
+        "site": site,
+        "hostname": platform.node(),
+        "cpu": cpu,
+        "memory_per_node_gb": round(mem_kb / 1024 / 1024, 1),
+        "nodes": 1,
+        "interconnect": {"name": "shared memory (single node)", "technology": "shm"},
+        "topology": {"type": "single-node", "numa_nodes": int(info.get("NUMA node(s)", "1") or 1)},
+        "detected": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+    }
+
+
+def site_hardware(site: str) -> dict:
+    f = SITES_DIR / site / "hardware.yaml"
+    if f.exists():
+        return yaml.safe_load(f.read_text())
+    gen = local_site_dir() / "hardware.yaml"
+    if gen.exists():
+        return dict(yaml.safe_load(gen.read_text()), site=site)
+    return detect_hardware(site)
+
+
+# ---- the local site's generated scope ------------------------------------------------
+
+def write_local_site(builds: dict[str, Build]) -> Path:
+    """$COMMSCOPE_HOME/sites/local: variables.yaml (per-stack absolute paths) and hardware.yaml."""
+    ms = _ci("mpi_stacks")
+    d = local_site_dir()
+    d.mkdir(parents=True, exist_ok=True)
+    vars_: dict = {}
+    for name, b in sorted(builds.items()):
+        s = ms.by_name(name)
+        vars_[f"bin_{name}"] = str(b.path)
+        vars_[f"mpirun_{name}"] = " ".join([s.mpirun, *s.oversubscribe])
+        vars_[f"stack_env_{name}"] = _env_words(s.env)
+        vars_[f"srun_mpi_{name}"] = "pmix" if s.family == "openmpi" else "pmi2"
+        vars_[f"caliper_{name}"] = "yes" if b.caliper else "no"
+        vars_[f"caliper_config_{name}"] = caliper_profile_config(b.caliper_dir)
+    header = "# Generated by `commscope setup` from ci/mpi_stacks.py and the builds it made. Do not edit.\n"
+    (d / "variables.yaml").write_text(header + yaml.safe_dump({"variables": vars_}, sort_keys=True, width=1000))
+    (d / "hardware.yaml").write_text("# Detected by `commscope setup`.\n"
+                                     + yaml.safe_dump(detect_hardware("local"), sort_keys=False))
+    return d
+
+
+# ---- setup ---------------------------------------------------------------------------
+
+def _pip_install(pkgs: list[str]) -> None:
+    p = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--disable-pip-version-check", *pkgs],
+                       capture_output=True, text=True)
+    if p.returncode:
+        raise WorkflowError(f"pip install {' '.join(pkgs)} into {sys.prefix} failed:\n{p.stderr[-2000:]}")
+
+
+# Pinned like pyproject.toml's "workflow" extra.
+RAMBLE_PIP = ["tqdm==4.67.1", "deprecation==2.1.0"]
+SPACK_PIP = ["clingo==5.8.0"]
+
+
+def setup(stacks: list[str] | None = None, caliper_prefixes: dict | None = None, build: bool = True,
+          log=print) -> dict:
+    """Returns {"ramble": path|None, "spack": path|None, "builds": {...}, "missing": [msgs]}."""
+    missing = []
+    got = {}
+    for tool, env_var in (("ramble", "RAMBLE_ROOT"), ("spack", "SPACK_ROOT")):
+        root = _checkout(tool, env_var)
+        if root is None:
+            dest = db.home() / "cache" / tool
+            log(f"[setup] {tool}: {env_var} not set; cloning the pinned version into {dest}")
+            if _clone(tool, dest):
+                root = dest
+                if tool == "spack":
+                    _clone("spack-packages", db.home() / "cache" / "spack-packages")
+        if root is None or not root.exists():
+            missing.append(_missing_msg(tool, env_var))
+            log(f"[setup] {tool}: MISSING")
+        else:
+            log(f"[setup] {tool}: {root}")
+        got[tool] = root if root and root.exists() else None
+    log(f"[setup] pip install {' '.join(RAMBLE_PIP + (SPACK_PIP if got['spack'] else []))} into {sys.prefix}")
+    _pip_install(RAMBLE_PIP + (SPACK_PIP if got["spack"] else []))
+
+    ms = _ci("mpi_stacks")
+    wanted = [ms.by_name(n) for n in stacks] if stacks else [s for s in ms.catalog() if s.present()]
+    absent = [s.name for s in wanted if not s.present()]
+    if absent:
+        raise WorkflowError(f"MPI stacks not installed: {', '.join(absent)} (bash ci/setup.sh installs them)")
+    builds = read_builds()
+    if build:
+        prefixes = caliper_prefixes or {}
+        for s in wanted:
+            t0 = time.monotonic()
+            b = build_stack(s, prefixes.get(s.name), log)
+            builds[s.name] = b
+            log(f"[setup] built {s.name} in {time.monotonic() - t0:.0f} s -> {b.path} "
+                f"({'with Caliper ' + b.caliper_dir if b.caliper else 'without Caliper'})")
+            if b.note:
+                log(f"[setup]   {b.note}")
+    d = write_local_site(builds)
+    log(f"[setup] local site: {d}")
+    return {"ramble": got["ramble"], "spack": got["spack"], "builds": builds, "missing": missing}
+
+
+# ---- run -----------------------------------------------------------------------------
+
+@dataclass
+class Plan:
+    study: str
+    site: str
+    stacks: list[str]
+    interconnects: list[str]
+    caliper: str
+    spack: bool
+    where: str | None
+    dry_run: bool
+    workspace: Path
+    site_conf: dict = field(default_factory=dict)
+    catalog: dict = field(default_factory=dict)
+
+
+def _choose(kind: str, asked: list[str], valid: list[str]) -> list[str]:
+    bad = [a for a in asked if a not in valid]
+    if bad:
+        raise WorkflowError(f"unknown {kind} {', '.join(map(repr, bad))}; valid: {', '.join(valid) or '(none)'}")
+    return asked
+
+
+def plan_run(study: str, site: str = "local", stacks: list[str] | None = None,
+             interconnects: list[str] | None = None, caliper: str | None = None, spack: bool | None = None,
+             where: str | None = None, dry_run: bool = False, workspace: Path | None = None) -> Plan:
+    """Validates every choice before anything is created."""
+    _choose("study", [study], studies())
+    _choose("site", [site], sites())
+    site_conf = yaml.safe_load((SITES_DIR / site / "site.yaml").read_text())
+    if caliper is not None:
+        _choose("Caliper mode", [caliper], list(CALIPER_MODES))
+    if site_conf.get("builds") == "local-builds":
+        builds = read_builds()
+        valid_stacks = sorted(builds)
+        if not valid_stacks:
+            raise WorkflowError(f"no workload builds under {builds_dir()}; run `commscope setup` first")
+        stacks = _choose("stack", stacks, valid_stacks) if stacks else valid_stacks
+        catalog = interconnect_catalog(stacks)
+        any_cali = any(builds[s].caliper for s in stacks)
+    else:
+        offered = site_conf.get("stacks") or {}
+        stacks = _choose("stack", stacks, sorted(offered)) if stacks else sorted(offered)
+        catalog = {s: {i: {"env": None, "args": None} for i in offered[s].get("interconnects", ["default"])}
+                   for s in stacks}
+        any_cali = True
+    common = sorted(set.intersection(*(set(catalog[s]) for s in stacks))) if stacks else []
+    if interconnects:
+        for s in stacks:
+            _choose(f"interconnect for stack {s}", interconnects, sorted(catalog[s]))
+    else:
+        interconnects = ["default"] if "default" in common else common[:1]
+    if caliper is None:
+        caliper = "mpi" if any_cali else "off"
+    if spack is None:  # Spack when it is there and the site has Spack environments; else the null package manager
+        spack = spack_root() is not None and (SITES_DIR / site / "spack").is_dir()
+    stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    ws = workspace or workspaces_dir() / f"{study}-{stamp}"
+    return Plan(study, site, stacks, interconnects, caliper, spack, where, dry_run, ws, site_conf, catalog)
+
+
+def render(plan: Plan) -> dict:
+    """The study's ramble.yaml with the site, the run scope and the Caliper modifier added."""
+    cfg = yaml.safe_load((STUDIES_DIR / plan.study / "ramble.yaml").read_text())
+    r = cfg["ramble"]
+    run_scope = plan.workspace / "commscope" / "run-scope"
+    includes = [str(SITES_DIR / plan.site)]
+    if plan.site_conf.get("builds") == "local-builds":
+        includes.append(str(local_site_dir()))
+    if plan.spack and (SITES_DIR / plan.site / "spack").is_dir():
+        includes.append(str(SITES_DIR / plan.site / "spack"))
+    # Ramble: earlier includes take precedence; the run scope overrides the site.
+    r["include"] = [str(run_scope)] + includes
+    r["repos"] = [str(RAMBLE_DIR)]
+    if plan.caliper != "off":
+        r["modifiers"] = list(r.get("modifiers") or []) + [{"name": "caliper", "mode": plan.caliper}]
+    if plan.spack:
+        r.setdefault("variants", {})["package_manager"] = "spack"
+    else:  # no package_manager variant: Ramble's null package manager, binaries from PATH
+        (r.get("variants") or {}).pop("package_manager", None)
+        r["software"] = {"packages": {}, "environments": {}}
+    return cfg
+
+
+def run_scope_files(plan: Plan) -> dict[str, dict]:
+    """The run's own Ramble scope: the chosen axes and their settings, the provenance."""
+    v: dict = {
+        "stack": list(plan.stacks),
+        "interconnect": list(plan.interconnects),
+        "commscope_git_commit": git_commit(),
+        "commscope_study": plan.study,
+        "commscope_site": plan.site,
+        "caliper_setting": plan.caliper,
+    }
+    for s in plan.stacks:
+        for i in plan.interconnects:
+            e = plan.catalog[s][i]
+            if e["env"] is not None:      # None: the site's variables.yaml defines it
+                v[f"ic_env_{s}_{i}"] = _env_words(e["env"])
+                v[f"ic_args_{s}_{i}"] = " ".join(shlex.quote(a) for a in e["args"])
+    return {"variables.yaml": {"variables": v}, "modifier_repos.yaml": {"modifier_repos": [str(RAMBLE_DIR)]}}
+
+
+def _ramble(ws: Path, *args: str, log_to: Path | None = None, where: str | None = None) -> subprocess.CompletedProcess:
+    cmd = [*ramble_cmd(), "-P", "-D", str(ws), *args]
+    if where:
+        cmd += ["--where", where]
+    env = dict(os.environ, COMMSCOPE_ROOT=str(ROOT))
+    p = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    if log_to:
+        with log_to.open("a") as f:
+            f.write(f"$ {shlex.join(cmd)}\n{p.stdout}{p.stderr}\n")
+    if p.returncode:
+        raise WorkflowError(f"{shlex.join(cmd)} failed (exit {p.returncode}):\n{(p.stdout + p.stderr)[-3000:]}")
+    return p
+
+
+def create_workspace(plan: Plan) -> Path:
+    ws = plan.workspace
+    if ws.exists():
+        raise WorkflowError(f"workspace {ws} exists already")
+    meta = ws.parent / f".{ws.name}.render"
+    meta.mkdir(parents=True, exist_ok=True)
+    cfg_file = meta / "ramble.yaml"
+    cfg_file.write_text(yaml.safe_dump(render(plan), sort_keys=False, width=1000))
+    cmd = [*ramble_cmd(), "-P", "workspace", "create", "-d", str(ws), "-c", str(cfg_file)]
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    shutil.rmtree(meta)
+    if p.returncode:
+        raise WorkflowError(f"{shlex.join(cmd)} failed:\n{(p.stdout + p.stderr)[-3000:]}")
+    scope = ws / "commscope" / "run-scope"
+    scope.mkdir(parents=True)
+    for name, content in run_scope_files(plan).items():
+        (scope / name).write_text(yaml.safe_dump(content, sort_keys=False, width=1000))
+    for tpl in [RAMBLE_DIR / "execute_experiment.tpl", *(SITES_DIR / plan.site).glob("*.tpl")]:
+        shutil.copy(tpl, ws / "configs" / tpl.name)
+    # What the collectors read besides Ramble's results: the site's hardware and the run's provenance.
+    (ws / "hardware.yaml").write_text(yaml.safe_dump(site_hardware(plan.site), sort_keys=False))
+    (ws / "commscope-run.json").write_text(json.dumps({
+        "study": plan.study, "site": plan.site, "stacks": plan.stacks, "interconnects": plan.interconnects,
+        "caliper": plan.caliper, "package_manager": "spack" if plan.spack else "null", "where": plan.where,
+        "git_commit": git_commit(), "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+    }, indent=2) + "\n")
+    return ws
+
+
+def experiment_dirs(ws: Path) -> list[Path]:
+    """Run directories of the experiments `ramble workspace setup` made (each holds execute_experiment)."""
+    return sorted(p.parent for p in (ws / "experiments").glob("*/*/*/execute_experiment"))
+
+
+def _run_with_progress(ws: Path, plan: Plan, log_to: Path, echo) -> None:
+    """`ramble on` in the background; progress is the count of experiments whose log exists."""
+    dirs = experiment_dirs(ws)
+    cmd = [*ramble_cmd(), "-P", "-D", str(ws), "on"] + (["--where", plan.where] if plan.where else [])
+    with log_to.open("a") as f:
+        f.write(f"$ {shlex.join(cmd)}\n")
+        f.flush()
+        p = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT, text=True,
+                             env=dict(os.environ, COMMSCOPE_ROOT=str(ROOT)))
+        shown = -1
+        while p.poll() is None:
+            done = sum(1 for d in dirs if (d / f"{d.name}.out").exists())
+            if done != shown and plan.site_conf.get("scheduler") != "slurm":
+                echo(f"  running: {done}/{len(dirs)} experiments started")
+                shown = done
+            time.sleep(1)
+    if p.returncode:
+        raise WorkflowError(f"{shlex.join(cmd)} failed (exit {p.returncode}); see {log_to}")
+
+
+def wait_for_slurm(ws: Path, echo, limit: float = SLURM_WAIT_LIMIT) -> None:
+    ids = [f.read_text().strip().split(";")[0] for f in ws.glob("experiments/*/*/*/slurm-job-id")]
+    ids = [i for i in ids if i]
+    if not ids:
+        raise WorkflowError(f"no Slurm job ids under {ws}/experiments; did sbatch run?")
+    echo(f"  submitted {len(ids)} Slurm jobs; waiting for them to finish")
+    t0 = time.monotonic()
+    while True:
+        p = subprocess.run(["squeue", "-h", "-o", "%i", "-j", ",".join(ids)], capture_output=True, text=True)
+        left = [x for x in p.stdout.split() if x in ids]
+        if p.returncode and "Invalid job id" not in p.stderr:
+            raise WorkflowError(f"squeue failed: {p.stderr.strip()}")
+        if not left:
+            return
+        if time.monotonic() - t0 > limit:
+            raise WorkflowError(f"Slurm jobs {', '.join(left)} still queued after {limit:.0f} s")
+        echo(f"  {len(ids) - len(left)}/{len(ids)} jobs done")
+        time.sleep(5)
+
+
+def summarize(ws: Path) -> dict:
+    res = json.loads((ws / "results.latest.json").read_text())
+    exps = res.get("experiments", [])
+    status = {}
+    for e in exps:
+        status.setdefault(e.get("RAMBLE_STATUS", "UNKNOWN"), []).append(e["name"])
+    return status
+
+
+def run(plan: Plan, echo=click.echo, ingest: bool = True) -> Path:
+    t0 = time.monotonic()
+    ws = create_workspace(plan)
+    log = ws / "commscope" / "run.log"
+    echo(f"workspace: {ws}")
+    echo(f"study {plan.study} on site {plan.site}: stacks {', '.join(plan.stacks)}; interconnects "
+         f"{', '.join(plan.interconnects)}; Caliper {plan.caliper}; package manager {'spack' if plan.spack else 'null'}")
+    setup_args = ["workspace", "setup"] + (["--dry-run"] if plan.dry_run else [])
+    _ramble(ws, *setup_args, log_to=log, where=plan.where)
+    dirs = experiment_dirs(ws)
+    echo(f"  set up {len(dirs)} experiments ({time.monotonic() - t0:.1f} s)")
+    if not dirs:
+        raise WorkflowError(f"the study rendered no experiments (--where {plan.where!r}?); see {log}")
+    if plan.dry_run:
+        scripts = "slurm_experiment and execute_experiment" if plan.site_conf.get("scheduler") == "slurm" \
+            else "execute_experiment"
+        echo(f"dry run: rendered {scripts} scripts in {ws}/experiments/<app>/<workload>/<experiment>/; nothing ran")
+        return ws
+    _run_with_progress(ws, plan, log, echo)
+    if plan.site_conf.get("scheduler") == "slurm":
+        wait_for_slurm(ws, echo)
+    _ramble(ws, "workspace", "analyze", "-f", "json", log_to=log, where=plan.where)
+    status = summarize(ws)
+    counts = ", ".join(f"{len(v)} {k}" for k, v in sorted(status.items()))
+    echo(f"  analyzed: {counts} ({time.monotonic() - t0:.1f} s)")
+    for name in status.get("FAILED", []):
+        echo(f"  FAILED: {name}")
+    if ingest:
+        _ingest(ws, plan, echo)
+    echo(f"results: {ws / 'results.latest.json'}")
+    echo(f"experiment logs and profiles: {ws / 'experiments'}")
+    echo(f"ramble log: {log}")
+    return ws
+
+
+def _ingest(ws: Path, plan: Plan, echo) -> None:
+    """The workspace into the store, as `commscope ingest <workspace>` does."""
+    from .ingest import Provenance, ingest
+    prov = Provenance(system=plan.site, stack=None, interconnect=None, git_commit=git_commit(), ci_pipeline=None)
+    try:
+        with db.connect() as conn:
+            res = ingest(conn, [ws], prov)
+    except Exception as e:  # the results stay on disk; say how to retry
+        echo(f"  ingest failed: {e}\n  the workspace is intact; retry with: commscope ingest {ws}")
+        return
+    echo(f"  stored {len(res.inserted)} runs, {len(res.skipped)} already stored")
+
+
+# ---- commands ------------------------------------------------------------------------
+
+def _split(s: str | None) -> list[str] | None:
+    return [x for x in s.split(",") if x] if s else None
+
+
+def _fail(msg: str, code: int = 2):
+    click.echo(f"commscope: error: {msg}", err=True)
+    sys.exit(code)
+
+
+@click.command("setup")
+@click.option("--stacks", help="comma-separated MPI stacks to build (default: every one installed)")
+@click.option("--caliper-prefix", "caliper_prefixes", multiple=True, metavar="STACK=PREFIX",
+              help="Caliper+Adiak install(s) built with STACK (':'-separated); else CMake's own search")
+@click.option("--no-build", is_flag=True, help="only write the local site from existing builds")
+def setup_cmd(stacks, caliper_prefixes, no_build):
+    """Put Ramble/Spack in place, build the workloads per MPI stack, generate the local site."""
+    prefixes = {}
+    for cp in caliper_prefixes:
+        stack, sep, prefix = cp.partition("=")
+        if not sep or not prefix:
+            _fail(f"--caliper-prefix {cp!r}: expected STACK=PREFIX")
+        prefixes[stack] = prefix
+    try:
+        res = setup(_split(stacks), prefixes, build=not no_build, log=click.echo)
+    except (WorkflowError, KeyError) as e:
+        _fail(str(e).strip('"'), 1)
+    for m in res["missing"]:
+        click.echo(f"missing: {m}", err=True)
+    if res["ramble"] is None:
+        sys.exit(1)
+
+
+@click.command("run")
+@click.argument("study")
+@click.option("--site", default="local", show_default=True, help="a folder of ramble/sites/")
+@click.option("--stacks", help="comma-separated MPI stacks (default: every stack the site has)")
+@click.option("--interconnects", help="comma-separated interconnect selections (default: default)")
+@click.option("--where", help="Ramble filter on experiments, e.g. '{n_ranks} == 2'")
+@click.option("--caliper", type=click.Choice(CALIPER_MODES), default=None,
+              help="Caliper modifier mode (default: mpi when the workloads were built with Caliper)")
+@click.option("--no-spack", is_flag=True, help="use Ramble's null package manager and the builds of `commscope setup`")
+@click.option("--dry-run", is_flag=True, help="render the workspace and its scripts without running them")
+@click.option("--no-ingest", is_flag=True, help="leave the results on disk only")
+def run_cmd(study, site, stacks, interconnects, where, caliper, no_spack, dry_run, no_ingest):
+    """Run a study: Ramble workspace setup, on, analyze, then ingest into the store."""
+    try:
+        plan = plan_run(study, site, _split(stacks), _split(interconnects), caliper,
+                        False if no_spack else None, where, dry_run)
+        run(plan, ingest=not no_ingest)
+    except WorkflowError as e:
+        _fail(str(e), 1 if not str(e).startswith("unknown") else 2)
