@@ -1,0 +1,48 @@
+# The commscope MPI workloads (halo3d, stencil2d, commgraph, ...), built from this
+# checkout: spack.yaml at the repository root marks the package as `develop` with
+# path workloads/, so Spack builds the local source and downloads nothing.
+
+from spack_repo.builtin.build_systems.cmake import CMakePackage
+
+from spack.package import *
+
+
+class CommscopeWorkloads(CMakePackage):
+    """C11 MPI mini-apps that exercise halo exchange, collectives and I/O patterns,
+    optionally annotated with Caliper regions and Adiak metadata."""
+
+    homepage = "https://github.com/commscope/commscope"
+    # No url or git: the only version is the local source, given by `develop:`.
+    license("Apache-2.0")
+
+    version("develop")
+
+    # One variant per option of workloads/CMakeLists.txt.
+    variant(
+        "caliper",
+        default=True,
+        description="Annotate with Caliper regions and Adiak metadata (COMMSCOPE_WITH_CALIPER)",
+    )
+
+    depends_on("c", type="build")
+    depends_on("cmake@3.18:", type="build")
+    depends_on("mpi")
+    # The annotations need the MPI services of Caliper (profile.mpi, comm.stats)
+    # and Adiak's MPI job metadata, built against the same MPI as the workloads.
+    depends_on("caliper+adiak+mpi", when="+caliper")
+    depends_on("adiak+mpi", when="+caliper")
+
+    def cmake_args(self):
+        # FindMPI takes whatever mpicc is first on PATH unless told: hand it the
+        # wrapper of the MPI this spec was concretized against.
+        args = [
+            self.define("MPI_C_COMPILER", self.spec["mpi"].mpicc),
+            # ON, not AUTO: a +caliper build that silently lost Caliper would
+            # produce unannotated binaries under an annotated spec.
+            self.define("COMMSCOPE_WITH_CALIPER", "ON" if self.spec.satisfies("+caliper") else "OFF"),
+        ]
+        if self.spec.satisfies("+caliper"):
+            # Caliper installs its CMake package under share/, Adiak under lib/.
+            args.append(self.define("caliper_DIR", self.spec["caliper"].prefix.share.cmake.caliper))
+            args.append(self.define("adiak_DIR", self.spec["adiak"].prefix.lib.cmake.adiak))
+        return args
