@@ -205,3 +205,22 @@ def test_message_trace_shows_proc_null_as_minus_two():
     assert all(m == steps for m, _ in real.values()), real
     assert len(real) == 8  # two neighbours per rank
 
+
+
+def test_fast_record_splitter_equals_caliper_reader_on_every_fixture_line():
+    """profiles.split_record must give exactly what caliper-reader's own splitter gives."""
+    from caliperreader.caliperstreamreader import _read_cali_record
+
+    from commscope.profiles import read_caliper_contents, split_record
+    files = sorted(DATA.rglob("*.cali"))
+    assert len(files) >= 10
+    lines = 0
+    for f in files:
+        assert read_caliper_contents(str(f)) == caliperreader.read_caliper_contents(str(f)), f
+        for line in f.read_text().splitlines():
+            assert split_record(line) == _read_cali_record(line), (f, line)
+            lines += 1
+    # the cases the fast path hands back to upstream: escapes, and a trailing empty value
+    for line in ["__rec=ctx,data=", "a=1,,b=2", "a=1=2=", r"x=a\,b,y=1", r"n=a\nb", "k"]:
+        assert split_record(line) == _read_cali_record(line), line
+    assert lines > 1000

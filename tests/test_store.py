@@ -268,6 +268,25 @@ def test_same_bytes_under_another_name_is_the_same_run(dsn, tmp_path):
         assert ingest(conn, [tmp_path / "renamed.cali"], Provenance()).inserted == []
 
 
+def children(pid: int) -> list[int]:
+    out = []
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                if int(Path(f"/proc/{d}/stat").read_text().rsplit(")", 1)[1].split()[1]) == pid:
+                    out.append(int(d))
+            except (OSError, IndexError):
+                pass
+    return out
+
+
+def alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
 def test_kill_9_mid_ingest_leaves_a_consistent_store_and_rerun_completes(dsn, tmp_path):
     files = varied_copies(DATA / "halo3d-overlap-n4.runtime-profile.cali", 400, tmp_path / "corpus")
     env = {**os.environ, "COMMSCOPE_DB_URL": dsn}
@@ -284,8 +303,14 @@ def test_kill_9_mid_ingest_leaves_a_consistent_store_and_rerun_completes(dsn, tm
                 break
             time.sleep(0.01)
     assert p.poll() is None, "the ingest finished before it could be killed; make the corpus larger"
+    readers = children(p.pid)
+    assert readers, "the ingest of 400 profiles should read them in reader processes"
     p.kill()
     p.wait()
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and any(alive(c) for c in readers):
+        time.sleep(0.1)
+    assert not any(alive(c) for c in readers), "reader processes outlived the killed ingest"
     c1 = counts(dsn)
     assert c1["runs"] == 0 and c1["node_metrics"] == 0 and c1["campaigns"] == 0  # the transaction died with it
     r = subprocess.run([*CLI, "ingest", "-q", str(tmp_path / "corpus")], env=env, capture_output=True, text=True)

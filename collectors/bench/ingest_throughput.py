@@ -1,16 +1,21 @@
 #!/usr/bin/env python3
 """Ingest throughput end to end into PostgreSQL, against Thicket reading the
-same files, measured in the same run.
+same files in the same run; and peak memory of a streamed ingest.
 
 The corpus is real fixture profiles copied with one Adiak value (the user)
 varied, so each copy is a distinct run. The store is a private embedded
 PostgreSQL under a temporary COMMSCOPE_HOME, removed afterwards.
 
-    .venv/bin/python collectors/bench/ingest_throughput.py [--n 200] [--fixture NAME]
+    .venv/bin/python collectors/bench/ingest_throughput.py [--n 400] [--fixture NAME] [--repeat 3]
+    .venv/bin/python collectors/bench/ingest_throughput.py --stream 10000
+
+--stream runs `commscope ingest` as a separate process and samples the summed
+resident memory of it and its reader processes every 20 ms.
 """
 import argparse
-import resource
+import os
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -27,42 +32,93 @@ sys.path.insert(0, str(TESTS))
 from corpus import varied_copies  # noqa: E402  (the same corpus the kill -9 test uses)
 
 
+def tree_rss_mib(pid: int) -> float:
+    """Resident memory of pid and its descendants."""
+    parent = {}
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                parent[int(d)] = int(Path(f"/proc/{d}/stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError):
+                pass
+    tree, frontier = {pid}, [pid]
+    while frontier:
+        p = frontier.pop()
+        kids = [c for c, pp in parent.items() if pp == p]
+        tree.update(kids)
+        frontier += kids
+    total = 0
+    for p in tree:
+        try:
+            for line in Path(f"/proc/{p}/status").read_text().splitlines():
+                if line.startswith("VmRSS:"):
+                    total += int(line.split()[1])
+        except OSError:
+            pass
+    return total / 1024
+
+
+def throughput(args, tmp: Path, url: str) -> None:
+    files = varied_copies(DATA / args.fixture, args.n, tmp / "corpus")
+    import thicket as th
+    from commscope import hatchet_io
+    base = [str(f) for f in files[: args.thicket_n]]
+    t0 = time.perf_counter()
+    try:
+        th.Thicket.from_caliperreader(base, disable_tqdm=True)
+    except th.utils.DuplicateIndexError:
+        # upstream's duplicate-root bug on files with mpi.rank: same reader, filler rows dropped
+        t0 = time.perf_counter()
+        th.Thicket.reader_dispatch(hatchet_io.read_cali, False, True, True, base)
+    thicket_rate = args.thicket_n / (time.perf_counter() - t0)
+    size = (DATA / args.fixture).stat().st_size / 1024
+    print(f"corpus: {args.n} copies of {args.fixture} ({size:.0f} KB each), {os.cpu_count()} cores")
+    print(f"Thicket.from_caliperreader ({args.thicket_n} files): {thicket_rate:8.1f} profiles/s  1.00x")
+    for i in range(args.repeat):
+        with psycopg.connect(url) as conn:
+            conn.execute("TRUNCATE campaigns, runs CASCADE")
+            conn.commit()
+            t0 = time.perf_counter()
+            res = ingest(conn, [tmp / "corpus"], Provenance(system="bench"))
+            rate = len(res.inserted) / (time.perf_counter() - t0)
+        assert len(res.inserted) == args.n, (len(res.inserted), args.n)
+        print(f"commscope ingest into PostgreSQL, try {i + 1}:   {rate:8.1f} profiles/s  {rate / thicket_rate:.2f}x")
+
+
+def stream(args, tmp: Path, url: str) -> None:
+    varied_copies(DATA / args.fixture, args.stream, tmp / "corpus")
+    env = {**os.environ, "COMMSCOPE_DB_URL": url}
+    t0 = time.perf_counter()
+    p = subprocess.Popen([sys.executable, "-m", "commscope.cli", "ingest", "-q", str(tmp / "corpus")], env=env)
+    peak = 0.0
+    while p.poll() is None:
+        peak = max(peak, tree_rss_mib(p.pid))
+        time.sleep(0.02)
+    secs = time.perf_counter() - t0
+    assert p.returncode == 0
+    with psycopg.connect(url) as conn:
+        n = conn.execute("SELECT count(*) FROM runs").fetchone()[0]
+    assert n == args.stream, (n, args.stream)
+    print(f"streamed ingest of {args.stream} copies of {args.fixture}: {secs:.1f} s, {n / secs:.1f} profiles/s")
+    print(f"peak RSS of the ingest and its reader processes: {peak:.0f} MiB  ({peak / 1024:.3f} of the 1 GiB budget)")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--n", type=int, default=200)
+    ap.add_argument("--n", type=int, default=400)
+    ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--fixture", default="stencil2d-row-naive-n2.spot.cali")
     ap.add_argument("--thicket-n", type=int, default=100, help="files Thicket reads (it is the slow baseline)")
+    ap.add_argument("--stream", type=int, help="ingest this many profiles in a separate process and report peak RSS")
     args = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="commscope-bench-"))
     tmp.chmod(0o711)
     emb = db.Embedded(tmp)
     try:
-        files = varied_copies(DATA / args.fixture, args.n, tmp / "corpus")
         url = emb.start()
         with psycopg.connect(url) as conn:
             db.migrate(conn)
-        import thicket as th
-        from commscope import hatchet_io
-        t0 = time.perf_counter()
-        base = [str(f) for f in files[: args.thicket_n]]
-        try:
-            th.Thicket.from_caliperreader(base, disable_tqdm=True)
-        except th.utils.DuplicateIndexError:
-            # upstream's duplicate-root bug on files with mpi.rank: same reader, filler rows dropped
-            t0 = time.perf_counter()
-            th.Thicket.reader_dispatch(hatchet_io.read_cali, False, True, True, base)
-        thicket_rate = args.thicket_n / (time.perf_counter() - t0)
-        t0 = time.perf_counter()
-        with psycopg.connect(url) as conn:
-            res = ingest(conn, [tmp / "corpus"], Provenance(system="bench"))
-        rate = len(res.inserted) / (time.perf_counter() - t0)
-        assert len(res.inserted) == args.n
-        rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-        size = (DATA / args.fixture).stat().st_size / 1024
-        print(f"corpus: {args.n} copies of {args.fixture} ({size:.0f} KB each), 2-core machine")
-        print(f"Thicket.from_caliperreader ({args.thicket_n} files): {thicket_rate:8.1f} profiles/s  1.00x")
-        print(f"commscope ingest into PostgreSQL:          {rate:8.1f} profiles/s  {rate / thicket_rate:.2f}x")
-        print(f"peak RSS of this process (includes Thicket): {rss:.0f} MiB")
+        (stream if args.stream else throughput)(args, tmp, url)
     finally:
         emb.stop()
         shutil.rmtree(tmp, ignore_errors=True)

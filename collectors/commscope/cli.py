@@ -106,19 +106,22 @@ def db_grant_readonly(role):
 @click.option("--interconnect", help="interconnect configuration the runs used")
 @click.option("--git-commit", help="project commit the runs were built from")
 @click.option("--ci-pipeline", help="CI pipeline id")
+@click.option("--hardware", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="the system's hardware description (a site's hardware.yaml)")
 @click.option("--skip-bad", is_flag=True, help="continue past bad files and list them at the end")
 @click.option("--quiet", "-q", is_flag=True, help="no progress bar, only errors")
-def ingest_cmd(paths, system, stack, interconnect, git_commit, ci_pipeline, skip_bad, quiet):
-    """Store Caliper profiles from PATHS (files or directories) as one campaign."""
+def ingest_cmd(paths, system, stack, interconnect, git_commit, ci_pipeline, hardware, skip_bad, quiet):
+    """Store Caliper profiles (files, directories) or one Ramble workspace from PATHS as one campaign."""
     from tqdm import tqdm
 
     from .ingest import Provenance, ingest
     from .profiles import BadProfile
+    from .ramble import read_hardware
 
-    prov = Provenance(system=system, stack=stack, interconnect=interconnect, git_commit=git_commit,
-                      ci_pipeline=ci_pipeline)
-    bar = None if quiet or not sys.stderr.isatty() else tqdm(desc="reading", unit="run", file=sys.stderr)
+    bar = None if quiet or not sys.stderr.isatty() else tqdm(desc="ingest", unit="run", file=sys.stderr)
     try:
+        prov = Provenance(system=system, stack=stack, interconnect=interconnect, git_commit=git_commit,
+                          ci_pipeline=ci_pipeline, hardware=read_hardware(hardware) if hardware else None)
         with db.connect() as conn:
             res = ingest(conn, list(paths), prov, skip_bad=skip_bad, progress=bar)
     except BadProfile as e:
@@ -134,6 +137,14 @@ def ingest_cmd(paths, system, stack, interconnect, git_commit, ci_pipeline, skip
         click.echo(f"skipped {len(res.bad)} bad inputs:", err=True)
         for b in res.bad:
             click.echo(f"  {b}", err=True)
+
+
+# ---- setup and run (the main job through Ramble) ------------------------------------
+
+from .workflow import run_cmd, setup_cmd  # noqa: E402
+
+main.add_command(setup_cmd)
+main.add_command(run_cmd)
 
 
 if __name__ == "__main__":

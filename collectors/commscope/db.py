@@ -158,7 +158,20 @@ def migrate(conn: psycopg.Connection) -> list[str]:
             conn.execute(sql)
             conn.execute("INSERT INTO schema_version (version, name) VALUES (%s, %s)", (version, name))
             applied.append(name)
+        if conn.execute("SELECT to_regclass('readonly_roles')").fetchone()[0]:
+            for (role,) in conn.execute("SELECT name FROM readonly_roles").fetchall():
+                _grant_views(conn, role)
     return applied
+
+
+def _grant_views(conn: psycopg.Connection, role: str) -> None:
+    from psycopg import sql
+    if not conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (role,)).fetchone():
+        return  # dropped by hand since
+    views = [r[0] for r in conn.execute(
+        "SELECT table_name FROM information_schema.views WHERE table_schema = 'public'")]
+    for v in views:
+        conn.execute(sql.SQL("GRANT SELECT ON {} TO {}").format(sql.Identifier(v), sql.Identifier(role)))
 
 
 def grant_readonly(conn: psycopg.Connection, role: str) -> None:
@@ -168,7 +181,6 @@ def grant_readonly(conn: psycopg.Connection, role: str) -> None:
         if not conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (role,)).fetchone():
             conn.execute(sql.SQL("CREATE ROLE {} LOGIN").format(sql.Identifier(role)))
         conn.execute(sql.SQL("GRANT USAGE ON SCHEMA public TO {}").format(sql.Identifier(role)))
-        views = [r[0] for r in conn.execute(
-            "SELECT table_name FROM information_schema.views WHERE table_schema = 'public'")]
-        for v in views:
-            conn.execute(sql.SQL("GRANT SELECT ON {} TO {}").format(sql.Identifier(v), sql.Identifier(role)))
+        _grant_views(conn, role)
+        # Views that later migrations add are granted by migrate().
+        conn.execute("INSERT INTO readonly_roles (name) VALUES (%s) ON CONFLICT DO NOTHING", (role,))

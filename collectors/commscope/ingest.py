@@ -1,25 +1,39 @@
-"""Records -> PostgreSQL. One transaction per campaign: every profile is read
-and checked before the first write, so bad input leaves the store unchanged,
-and a killed ingest leaves nothing behind. Runs are keyed by the content hash
-of their files, so re-ingesting is a no-op and concurrent ingests of the same
-files insert each run once."""
+"""Records -> PostgreSQL, streamed. Reader processes turn input groups into
+records (records.py); this process writes them, a batch at a time, inside one
+transaction per campaign. So memory stays flat however many profiles come in,
+a bad file or a kill -9 leaves the store unchanged, and re-ingesting is a
+no-op because runs are keyed by the content hash of their files.
+
+Concurrent ingests take one advisory lock for their campaign transaction:
+writers queue instead of interleaving, which rules out duplicate runs and
+lock-order deadlocks on the shared names (systems, stacks, call paths)."""
 from __future__ import annotations
 
-import datetime as dt
+import concurrent.futures as cf
 import json
-from dataclasses import dataclass, field
+import multiprocessing
+import os
+from collections import deque
+from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Iterable, Iterator
 
 import psycopg
 from psycopg.types.json import Jsonb
 
 from . import profiles
-from .profiles import BadProfile, Profile
+from .profiles import BadProfile
+from .records import Record, clean, read_record
+
+BATCH = 64            # runs per round of COPYs
+PARALLEL_FROM = 32    # fewer input groups than this are read in-process
+WRITE_LOCK = "commscope.ingest"
 
 
 @dataclass
 class Provenance:
-    """What the profile itself cannot say, given on the command line."""
+    """What the profile itself cannot say, given on the command line. Set
+    values override what the profile's metadata says."""
     system: str | None = None
     stack: str | None = None
     interconnect: str | None = None
@@ -27,6 +41,13 @@ class Provenance:
     ci_pipeline: str | None = None
     spack_hash: str | None = None
     compiler: str | None = None
+    hardware: dict | None = None   # the site's hardware description (CPU model, cores/node, interconnect, ...)
+
+    def apply(self, rec: Record) -> Record:
+        over = {k: clean(v) for k, v in (("system", self.system), ("stack", self.stack),
+                                         ("interconnect", self.interconnect), ("spack_hash", self.spack_hash),
+                                         ("compiler", self.compiler)) if v}
+        return replace(rec, **over) if over else rec
 
 
 @dataclass
@@ -36,68 +57,145 @@ class Result:
     bad: list[str] = field(default_factory=list)       # with --skip-bad
 
 
-def read_all(inputs: list[Path], skip_bad: bool, progress=None) -> tuple[list[Profile], list[str]]:
-    groups = profiles.discover(inputs)
-    if not groups:
-        raise BadProfile(f"{', '.join(map(str, inputs))}: no Caliper profiles found")
-    good, bad = [], []
-    for g in groups:
-        try:
-            good.append(profiles.read_files(g))
-        except BadProfile as e:
-            if not skip_bad:
-                raise
-            bad.append(str(e))
-        if progress:
-            progress.update(1)
-    return good, bad
+def _read(group: list[Path]) -> Record | BadProfile:
+    try:
+        return read_record(group)
+    except BadProfile as e:
+        return e
 
 
-def _clean(s: str | None, limit: int = 4096) -> str | None:
-    """Metadata strings as stored: no NUL (PostgreSQL rejects it), bounded."""
-    if s is None:
-        return None
-    return s.replace("\x00", "\ufffd")[:limit]
+def _die_with_parent() -> None:
+    """Reader processes must not outlive a killed ingest (kill -9 sends no
+    signal they could see otherwise)."""
+    import ctypes
+    import signal
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass  # not Linux: the pool's own shutdown still applies
 
 
-def _stack(conn, prof: Profile, prov: Provenance) -> int:
-    g = prof.meta
-    vendor, version = g.get("mpi_library_vendor", "unknown"), g.get("mpi_library_version", "")
-    library = _clean(prof.output.mpi_library if prof.output and prof.output.mpi_library else f"{vendor} {version}".strip())
-    name = _clean(prov.stack or f"{vendor} {version}".strip())
-    row = conn.execute("INSERT INTO stacks (name, library) VALUES (%s, %s) ON CONFLICT (name, library) DO NOTHING "
-                       "RETURNING id", (name, library)).fetchone()
-    return row[0] if row else conn.execute("SELECT id FROM stacks WHERE name = %s AND library = %s",
-                                           (name, library)).fetchone()[0]
+def workers() -> int:
+    return int(os.environ.get("COMMSCOPE_INGEST_WORKERS", 0)) or max(1, min(4, os.cpu_count() or 1))
 
 
-def _system(conn, prof: Profile, prov: Provenance) -> int:
-    name = _clean(prov.system or prof.meta.get("cluster") or prof.meta.get("hostname") or "unknown")
-    row = conn.execute("INSERT INTO systems (name) VALUES (%s) ON CONFLICT (name) DO NOTHING RETURNING id",
-                       (name,)).fetchone()
-    return row[0] if row else conn.execute("SELECT id FROM systems WHERE name = %s", (name,)).fetchone()[0]
+def read_records(groups: list, n_workers: int | None = None) -> Iterator[Record | BadProfile]:
+    """Records in input order. Reader processes work ahead of the writer by a
+    bounded window, so at most a few dozen records are in memory at once."""
+    n = n_workers or workers()
+    if n == 1 or len(groups) < PARALLEL_FROM:
+        for g in groups:
+            yield _read(g)
+        return
+    window = n * 8
+    # spawn, not fork: the parent holds a database connection.
+    with cf.ProcessPoolExecutor(n, mp_context=multiprocessing.get_context("spawn"),
+                                initializer=_die_with_parent) as pool:
+        pending: deque = deque()
+        it = iter(groups)
+        for g in it:
+            pending.append(pool.submit(_read, g))
+            if len(pending) >= window:
+                break
+        while pending:
+            yield pending.popleft().result()
+            nxt = next(it, None)
+            if nxt is not None:
+                pending.append(pool.submit(_read, nxt))
 
 
-def _intern_nodes(conn, paths: list[tuple]) -> dict[tuple, int]:
-    """Call paths to ids. Sorted inserts keep concurrent ingests in one lock order."""
-    keys = sorted({"/".join(p) for p in paths})
-    rows = [(k, k.rsplit("/", 1)[-1], k.rsplit("/", 1)[0] if "/" in k else None, k.count("/") + 1,
-             k.rsplit("/", 1)[-1].startswith("MPI_")) for k in keys]
-    with conn.cursor() as cur:
-        cur.executemany("INSERT INTO nodes (path, name, parent_path, depth, is_mpi) VALUES (%s, %s, %s, %s, %s) "
-                        "ON CONFLICT (path) DO NOTHING", rows)
-        ids = dict(cur.execute("SELECT path, id FROM nodes WHERE path = ANY(%s)", (keys,)).fetchall())
-    return {tuple(k.split("/")): ids[k] for k in keys}
+class Writer:
+    """Writes records into one campaign; interns shared names as it meets them."""
 
+    def __init__(self, conn: psycopg.Connection, campaign_id: int, prov: Provenance):
+        self.conn, self.campaign_id, self.prov = conn, campaign_id, prov
+        self.node_ids: dict[str, int] = {}
+        self.system_ids: dict[str, int] = {}
+        self.stack_ids: dict[tuple, int] = {}
 
-def _started_at(prof: Profile) -> dt.datetime:
-    for key in ("launchdate", "starttime.sec"):
-        if key in prof.meta:
-            try:
-                return dt.datetime.fromtimestamp(int(prof.meta[key]), dt.timezone.utc)
-            except ValueError:
-                pass
-    return dt.datetime.fromtimestamp(prof.files[0].stat().st_mtime, dt.timezone.utc)
+    def _system(self, name: str) -> int:
+        if name not in self.system_ids:
+            hw = self.prov.hardware
+            if hw:
+                row = self.conn.execute(
+                    "INSERT INTO systems (name, cpu_model, cores_per_node, interconnect, hardware) "
+                    "VALUES (%s, %s, %s, %s, %s) ON CONFLICT (name) DO UPDATE SET cpu_model = excluded.cpu_model, "
+                    "cores_per_node = excluded.cores_per_node, interconnect = excluded.interconnect, "
+                    "hardware = excluded.hardware RETURNING id",
+                    (name, clean(hw.get("cpu_model")), _int(hw.get("cores_per_node")), clean(hw.get("interconnect")),
+                     Jsonb(hw))).fetchone()
+            else:
+                row = self.conn.execute("INSERT INTO systems (name) VALUES (%s) ON CONFLICT (name) DO NOTHING "
+                                        "RETURNING id", (name,)).fetchone()
+                row = row or self.conn.execute("SELECT id FROM systems WHERE name = %s", (name,)).fetchone()
+            self.system_ids[name] = row[0]
+        return self.system_ids[name]
+
+    def _stack(self, name: str, library: str) -> int:
+        key = (name, library)
+        if key not in self.stack_ids:
+            row = self.conn.execute("INSERT INTO stacks (name, library) VALUES (%s, %s) ON CONFLICT (name, library) "
+                                    "DO NOTHING RETURNING id", key).fetchone()
+            row = row or self.conn.execute("SELECT id FROM stacks WHERE name = %s AND library = %s", key).fetchone()
+            self.stack_ids[key] = row[0]
+        return self.stack_ids[key]
+
+    def _intern_nodes(self, paths: Iterable[str]) -> None:
+        new = sorted(set(paths) - self.node_ids.keys())
+        if not new:
+            return
+        rows = [(k, k.rsplit("/", 1)[-1], k.rsplit("/", 1)[0] if "/" in k else None, k.count("/") + 1,
+                 k.rsplit("/", 1)[-1].startswith("MPI_")) for k in new]
+        with self.conn.cursor() as cur:
+            cur.executemany("INSERT INTO nodes (path, name, parent_path, depth, is_mpi) VALUES (%s, %s, %s, %s, %s) "
+                            "ON CONFLICT (path) DO NOTHING", rows)
+            self.node_ids.update(cur.execute("SELECT path, id FROM nodes WHERE path = ANY(%s)", (new,)).fetchall())
+
+    def write(self, batch: list[Record]) -> set[str]:
+        """Inserts a batch; returns the content hashes that were new."""
+        conn = self.conn
+        self._intern_nodes(p for rec in batch for p in rec.paths())
+        rows = [(r.content_hash, self.campaign_id, self._system(r.system), self._stack(r.stack, r.mpi_library),
+                 r.status, r.profile_kind, r.app, r.workload, r.variant, r.decomposition, r.interconnect, r.ranks,
+                 r.nodes, r.global_size, r.local_size, r.iterations, r.compiler, r.spack_hash, r.caliper_version,
+                 r.experiment, r.started_at, r.summary["wall_time"], r.summary["mpi_time_avg"],
+                 r.summary["mpi_time_max"], r.summary["mpi_fraction_avg"], r.summary["mpi_fraction_slowest"],
+                 r.source, Jsonb(r.metadata)) for r in batch]
+        ids: dict[str, int] = {}
+        with conn.cursor() as cur:
+            cur.executemany(
+                """INSERT INTO runs (content_hash, campaign_id, system_id, stack_id, status, profile_kind, app, workload,
+                       variant, decomposition, interconnect, ranks, nodes, global_size, local_size, iterations, compiler,
+                       spack_hash, caliper_version, experiment, started_at, wall_time, mpi_time_avg, mpi_time_max,
+                       mpi_fraction_avg, mpi_fraction_slowest, source, metadata)
+                   VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s,
+                           %s, %s, %s, %s, %s)
+                   ON CONFLICT (content_hash) DO NOTHING RETURNING id, content_hash""", rows, returning=True)
+            while True:
+                for run_id, h in cur.fetchall():
+                    ids[h] = run_id
+                if not cur.nextset():
+                    break
+            new = [(ids[r.content_hash], r) for r in batch if r.content_hash in ids]
+            nid = self.node_ids
+            with cur.copy("COPY node_metrics (run_id, node_id, excl_min, excl_avg, excl_max, incl_min, incl_avg, "
+                          "incl_max, calls, imbalance) FROM STDIN") as cp:
+                for run_id, r in new:
+                    for row in r.node_rows:
+                        cp.write_row((run_id, nid[row[0]], *row[1:]))
+            with cur.copy("COPY mpi_metrics (run_id, node_id, function, time_total, time_max, calls, bytes) "
+                          "FROM STDIN") as cp:
+                for run_id, r in new:
+                    for row in r.mpi_rows:
+                        cp.write_row((run_id, nid[row[0]], *row[1:]))
+            for table, cols, attr in (("rank_metrics", "rank, total_time, user_time, mpi_time, mpi_sync_time", "rank_rows"),
+                                      ("comm_matrix", "src, dst, messages, bytes", "matrix_rows"),
+                                      ("foms", "name, repeat, value, unit", "fom_rows")):
+                with cur.copy(f"COPY {table} (run_id, {cols}) FROM STDIN") as cp:
+                    for run_id, r in new:
+                        for row in getattr(r, attr):
+                            cp.write_row((run_id, *row))
+        return set(ids)
 
 
 def _int(s) -> int | None:
@@ -107,112 +205,67 @@ def _int(s) -> int | None:
         return None
 
 
-@dataclass
-class Names:
-    """Ids of the shared names a campaign uses, interned once before its runs."""
-    systems: dict = field(default_factory=dict)
-    stacks: dict = field(default_factory=dict)
-    nodes: dict = field(default_factory=dict)
+def ingest_records(conn: psycopg.Connection, records: Iterable[Record | BadProfile], prov: Provenance,
+                   source: str, kind: str = "ingest", skip_bad: bool = False, progress=None) -> Result:
+    """Writes a stream of records as one campaign in one transaction."""
+    res = Result()
+    seen: set[str] = set()
+    with conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (WRITE_LOCK,))
+        campaign_id = conn.execute(
+            "INSERT INTO campaigns (kind, source, git_commit, ci_pipeline) VALUES (%s, %s, %s, %s) RETURNING id",
+            (kind, clean(source), clean(prov.git_commit), clean(prov.ci_pipeline))).fetchone()[0]
+        writer = Writer(conn, campaign_id, prov)
+        batch: list[Record] = []
 
-    @classmethod
-    def intern(cls, conn, profs: list[Profile], prov: Provenance) -> "Names":
-        names = cls()
-        for prof in profs:
-            names.systems[id(prof)] = _system(conn, prof, prov)
-            names.stacks[id(prof)] = _stack(conn, prof, prov)
-        names.nodes = _intern_nodes(conn, sorted({p for prof in profs for p in prof.stats}
-                                                 | {p for prof in profs for p, _ in prof.bytes_sent}))
-        return names
+        def flush():
+            new = writer.write(batch)
+            for r in batch:
+                (res.inserted if r.content_hash in new else res.skipped).append(r.source)
+            batch.clear()
 
-
-def insert_run(conn, campaign_id: int, prof: Profile, prov: Provenance, names: Names) -> int | None:
-    """Inserts one run with all its metrics; None if its content is already stored."""
-    g = prof.meta
-    summary = profiles.run_summary(prof)
-    out = prof.output
-    row = conn.execute(
-        """INSERT INTO runs (content_hash, campaign_id, system_id, stack_id, status, profile_kind, app, workload,
-               variant, decomposition, interconnect, ranks, global_size, local_size, iterations, compiler,
-               spack_hash, caliper_version, started_at, wall_time, mpi_time_avg, mpi_time_max, mpi_fraction_avg,
-               mpi_fraction_slowest, source, metadata)
-           VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
-           ON CONFLICT (content_hash) DO NOTHING RETURNING id""",
-        (prof.content_hash, campaign_id, names.systems[id(prof)], names.stacks[id(prof)],
-         "failed" if out and any(s == "FAIL" for s, _ in out.verify.values()) else "ok",
-         prof.kind, _clean(g["workload"]), _clean(g.get("ramble_workload") or g["workload"]),
-         _clean(g.get("variant")), _clean(g.get("decomposition")), _clean(prov.interconnect),
-         prof.ranks, _clean(g.get("global_size")), _clean(g.get("local_size")), _int(g.get("iterations")),
-         _clean(prov.compiler or g.get("compiler")), _clean(prov.spack_hash or g.get("spack_hash")),
-         _clean(g.get("cali.caliper.version")), _started_at(prof), summary["wall_time"], summary["mpi_time_avg"],
-         summary["mpi_time_max"], summary["mpi_fraction_avg"], summary["mpi_fraction_slowest"],
-         _clean(prof.source), Jsonb({k: _clean(v) for k, v in g.items() if k != "libraries"})),
-    ).fetchone()
-    if row is None:
-        return None
-    run_id = row[0]
-    stats = prof.stats
-    ids = names.nodes
-    with conn.cursor() as cur:
-        with cur.copy("COPY node_metrics (run_id, node_id, excl_min, excl_avg, excl_max, incl_min, incl_avg, "
-                      "incl_max, calls, imbalance) FROM STDIN") as cp:
-            for p, s in stats.items():
-                imb = s.excl_max / s.excl_avg if s.excl_max is not None and s.excl_avg else None
-                cp.write_row((run_id, ids[p], s.excl_min, s.excl_avg, s.excl_max, s.incl_min, s.incl_avg,
-                              s.incl_max, s.calls, imb))
-        # MPI leaves summed over ranks (spot: its across-rank sum; MPI leaves have no children).
-        mpi_total: dict = {}
-        for (p, _r), t in prof.excl.items():
-            if profiles.is_mpi(p) and len(p) > 1:
-                mpi_total[p] = mpi_total.get(p, 0.0) + t
-        for p, sp in prof.spot.items():
-            if profiles.is_mpi(p) and len(p) > 1:
-                mpi_total[p] = sp.get("excl_sum", sp["sum"])
-        mpi = {p: (t, stats[p].excl_max, stats[p].calls) for p, t in mpi_total.items()}
-        bytes_by_path: dict = {}
-        for (p, _r), b in prof.bytes_sent.items():
-            bytes_by_path[p] = bytes_by_path.get(p, 0) + b
-        with cur.copy("COPY mpi_metrics (run_id, node_id, function, time_total, time_max, calls, bytes) "
-                      "FROM STDIN") as cp:
-            for p, (total, tmax, calls) in mpi.items():
-                cp.write_row((run_id, ids[p[:-1]] if p[:-1] in ids else ids[p], p[-1], total, tmax, calls,
-                              bytes_by_path.get(p)))
-            for p, b in bytes_by_path.items():
-                if p not in mpi and profiles.is_mpi(p) and len(p) > 1:
-                    cp.write_row((run_id, ids[p[:-1]] if p[:-1] in ids else ids[p], p[-1], 0.0, None, None, b))
-        with cur.copy("COPY rank_metrics (run_id, rank, total_time, user_time, mpi_time, mpi_sync_time) "
-                      "FROM STDIN") as cp:
-            for r, gr in sorted(profiles.rank_groups(prof).items()):
-                cp.write_row((run_id, r, gr["total"], gr["user"], gr["mpi"], gr["sync"]))
-        with cur.copy("COPY comm_matrix (run_id, src, dst, messages, bytes) FROM STDIN") as cp:
-            for (src, dst), (msgs, b) in sorted(prof.matrix.items()):
-                cp.write_row((run_id, src, dst, msgs, b))
-        if out:
-            with cur.copy("COPY foms (run_id, name, repeat, value, unit) FROM STDIN") as cp:
-                for name, (value, unit) in out.foms.items():
-                    cp.write_row((run_id, _clean(name, 200), 0, value, _clean(unit, 50)))
-    return run_id
+        for rec in records:
+            if progress:
+                progress.update(1)
+            if isinstance(rec, BadProfile):
+                if not skip_bad:
+                    raise rec  # rolls the whole campaign back
+                res.bad.append(str(rec))
+                continue
+            if rec.content_hash in seen:  # the same file given twice
+                res.skipped.append(rec.source)
+                continue
+            seen.add(rec.content_hash)
+            batch.append(prov.apply(rec))
+            if len(batch) >= BATCH:
+                flush()
+        if batch:
+            flush()
+        if not res.inserted:
+            conn.execute("DELETE FROM campaigns WHERE id = %s", (campaign_id,))
+    return res
 
 
 def ingest(conn: psycopg.Connection, inputs: list[Path], prov: Provenance, skip_bad: bool = False,
            progress=None) -> Result:
-    """Reads everything first, then writes one campaign in one transaction."""
-    profs, bad = read_all(inputs, skip_bad, progress)
-    # One global order, so concurrent ingests wait on each other's runs in the
-    # same sequence and cannot deadlock.
-    profs.sort(key=lambda p: p.content_hash)
-    res = Result(bad=bad)
-    # Shared dictionaries (systems, stacks, call paths) are interned and
-    # committed first: they are not campaign data, and holding their locks
-    # for a whole campaign would let two campaigns wait on each other.
-    with conn.transaction():
-        names = Names.intern(conn, profs, prov)
-    with conn.transaction():
-        campaign_id = conn.execute(
-            "INSERT INTO campaigns (kind, source, git_commit, ci_pipeline) VALUES ('ingest', %s, %s, %s) RETURNING id",
-            (_clean(json.dumps([str(i) for i in inputs])), _clean(prov.git_commit), _clean(prov.ci_pipeline)),
-        ).fetchone()[0]
-        for prof in profs:
-            (res.inserted if insert_run(conn, campaign_id, prof, prov, names) else res.skipped).append(prof.source)
-        if not res.inserted:
-            conn.execute("DELETE FROM campaigns WHERE id = %s", (campaign_id,))
-    return res
+    """Stores Caliper profiles (files, directories) and Ramble workspaces as one campaign."""
+    from . import ramble
+    inputs = [Path(i) for i in inputs]
+    for i in inputs:
+        if not i.exists():
+            raise BadProfile(f"{i}: no such file or directory")
+    workspaces = [i for i in inputs if ramble.is_workspace(i)]
+    if workspaces and len(inputs) > 1:
+        raise BadProfile(f"{workspaces[0]}: a Ramble workspace is one campaign; ingest it on its own")
+    if workspaces:
+        ws = ramble.read_workspace(workspaces[0])
+        if ws.hardware and not prov.hardware:
+            prov = replace(prov, hardware=ws.hardware, system=prov.system or ws.hardware.get("system"))
+        return ingest_records(conn, ws.records(), prov, str(workspaces[0]), "ramble", skip_bad, progress)
+    groups = profiles.discover(inputs)
+    if not groups:
+        raise BadProfile(f"{', '.join(map(str, inputs))}: no Caliper profiles found")
+    if progress is not None:
+        progress.total = len(groups)
+    return ingest_records(conn, read_records(groups), prov, json.dumps([str(i) for i in inputs]),
+                          skip_bad=skip_bad, progress=progress)

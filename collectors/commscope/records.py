@@ -1,0 +1,138 @@
+"""Profiles -> records. A Record is one run in the shape the store keeps:
+its identity, its provenance, and rows for each metrics table with call paths
+as '/'-joined strings. It is plain data, so reader processes build records and
+send them to the one process that writes (ingest.py)."""
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass, field
+
+from . import profiles
+from .profiles import Profile
+
+
+def clean(s, limit: int = 4096) -> str | None:
+    """A metadata string as stored: no NUL (PostgreSQL rejects it), bounded."""
+    if s is None:
+        return None
+    return str(s).replace("\x00", "\ufffd")[:limit]
+
+
+def _int(s) -> int | None:
+    try:
+        return int(s)
+    except (TypeError, ValueError):
+        return None
+
+
+@dataclass
+class Record:
+    content_hash: str
+    source: str
+    profile_kind: str               # runtime-profile, per-rank, spot, json-split, msgtrace, none (Ramble, no profile)
+    app: str
+    workload: str
+    ranks: int
+    started_at: dt.datetime
+    status: str = "ok"              # ok | failed
+    variant: str | None = None
+    decomposition: str | None = None
+    interconnect: str | None = None
+    nodes: int | None = None
+    global_size: str | None = None
+    local_size: str | None = None
+    iterations: int | None = None
+    compiler: str | None = None
+    spack_hash: str | None = None
+    caliper_version: str | None = None
+    experiment: str | None = None   # Ramble experiment name
+    system: str = "unknown"
+    stack: str = "unknown"          # a catalog name (debian-openmpi4) or vendor and version
+    mpi_library: str = "unknown"
+    summary: dict = field(default_factory=lambda: dict.fromkeys(
+        ("wall_time", "mpi_time_avg", "mpi_time_max", "mpi_fraction_avg", "mpi_fraction_slowest")))
+    metadata: dict = field(default_factory=dict)
+    # (path, excl_min, excl_avg, excl_max, incl_min, incl_avg, incl_max, calls, imbalance)
+    node_rows: list = field(default_factory=list)
+    # (region path, function, time_total, time_max, calls, bytes)
+    mpi_rows: list = field(default_factory=list)
+    # (rank, total, user, mpi, mpi_sync)
+    rank_rows: list = field(default_factory=list)
+    # (src, dst, messages, bytes)
+    matrix_rows: list = field(default_factory=list)
+    # (name, repeat, value, unit)
+    fom_rows: list = field(default_factory=list)
+
+    def paths(self) -> set[str]:
+        return {r[0] for r in self.node_rows} | {r[0] for r in self.mpi_rows}
+
+
+def _started_at(prof: Profile) -> dt.datetime:
+    for key in ("launchdate", "starttime.sec"):
+        if key in prof.meta:
+            try:
+                return dt.datetime.fromtimestamp(int(prof.meta[key]), dt.timezone.utc)
+            except ValueError:
+                pass
+    return dt.datetime.fromtimestamp(prof.files[0].stat().st_mtime, dt.timezone.utc)
+
+
+def _join(p: tuple) -> str:
+    return "/".join(p)
+
+
+def from_profile(prof: Profile) -> Record:
+    """Every metric the store keeps for one profiled run."""
+    g = prof.meta
+    out = prof.output
+    vendor, version = g.get("mpi_library_vendor", "unknown"), g.get("mpi_library_version", "")
+    stats = prof.stats
+    rec = Record(
+        content_hash=prof.content_hash, source=clean(prof.source), profile_kind=prof.kind,
+        app=clean(g["workload"]), workload=clean(g.get("ramble_workload") or g["workload"]),
+        ranks=prof.ranks, started_at=_started_at(prof),
+        status="failed" if out and any(s == "FAIL" for s, _ in out.verify.values()) else "ok",
+        variant=clean(g.get("variant")), decomposition=clean(g.get("decomposition")),
+        interconnect=clean(g.get("interconnect")), nodes=_int(g.get("numhosts")),
+        global_size=clean(g.get("global_size")), local_size=clean(g.get("local_size")),
+        iterations=_int(g.get("iterations")), compiler=clean(g.get("compiler")),
+        spack_hash=clean(g.get("spack_hash")), caliper_version=clean(g.get("cali.caliper.version")),
+        experiment=clean(g.get("experiment")),
+        system=clean(g.get("cluster") or g.get("hostname") or "unknown"),
+        stack=clean(g.get("stack") or f"{vendor} {version}".strip()),
+        mpi_library=clean(out.mpi_library if out and out.mpi_library else f"{vendor} {version}".strip()),
+        summary=profiles.run_summary(prof),
+        metadata={k: clean(v) for k, v in g.items() if k != "libraries"},
+    )
+    for p, s in stats.items():
+        imb = s.excl_max / s.excl_avg if s.excl_max is not None and s.excl_avg else None
+        rec.node_rows.append((_join(p), s.excl_min, s.excl_avg, s.excl_max, s.incl_min, s.incl_avg, s.incl_max,
+                              s.calls, imb))
+    # MPI leaves summed over ranks (spot: its across-rank sum; MPI leaves have no children).
+    mpi_total: dict = {}
+    for (p, _r), t in prof.excl.items():
+        if profiles.is_mpi(p) and len(p) > 1:
+            mpi_total[p] = mpi_total.get(p, 0.0) + t
+    for p, sp in prof.spot.items():
+        if profiles.is_mpi(p) and len(p) > 1:
+            mpi_total[p] = sp.get("excl_sum", sp["sum"])
+    bytes_by_path: dict = {}
+    for (p, _r), b in prof.bytes_sent.items():
+        bytes_by_path[p] = bytes_by_path.get(p, 0) + b
+    for p, total in mpi_total.items():
+        rec.mpi_rows.append((_join(p[:-1]), p[-1], total, stats[p].excl_max, stats[p].calls, bytes_by_path.get(p)))
+    for p, b in bytes_by_path.items():
+        if p not in mpi_total and profiles.is_mpi(p) and len(p) > 1:
+            rec.mpi_rows.append((_join(p[:-1]), p[-1], 0.0, None, None, b))
+    rec.rank_rows = [(r, gr["total"], gr["user"], gr["mpi"], gr["sync"])
+                     for r, gr in sorted(profiles.rank_groups(prof).items())]
+    rec.matrix_rows = [(src, dst, msgs, b) for (src, dst), (msgs, b) in sorted(prof.matrix.items())]
+    if out:
+        rec.fom_rows = [(clean(name, 200), 0, value, clean(unit, 50)) for name, (value, unit) in out.foms.items()]
+    return rec
+
+
+def read_record(files: list) -> Record:
+    """One input group (see profiles.discover) to one record. Runs in the
+    reader processes; raises BadProfile naming the file."""
+    return from_profile(profiles.read_files(files))
