@@ -211,41 +211,27 @@ def _defines(bdir: Path) -> str:
     return "\n".join(f.read_text(errors="replace") for f in bdir.rglob("flags.make"))
 
 
-def interconnect_catalog(stack_names: list[str]) -> dict[str, dict[str, dict]]:
-    """Per stack, the named transport selections: {stack: {name: {"env": {...}, "args": [...]}}}.
+def interconnect_catalog(stack_names: list[str], site: str | None = None) -> dict[str, dict[str, dict]]:
+    """Per stack, its transport selections by label: {stack: {label: {"name", "env"}}}.
 
-    From ci/interconnects.py when it is there; every stack always has `default`
-    (the stack's own choice, no settings)."""
-    cat: dict[str, dict[str, dict]] = {s: {"default": {"env": {}, "args": []}} for s in stack_names}
+    From ci/interconnects.py (built-in entries plus the site's interconnects.yaml). Every
+    selection there is environment only, so it works under mpirun and srun alike. Every stack
+    also has `default`: the stack's own choice, no settings."""
+    ms = _ci("mpi_stacks")
     try:
         ic = _ci("interconnects")
     except ImportError:
-        return cat
+        ic = None
+    prefix = getattr(ic, "STACK_PREFIX", {})
+    cat: dict[str, dict[str, dict]] = {}
     for s in stack_names:
-        for e in _entries(ic, s):
-            cat[s][e["name"]] = {"env": dict(e.get("env") or {}), "args": list(e.get("args") or [])}
+        cat[s] = {"default": {"name": f"{prefix.get(s, s)}/default", "env": {}}}
+        if ic is None:
+            continue
+        has_site = site in ic.sites() if hasattr(ic, "sites") else False
+        for e in ic.entries(s, site if has_site else None):
+            cat[s][e.label] = {"name": e.name, "env": dict(e.env)}
     return cat
-
-
-def _entries(ic, stack: str) -> list[dict]:
-    """Reads ci/interconnects.py's entries for one stack, as plain dicts."""
-    for fn in ("for_stack", "entries"):
-        if hasattr(ic, fn):
-            rows = getattr(ic, fn)(stack)
-            break
-    else:
-        rows = [e for e in ic.catalog() if _get(e, "stack") == stack] if hasattr(ic, "catalog") else []
-    out = []
-    for e in rows:
-        name = _get(e, "name") or _get(e, "transport")
-        name = name.split("/", 1)[1] if "/" in name else name
-        out.append({"name": name, "env": _get(e, "env"),
-                    "args": _get(e, "mpirun_args") or _get(e, "args") or _get(e, "launcher_args")})
-    return out
-
-
-def _get(e, key):
-    return e.get(key) if isinstance(e, dict) else getattr(e, key, None)
 
 
 def _env_words(env: dict) -> str:
@@ -386,6 +372,7 @@ class Plan:
     workspace: Path
     site_conf: dict = field(default_factory=dict)
     catalog: dict = field(default_factory=dict)
+    pairs: list = field(default_factory=list)     # (stack, interconnect label) that run
 
 
 def _choose(kind: str, asked: list[str], valid: list[str]) -> list[str]:
@@ -393,6 +380,19 @@ def _choose(kind: str, asked: list[str], valid: list[str]) -> list[str]:
     if bad:
         raise WorkflowError(f"unknown {kind} {', '.join(map(repr, bad))}; valid: {', '.join(valid) or '(none)'}")
     return asked
+
+
+def select_interconnects(stacks: list[str], catalog: dict, asked: list[str]) -> list[tuple[str, str]]:
+    """The (stack, label) pairs to run. A label (tcp) applies to every stack that has it; a
+    catalog name (openmpi4/tcp) to its own stack only. A name no chosen stack has is an error."""
+    pairs = []
+    for a in asked:
+        hits = [(s, lab) for s in stacks for lab, e in catalog[s].items() if a in (lab, e["name"])]
+        if not hits:
+            valid = sorted({x for s in stacks for lab, e in catalog[s].items() for x in (lab, e["name"])})
+            raise WorkflowError(f"unknown interconnect {a!r} for stacks {', '.join(stacks)}; valid: {', '.join(valid)}")
+        pairs += [h for h in hits if h not in pairs]
+    return sorted(pairs)
 
 
 def plan_run(study: str, site: str = "local", stacks: list[str] | None = None,
@@ -410,27 +410,21 @@ def plan_run(study: str, site: str = "local", stacks: list[str] | None = None,
         if not valid_stacks:
             raise WorkflowError(f"no workload builds under {builds_dir()}; run `commscope setup` first")
         stacks = _choose("stack", stacks, valid_stacks) if stacks else valid_stacks
-        catalog = interconnect_catalog(stacks)
         any_cali = any(builds[s].caliper for s in stacks)
     else:
-        offered = site_conf.get("stacks") or {}
+        offered = list(site_conf.get("stacks") or [])
         stacks = _choose("stack", stacks, sorted(offered)) if stacks else sorted(offered)
-        catalog = {s: {i: {"env": None, "args": None} for i in offered[s].get("interconnects", ["default"])}
-                   for s in stacks}
         any_cali = True
-    common = sorted(set.intersection(*(set(catalog[s]) for s in stacks))) if stacks else []
-    if interconnects:
-        for s in stacks:
-            _choose(f"interconnect for stack {s}", interconnects, sorted(catalog[s]))
-    else:
-        interconnects = ["default"] if "default" in common else common[:1]
+    catalog = interconnect_catalog(stacks, site)
+    pairs = select_interconnects(stacks, catalog, interconnects or ["default"])
     if caliper is None:
         caliper = "mpi" if any_cali else "off"
     if spack is None:  # Spack when it is there and the site has Spack environments; else the null package manager
         spack = spack_root() is not None and (SITES_DIR / site / "spack").is_dir()
     stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     ws = workspace or workspaces_dir() / f"{study}-{stamp}"
-    return Plan(study, site, stacks, interconnects, caliper, spack, where, dry_run, ws, site_conf, catalog)
+    return Plan(study, site, stacks, sorted({i for _, i in pairs}), caliper, spack, where, dry_run, ws, site_conf,
+                catalog, pairs)
 
 
 def render(plan: Plan) -> dict:
@@ -459,20 +453,21 @@ def render(plan: Plan) -> dict:
 def run_scope_files(plan: Plan) -> dict[str, dict]:
     """The run's own Ramble scope: the chosen axes and their settings, the provenance."""
     v: dict = {
-        "stack": list(plan.stacks),
-        "interconnect": list(plan.interconnects),
+        # One entry per (stack, interconnect) pair, zipped: studies put `stack_interconnect` in their matrices.
+        "stack": [s for s, _ in plan.pairs],
+        "interconnect": [i for _, i in plan.pairs],
         "commscope_git_commit": git_commit(),
         "commscope_study": plan.study,
         "commscope_site": plan.site,
         "caliper_setting": plan.caliper,
     }
-    for s in plan.stacks:
-        for i in plan.interconnects:
-            e = plan.catalog[s][i]
-            if e["env"] is not None:      # None: the site's variables.yaml defines it
-                v[f"ic_env_{s}_{i}"] = _env_words(e["env"])
-                v[f"ic_args_{s}_{i}"] = " ".join(shlex.quote(a) for a in e["args"])
-    return {"variables.yaml": {"variables": v}, "modifier_repos.yaml": {"modifier_repos": [str(RAMBLE_DIR)]}}
+    for s, i in plan.pairs:
+        e = plan.catalog[s][i]
+        v[f"ic_name_{s}_{i}"] = e["name"]
+        v[f"ic_env_{s}_{i}"] = _env_words(e["env"])
+    return {"variables.yaml": {"variables": v},
+            "zips.yaml": {"zips": {"stack_interconnect": ["stack", "interconnect"]}},
+            "modifier_repos.yaml": {"modifier_repos": [str(RAMBLE_DIR)]}}
 
 
 def _ramble(ws: Path, *args: str, log_to: Path | None = None, where: str | None = None) -> subprocess.CompletedProcess:
