@@ -45,6 +45,29 @@ void cs_meta_long(const char *name, long value)
 #endif
 }
 
+#ifdef COMMSCOPE_HAVE_CALIPER
+extern char **environ;
+
+/* Run metadata only the launcher knows (Ramble's Caliper modifier sets it: experiment,
+ * stack, site, study, git_commit): every COMMSCOPE_META_<name>=<value> in the
+ * environment becomes the Adiak value <name>. */
+static void cs_meta_from_env(void)
+{
+    static const char prefix[] = "COMMSCOPE_META_";
+    const size_t plen = sizeof prefix - 1;
+    char name[128];
+    for (char **e = environ; *e; e++) {
+        const char *eq = strchr(*e, '=');
+        if (!eq || strncmp(*e, prefix, plen) != 0) continue;
+        size_t klen = (size_t)(eq - *e) - plen;
+        if (klen == 0 || klen >= sizeof name || eq[1] == '\0') continue;
+        memcpy(name, *e + plen, klen);
+        name[klen] = '\0';
+        cs_meta_str(name, eq + 1);
+    }
+}
+#endif
+
 void cs_init(int *argc, char ***argv, const char *prog)
 {
     MPI_Init(argc, argv);
@@ -59,6 +82,7 @@ void cs_init(int *argc, char ***argv, const char *prog)
     cs_meta_long("ranks", g_size);
     cs_meta_str("commscope_version", COMMSCOPE_VERSION);
     if (cs_interconnect()) cs_meta_str("interconnect", cs_interconnect());
+    cs_meta_from_env();
 #endif
     CS_BEGIN("main");
 }
