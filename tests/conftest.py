@@ -6,15 +6,20 @@ into a failure instead of a skip.
 from __future__ import annotations
 
 import os
+import shutil
 import sys
+import tempfile
+import uuid
 from pathlib import Path
 
+import psycopg
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "ci"))
 
 import mpi_stacks  # noqa: E402
+from commscope import db  # noqa: E402
 import suite  # noqa: E402
 
 STACK_NAMES = [s.name for s in mpi_stacks.catalog()]
@@ -38,3 +43,46 @@ def built(request):
     if stack.name not in _builds:
         _builds[stack.name] = suite.build(stack)
     return stack, _builds[stack.name]
+
+
+# ---- a real PostgreSQL for the store tests ------------------------------------
+
+def private_home() -> Path:
+    """A fresh COMMSCOPE_HOME the `postgres` user can enter when tests run as
+    root (pytest's own tmp dirs are mode 700 under a 700 parent)."""
+    home = Path(tempfile.mkdtemp(prefix="commscope-test-"))
+    home.chmod(0o711)
+    return home
+
+
+@pytest.fixture(scope="session")
+def server(tmp_path_factory):
+    """A private PostgreSQL for the whole session, removed afterwards."""
+    try:
+        db.pg_bin("initdb")
+    except db.DBError as e:
+        pytest.fail(str(e))  # .ci/run installs postgresql: its absence is a failure
+    home = private_home()
+    emb = db.Embedded(home)
+    url = emb.start()
+    yield emb, url
+    emb.stop()
+    shutil.rmtree(home, ignore_errors=True)
+
+
+@pytest.fixture
+def dsn(server):
+    """A fresh, migrated database per test."""
+    emb, url = server
+    name = f"t_{uuid.uuid4().hex[:12]}"
+    admin = url.replace(f"/{db.DB_NAME}?", "/postgres?")
+    with psycopg.connect(admin, autocommit=True) as c:
+        c.execute(f'CREATE DATABASE "{name}"')
+    test_url = url.replace(f"/{db.DB_NAME}?", f"/{name}?")
+    with psycopg.connect(test_url) as conn:
+        db.migrate(conn)
+    yield test_url
+    with psycopg.connect(admin, autocommit=True) as c:
+        c.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
+
+

@@ -5,3 +5,13 @@ store them in PostgreSQL. Importing this package stays light: submodules pull
 in their own dependencies."""
 
 __version__ = "0.1.0"
+
+__all__ = ["load_thicket", "load_graphframe", "select_runs"]
+
+
+def __getattr__(name):
+    # Thicket, Hatchet and pandas load only when a notebook asks for them.
+    if name in __all__:
+        from . import ensemble
+        return getattr(ensemble, name)
+    raise AttributeError(f"module 'commscope' has no attribute {name!r}")
