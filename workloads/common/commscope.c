@@ -81,6 +81,11 @@ void cs_init(int *argc, char ***argv, const char *prog)
     cs_meta_str("workload", prog);
     cs_meta_long("ranks", g_size);
     cs_meta_str("commscope_version", COMMSCOPE_VERSION);
+#if defined(__clang__)
+    cs_meta_str("compiler", "clang " __clang_version__);
+#elif defined(__GNUC__)
+    cs_meta_str("compiler", "gcc " __VERSION__);
+#endif
     if (cs_interconnect()) cs_meta_str("interconnect", cs_interconnect());
     cs_meta_from_env();
 #endif
