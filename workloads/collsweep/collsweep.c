@@ -208,7 +208,9 @@ static void echo_library_controls(void)
         }
     }
     if (!shown) cs_param("mpit", "none: this library exposes no collective algorithm control through MPI_T");
-    MPI_T_finalize();
+    /* MPI_T stays open until the end: MPICH 5.0 frees control-variable
+     * strings its collective selection still reads when MPI_T_finalize
+     * drops the last reference, and the next MPI_Barrier crashes. */
 }
 
 /* ---- the sweep -------------------------------------------------------------- */
@@ -421,6 +423,7 @@ int main(int argc, char **argv)
 
     free(s.send);
     free(s.recv);
+    MPI_T_finalize();
     cs_finalize();
     return 0;
 }
