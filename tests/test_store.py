@@ -173,6 +173,45 @@ def test_readonly_role_reads_views_only(dsn):
             c.execute("SELECT count(*) FROM runs")
 
 
+def test_readonly_role_is_granted_views_that_later_migrations_add(dsn):
+    with psycopg.connect(dsn) as conn:
+        db.grant_readonly(conn, "grafana_ro2")
+        # what a later migration does: a new view, then migrate() finishes
+        conn.execute("CREATE VIEW v_later AS SELECT run_id, app FROM v_runs")
+        conn.commit()
+        db.migrate(conn)
+    ro = dsn.replace("user=postgres", "user=grafana_ro2")
+    with psycopg.connect(ro) as c:
+        assert c.execute("SELECT count(*) FROM v_later").fetchone()[0] == 0
+        assert c.execute("SELECT count(*) FROM v_system_comparison").fetchone()[0] == 0
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            c.execute("SELECT count(*) FROM readonly_roles")
+
+
+def test_embedded_server_runs_on_the_binaries_pgserver_bundles(monkeypatch):
+    """Where Debian's postgresql is absent, the PyPI pgserver package's PostgreSQL serves."""
+    bindir = db.pgserver_bindir()
+    assert bindir, "pgserver is a test dependency (commscope[embedded])"
+    monkeypatch.setenv("COMMSCOPE_PG_BINDIR", str(bindir))
+    home = private_home()
+    emb = db.Embedded(home)
+    try:
+        url = emb.start()
+        with psycopg.connect(url) as conn:
+            assert conn.execute("SHOW server_version").fetchone()[0].startswith("16.")
+            assert conn.execute("SHOW listen_addresses").fetchone()[0] == ""
+            db.migrate(conn)
+            assert len(ingest(conn, [DATA / "halo3d-overlap-n2.runtime-profile.cali"], Provenance()).inserted) == 1
+        assert emb.stop()
+        assert not emb.running()
+    finally:
+        emb.stop()
+        shutil.rmtree(home, ignore_errors=True)
+    monkeypatch.setenv("COMMSCOPE_PG_BINDIR", str(home / "nowhere"))
+    with pytest.raises(db.DBError, match="COMMSCOPE_PG_BINDIR=.*has no initdb"):
+        db.pg_bin("initdb")
+
+
 def test_cli_db_lifecycle_under_its_own_home():
     home = private_home()
     env = {"COMMSCOPE_HOME": str(home)}

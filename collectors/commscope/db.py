@@ -4,8 +4,10 @@ Connection follows libpq conventions: COMMSCOPE_DB_URL, else the PG*
 variables and ~/.pgpass, else the embedded server under COMMSCOPE_HOME.
 No password lives in code or config.
 
-The embedded server is Debian's PostgreSQL (initdb/pg_ctl) on a private data
-directory, listening only on a unix socket in that directory. As root it runs
+The embedded server is PostgreSQL's own initdb/pg_ctl on a private data
+directory, listening only on a unix socket in that directory. The binaries
+are Debian's postgresql when installed, else those the PyPI `pgserver`
+package bundles (its server wrapper is not used: one start/stop path for both). As root it runs
 as the `postgres` system user, because PostgreSQL refuses to run as root.
 """
 from __future__ import annotations
@@ -38,16 +40,35 @@ def home() -> Path:
     return Path(base) / "commscope"
 
 
+def pgserver_bindir() -> Path | None:
+    """The PostgreSQL binaries bundled by the PyPI `pgserver` package, if installed."""
+    import importlib.util
+    spec = importlib.util.find_spec("pgserver")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    d = Path(list(spec.submodule_search_locations)[0]) / "pginstall" / "bin"
+    return d if d.is_dir() else None
+
+
 def pg_bin(tool: str) -> str:
-    """A PostgreSQL server binary: on PATH, else Debian's newest versioned dir."""
+    """A PostgreSQL server binary: from COMMSCOPE_PG_BINDIR if set, else on
+    PATH, else Debian's newest versioned dir, else the binaries the PyPI
+    `pgserver` package bundles (pip install "commscope[embedded]")."""
+    if os.environ.get("COMMSCOPE_PG_BINDIR"):
+        d = Path(os.environ["COMMSCOPE_PG_BINDIR"])
+        if not (d / tool).exists():
+            raise DBError(f"COMMSCOPE_PG_BINDIR={d} has no {tool}")
+        return str(d / tool)
     found = shutil.which(tool)
     if found:
         return found
-    versions = sorted(Path("/usr/lib/postgresql").glob("*/bin"), key=lambda p: int(p.parent.name), reverse=True)
-    for d in versions:
+    dirs = sorted(Path("/usr/lib/postgresql").glob("*/bin"), key=lambda p: int(p.parent.name), reverse=True)
+    bundled = pgserver_bindir()
+    for d in dirs + ([bundled] if bundled else []):
         if (d / tool).exists():
             return str(d / tool)
-    raise DBError(f"PostgreSQL's {tool} is not installed; install Debian's postgresql (bash ci/setup.sh does)")
+    raise DBError(f"PostgreSQL's {tool} is not installed; install Debian's postgresql (bash ci/setup.sh does) "
+                  f"or the pgserver package (pip install \"commscope[embedded]\")")
 
 
 class Embedded:
@@ -84,6 +105,12 @@ class Embedded:
     def start(self) -> str:
         if self.running():
             return self.url()
+        if self.user:
+            try:
+                pwd.getpwnam(self.user)
+            except KeyError:
+                raise DBError(f"as root the server must run as a system user '{self.user}', which does not exist; "
+                              f"install Debian's postgresql (it creates the user) or run as a non-root user") from None
         self.root.mkdir(parents=True, exist_ok=True)
         self.sock.mkdir(exist_ok=True)
         for p in (self.root, self.sock):

@@ -122,8 +122,7 @@ class Writer:
                     "VALUES (%s, %s, %s, %s, %s) ON CONFLICT (name) DO UPDATE SET cpu_model = excluded.cpu_model, "
                     "cores_per_node = excluded.cores_per_node, interconnect = excluded.interconnect, "
                     "hardware = excluded.hardware RETURNING id",
-                    (name, clean(hw.get("cpu_model")), _int(hw.get("cores_per_node")), clean(hw.get("interconnect")),
-                     Jsonb(hw))).fetchone()
+                    (name, *hardware_columns(hw), Jsonb(json.loads(json.dumps(hw, default=str))))).fetchone()
             else:
                 row = self.conn.execute("INSERT INTO systems (name) VALUES (%s) ON CONFLICT (name) DO NOTHING "
                                         "RETURNING id", (name,)).fetchone()
@@ -198,6 +197,18 @@ class Writer:
         return set(ids)
 
 
+def hardware_columns(hw: dict) -> tuple:
+    """(cpu model, cores per node, interconnect) from a site's hardware
+    description, flat (cpu_model: ...) or nested as ramble/sites/*/hardware.yaml
+    writes it (cpu: {model, cores_per_node}, interconnect: {name, ...})."""
+    cpu = hw.get("cpu") if isinstance(hw.get("cpu"), dict) else {}
+    ic = hw.get("interconnect")
+    if isinstance(ic, dict):
+        ic = ic.get("name") or ic.get("technology")
+    return (clean(hw.get("cpu_model") or cpu.get("model")), _int(hw.get("cores_per_node") or cpu.get("cores_per_node")),
+            clean(ic))
+
+
 def _int(s) -> int | None:
     try:
         return int(s)
@@ -260,7 +271,8 @@ def ingest(conn: psycopg.Connection, inputs: list[Path], prov: Provenance, skip_
     if workspaces:
         ws = ramble.read_workspace(workspaces[0])
         if ws.hardware and not prov.hardware:
-            prov = replace(prov, hardware=ws.hardware, system=prov.system or ws.hardware.get("system"))
+            prov = replace(prov, hardware=ws.hardware,
+                           system=prov.system or ws.hardware.get("system") or ws.hardware.get("site"))
         return ingest_records(conn, ws.records(), prov, str(workspaces[0]), "ramble", skip_bad, progress)
     groups = profiles.discover(inputs)
     if not groups:

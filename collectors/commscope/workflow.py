@@ -289,6 +289,7 @@ def write_local_site(builds: dict[str, Build]) -> Path:
         vars_[f"bin_{name}"] = str(b.path)
         vars_[f"mpirun_{name}"] = " ".join([s.mpirun, *s.oversubscribe])
         vars_[f"stack_env_{name}"] = _env_words(s.env)
+        vars_[f"family_{name}"] = s.family   # openmpi | mpich | impi: studies key runtime controls on it
         vars_[f"srun_mpi_{name}"] = "pmix" if s.family == "openmpi" else "pmi2"
         vars_[f"caliper_{name}"] = "yes" if b.caliper else "no"
         vars_[f"caliper_config_{name}"] = caliper_profile_config(b.caliper_dir)
@@ -459,6 +460,7 @@ def run_scope_files(plan: Plan) -> dict[str, dict]:
         "commscope_git_commit": git_commit(),
         "commscope_study": plan.study,
         "commscope_site": plan.site,
+        "commscope_root": str(ROOT),      # studies name their own files under it (placement maps)
         "caliper_setting": plan.caliper,
     }
     for s, i in plan.pairs:
