@@ -1,0 +1,60 @@
+"""cgsolve: conjugate gradients on a 3D 7-point Poisson problem (workloads/cgsolve).
+
+The FOM regexes are the output contract of workloads/README.md.
+"""
+from ramble.appkit import *  # noqa: F403
+
+
+class Cgsolve(ExecutableApplication):
+    """CG with halo exchanges and 8/16-byte Allreduces: direct, hierarchical or nonblocking
+    reductions, with or without debug barriers."""
+
+    name = "cgsolve"
+    tags("mpi", "allreduce", "solver", "reservoir", "groundwater", "commscope")
+
+    executable("cgsolve",
+               "cgsolve --n {n} --dims {dims} --allreduce {allreduce} {debug_barriers_flag} --tol {tol}"
+               " --iters {iters}",
+               use_mpi=True, output_capture=OUTPUT_CAPTURE.ALL)
+    workload("cgsolve", executable="cgsolve")
+
+    workload_variable("n", default="32,32,32", description="global grid of unknowns", workloads=["cgsolve"])
+    workload_variable("dims", default="0,0,0", description="process grid; 0 lets MPI_Dims_create choose",
+                      workloads=["cgsolve"])
+    workload_variable("allreduce", default="direct", values=["direct", "hierarchical", "nonblocking"],
+                      description="how the dot products are reduced", workloads=["cgsolve"])
+    workload_variable("debug_barriers", default="off", values=["off", "on"],
+                      description="MPI_Barrier before every collective and after every halo exchange",
+                      workloads=["cgsolve"])
+    workload_variable("debug_barriers_flag", default="{debug_barriers_flag_{debug_barriers}}",
+                      description="--debug-barriers when debug_barriers=on", workloads=["cgsolve"])
+    workload_variable("debug_barriers_flag_on", default="--debug-barriers", description="flag for on",
+                      workloads=["cgsolve"])
+    workload_variable("debug_barriers_flag_off", default="", description="flag for off", workloads=["cgsolve"])
+    workload_variable("tol", default="1e-8", description="stop when ||r||/||b|| is at most this",
+                      workloads=["cgsolve"])
+    workload_variable("iters", default="2000", description="most CG iterations (not converging FAILs)",
+                      workloads=["cgsolve"])
+    workload_variable("variant", default="{allreduce}-barriers-{debug_barriers}", description="the case, for labels",
+                      workloads=["cgsolve"])
+
+    figure_of_merit("mpi_library", fom_regex=r"^MPI_LIBRARY (?P<value>.+?)\s*$", group_name="value", units="")
+    figure_of_merit("ranks", fom_regex=r"^RANKS (?P<value>\d+)\s*$", group_name="value", units="")
+
+    for fom, unit in [("total_time", "s"), ("time_per_iter", "s"),
+                      ("comm_time_avg", "s"), ("comm_time_max", "s"),
+                      ("compute_time_avg", "s"), ("compute_time_max", "s"),
+                      ("halo_time_avg", "s"), ("halo_time_max", "s"),
+                      ("allreduce_time_avg", "s"), ("allreduce_time_max", "s"),
+                      ("barrier_time_avg", "s"), ("barrier_time_max", "s"),
+                      ("allreduces", "calls"), ("allreduce_bytes_per_call", "B")]:
+        figure_of_merit(fom, fom_regex=rf"^FOM {fom} (?P<value>\S+) {unit}\s*$", group_name="value", units=unit)
+
+    figure_of_merit("verify_{check}", fom_regex=r"^VERIFY (?P<check>\S+) (?P<status>PASS|FAIL|SKIP) \S+\s*$",
+                    group_name="status", units="")
+    figure_of_merit("verify_{check}_value", fom_regex=r"^VERIFY (?P<check>\S+) (?:PASS|FAIL|SKIP) (?P<value>\S+)\s*$",
+                    group_name="value", units="")
+
+    success_criteria("verify_passed", mode="string", match=r"^VERIFY \S+ PASS \S+")
+    success_criteria("verify_none_failed", mode="string", anti_match=r"^VERIFY \S+ (?!PASS )")
+    success_criteria("world_size", mode="fom_comparison", fom_name="ranks", formula="{value} == {n_ranks}")

@@ -1,0 +1,51 @@
+"""pio: parallel write and read-back of a global 3D array in one shared file (workloads/pio).
+
+The FOM regexes are the output contract of workloads/README.md.
+"""
+from ramble.appkit import *  # noqa: F403
+
+
+class Pio(ExecutableApplication):
+    """Independent, collective (file view + _all) and two-phase (group roots do the I/O) MPI-IO."""
+
+    name = "pio"
+    tags("mpi", "mpi-io", "groundwater", "commscope")
+
+    executable("pio",
+               "pio --n {n} --dims {dims} --method {method} --group-size {group_size} --dir {io_dir}"
+               " --iters {iters}",
+               use_mpi=True, output_capture=OUTPUT_CAPTURE.ALL)
+    workload("pio", executable="pio")
+
+    workload_variable("n", default="64,64,64", description="global array of doubles", workloads=["pio"])
+    workload_variable("dims", default="0,0,0", description="process grid; 0 lets MPI_Dims_create choose",
+                      workloads=["pio"])
+    workload_variable("method", default="collective", values=["independent", "collective", "two-phase"],
+                      description="how ranks reach the shared file", workloads=["pio"])
+    workload_variable("group_size", default="2", description="ranks per two-phase group", workloads=["pio"])
+    # The run directory: on a cluster point it at the parallel file system under test.
+    workload_variable("io_dir", default="{experiment_run_dir}", description="directory for the shared file",
+                      workloads=["pio"])
+    workload_variable("iters", default="3", description="write + read-back rounds", workloads=["pio"])
+    workload_variable("variant", default="{method}-g{group_size}", description="the case, for labels",
+                      workloads=["pio"])
+
+    figure_of_merit("mpi_library", fom_regex=r"^MPI_LIBRARY (?P<value>.+?)\s*$", group_name="value", units="")
+    figure_of_merit("ranks", fom_regex=r"^RANKS (?P<value>\d+)\s*$", group_name="value", units="")
+
+    for fom, unit in [("total_time", "s"), ("time_per_iter", "s"),
+                      ("write_time", "s"), ("read_time", "s"),
+                      ("write_bandwidth", "MB/s"), ("read_bandwidth", "MB/s"),
+                      ("comm_time_avg", "s"), ("comm_time_max", "s"),
+                      ("io_time_avg", "s"), ("io_time_max", "s"),
+                      ("io_calls_per_iter_avg", "calls"), ("io_calls_per_iter_max", "calls")]:
+        figure_of_merit(fom, fom_regex=rf"^FOM {fom} (?P<value>\S+) {unit}\s*$", group_name="value", units=unit)
+
+    figure_of_merit("verify_{check}", fom_regex=r"^VERIFY (?P<check>\S+) (?P<status>PASS|FAIL|SKIP) \S+\s*$",
+                    group_name="status", units="")
+    figure_of_merit("verify_{check}_value", fom_regex=r"^VERIFY (?P<check>\S+) (?:PASS|FAIL|SKIP) (?P<value>\S+)\s*$",
+                    group_name="value", units="")
+
+    success_criteria("verify_passed", mode="string", match=r"^VERIFY \S+ PASS \S+")
+    success_criteria("verify_none_failed", mode="string", anti_match=r"^VERIFY \S+ (?!PASS )")
+    success_criteria("world_size", mode="fom_comparison", fom_name="ranks", formula="{value} == {n_ranks}")
