@@ -1,0 +1,96 @@
+"""Slurm for real: a single-node cluster (munged, slurmctld, slurmd from
+Debian's slurm-wlm and munge) started in a temporary directory, workloads
+submitted through `sbatch --wait` and launched with `srun --mpi=<the stack's
+PMI>`. Every run checks the world size it reports, because a wrong PMI can
+still exit 0 with every process a 1-rank world. The daemons stop afterwards."""
+from __future__ import annotations
+
+import re
+import shlex
+import time
+
+import pytest
+
+import interconnects
+import slurm_local
+import suite
+from conftest import STACK_NAMES, _builds, stack_or_skip
+
+HALO3D = ["--n", "16,16,16", "--iters", "2"]
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    reason = slurm_local.unavailable()
+    if reason:
+        pytest.skip(reason)
+    t0 = time.monotonic()
+    with slurm_local.running(tmp_path_factory.mktemp("slurm")) as c:
+        print(f"[slurm] node {c.node} idle after {time.monotonic() - t0:.1f} s")
+        yield c
+    assert not c.running(), "daemons still running after stop()"
+
+
+def build_of(name: str):
+    stack = stack_or_skip(name)
+    if stack.name not in _builds:
+        _builds[stack.name] = suite.build(stack)
+    return stack, _builds[stack.name]
+
+
+def job(lines: list[list[str]], stack) -> str:
+    body = "\n".join(" ".join(shlex.quote(a) for a in cmd) for cmd in lines)
+    return f"#!/bin/bash\n#SBATCH --ntasks=2\n#SBATCH --time=00:05:00\nset -e\n{body}\n"
+
+
+def world_sizes(output: str) -> list[int]:
+    """RANKS of every header printed: one header with 2 when the PMI wired the
+    processes together, one header per process with 1 when it did not."""
+    return [int(n) for n in re.findall(r"^RANKS (\d+)$", output, re.M)]
+
+
+@pytest.mark.parametrize("name", STACK_NAMES)
+def test_workload_runs_as_one_world_under_srun(cluster, tmp_path, name):
+    stack, bdir = build_of(name)
+    t0 = time.monotonic()
+    rc, out = cluster.sbatch_wait(job([slurm_local.srun(stack, 2, [str(bdir / "halo3d"), *HALO3D])], stack),
+                                  cwd=tmp_path, env=stack.env, name=f"halo3d-{name}")
+    print(f"[slurm] {name}: sbatch --wait returned after {time.monotonic() - t0:.1f} s")
+    assert rc == 0, out
+    assert world_sizes(out) == [2], f"srun --mpi={slurm_local.SRUN_MPI[stack.family]}: world sizes {world_sizes(out)}\n{out}"
+    assert re.search(r"^VERIFY checksum PASS ", out, re.M), out
+
+
+def test_world_size_check_catches_mpich_without_pmi(cluster, tmp_path):
+    # MPICH under --mpi=none exits 0: two processes, each rank 0 of 1.
+    stack, bdir = build_of("debian-mpich4")
+    line = ["srun", "--mpi=none", "-n", "2", str(bdir / "halo3d"), *HALO3D]
+    rc, out = cluster.sbatch_wait(job([line], stack), cwd=tmp_path, env=stack.env, name="mpich-none")
+    assert rc == 0, out
+    assert world_sizes(out) == [1, 1], out
+
+
+def test_sbatch_wait_returns_the_job_exit_status(cluster, tmp_path):
+    stack, bdir = build_of("debian-openmpi4")
+    # A bad argument: every rank exits 2, and so must the job and sbatch --wait.
+    line = slurm_local.srun(stack, 2, [str(bdir / "halo3d"), "--variant", "diagonal"])
+    rc, out = cluster.sbatch_wait(job([line], stack), cwd=tmp_path, env=stack.env, name="bad-arg")
+    assert rc == 2, out
+    assert "halo3d: error: --variant" in out
+
+
+def test_interconnect_selection_takes_effect_under_srun(cluster, tmp_path):
+    # Catalog entries are environment variables, so they reach every rank
+    # through srun as they do through mpirun; the stack's report proves it.
+    stack, bdir = build_of("debian-openmpi4")
+    entry = interconnects.get("openmpi4/tcp")
+    env = {**stack.env, **interconnects.REPORT_ENV[entry.family], **entry.environ()}
+    line = slurm_local.srun(stack, 2, [str(bdir / "pingpong"), "--iters", "200", "--batches", "5"])
+    rc, out = cluster.sbatch_wait(job([line], stack), cwd=tmp_path, env=env, name="pingpong-tcp")
+    assert rc == 0 and world_sizes(out) == [2], out
+    found, missing, rejected = interconnects.check_report(entry, out)
+    assert not missing and not rejected, out
+    assert re.search(r"^PARAM interconnect openmpi4/tcp$", out, re.M), out
+    lat = float(re.search(r"^FOM latency (\S+) us$", out, re.M).group(1))
+    lo, hi = entry.band()
+    assert lo <= lat < hi, f"{lat} us outside [{lo}, {hi})"
