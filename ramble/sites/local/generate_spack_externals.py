@@ -107,6 +107,22 @@ def stack_version(stack) -> str:
     return _version(_run([stack.mpirun, "--version"], env), r"Version (\d+(?:\.\d+)+)", stack.name)
 
 
+def stack_variants(stack, prefix: Path) -> str:
+    """The interconnect build variants the stack really has, from its own
+    report: the fabrics/netmod values spack.yaml's matrix names (ucx, ofi)."""
+    bindir = prefix / "bin"
+    if stack.family == "openmpi":
+        info = _run([str(bindir / "ompi_info"), "--parsable"], stack.environ())
+        found = [f for f, comp in (("ofi", "mtl:ofi"), ("ucx", "pml:ucx")) if f"mca:{comp}:" in info]
+        return f" fabrics={','.join(found)}" if found else ""
+    if stack.family == "mpich":
+        # "ch4:ucx" or "ch4:ucx ofi": the first netmod is the one MPICH runs by default.
+        device = _version(_run([str(bindir / "mpichversion")]), r"MPICH Device:\s*(ch\d:\w+)", stack.name)
+        dev, netmod = device.split(":")
+        return f" device={dev} netmod={netmod}"
+    return ""
+
+
 def _debian_openmpi_prefix(stack, prefix: Path) -> None:
     """bin/ holds the .openmpi-suffixed tools under their plain names; include
     and lib are the directories the wrapper itself reports."""
@@ -154,12 +170,13 @@ def _debian_mpich_prefix(stack, prefix: Path) -> None:
 def mpi_external(stack, stacks_out: Path) -> tuple[str, dict]:
     """(package name, external entry) for one stack, creating its prefix if needed."""
     version = stack_version(stack)
-    if stack.name.startswith("debian-"):
-        prefix = stacks_out / stack.name
-        (_debian_openmpi_prefix if stack.family == "openmpi" else _debian_mpich_prefix)(stack, prefix)
-        return stack.family, {"spec": f"{stack.family}@{version}", "prefix": str(prefix)}
     if stack.family in ("openmpi", "mpich"):
-        return stack.family, {"spec": f"{stack.family}@{version}", "prefix": stack.prefix}
+        prefix = Path(stack.prefix)
+        if stack.name.startswith("debian-"):
+            prefix = stacks_out / stack.name
+            (_debian_openmpi_prefix if stack.family == "openmpi" else _debian_mpich_prefix)(stack, prefix)
+        spec = f"{stack.family}@{version}{stack_variants(stack, prefix)}"
+        return stack.family, {"spec": spec, "prefix": str(prefix)}
     # intel-oneapi-mpi: component_prefix is <prefix>/mpi/<X.Y> from 2021.11 on.
     prefix = stacks_out / stack.name
     x_y = ".".join(version.split(".")[:2])
