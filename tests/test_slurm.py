@@ -94,3 +94,20 @@ def test_interconnect_selection_takes_effect_under_srun(cluster, tmp_path):
     lat = float(re.search(r"^FOM latency (\S+) us$", out, re.M).group(1))
     lo, hi = entry.band()
     assert lo <= lat < hi, f"{lat} us outside [{lo}, {hi})"
+
+
+def test_a_failed_start_stops_what_it_started(tmp_path):
+    reason = slurm_local.unavailable()
+    if reason:
+        pytest.skip(reason)
+
+    class NoSuchNode(slurm_local.Cluster):
+        def _node_line(self):  # slurmd on this host finds no node of its name
+            return "NodeName=commscope-no-such-host CPUs=1 RealMemory=100 State=UNKNOWN"
+
+    c = NoSuchNode(tmp_path)
+    t0 = time.monotonic()
+    with pytest.raises(RuntimeError, match="timed out waiting for") as err:
+        c.start(timeout=20)
+    assert time.monotonic() - t0 < 60
+    assert not any(c._alive(d) for d in slurm_local.DAEMONS), str(err.value)
