@@ -65,18 +65,23 @@ class Workspace:
         return default
 
     def _run_dir(self, exp: dict) -> Path:
+        """The experiment's directory inside this workspace. Ramble records
+        absolute paths; a workspace copied or moved elsewhere must still read
+        its own files, never those left at the old path."""
+        own = self.root / "experiments" / exp.get("application_name", "") / exp.get("workload_name", "") / \
+            exp.get("experiment_name", exp["name"].rsplit(".", 1)[-1])
+        if own.is_dir():
+            return own
         d = self._var(exp, "experiment_run_dir")
         if d:
-            d = Path(d)
-            if d.is_dir():
-                return d
-            # A workspace moved or copied elsewhere: the same path under this root.
-            parts = d.parts
+            parts = Path(d).parts
             if "experiments" in parts:
-                moved = self.root.joinpath(*parts[parts.index("experiments"):])
+                moved = self.root.joinpath(*parts[len(parts) - parts[::-1].index("experiments") - 1:])
                 if moved.is_dir():
                     return moved
-        return self.root / "experiments" / exp.get("application_name", "") / exp.get("workload_name", "") / exp["name"]
+            if Path(d).is_dir() and Path(d).resolve().is_relative_to(self.root.resolve()):
+                return Path(d)
+        return own
 
     def _records(self, exp: dict) -> Iterator[Record]:
         name = exp["name"]
@@ -97,12 +102,13 @@ class Workspace:
         repeat = int(self._var(exp, "repeat_index", default=0) or 0)
         foms = []
         for ctx in exp["CONTEXTS"]:
-            label = ctx.get("display_name") or ctx.get("name") or "null"
+            # FOMs outside any FOM context sit in Ramble's "null" context.
+            label = None if ctx.get("name") in (None, "null", "") else (ctx.get("display_name") or ctx["name"])
             for f in ctx.get("foms", []):
                 value = _number(f.get("value"))
                 if value is None:
-                    continue
-                fname = f["name"] if label in ("null", "None", "") else f"{label}::{f['name']}"
+                    continue  # text FOMs (the MPI library string) are in the run's metadata already
+                fname = f"{label}::{f['name']}" if label else f["name"]
                 foms.append((clean(fname, 200), repeat, value, clean(f.get("units"), 50)))
         axes = {k: clean(self._var(exp, *names)) for k, names in AXES.items()}
         for rec in recs:

@@ -1,0 +1,205 @@
+"""Ramble workspaces into the store: the real workspaces in tests/data/ramble
+(results.latest.json from real Ramble 0.5 runs, with their profiles), failed
+experiments kept, provenance from the site's hardware, and bad input."""
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from commscope.contract import parse_output
+from commscope.ingest import Provenance, ingest
+from commscope.profiles import BadProfile
+
+RAMBLE = Path(__file__).parent / "data" / "ramble"
+MPI_WS = RAMBLE / "smoke-openmpi4-mpi"
+MATRIX_WS = RAMBLE / "smoke-mpich4-matrix"
+CLI = [sys.executable, "-m", "commscope.cli"]
+
+
+def results(ws: Path) -> dict:
+    return json.loads((ws / "results.latest.json").read_text())
+
+
+def numeric_foms(exp: dict) -> dict:
+    out = {}
+    for ctx in exp["CONTEXTS"]:
+        for f in ctx["foms"]:
+            try:
+                out[f["name"]] = float(f["value"])
+            except ValueError:
+                pass
+    return out
+
+
+def counts(conn) -> dict:
+    return {t: conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
+            for t in ("campaigns", "runs", "nodes", "node_metrics", "foms", "comm_matrix", "systems")}
+
+
+def test_every_experiment_is_a_run_and_a_failed_one_is_kept(dsn):
+    doc = results(MPI_WS)
+    with psycopg.connect(dsn) as conn:
+        res = ingest(conn, [MPI_WS], Provenance(git_commit="abc123"))
+        assert len(res.inserted) == len(doc["experiments"]) == 5
+        rows = {r[0]: r[1:] for r in conn.execute(
+            "SELECT experiment, status, app, stack, interconnect, variant, ranks, nodes, profile_kind, campaign_kind, "
+            "git_commit FROM v_runs")}
+        for exp in doc["experiments"]:
+            status, app, stack, ic, variant, ranks, nodes, kind, ckind, commit = rows[exp["name"]]
+            assert status == ("ok" if exp["RAMBLE_STATUS"] == "SUCCESS" else "failed")
+            v = exp["RAMBLE_VARIABLES"]
+            assert (app, stack, ic, variant) == (exp["application_name"], v["stack"], v["interconnect"], v["variant"])
+            assert (ranks, nodes) == (int(exp["n_ranks"]), int(exp["n_nodes"]))
+            assert kind == "runtime-profile" and ckind == "ramble" and commit == "abc123"
+        failed = [e["name"] for e in doc["experiments"] if e["RAMBLE_STATUS"] == "FAILED"]
+        assert failed and all(rows[f][0] == "failed" for f in failed)
+        # only ok runs feed the dashboards' fraction view
+        assert conn.execute("SELECT count(*) FROM v_mpi_fraction").fetchone()[0] == 4
+
+
+def test_foms_are_ramble_s_and_equal_the_workload_output(dsn):
+    doc = results(MPI_WS)
+    with psycopg.connect(dsn) as conn:
+        ingest(conn, [MPI_WS], Provenance())
+        for exp in doc["experiments"]:
+            stored = dict(conn.execute("SELECT name, value FROM v_foms WHERE experiment = %s AND repeat = 0",
+                                       (exp["name"],)).fetchall())
+            assert stored == pytest.approx(numeric_foms(exp))
+            if exp["RAMBLE_STATUS"] != "SUCCESS":
+                continue
+            run_dir = MPI_WS / "experiments" / exp["application_name"] / exp["workload_name"] / exp["experiment_name"]
+            out = parse_output((run_dir / f"{exp['experiment_name']}.out").read_text())
+            for name, (value, _unit) in out.foms.items():
+                assert stored[name] == pytest.approx(value), name
+
+
+def test_site_hardware_is_the_system_s_provenance(dsn):
+    with psycopg.connect(dsn) as conn:
+        ingest(conn, [MPI_WS], Provenance())
+        rows = conn.execute("SELECT DISTINCT system, cpu_model, cores_per_node, system_interconnect FROM v_runs").fetchall()
+        hw = conn.execute("SELECT hardware FROM systems").fetchone()[0]
+    assert rows == [("local", "AMD EPYC", 2, "shared memory (single node)")]
+    assert hw["topology"]["type"] == "single-node" and hw["memory_per_node_gb"] > 0
+
+
+def test_matrix_mode_gives_the_communication_matrix_of_each_interconnect(dsn):
+    doc = results(MATRIX_WS)
+    with psycopg.connect(dsn) as conn:
+        assert len(ingest(conn, [MATRIX_WS], Provenance()).inserted) == len(doc["experiments"]) == 2
+        for exp in doc["experiments"]:
+            run_dir = MATRIX_WS / "experiments" / exp["application_name"] / exp["workload_name"] / exp["experiment_name"]
+            out = parse_output((run_dir / f"{exp['experiment_name']}.out").read_text())
+            sent = {int(r["rank"]): int(r["bytes_sent"]) for r in out.rank_lines}
+            cells = conn.execute("SELECT m.src, sum(m.bytes) FROM v_comm_matrix m JOIN v_runs v USING (run_id) "
+                                 "WHERE v.experiment = %s GROUP BY m.src", (exp["name"],)).fetchall()
+            assert dict(cells) == sent, exp["name"]
+        assert {r[0] for r in conn.execute("SELECT interconnect FROM v_runs")} == {"default", "tcp"}
+
+
+def test_reingesting_a_workspace_is_a_no_op(dsn):
+    with psycopg.connect(dsn) as conn:
+        ingest(conn, [MPI_WS], Provenance())
+        before = counts(conn)
+        again = ingest(conn, [MPI_WS], Provenance())
+        assert again.inserted == [] and len(again.skipped) == 5
+        assert counts(conn) == before
+
+
+@pytest.fixture
+def ws_copy(tmp_path):
+    dst = tmp_path / "ws"
+    shutil.copytree(MPI_WS, dst)
+    return dst
+
+
+def edit_results(ws: Path, fn) -> None:
+    doc = results(ws)
+    fn(doc)
+    (ws / "results.latest.json").write_text(json.dumps(doc))
+
+
+def test_unknown_results_version_names_the_file_and_changes_nothing(dsn, ws_copy):
+    edit_results(ws_copy, lambda d: d["experiments"][1].pop("RAMBLE_STATUS"))
+    with psycopg.connect(dsn) as conn:
+        before = counts(conn)
+        with pytest.raises(BadProfile, match=r"results.latest.json: unknown Ramble results version: experiment 1 lacks RAMBLE_STATUS"):
+            ingest(conn, [ws_copy], Provenance())
+        conn.rollback()
+        assert counts(conn) == before
+    edit_results(ws_copy, lambda d: d.pop("experiments"))
+    with psycopg.connect(dsn) as conn, pytest.raises(BadProfile, match="no 'experiments' list"):
+        ingest(conn, [ws_copy], Provenance())
+    (ws_copy / "results.latest.json").write_text('{"experiments": [')
+    with psycopg.connect(dsn) as conn, pytest.raises(BadProfile, match="results.latest.json: not JSON"):
+        ingest(conn, [ws_copy], Provenance())
+    (ws_copy / "results.latest.json").unlink()
+    with psycopg.connect(dsn) as conn, pytest.raises(BadProfile, match="ramble workspace analyze -f json"):
+        ingest(conn, [ws_copy], Provenance())
+
+
+def cali_of(ws: Path, status: str) -> Path:
+    exp = next(e for e in results(ws)["experiments"] if e["RAMBLE_STATUS"] == status)
+    return next((ws / "experiments" / exp["application_name"] / exp["workload_name"] / exp["experiment_name"]).glob("*.cali"))
+
+
+def test_truncated_profile_of_a_successful_experiment_is_bad_input(dsn, ws_copy):
+    f = cali_of(ws_copy, "SUCCESS")
+    f.write_bytes(f.read_bytes()[:300])
+    with psycopg.connect(dsn) as conn:
+        before = counts(conn)
+        with pytest.raises(BadProfile, match=f"experiment .*{f.name}"):
+            ingest(conn, [ws_copy], Provenance())
+        conn.rollback()
+        assert counts(conn) == before
+        res = ingest(conn, [ws_copy], Provenance(), skip_bad=True)
+        assert len(res.inserted) == 4 and len(res.bad) == 1 and f.name in res.bad[0]
+
+
+def test_a_failed_experiment_with_a_broken_profile_is_still_stored_as_failed(dsn, ws_copy):
+    f = cali_of(ws_copy, "FAILED")
+    f.write_bytes(b"")
+    with psycopg.connect(dsn) as conn:
+        assert len(ingest(conn, [ws_copy], Provenance()).inserted) == 5
+        kind, meta = conn.execute("SELECT profile_kind, metadata FROM runs WHERE status = 'failed'").fetchone()
+    assert kind == "none" and "empty file" in meta["profile_error"] and meta["ramble_status"] == "FAILED"
+
+
+def test_hostile_strings_in_ramble_results_are_stored_as_data(dsn, ws_copy):
+    evil = "x'); DROP TABLE runs; --\x00\u202e" + "y" * 10000
+    edit_results(ws_copy, lambda d: d["experiments"][0]["RAMBLE_VARIABLES"].update(variant=evil))
+    with psycopg.connect(dsn) as conn:
+        assert len(ingest(conn, [ws_copy], Provenance()).inserted) == 5
+        stored = conn.execute("SELECT variant FROM runs WHERE variant LIKE 'x''); DROP%'").fetchone()[0]
+        assert "\x00" not in stored and len(stored) <= 4096 and stored.startswith("x'); DROP TABLE runs; --")
+        assert conn.execute("SELECT count(*) FROM runs").fetchone()[0] == 5
+
+
+def test_a_workspace_is_its_own_campaign(dsn, tmp_path):
+    with psycopg.connect(dsn) as conn, pytest.raises(BadProfile, match="a Ramble workspace is one campaign"):
+        ingest(conn, [MPI_WS, MATRIX_WS], Provenance())
+
+
+def test_cli_ingests_a_workspace_and_a_hardware_file(dsn, tmp_path):
+    env = {"COMMSCOPE_DB_URL": dsn}
+    import os
+    run = lambda *a: subprocess.run([*CLI, *a], capture_output=True, text=True, env={**os.environ, **env})  # noqa: E731
+    r = run("ingest", str(MATRIX_WS))
+    assert r.returncode == 0, r.stderr
+    assert "stored 2 runs" in r.stdout
+    hw = tmp_path / "hardware.yaml"
+    hw.write_text("cpu_model: Test CPU 9000\ncores_per_node: 128\ninterconnect: HDR InfiniBand, fat tree\n")
+    r = run("ingest", "--system", "bigiron", "--hardware", str(hw),
+            str(Path(__file__).parent / "data" / "halo3d-overlap-n2.runtime-profile.cali"))
+    assert r.returncode == 0, r.stderr
+    with psycopg.connect(dsn) as conn:
+        assert conn.execute("SELECT cpu_model, cores_per_node, interconnect FROM systems WHERE name = 'bigiron'"
+                            ).fetchone() == ("Test CPU 9000", 128, "HDR InfiniBand, fat tree")
+    hw.write_text("- just\n- a list\n")
+    r = run("ingest", "--hardware", str(hw), str(Path(__file__).parent / "data" / "halo3d-overlap-n4.runtime-profile.cali"))
+    assert r.returncode == 2 and "hardware.yaml: a hardware description must be a mapping" in r.stderr
