@@ -353,8 +353,10 @@ def verify(selected: list[Entry]) -> list[Result]:
     names = {s.name for s in mpi_stacks.catalog()}
     for e in selected:
         if e.stack not in names or not mpi_stacks.by_name(e.stack).present():
+            why = (f"stack {e.stack} is not installed here" if e.stack in names else
+                   f"{e.stack} is a site stack, not one of ci/mpi_stacks.py; prove it on the site")
             results.append(Result(e.name, e.stack, e.transport, "unverifiable", [], [], [], None, [], e.band(),
-                                  0.0, f"stack {e.stack} is not installed on this machine"))
+                                  0.0, why))
             continue
         if e.stack not in builds:
             builds[e.stack] = suite.build(mpi_stacks.by_name(e.stack))
