@@ -203,3 +203,23 @@ def test_cli_ingests_a_workspace_and_a_hardware_file(dsn, tmp_path):
     hw.write_text("- just\n- a list\n")
     r = run("ingest", "--hardware", str(hw), str(Path(__file__).parent / "data" / "halo3d-overlap-n4.runtime-profile.cali"))
     assert r.returncode == 2 and "hardware.yaml: a hardware description must be a mapping" in r.stderr
+
+
+def test_repeats_are_runs_of_one_experiment_with_their_repeat_index(dsn):
+    ws = RAMBLE / "smoke-openmpi4-repeats"
+    doc = results(ws)
+    repeats = [e for e in doc["experiments"] if e["RAMBLE_VARIABLES"].get("repeat_index") not in (None, "0")
+               and e["RAMBLE_STATUS"] != "UNKNOWN"]
+    bases = {e["name"] for e in doc["experiments"] if e["N_REPEATS"] > 0}
+    assert len(repeats) == 4 and len(bases) == 2
+    with psycopg.connect(dsn) as conn:
+        res = ingest(conn, [ws], Provenance())
+        assert len(res.inserted) == 4  # the base entries only summarise their repeats
+        stored = conn.execute("SELECT experiment, repeat, value FROM v_foms WHERE name = 'total_time' "
+                              "ORDER BY experiment, repeat").fetchall()
+    assert {e for e, _, _ in stored} == bases
+    assert sorted((e, r) for e, r, _ in stored) == sorted((b, r) for b in bases for r in (1, 2))
+    for e in repeats:
+        base = e["name"].rsplit(".", 1)[0]
+        value = numeric_foms(e)["total_time"]
+        assert (base, int(e["RAMBLE_VARIABLES"]["repeat_index"]), pytest.approx(value)) in stored

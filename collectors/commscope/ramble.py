@@ -100,6 +100,9 @@ class Workspace:
         if not recs:
             recs = [self._bare(exp, run_dir)]
         repeat = int(self._var(exp, "repeat_index", default=0) or 0)
+        # The repeats of one experiment share its name, so views can group them; FOMs carry the repeat index.
+        if repeat and name.endswith(f".{repeat}"):
+            name = name[: -len(f".{repeat}")]
         foms = []
         for ctx in exp["CONTEXTS"]:
             # FOMs outside any FOM context sit in Ramble's "null" context.
