@@ -25,7 +25,7 @@ RAMBLE_BUILTINS = {"n_ranks", "n_nodes", "processes_per_node", "n_threads", "exp
                    "log_file", "execute_experiment", "command", "workspace_name", "log_dir", "slurm_experiment"}
 # Variables `commscope run` writes into the run scope (workflow.run_scope_files).
 RUN_SCOPE = {"stack", "interconnect", "commscope_git_commit", "commscope_study", "commscope_site",
-             "commscope_root", "caliper_setting"}
+             "commscope_root", "caliper_setting", "experiment_timeout"}
 RUN_ZIPS = {"stack_interconnect"}
 
 

@@ -1,0 +1,145 @@
+"""`commscope setup` / `commscope run`: bad input everywhere; with RAMBLE_ROOT, the smoke study for
+real through Ramble (null package manager) into a real PostgreSQL, and the Slurm scripts a 2-node
+matrix renders. Ramble is in no package registry: those tests skip on a fresh machine, with the reason."""
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import ROOT, stack_or_skip
+
+COMMSCOPE = [sys.executable, "-m", "commscope.cli"]
+RAMBLE_ROOT = os.environ.get("RAMBLE_ROOT")
+needs_ramble = pytest.mark.skipif(
+    not RAMBLE_ROOT or not Path(RAMBLE_ROOT, "bin", "ramble").exists(),
+    reason="Ramble is in no package registry: set RAMBLE_ROOT to a checkout of GoogleCloudPlatform/ramble "
+           "at the commit in versions.yaml to run the studies for real")
+
+
+def commscope(*args, home: Path, env: dict | None = None, timeout: float = 900) -> subprocess.CompletedProcess:
+    e = {**os.environ, "COMMSCOPE_HOME": str(home), **(env or {})}
+    return subprocess.run([*COMMSCOPE, *args], capture_output=True, text=True, env=e, timeout=timeout, cwd=ROOT)
+
+
+# ---- bad input: no Ramble needed, nothing is created ----------------------------------------
+
+@pytest.mark.parametrize("args, kind, some_valid", [
+    (["run", "no-such-study"], "study", "smoke"),
+    (["run", "smoke", "--site", "no-such-site"], "site", "slurm-cluster"),
+    (["run", "smoke", "--site", "slurm-cluster", "--stacks", "openmpi,nompi"], "stack", "cray-mpich"),
+    (["run", "smoke", "--site", "slurm-cluster", "--interconnects", "warp-drive"], "interconnect", "default"),
+])
+def test_unknown_names_are_errors_listing_the_valid_ones(tmp_path, args, kind, some_valid):
+    p = commscope(*args, home=tmp_path)
+    assert p.returncode == 2, p.stdout + p.stderr
+    msg = p.stderr.strip().splitlines()[-1]
+    assert msg.startswith("commscope: error: unknown ") and kind in msg and "valid:" in msg, msg
+    assert some_valid in msg.split("valid:", 1)[1], msg
+    assert not (tmp_path / "workspaces").exists(), "a rejected run created a workspace"
+
+
+def test_caliper_mode_must_be_known(tmp_path):
+    p = commscope("run", "smoke", "--caliper", "everything", home=tmp_path)
+    assert p.returncode == 2 and "everything" in p.stderr and "matrix" in p.stderr
+
+
+def test_run_without_builds_says_to_run_setup(tmp_path):
+    p = commscope("run", "smoke", home=tmp_path)
+    assert p.returncode == 1 and "commscope setup" in p.stderr, p.stderr
+
+
+def test_missing_ramble_says_which_piece_and_how_to_provide_it(tmp_path):
+    p = commscope("run", "smoke", "--site", "slurm-cluster", "--dry-run", home=tmp_path, env={"RAMBLE_ROOT": ""})
+    assert p.returncode == 1
+    assert "ramble is missing: set RAMBLE_ROOT" in p.stderr and "e2d88e88ab49d568aea46c367bddca5030d3b1e5" in p.stderr
+
+
+def test_setup_rejects_a_malformed_caliper_prefix(tmp_path):
+    p = commscope("setup", "--caliper-prefix", "no-equals-sign", home=tmp_path)
+    assert p.returncode == 2 and "STACK=PREFIX" in p.stderr
+
+
+# ---- for real, with Ramble -------------------------------------------------------------------
+
+@needs_ramble
+def test_smoke_study_end_to_end_through_ramble(tmp_path, server, dsn):
+    """setup builds the workloads for two stacks, run smoke executes every experiment through
+    Ramble, analyze judges them, and the workspace is ingested into a real PostgreSQL."""
+    for s in ("debian-openmpi4", "debian-mpich4"):
+        stack_or_skip(s)
+    home = tmp_path / "home"
+    env = {"COMMSCOPE_DB_URL": dsn, "SPACK_ROOT": ""}
+    t0 = time.monotonic()
+    p = commscope("setup", "--stacks", "debian-openmpi4,debian-mpich4", home=home, env=env)
+    print(f"[ramble] setup: {time.monotonic() - t0:.1f} s")
+    assert p.returncode == 0 or "spack is missing" in p.stderr, p.stdout + p.stderr
+    builds = {json.loads(f.read_text())["stack"] for f in home.glob("builds/*/commscope-build.json")}
+    assert builds == {"debian-openmpi4", "debian-mpich4"}
+    gen = yaml.safe_load((home / "sites" / "local-generated" / "variables.yaml").read_text())["variables"]
+    assert gen["mpirun_debian-mpich4"] == "/usr/bin/mpirun.mpich"
+
+    t0 = time.monotonic()
+    p = commscope("run", "smoke", "--interconnects", "default,tcp", home=home, env=env)
+    secs = time.monotonic() - t0
+    print(f"[ramble] run smoke: {secs:.1f} s\n{p.stdout}")
+    assert p.returncode == 0, p.stdout + p.stderr
+    ws = Path(re.search(r"^workspace: (\S+)$", p.stdout, re.M).group(1))
+    res = json.loads((ws / "results.latest.json").read_text())
+    exps = res["experiments"]
+    # 5 workloads (halo3d twice) x 2 rank counts x 2 stacks x 2 interconnects
+    assert len(exps) == 6 * 2 * 2 * 2
+    bad = [e["name"] for e in exps if e["RAMBLE_STATUS"] != "SUCCESS"]
+    assert not bad, bad
+    for e in exps:
+        foms = {f["name"]: f["value"] for c in e["CONTEXTS"] for f in c["foms"]}
+        assert foms["ranks"] == e["RAMBLE_VARIABLES"]["n_ranks"]
+        assert all(v == "PASS" for k, v in foms.items() if k.startswith("verify_") and not k.endswith("_value"))
+        stack = e["RAMBLE_VARIABLES"]["stack"]
+        assert ("Open MPI" if "openmpi" in stack else "MPICH") in foms["mpi_library"]
+    tcp = [e for e in exps if e["RAMBLE_VARIABLES"]["interconnect"] == "tcp"]
+    assert {e["RAMBLE_VARIABLES"]["interconnect_name"] for e in tcp} == {"openmpi4/tcp", "mpich4/tcp"}
+    assert "stored" in p.stdout and "ingest failed" not in p.stdout, p.stdout
+    # the run says where the results are
+    assert f"results: {ws / 'results.latest.json'}" in p.stdout
+
+
+@needs_ramble
+def test_slurm_dry_run_renders_sbatch_and_srun_for_a_two_node_matrix(tmp_path):
+    """slurm-cluster's scripts for 1 and 2 ranks at one rank per node: the 2-rank experiments ask
+    Slurm for 2 nodes and srun the stack's PMI; nothing is submitted."""
+    sys.path.insert(0, str(ROOT / "collectors"))
+    from commscope import workflow
+
+    home = tmp_path / "home"
+    os.environ["COMMSCOPE_HOME"] = str(home)
+    try:
+        plan = workflow.plan_run("smoke", site="slurm-cluster", stacks=["openmpi", "mpich"], caliper="mpi",
+                                 spack=False, dry_run=True, workspace=tmp_path / "ws")
+        ws = workflow.create_workspace(plan)
+        scope = ws / "commscope" / "run-scope" / "variables.yaml"
+        doc = yaml.safe_load(scope.read_text())
+        doc["variables"]["processes_per_node"] = 1      # a 2-rank experiment then needs 2 nodes
+        scope.write_text(yaml.safe_dump(doc))
+        workflow._ramble(ws, "workspace", "setup", "--dry-run")
+    finally:
+        os.environ.pop("COMMSCOPE_HOME")
+    dirs = workflow.experiment_dirs(ws)
+    assert len(dirs) == 6 * 2 * 2          # 6 experiments x n_ranks 1,2 x 2 stacks
+    for d in dirs:
+        ranks = int(re.search(r"-n(\d+)$", d.name).group(1))
+        sbatch = (d / "slurm_experiment").read_text()
+        assert f"#SBATCH --nodes={ranks}\n" in sbatch and f"#SBATCH --ntasks={ranks}\n" in sbatch, sbatch
+        assert "#SBATCH --partition=pbatch" in sbatch and f"bash {d}/execute_experiment" in sbatch
+        script = (d / "execute_experiment").read_text()
+        pmi = "pmix" if "-openmpi-" in d.name else "pmi2"
+        assert re.search(rf"^env .*srun --mpi={pmi} -N {ranks} -n {ranks} \S+", script, re.M), script
+        assert "export CALI_CONFIG=" in script and not (d / "slurm-job-id").exists()
+    assert "{" not in "".join((d / "execute_experiment").read_text().replace("${PATH}", "") for d in dirs)
