@@ -44,13 +44,39 @@ def test_migrations_are_versioned_and_rerunnable(dsn):
 def test_ingest_fixtures_then_again_is_a_no_op(dsn):
     with psycopg.connect(dsn) as conn:
         first = ingest(conn, [DATA], Provenance(system="testbox"))
-    expected_runs = len(list(DATA.glob("*.cali"))) + len(list(DATA.glob("*.json"))) + len(list(DATA.glob("*/")))
+    per_rank_dirs = [d for d in DATA.glob("*/") if d.name != "ramble"]
+    expected_runs = len(list(DATA.glob("*.cali"))) + len(list(DATA.glob("*.json"))) + len(per_rank_dirs)
     assert len(first.inserted) == expected_runs
+    # Ramble workspaces below are campaigns of their own: left out, and said so
+    assert sorted(first.left_out) == sorted(str(d) for d in (DATA / "ramble").iterdir() if d.is_dir())
     before = counts(dsn)
     with psycopg.connect(dsn) as conn:
         again = ingest(conn, [DATA], Provenance(system="testbox"))
     assert again.inserted == [] and len(again.skipped) == expected_runs
     assert counts(dsn) == before  # not even an empty campaign is left
+
+
+def test_a_workload_output_without_profile_is_a_run_without_call_tree(dsn, tmp_path):
+    """Runs without Caliper: the stdout gives FOMs, VERIFY status and wall time."""
+    ok = tmp_path / "halo3d.out"
+    shutil.copy(DATA / "halo3d-overlap-n4.runtime-profile.out", ok)
+    failed = tmp_path / "failed" / "halo3d.out"
+    failed.parent.mkdir()
+    failed.write_text(ok.read_text().replace("VERIFY checksum PASS", "VERIFY checksum FAIL"))
+    (tmp_path / "notes.out").write_text("some other program's log\n")  # in a directory: not a workload output
+    with psycopg.connect(dsn) as conn:
+        res = ingest(conn, [tmp_path], Provenance(system="nocali"))
+        assert len(res.inserted) == 2
+        rows = conn.execute("SELECT status, profile_kind, app, variant, ranks, wall_time FROM v_runs ORDER BY status"
+                            ).fetchall()
+        out = parse_output(ok.read_text())
+        wall = out.foms["total_time"][0]
+        assert rows == [("failed", "none", "halo3d", "overlap", 4, wall), ("ok", "none", "halo3d", "overlap", 4, wall)]
+        foms = dict(conn.execute("SELECT name, value FROM v_foms WHERE status = 'ok'").fetchall())
+        assert foms == {k: v for k, (v, _) in out.foms.items()}
+        assert conn.execute("SELECT count(*) FROM node_metrics").fetchone()[0] == 0
+        with pytest.raises(BadProfile, match="notes.out: not a commscope workload output"):
+            ingest(conn, [tmp_path / "notes.out"], Provenance())
 
 
 def test_comm_matrix_equals_commgraph_ground_truth(dsn):
@@ -241,7 +267,7 @@ def test_cli_db_lifecycle_under_its_own_home():
 
 def test_eight_concurrent_ingests_of_overlapping_inputs(dsn, tmp_path):
     """No duplicates, no lost runs, no deadlocks."""
-    parts = sorted(p for p in DATA.iterdir() if p.suffix in (".cali", ".json") or p.is_dir())
+    parts = sorted(p for p in DATA.iterdir() if p.suffix in (".cali", ".json") or (p.is_dir() and p.name != "ramble"))
     jobs = []
     for i in range(8):
         # overlapping, differently ordered selections; together they cover everything

@@ -133,6 +133,10 @@ def ingest_cmd(paths, system, stack, interconnect, git_commit, ci_pipeline, hard
             bar.close()
     if not quiet:
         click.echo(f"stored {len(res.inserted)} runs, {len(res.skipped)} already stored")
+    if res.left_out:
+        click.echo("left out Ramble workspaces (each is a campaign of its own; ingest them one by one):", err=True)
+        for w in res.left_out:
+            click.echo(f"  {w}", err=True)
     if res.bad:
         click.echo(f"skipped {len(res.bad)} bad inputs:", err=True)
         for b in res.bad:

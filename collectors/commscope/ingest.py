@@ -55,6 +55,7 @@ class Result:
     inserted: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)   # already in the store
     bad: list[str] = field(default_factory=list)       # with --skip-bad
+    left_out: list[str] = field(default_factory=list)  # Ramble workspaces found inside a directory
 
 
 def _read(group: list[Path]) -> Record | BadProfile:
@@ -274,10 +275,15 @@ def ingest(conn: psycopg.Connection, inputs: list[Path], prov: Provenance, skip_
             prov = replace(prov, hardware=ws.hardware,
                            system=prov.system or ws.hardware.get("system") or ws.hardware.get("site"))
         return ingest_records(conn, ws.records(), prov, str(workspaces[0]), "ramble", skip_bad, progress)
-    groups = profiles.discover(inputs)
+    nested: list[Path] = []
+    groups = profiles.discover(inputs, nested)
     if not groups:
-        raise BadProfile(f"{', '.join(map(str, inputs))}: no Caliper profiles found")
+        raise BadProfile(f"{', '.join(map(str, inputs))}: no Caliper profiles or workload outputs found"
+                         + (f" (only Ramble workspaces, ingest each on its own: {', '.join(map(str, nested))})"
+                            if nested else ""))
     if progress is not None:
         progress.total = len(groups)
-    return ingest_records(conn, read_records(groups), prov, json.dumps([str(i) for i in inputs]),
-                          skip_bad=skip_bad, progress=progress)
+    res = ingest_records(conn, read_records(groups), prov, json.dumps([str(i) for i in inputs]),
+                         skip_bad=skip_bad, progress=progress)
+    res.left_out = [str(n) for n in nested]
+    return res

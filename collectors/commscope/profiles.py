@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import os
 import re
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -169,6 +170,8 @@ def _meta_check(path: Path, g: dict) -> None:
 def read_files(paths: list[Path]) -> Profile:
     """One run from one aggregated file or a set of per-rank files."""
     paths = sorted(paths)
+    if paths[0].suffix == ".out":
+        raise BadProfile(f"{paths[0]}: a workload's output, not a profile")  # records.from_output reads these
     if paths[0].suffix == ".json":
         return _read_json_split(paths[0])
     parsed = [(p, *_read_cali(p)) for p in paths]
@@ -249,21 +252,59 @@ def _looks_json_split(path: Path) -> bool:
     return head.startswith(b"{") and b'"data"' in head
 
 
-def discover(inputs: list[Path]) -> list[list[Path]]:
+def is_ramble_workspace(path: Path) -> bool:
+    return path.is_dir() and ((path / "results.latest.json").exists() or (path / "configs" / "ramble.yaml").exists())
+
+
+def _is_workload_output(path: Path) -> bool:
+    """A workload's stdout (workloads/README.md): it opens with the COMMSCOPE header."""
+    try:
+        with path.open("rb") as f:
+            return f.read(20).startswith(b"COMMSCOPE workload=")
+    except OSError:
+        return False
+
+
+def discover(inputs: list[Path], nested_workspaces: list | None = None) -> list[list[Path]]:
     """Groups input files into runs: per-rank files of one directory form one
-    run; every other .cali or json-split .json file is a run of its own."""
+    run; every other .cali or json-split .json file is a run of its own, and so
+    is a workload's stdout (.out) with no profile beside it (a run without
+    Caliper). Ramble workspaces below a given directory are left out (each is
+    one campaign of its own) and listed in nested_workspaces."""
     groups: list[list[Path]] = []
     for inp in inputs:
         if not inp.exists():
             raise BadProfile(f"{inp}: no such file or directory")
-        files = sorted(inp.rglob("*")) if inp.is_dir() else [inp]
+        if inp.is_dir():
+            files = []
+            for d, subdirs, names in os.walk(inp):
+                d = Path(d)
+                keep = []
+                for sd in sorted(subdirs):
+                    if is_ramble_workspace(d / sd):
+                        if nested_workspaces is not None:
+                            nested_workspaces.append(d / sd)
+                    else:
+                        keep.append(sd)
+                subdirs[:] = keep
+                files += [d / n for n in names]
+            files.sort()
+        else:
+            files = [inp]
         per_dir: dict = defaultdict(list)
+        outs = []
         for f in files:
             if not f.is_file():
                 continue
             if RANK_FILE.search(f.name):
                 per_dir[f.parent].append(f)
+            elif f.suffix == ".out":
+                outs.append(f)
             elif f.suffix == ".cali" or inp.is_file() or (f.suffix == ".json" and _looks_json_split(f)):
+                groups.append([f])
+        for f in outs:
+            beside = f.with_suffix(".cali").exists() or f.with_suffix(".json").exists() or f.parent in per_dir
+            if inp.is_file() or (not beside and _is_workload_output(f)):
                 groups.append([f])
         groups.extend(per_dir[d] for d in sorted(per_dir))
     return groups

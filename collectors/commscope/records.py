@@ -8,7 +8,8 @@ import datetime as dt
 from dataclasses import dataclass, field
 
 from . import profiles
-from .profiles import Profile
+from .contract import parse_output
+from .profiles import BadProfile, Profile
 
 
 def clean(s, limit: int = 4096) -> str | None:
@@ -132,7 +133,48 @@ def from_profile(prof: Profile) -> Record:
     return rec
 
 
+# The option that names a workload's variant, per workload (workloads/README.md).
+VARIANT_PARAMS = {"stencil2d": ("decomp", "send"), "commgraph": ("pattern",), "pio": ("method",),
+                  "cgsolve": ("allreduce",), "collsweep": ("coll",)}
+
+
+def from_output(path) -> Record:
+    """A run without Caliper: the workload's stdout alone. It gives FOMs, the
+    VERIFY status and the wall time (FOM total_time), but no call tree and no
+    MPI fraction: those need a profile."""
+    from pathlib import Path
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except (OSError, UnicodeDecodeError) as e:
+        raise BadProfile(f"{path}: unreadable workload output ({e})") from None
+    out = parse_output(text)
+    if not out.workload or not out.ranks:
+        raise BadProfile(f"{path}: not a commscope workload output (no COMMSCOPE header or RANKS line)")
+    p = out.params
+    names = VARIANT_PARAMS.get(out.workload, ("variant",))
+    variant = "-".join(p[n] for n in names if n in p) or p.get("variant")
+    total = out.foms.get("total_time")
+    rec = Record(
+        content_hash=profiles.file_hash([path]), source=clean(str(path)), profile_kind="none",
+        app=clean(out.workload), workload=clean(out.workload), ranks=out.ranks,
+        started_at=dt.datetime.fromtimestamp(path.stat().st_mtime, dt.timezone.utc),
+        status="failed" if not out.verify or any(st == "FAIL" for st, _ in out.verify.values()) else "ok",
+        variant=clean(variant), interconnect=clean(p.get("interconnect")), global_size=clean(p.get("global") or p.get("n")),
+        iterations=_int(p.get("iters")), stack=clean(out.mpi_library.split(",")[0] or "unknown"),
+        mpi_library=clean(out.mpi_library or "unknown"),
+        metadata={"params": {k: clean(v) for k, v in p.items()},
+                  "verify": {k: list(v) for k, v in out.verify.items()}},
+    )
+    if total and total[1] == "s":
+        rec.summary["wall_time"] = total[0]
+    rec.fom_rows = [(clean(name, 200), 0, value, clean(unit, 50)) for name, (value, unit) in out.foms.items()]
+    return rec
+
+
 def read_record(files: list) -> Record:
     """One input group (see profiles.discover) to one record. Runs in the
     reader processes; raises BadProfile naming the file."""
+    if len(files) == 1 and str(files[0]).endswith(".out"):
+        return from_output(files[0])
     return from_profile(profiles.read_files(files))

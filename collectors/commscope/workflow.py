@@ -310,7 +310,7 @@ def _pip_install(pkgs: list[str]) -> None:
         raise WorkflowError(f"pip install {' '.join(pkgs)} into {sys.prefix} failed:\n{p.stderr[-2000:]}")
 
 
-# Pinned like pyproject.toml's "workflow" extra.
+# What Ramble (and Spack) need in the Python that runs them, pinned.
 RAMBLE_PIP = ["tqdm==4.67.1", "deprecation==2.1.0"]
 SPACK_PIP = ["clingo==5.8.0"]
 
