@@ -150,6 +150,12 @@ from .workflow import run_cmd, setup_cmd  # noqa: E402
 main.add_command(setup_cmd)
 main.add_command(run_cmd)
 
+# ---- dashboards (dashboards.py) ---------------------------------------------------
+
+from .dashboards import dashboards_group  # noqa: E402
+
+main.add_command(dashboards_group)
+
 
 if __name__ == "__main__":
     main()

@@ -67,19 +67,27 @@ SELECT system, app, workload, variant, stack, interconnect, ranks FROM run_serie
 -- Collective latency per algorithm and message size (the reservoir study),
 -- from collsweep's FOMs: <coll>_<bytes>B_t_{min,avg,max} in us, <coll>_<bytes>B_busbw
 -- in MB/s, barrier_t_* without a size. The algorithm is the Ramble study's
--- `algorithm` variable, or the one a stdout loader recorded, else 'default'.
+-- `algorithm` variable, else the control the workload echoed for this
+-- collective (PARAM env.<NAME>, kept in metadata.params by the stdout reader),
+-- else 'default'.
 CREATE VIEW v_collectives AS
 SELECT f.run_id, f."time", f.system, f.app, f.workload, f.variant, f.stack, f.interconnect, f.ranks, f.repeat,
-       coalesce(r.metadata -> 'ramble_variables' ->> 'algorithm', r.metadata ->> 'algorithm', 'default') AS algorithm,
-       substring(f.name FROM '^([a-z]+)') AS collective,
+       coalesce(r.metadata -> 'ramble_variables' ->> 'algorithm',
+                c.p ->> ('env.MPIR_CVAR_' || upper(c.collective) || '_INTRA_ALGORITHM'),
+                'tuned ' || (c.p ->> ('env.OMPI_MCA_coll_tuned_' || c.collective || '_algorithm')),
+                'I_MPI_ADJUST ' || (c.p ->> ('env.I_MPI_ADJUST_' || upper(c.collective))),
+                'default') AS algorithm,
+       c.collective,
        coalesce(substring(f.name FROM '^[a-z]+_([0-9]+)B_')::bigint, 0) AS bytes,
        substring(f.name FROM '(t_min|t_avg|t_max|busbw)$') AS stat,
        f.value, f.unit
-FROM v_foms f JOIN runs r ON r.id = f.run_id
+FROM v_foms f
+JOIN runs r ON r.id = f.run_id
+CROSS JOIN LATERAL (SELECT substring(f.name FROM '^([a-z]+)') AS collective, r.metadata -> 'params' AS p) c
 WHERE f.app = 'collsweep' AND f.status = 'ok'
   AND f.name ~ '^[a-z]+(_[0-9]+B)?_(t_min|t_avg|t_max|busbw)$';
 
--- Halo exchange (the seismic study): the workload's own communication timer
+-- Halo exchange (the seismic study; halo3d and stencil2d): the workload's own communication timer
 -- averaged over ranks and on the slowest rank, compute time likewise, per run
 -- and repeat. skew = slowest / average communication; imbalance = slowest /
 -- average compute; exposed = slowest-rank communication / total time.
@@ -94,13 +102,14 @@ SELECT run_id, "time", system, app, workload, variant, stack, interconnect, rank
        max(value) FILTER (WHERE name = 'compute_time_max') / nullif(max(value) FILTER (WHERE name = 'compute_time_avg'), 0) AS imbalance,
        max(value) FILTER (WHERE name = 'comm_time_max') / nullif(max(value) FILTER (WHERE name = 'total_time'), 0) AS exposed_fraction
 FROM v_foms
-WHERE status = 'ok' AND name IN ('comm_time_avg', 'comm_time_max', 'compute_time_avg', 'compute_time_max', 'total_time')
+WHERE status = 'ok' AND app IN ('halo3d', 'stencil2d')
+  AND name IN ('comm_time_avg', 'comm_time_max', 'compute_time_avg', 'compute_time_max', 'total_time')
 GROUP BY run_id, "time", system, app, workload, variant, stack, interconnect, ranks, repeat
 HAVING max(value) FILTER (WHERE name = 'comm_time_avg') IS NOT NULL;
 
 -- Parallel I/O (the groundwater study): pio's bandwidths per method and group
 -- size. The method and group size come from Ramble's variables, or from the
--- PARAM lines a stdout loader kept; a group size only means something for two-phase.
+-- PARAM lines the stdout reader keeps (metadata.params); a group size only means something for two-phase.
 CREATE VIEW v_io AS
 SELECT f.run_id, f."time", f.system, f.app, f.workload, f.variant, f.stack, f.interconnect, f.ranks, f.repeat,
        m.method,

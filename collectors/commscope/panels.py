@@ -1,0 +1,504 @@
+"""The panels: one catalog of SQL over the views, read by the Grafana
+dashboards (dashboards.py), the static report (report.py), the tests and the
+benchmark. Each panel's SQL is written for Grafana's PostgreSQL datasource:
+template variables ($system, ...) and macros ($__timeFilter, ...).
+`expand()` does to it what Grafana does before the SQL reaches PostgreSQL,
+so everything outside Grafana runs the very text Grafana would.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import re
+from dataclasses import dataclass, field
+from decimal import Decimal
+
+# Template variables on every dashboard: (name, label, column of v_series).
+VARIABLES = [("system", "System", "system"), ("app", "Application", "app"), ("workload", "Workload", "workload"),
+             ("stack", "MPI stack", "stack"), ("interconnect", "Interconnect", "interconnect"),
+             ("ranks", "Ranks", "ranks")]
+
+# Every panel restricts its rows to the selected series.
+SERIES = ("system IN ($system) AND app IN ($app) AND workload IN ($workload) AND stack IN ($stack) "
+          "AND interconnect IN ($interconnect) AND ranks IN ($ranks)")
+
+
+def _filter(alias: str = "") -> str:
+    if not alias:
+        return SERIES
+    return re.sub(r"\b(system|app|workload|stack|interconnect|ranks) IN", rf"{alias}.\1 IN", SERIES)
+
+
+SERIES_LABEL = "system || ' ' || app || coalesce(' ' || nullif(variant, ''), '') || ' ' || stack || ' ' || interconnect || ' n' || ranks"
+
+
+@dataclass
+class Panel:
+    title: str
+    type: str                 # Grafana panel type: timeseries, barchart, table, xychart, heatmap
+    sql: str
+    columns: list[str]        # what the panel reads; the tests assert them
+    unit: str = ""
+    description: str = ""
+    # How the static report draws it: line (time, metric, value), xy (x, y per series),
+    # bar (x, y per series), table, heatmap (x, y, z).
+    plot: dict = field(default_factory=dict)
+
+    @property
+    def format(self) -> str:
+        """The query format Grafana asks for: time series only for time series panels."""
+        return "time_series" if self.type == "timeseries" else "table"
+
+
+@dataclass
+class Dashboard:
+    uid: str
+    title: str
+    description: str
+    panels: list[Panel]
+    extra_variables: list[dict] = field(default_factory=list)   # {"name", "label", "query"}: single-valued
+    annotations: bool = False
+    time_from: str = "now-30d"
+
+
+# ---- 1. MPI time fraction over time ------------------------------------------------
+
+ANNOTATIONS_SQL = f"""SELECT extract(epoch FROM "time") * 1000 AS "time", extract(epoch FROM coalesce(time_end, "time")) * 1000 AS "timeEnd",
+  text, array_to_string(tags, ',') AS tags
+FROM v_annotations
+WHERE $__timeFilter("time")
+  AND (system IS NULL OR system IN ($system)) AND (app IS NULL OR app IN ($app))
+  AND (workload IS NULL OR workload IN ($workload)) AND (stack IS NULL OR stack IN ($stack))
+  AND (interconnect IS NULL OR interconnect IN ($interconnect)) AND (ranks IS NULL OR ranks IN ($ranks))
+ORDER BY 1"""
+
+MPI_FRACTION = Dashboard(
+    "commscope-mpi-fraction", "MPI time fraction over time",
+    "Share of run time spent in MPI, per series, night after night; regressions marked when the detector wrote them.",
+    [
+        Panel("MPI time fraction, mean over ranks", "timeseries", f"""SELECT $__timeGroupAlias("time", $__interval),
+  {SERIES_LABEL} AS metric,
+  avg(mpi_fraction_avg) AS mpi_fraction
+FROM v_mpi_fraction
+WHERE $__timeFilter("time") AND {SERIES}
+GROUP BY 1, 2
+ORDER BY 1""", ["time", "metric", "mpi_fraction"], "percentunit",
+              "Σ MPI time / Σ run time over ranks (Caliper profile.mpi).",
+              {"kind": "line", "x": "time", "y": "mpi_fraction", "series": "metric"}),
+        Panel("MPI time fraction on the slowest rank", "timeseries", f"""SELECT $__timeGroupAlias("time", $__interval),
+  {SERIES_LABEL} AS metric,
+  avg(mpi_fraction_slowest) AS mpi_fraction_slowest
+FROM v_mpi_fraction
+WHERE $__timeFilter("time") AND {SERIES}
+GROUP BY 1, 2
+ORDER BY 1""", ["time", "metric", "mpi_fraction_slowest"], "percentunit",
+              "MPI time / run time on the rank with the largest total.",
+              {"kind": "line", "x": "time", "y": "mpi_fraction_slowest", "series": "metric"}),
+        Panel("Regressions", "table", f"""SELECT "time", coalesce(system, 'all') AS system, coalesce(app, 'all') AS app,
+  coalesce(stack, 'all') AS stack, coalesce(interconnect, 'all') AS interconnect, ranks, text, array_to_string(tags, ',') AS tags
+FROM v_annotations
+WHERE $__timeFilter("time")
+  AND (system IS NULL OR system IN ($system)) AND (app IS NULL OR app IN ($app))
+  AND (stack IS NULL OR stack IN ($stack)) AND (ranks IS NULL OR ranks IN ($ranks))
+ORDER BY "time" DESC
+LIMIT 200""", ["time", "system", "app", "stack", "interconnect", "ranks", "text", "tags"], "",
+              "Written by the regression detector; empty until it runs.", {"kind": "table"}),
+    ],
+    annotations=True)
+
+# ---- 2. Scaling ---------------------------------------------------------------------
+# Speedup and efficiency against the smallest rank count of the same series, over
+# the runs in the time range (v_scaling is the same over all history).
+
+# Weak scaling keeps the grid points per rank: the product of the global grid over ranks.
+CELLS_PER_RANK = ("(CASE WHEN global_size ~ '^[0-9]+(,[0-9]+)*$' THEN round((SELECT exp(sum(ln(x::float8))) "
+                  "FROM unnest(string_to_array(global_size, ',')) AS x) / ranks)::bigint || ' points/rank' END)")
+
+
+def _scaling_sql(size_column: str, value: str) -> str:
+    return f"""WITH s AS (
+  SELECT system, app, workload, coalesce(variant, '') AS variant, stack, interconnect, {size_column} AS size, ranks,
+         avg(wall_time) AS wall_time
+  FROM v_runs
+  WHERE $__timeFilter(started_at) AND status = 'ok' AND wall_time > 0 AND {size_column} IS NOT NULL AND {SERIES}
+  GROUP BY 1, 2, 3, 4, 5, 6, 7, 8
+), b AS (
+  SELECT DISTINCT ON (system, app, workload, variant, stack, interconnect, size)
+         system, app, workload, variant, stack, interconnect, size, ranks AS base_ranks, wall_time AS base_time,
+         count(*) OVER (PARTITION BY system, app, workload, variant, stack, interconnect, size) AS points
+  FROM s ORDER BY system, app, workload, variant, stack, interconnect, size, ranks
+)
+SELECT s.stack || ' ' || s.interconnect || ' ' || s.app || coalesce(' ' || nullif(s.variant, ''), '') || ' ' || s.size
+         || CASE WHEN s.system <> '' THEN ' @' || s.system ELSE '' END AS series,
+       s.ranks, {value}
+FROM s JOIN b USING (system, app, workload, variant, stack, interconnect, size)
+WHERE b.points > 1
+ORDER BY 1, 2"""
+
+
+SCALING = Dashboard(
+    "commscope-scaling", "Scaling",
+    "Strong and weak scaling per stack and interconnect: speedup and parallel efficiency against ranks.",
+    [
+        Panel("Strong scaling: speedup", "xychart",
+              _scaling_sql("global_size", "b.base_time / s.wall_time AS speedup"),
+              ["series", "ranks", "speedup"], "x", "Same global size; against the smallest rank count.",
+              {"kind": "xy", "x": "ranks", "y": "speedup", "series": "series"}),
+        Panel("Strong scaling: parallel efficiency", "xychart",
+              _scaling_sql("global_size", "(b.base_time / s.wall_time) / (s.ranks::double precision / b.base_ranks) AS efficiency"),
+              ["series", "ranks", "efficiency"], "percentunit", "Speedup / rank ratio.",
+              {"kind": "xy", "x": "ranks", "y": "efficiency", "series": "series"}),
+        Panel("Weak scaling: parallel efficiency", "xychart",
+              _scaling_sql(CELLS_PER_RANK, "b.base_time / s.wall_time AS efficiency"),
+              ["series", "ranks", "efficiency"], "percentunit",
+              "Same grid points per rank; time at the smallest rank count / time.",
+              {"kind": "xy", "x": "ranks", "y": "efficiency", "series": "series"}),
+    ], time_from="now-7d")
+
+# ---- 3. MPI routine breakdown -------------------------------------------------------
+
+ROUTINES = Dashboard(
+    "commscope-mpi-routines", "MPI routine breakdown",
+    "Top MPI routines by time, MPI_Barrier's share and call counts (the reservoir study's tables 1-3), "
+    "and the USER / MPI / MPI_SYNC split per rank (the groundwater study).",
+    [
+        Panel("Top MPI routines by time", "barchart", f"""SELECT m.function,
+  sum(m.time_total) / count(DISTINCT m.run_id) AS time_per_run,
+  100 * sum(m.time_total) / nullif(sum(sum(m.time_total)) OVER (), 0) AS share_percent,
+  sum(m.calls) / count(DISTINCT m.run_id) AS calls_per_run
+FROM v_mpi_routines m JOIN v_runs r ON r.run_id = m.run_id
+WHERE $__timeFilter(r.started_at) AND r.status = 'ok' AND {_filter('r')}
+GROUP BY m.function
+ORDER BY time_per_run DESC
+LIMIT 15""", ["function", "time_per_run", "share_percent", "calls_per_run"], "s",
+              "Time summed over ranks, averaged over runs.",
+              {"kind": "bar", "x": "function", "y": ["time_per_run"]}),
+        Panel("MPI_Barrier share and call counts", "table", f"""SELECT r.app, coalesce(r.variant, '') AS variant, r.stack, r.interconnect, r.ranks,
+  100 * sum(m.time_total) FILTER (WHERE m.function = 'MPI_Barrier') / nullif(sum(m.time_total), 0) AS barrier_share_percent,
+  sum(m.calls) FILTER (WHERE m.function = 'MPI_Barrier') / count(DISTINCT m.run_id) AS barrier_calls_per_run,
+  sum(m.calls) / count(DISTINCT m.run_id) AS mpi_calls_per_run,
+  count(DISTINCT m.run_id) AS runs
+FROM v_mpi_routines m JOIN v_runs r ON r.run_id = m.run_id
+WHERE $__timeFilter(r.started_at) AND r.status = 'ok' AND {_filter('r')}
+GROUP BY 1, 2, 3, 4, 5
+ORDER BY barrier_share_percent DESC NULLS LAST, 1, 2, 3, 4, 5""",
+              ["app", "variant", "stack", "interconnect", "ranks", "barrier_share_percent", "barrier_calls_per_run",
+               "mpi_calls_per_run", "runs"], "", "Share of MPI time in MPI_Barrier.", {"kind": "table"}),
+        Panel("USER / MPI / MPI_SYNC split", "barchart", f"""SELECT r.app || coalesce(' ' || nullif(r.variant, ''), '') || ' ' || r.stack || ' n' || r.ranks AS series,
+  avg(g.user_time) AS "USER", avg(g.mpi_time) AS "MPI", avg(g.mpi_sync_time) AS "MPI_SYNC"
+FROM v_rank_groups g JOIN v_runs r ON r.run_id = g.run_id
+WHERE $__timeFilter(r.started_at) AND r.status = 'ok' AND {_filter('r')}
+GROUP BY 1
+ORDER BY 1""", ["series", "USER", "MPI", "MPI_SYNC"], "s",
+              "Per-rank time averaged over ranks and runs; MPI_SYNC is barrier and wait-type calls.",
+              {"kind": "bar", "x": "series", "y": ["USER", "MPI", "MPI_SYNC"], "stacked": True}),
+    ])
+
+# ---- 4. Collectives ------------------------------------------------------------------
+
+COLLECTIVES = Dashboard(
+    "commscope-collectives", "Collectives",
+    "Latency against message size per algorithm and stack, and the best algorithm per size band "
+    "(the reservoir study's figures 3-6), from collsweep.",
+    [
+        Panel("Latency against message size", "xychart", f"""SELECT collective || ' ' || algorithm || ' ' || stack || ' n' || ranks AS series,
+  bytes, avg(value) AS latency_us
+FROM v_collectives
+WHERE $__timeFilter("time") AND stat = 't_avg' AND collective <> 'barrier' AND {SERIES}
+GROUP BY 1, 2
+ORDER BY 1, 2""", ["series", "bytes", "latency_us"], "µs", "Mean over ranks of the time per call, averaged over runs.",
+              {"kind": "xy", "x": "bytes", "y": "latency_us", "series": "series", "log_x": True, "log_y": True}),
+        Panel("Best algorithm per size band", "table", f"""WITH lat AS (
+  SELECT collective, stack, ranks, bytes, algorithm, avg(value) AS latency_us
+  FROM v_collectives
+  WHERE $__timeFilter("time") AND stat = 't_avg' AND {SERIES}
+  GROUP BY 1, 2, 3, 4, 5
+), ranked AS (
+  SELECT *, count(*) OVER (PARTITION BY collective, stack, ranks, bytes) AS algorithms,
+         max(latency_us) OVER (PARTITION BY collective, stack, ranks, bytes) AS worst_us
+  FROM lat
+)
+SELECT DISTINCT ON (collective, stack, ranks, bytes)
+  collective, stack, ranks,
+  CASE WHEN bytes = 0 THEN '-' WHEN bytes < 1024 THEN bytes || ' B' WHEN bytes < 1048576 THEN (bytes / 1024) || ' KiB'
+       ELSE (bytes / 1048576) || ' MiB' END AS size_band,
+  bytes, algorithm AS best_algorithm, latency_us, worst_us / nullif(latency_us, 0) AS gain_over_worst, algorithms
+FROM ranked
+ORDER BY collective, stack, ranks, bytes, latency_us""",
+              ["collective", "stack", "ranks", "size_band", "bytes", "best_algorithm", "latency_us",
+               "gain_over_worst", "algorithms"], "", "The fastest algorithm measured for each size.", {"kind": "table"}),
+    ])
+
+# ---- 5. Halo exchange ----------------------------------------------------------------
+
+HALO = Dashboard(
+    "commscope-halo", "Halo exchange",
+    "Average against slowest-rank communication time, exposed communication per variant, imbalance and skew "
+    "(the seismic study).",
+    [
+        Panel("Communication time: average against slowest rank", "barchart", f"""SELECT app || coalesce(' ' || nullif(variant, ''), '') || ' ' || stack || ' n' || ranks AS series,
+  avg(comm_time_avg) AS comm_time_avg, avg(comm_time_max) AS comm_time_max
+FROM v_halo
+WHERE $__timeFilter("time") AND {SERIES}
+GROUP BY 1
+ORDER BY 1""", ["series", "comm_time_avg", "comm_time_max"], "s",
+              "The workload's own communication timer, mean over ranks and on the slowest rank.",
+              {"kind": "bar", "x": "series", "y": ["comm_time_avg", "comm_time_max"]}),
+        Panel("Exposed communication per variant", "barchart", f"""SELECT app || ' ' || coalesce(nullif(variant, ''), '-') AS variant,
+  avg(exposed_fraction) AS exposed_fraction
+FROM v_halo
+WHERE $__timeFilter("time") AND {SERIES}
+GROUP BY 1
+ORDER BY 1""", ["variant", "exposed_fraction"], "percentunit",
+              "Slowest rank's communication time / total time; for overlap and rma it is the exposed time only.",
+              {"kind": "bar", "x": "variant", "y": ["exposed_fraction"]}),
+        Panel("Imbalance and skew", "timeseries", f"""SELECT $__timeGroupAlias("time", $__interval),
+  avg(skew) AS comm_skew, avg(imbalance) AS compute_imbalance
+FROM v_halo
+WHERE $__timeFilter("time") AND {SERIES}
+GROUP BY 1
+ORDER BY 1""", ["time", "comm_skew", "compute_imbalance"], "",
+              "Slowest / average rank: communication (skew) and compute (imbalance).",
+              {"kind": "line", "x": "time", "y": ["comm_skew", "compute_imbalance"]}),
+    ])
+
+# ---- 6. Communication matrix ------------------------------------------------------------
+# The latest run of the selection that traced messages.
+
+_LATEST_TRACED = f"""(SELECT max(r.run_id) FROM v_runs r
+   WHERE $__timeFilter(r.started_at) AND {_filter('r')}
+     AND EXISTS (SELECT 1 FROM v_comm_matrix c WHERE c.run_id = r.run_id))"""
+
+COMM_MATRIX = Dashboard(
+    "commscope-comm-matrix", "Communication matrix",
+    "Bytes from rank to rank and per rank, for the latest traced run of the selection (the placement study).",
+    [
+        Panel("Bytes from rank to rank", "heatmap", f"""SELECT src, dst, bytes
+FROM v_comm_matrix
+WHERE run_id = {_LATEST_TRACED}
+ORDER BY src, dst""", ["src", "dst", "bytes"], "bytes", "Message tracing (Caliper's aggregate keyed by mpi.rank, mpi.msg.dst).",
+              {"kind": "heatmap", "x": "dst", "y": "src", "z": "bytes"}),
+        Panel("Bytes per rank", "barchart", f"""SELECT rank, sum(sent) AS bytes_sent, sum(received) AS bytes_received
+FROM (SELECT src AS rank, bytes AS sent, 0 AS received FROM v_comm_matrix WHERE run_id = {_LATEST_TRACED}
+      UNION ALL
+      SELECT dst, 0, bytes FROM v_comm_matrix WHERE run_id = {_LATEST_TRACED}) t
+GROUP BY rank
+ORDER BY rank""", ["rank", "bytes_sent", "bytes_received"], "bytes", "",
+              {"kind": "bar", "x": "rank", "y": ["bytes_sent", "bytes_received"]}),
+    ])
+
+# ---- 7. Parallel I/O -----------------------------------------------------------------------
+
+IO = Dashboard(
+    "commscope-io", "Parallel I/O",
+    "Write and read bandwidth by method and group size (the groundwater study), from pio.",
+    [
+        Panel("Bandwidth by method and group size", "barchart", f"""SELECT method || CASE WHEN group_size IS NOT NULL THEN ' g' || group_size ELSE '' END
+         || ' ' || stack || ' n' || ranks AS series,
+  avg(write_mbs) AS write_mbs, avg(read_mbs) AS read_mbs
+FROM v_io
+WHERE $__timeFilter("time") AND {SERIES}
+GROUP BY 1
+ORDER BY 1""", ["series", "write_mbs", "read_mbs"], "MBs", "MB/s = file bytes / time per write (read-back).",
+              {"kind": "bar", "x": "series", "y": ["write_mbs", "read_mbs"]}),
+        Panel("Write bandwidth over time", "timeseries", f"""SELECT $__timeGroupAlias("time", $__interval),
+  method || CASE WHEN group_size IS NOT NULL THEN ' g' || group_size ELSE '' END || ' ' || stack || ' n' || ranks AS metric,
+  avg(write_mbs) AS write_mbs
+FROM v_io
+WHERE $__timeFilter("time") AND {SERIES}
+GROUP BY 1, 2
+ORDER BY 1""", ["time", "metric", "write_mbs"], "MBs", "",
+              {"kind": "line", "x": "time", "y": "write_mbs", "series": "metric"}),
+    ])
+
+# ---- 8. Procurement comparison --------------------------------------------------------------
+# Wall time of each (system, stack) against the chosen reference (system, stack) on the
+# same experiment: app, workload, variant, ranks.
+
+_NORMALIZED = f"""WITH t AS (
+  SELECT system, stack, app, workload, coalesce(variant, '') AS variant, ranks, avg(wall_time) AS wall_time
+  FROM v_runs
+  WHERE $__timeFilter(started_at) AND status = 'ok' AND wall_time > 0
+    AND ((app IN ($app) AND workload IN ($workload) AND interconnect IN ($interconnect) AND ranks IN ($ranks)
+          AND system IN ($system) AND stack IN ($stack))
+         OR (system = '$reference_system' AND stack = '$reference_stack'))
+  GROUP BY 1, 2, 3, 4, 5, 6
+), ref AS (
+  SELECT app, workload, variant, ranks, wall_time AS ref_time FROM t
+  WHERE system = '$reference_system' AND stack = '$reference_stack'
+)
+"""
+
+PROCUREMENT = Dashboard(
+    "commscope-procurement", "Procurement comparison",
+    "Systems × stacks on the same experiments, wall time normalized to a chosen reference system and stack "
+    "(below 1: faster than the reference).",
+    [
+        Panel("Normalized wall time per experiment", "table", _NORMALIZED + """SELECT t.system, t.stack, t.app, t.workload, t.variant, t.ranks,
+  t.wall_time, ref.ref_time, t.wall_time / ref.ref_time AS normalized
+FROM t JOIN ref USING (app, workload, variant, ranks)
+ORDER BY t.app, t.workload, t.variant, t.ranks, normalized""",
+              ["system", "stack", "app", "workload", "variant", "ranks", "wall_time", "ref_time", "normalized"], "",
+              "", {"kind": "table"}),
+        Panel("Geometric mean of normalized wall time", "barchart", _NORMALIZED + """SELECT t.system || ' ' || t.stack AS system_stack,
+  exp(avg(ln(t.wall_time / ref.ref_time))) AS normalized, count(*) AS experiments
+FROM t JOIN ref USING (app, workload, variant, ranks)
+GROUP BY 1
+ORDER BY 2""", ["system_stack", "normalized", "experiments"], "",
+              "Over the experiments both ran.", {"kind": "bar", "x": "system_stack", "y": ["normalized"]}),
+    ],
+    extra_variables=[
+        {"name": "reference_system", "label": "Reference system", "query": "SELECT DISTINCT system FROM v_series ORDER BY 1"},
+        {"name": "reference_stack", "label": "Reference stack", "query": "SELECT DISTINCT stack FROM v_series ORDER BY 1"},
+    ])
+
+DASHBOARDS = [MPI_FRACTION, SCALING, ROUTINES, COLLECTIVES, HALO, COMM_MATRIX, IO, PROCUREMENT]
+
+
+def variable_query(column: str) -> str:
+    return f"SELECT DISTINCT {column} FROM v_series ORDER BY 1"
+
+
+# ---- what Grafana does to the SQL ----------------------------------------------------------
+# 1. The frontend replaces template variables (public/app/features/plugins/sql: interpolateVariable):
+#    a multi-value or include-all variable becomes quoted literals joined by ',' ('a','b'; "All"
+#    without a custom all value is every option), a single value is inserted with ' doubled.
+# 2. The backend's sqleng.Interpolate replaces $__interval_ms, $__interval (gtime.FormatInterval),
+#    $__unixEpochFrom(), $__unixEpochTo().
+# 3. The postgres macro engine (pkg/tsdb/grafana-postgresql-datasource/macros.go) expands
+#    $__name(args) with the regex \$([_a-zA-Z0-9]+)\(([^\)]*)\).
+
+def quote_literal(v: str) -> str:
+    return "'" + str(v).replace("'", "''") + "'"
+
+
+def interpolate_variables(sql: str, values: dict[str, list[str] | str], multi: set[str]) -> str:
+    def repl(m):
+        name = m.group(1)
+        if name not in values:
+            return m.group(0)   # Grafana's own $__ macros and unknown names stay
+        v = values[name]
+        if isinstance(v, list):
+            return ",".join(quote_literal(x) for x in v)
+        return quote_literal(v) if name in multi else str(v).replace("'", "''")
+    return re.sub(r"\$(\w+)", repl, sql)
+
+
+def rfc3339nano(t: dt.datetime) -> str:
+    """Go's time.RFC3339Nano of a UTC time: fractional seconds without trailing zeros."""
+    t = t.astimezone(dt.timezone.utc)
+    s = t.strftime("%Y-%m-%dT%H:%M:%S")
+    if t.microsecond:
+        s += ("." + f"{t.microsecond:06d}").rstrip("0")
+    return s + "Z"
+
+
+_UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400, "y": 365 * 86400}
+
+
+def parse_interval(text: str) -> float:
+    """gtime.ParseInterval for the units the dashboards use: seconds."""
+    m = re.fullmatch(r"(\d+)(ms|s|m|h|d|w|y)", text.strip().strip("'"))
+    if not m:
+        raise ValueError(f"error parsing interval {text}")
+    return int(m.group(1)) * _UNITS[m.group(2)]
+
+
+def format_interval(seconds: float) -> str:
+    """gtime.FormatInterval."""
+    for unit, size in (("y", 365 * 86400), ("d", 86400), ("h", 3600), ("m", 60), ("s", 1)):
+        if seconds >= size:
+            return f"{int(seconds // size)}{unit}"
+    return f"{max(1, int(seconds * 1000))}ms" if seconds >= 0.001 else "1ms"
+
+
+def go_float(v: float) -> str:
+    """Go's %v of a float64 (strconv 'g' with shortest digits): exponent form below 1e-4 and
+    from 1e6 on, e.g. 86400 -> 86400 but 1209600 -> 1.2096e+06."""
+    d = Decimal(repr(float(v))).normalize()
+    sign, digits, exp = d.as_tuple()
+    e = len(digits) + exp - 1
+    if e < -4 or e >= 6:
+        mant = str(digits[0]) + ("." + "".join(map(str, digits[1:])) if len(digits) > 1 else "")
+        return ("-" if sign else "") + f"{mant}e{'-' if e < 0 else '+'}{abs(e):02d}"
+    return format(d, "f")
+
+
+# Grafana's interval rounding (rangeutil.roundInterval), in seconds: (upper bound, interval).
+_ROUND = [(0.015, 0.01), (0.035, 0.02), (0.075, 0.05), (0.15, 0.1), (0.35, 0.2), (0.75, 0.5), (1.5, 1), (3.5, 2),
+          (7.5, 5), (12.5, 10), (17.5, 15), (25, 20), (45, 30), (90, 60), (210, 120), (450, 300), (750, 600),
+          (1050, 900), (1500, 1200), (2700, 1800), (5400, 3600), (9000, 7200), (16200, 10800), (32400, 21600),
+          (86400, 43200), (604800, 86400), (1814400, 604800), (3628800, 2592000)]
+
+
+def grafana_interval(t_from: dt.datetime, t_to: dt.datetime, min_interval: str = "1d", max_data_points: int = 1000) -> float:
+    """The $__interval Grafana computes: the range over the panel's width in points,
+    rounded to a tidy step, but never below the panel's minimum interval."""
+    raw = (t_to - t_from).total_seconds() / max_data_points
+    step = next((iv for bound, iv in _ROUND if raw < bound), 31536000)
+    return max(step, parse_interval(min_interval))
+
+
+def expand_macros(sql: str, t_from: dt.datetime, t_to: dt.datetime) -> str:
+    """macros.go: Interpolate and evaluateMacro (non-TimescaleDB)."""
+    original = sql
+    error = []
+
+    def evaluate(name: str, args: list[str]) -> str:
+        if name == "__time":
+            return f'{args[0]} AS "time"'
+        if name == "__timeEpoch":
+            return f'extract(epoch from {args[0]}) as "time"'
+        if name == "__timeFilter":
+            return f"{args[0]} BETWEEN '{rfc3339nano(t_from)}' AND '{rfc3339nano(t_to)}'"
+        if name == "__timeFrom":
+            return f"'{rfc3339nano(t_from)}'"
+        if name == "__timeTo":
+            return f"'{rfc3339nano(t_to)}'"
+        if name == "__timeGroup":
+            if len(args) < 2:
+                raise ValueError(f"macro {name} needs time column and interval and optional fill value")
+            s = go_float(parse_interval(args[1]))
+            return f"floor(extract(epoch from {args[0]})/{s})*{s}"
+        if name == "__timeGroupAlias":
+            return evaluate("__timeGroup", args) + ' AS "time"'
+        if name == "__unixEpochFilter":
+            return f"{args[0]} >= {int(t_from.timestamp())} AND {args[0]} <= {int(t_to.timestamp())}"
+        raise ValueError(f'unknown macro "{name}"')
+
+    def repl(m):
+        name, raw = m.group(1), m.group(2)
+        if name == "__timeGroup":
+            i = original.find(m.group(0))
+            if i >= 0 and len(original) > i + len(m.group(0)) and original[i + len(m.group(0))] == ",":
+                name = "__timeGroupAlias"
+        args = [a.strip(" ") for a in raw.split(",")]
+        try:
+            return evaluate(name, args)
+        except (ValueError, IndexError) as e:
+            error.append(e)
+            return "macro_error()"
+
+    out = re.sub(r"\$([_a-zA-Z0-9]+)\(([^\)]*)\)", repl, sql)
+    if error:
+        raise ValueError(str(error[0]))
+    return out
+
+
+def expand(sql: str, t_from: dt.datetime, t_to: dt.datetime, values: dict, multi: set[str] | None = None,
+           interval: float | None = None) -> str:
+    """The SQL Grafana sends to PostgreSQL for this panel, time range and variable values."""
+    multi = {n for n, _, _ in VARIABLES} if multi is None else multi
+    sql = interpolate_variables(sql, values, multi)
+    iv = grafana_interval(t_from, t_to) if interval is None else interval
+    sql = sql.replace("$__interval_ms", str(int(iv * 1000))).replace("$__interval", format_interval(iv))
+    sql = sql.replace("$__unixEpochFrom()", str(int(t_from.timestamp()))).replace("$__unixEpochTo()", str(int(t_to.timestamp())))
+    return expand_macros(sql, t_from, t_to)
+
+
+def all_values(conn) -> dict[str, list[str]]:
+    """Every option of every variable, as "All" selects them (the variables' own queries)."""
+    vals = {name: [str(r[0]) for r in conn.execute(variable_query(col)).fetchall()] for name, _, col in VARIABLES}
+    for name in vals:
+        if not vals[name]:
+            vals[name] = [""]   # Grafana sends an empty selection as ''; nothing matches
+    return vals
