@@ -157,5 +157,49 @@ from .dashboards import dashboards_group  # noqa: E402
 main.add_command(dashboards_group)
 
 
+# ---- check ------------------------------------------------------------------------
+
+@main.command("check")
+@click.option("--metric", default="wall_time", show_default=True,
+              help="wall_time, mpi_fraction_avg, mpi_fraction_slowest, mpi_time_avg, or fom:NAME")
+@click.option("--campaign", type=int, help="the campaign to judge (default: the newest)")
+@click.option("--baseline", type=click.IntRange(1), default=10, show_default=True,
+              help="earlier campaigns of each series to compare against")
+@click.option("--min-effect", type=click.FloatRange(0), default=0.05, show_default=True,
+              help="smallest relative change that counts")
+@click.option("--alpha", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=0.01, show_default=True,
+              help="significance level of the test")
+@click.option("--system")
+@click.option("--app")
+@click.option("--stack")
+@click.option("--interconnect")
+@click.option("--no-annotate", is_flag=True, help="do not write dashboard annotations")
+def check_cmd(metric, campaign, baseline, min_effect, alpha, system, app, stack, interconnect, no_annotate):
+    """The regression gate: exit 1 if any series of the newest campaign regressed."""
+    from . import regressions
+    try:
+        with db.connect() as conn:
+            findings = regressions.check(conn, metric, campaign, baseline, min_effect, alpha, system=system, app=app,
+                                         stack=stack, interconnect=interconnect)
+            noted = 0 if no_annotate else regressions.annotate(conn, findings)
+    except (ValueError, LookupError) as e:
+        _fail(str(e), 2)
+    except db.DBError as e:
+        _fail(str(e))
+    width = max(len(f.label()) for f in findings)
+    click.echo(f"{'series':<{width}}  {'verdict':<12} {'baseline':>12} {'new':>12} {'change':>8} {'p':>8}  n")
+    for f in findings:
+        fmt = lambda v: f"{v:12.6g}" if v is not None else f"{'-':>12}"  # noqa: E731
+        change = f"{f.effect:+8.1%}" if f.effect is not None else f"{'-':>8}"
+        p = f"{f.p_value:8.2g}" if f.p_value is not None else f"{'-':>8}"
+        click.echo(f"{f.label():<{width}}  {f.verdict:<12} {fmt(f.baseline_median)} {fmt(f.new_median)} {change} {p}  "
+                   f"{f.n_new}/{f.n_baseline}")
+    bad = [f for f in findings if f.verdict == "regression"]
+    click.echo(f"{len(findings)} series, {len(bad)} regressions"
+               + ("" if no_annotate else f", {noted} annotations written"))
+    if bad:
+        sys.exit(1)
+
+
 if __name__ == "__main__":
     main()
