@@ -15,6 +15,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,6 +34,12 @@ RUN_TIMEOUT = 180  # seconds; a hang is a failure, never a wait
 HALO3D = ["--n", "21,17,12", "--iters", "6", "--pml-width", "3"]
 STENCIL2D = ["--n", "37,29", "--iters", "15"]
 COMMGRAPH = ["--iters", "3", "--small-bytes", "256", "--large-bytes", "65536"]
+COLLSWEEP = ["--sizes", "8,1K,64K", "--iters", "20", "--warmup", "2"]
+CGSOLVE = ["--n", "20,18,16", "--tol", "1e-8"]
+# pio writes its shared file here; one directory per process, so concurrent
+# suites never share a file. Callers create it (scratch_dir()).
+PIO_DIR = Path(tempfile.gettempdir()) / f"commscope-pio-{os.getpid()}"
+PIO = ["--n", "21,17,12", "--iters", "2", "--dir", str(PIO_DIR)]
 
 # (workload, case id, arguments). Cases of one workload with the same
 # "agree" group must print the same checksum at every rank count and stack.
@@ -42,11 +49,96 @@ MATRIX = (
     + [("stencil2d", f"{d}-{s}", STENCIL2D + ["--decomp", d, "--send", s])
        for d in ("row-naive", "row-vector", "col", "cart") for s in ("ssend", "send", "isend")]
     + [("commgraph", p, COMMGRAPH + ["--pattern", p]) for p in ("pairs", "stencil4d", "random-sparse")]
+    # "forced" runs the same sweep with every collective's algorithm forced
+    # through the stack's own control (FORCED_ALGORITHMS).
+    + [("collsweep", c, COLLSWEEP) for c in ("default", "forced")]
+    + [("cgsolve", f"{m}{'-barriers' if b else ''}", CGSOLVE + ["--allreduce", m] + (["--debug-barriers"] if b else []))
+       for m in ("direct", "hierarchical", "nonblocking") for b in (False, True)]
+    + [("pio", m, PIO + ["--method", m]) for m in ("independent", "collective")]
+    + [("pio", f"two-phase-g{g}", PIO + ["--method", "two-phase", "--group-size", str(g)]) for g in (1, 2, 4)]
 )
+
+# A non-default algorithm for each of the six collectives, through each MPI's
+# own runtime control (valid names and numbers: workloads/README.md). Every
+# choice is valid at 1, 2 and 4 ranks for every size in COLLSWEEP.
+FORCED_ALGORITHMS = {
+    # Open MPI 4.1 and 5.0: numbers from `ompi_info --param coll tuned --level 9`.
+    "openmpi": {"OMPI_MCA_coll_tuned_use_dynamic_rules": "1",
+                "OMPI_MCA_coll_tuned_barrier_algorithm": "1",     # linear
+                "OMPI_MCA_coll_tuned_bcast_algorithm": "1",       # basic_linear
+                "OMPI_MCA_coll_tuned_reduce_algorithm": "1",      # linear
+                "OMPI_MCA_coll_tuned_allreduce_algorithm": "3",   # recursive_doubling
+                "OMPI_MCA_coll_tuned_allgather_algorithm": "2",   # bruck
+                "OMPI_MCA_coll_tuned_alltoall_algorithm": "2"},   # pairwise
+    # MPICH 4.0 and 5.0: names valid in both. FALLBACK=error makes MPICH fail
+    # the call instead of silently running another algorithm, so a passing
+    # run proves the forced one ran.
+    "mpich": {"MPIR_CVAR_BARRIER_INTRA_ALGORITHM": "nb",
+              "MPIR_CVAR_BCAST_INTRA_ALGORITHM": "scatter_ring_allgather",
+              "MPIR_CVAR_REDUCE_INTRA_ALGORITHM": "binomial",
+              "MPIR_CVAR_ALLREDUCE_INTRA_ALGORITHM": "recursive_doubling",
+              "MPIR_CVAR_ALLGATHER_INTRA_ALGORITHM": "ring",
+              "MPIR_CVAR_ALLTOALL_INTRA_ALGORITHM": "pairwise",
+              "MPIR_CVAR_COLLECTIVE_FALLBACK": "error"},
+    # Intel MPI 2021: preset numbers within the ranges `impi_info -v` gives.
+    # I_MPI_DEBUG=6 makes the library print every I_MPI_ variable it accepted.
+    "impi": {"I_MPI_ADJUST_BARRIER": "2", "I_MPI_ADJUST_BCAST": "2", "I_MPI_ADJUST_REDUCE": "2",
+             "I_MPI_ADJUST_ALLREDUCE": "2", "I_MPI_ADJUST_ALLGATHER": "2", "I_MPI_ADJUST_ALLTOALL": "2",
+             "I_MPI_DEBUG": "6"},
+}
+
+
+def case_env(family: str, workload: str, case: str) -> dict:
+    """Environment a matrix case needs on a stack family."""
+    return dict(FORCED_ALGORITHMS[family]) if (workload, case) == ("collsweep", "forced") else {}
+
+
+def forcing_problems(r: "Run", family: str) -> list[str]:
+    """Why a forced collsweep run does not show that its forcing took effect.
+    Open MPI and MPICH: the header's MPI_T read-back (PARAM mpit.*) holds the
+    forced value, i.e. the library parsed it. Intel MPI exposes no MPI_T
+    variable for it: its own startup lines must list each control, without an
+    "Incorrect adjust value" warning."""
+    bad = []
+    env = FORCED_ALGORITHMS[family]
+    for name, value in env.items():
+        if name != "I_MPI_DEBUG" and r.out.params.get(f"env.{name}") != value:
+            bad.append(f"header does not echo {name}={value}")
+    if family == "openmpi":
+        for name, value in env.items():
+            cvar = name[len("OMPI_MCA_"):]
+            got = r.out.params.get(f"mpit.{cvar}", "")
+            want = "1" if cvar.endswith("dynamic_rules") else value
+            if got.split(" ")[0] != want:
+                bad.append(f"library holds {cvar}={got!r}, forced {want}")
+    elif family == "mpich":
+        for name in env:
+            if name.endswith("_ALGORITHM"):
+                got = r.out.params.get(f"mpit.{name}", "")
+                # MPICH numbers its enum internally (0 = auto) and the numbers
+                # differ between 4.0 and 5.0; nonzero means forced.
+                if got in ("", "0"):
+                    bad.append(f"library holds {name}={got!r}, forced {env[name]}")
+    else:
+        for name, value in env.items():
+            if name.startswith("I_MPI_ADJUST") and f"MPI startup(): {name}={value}" not in r.stdout + r.stderr:
+                bad.append(f"Intel MPI did not report accepting {name}={value}")
+        if "Incorrect adjust value" in r.stdout + r.stderr:
+            bad.append("Intel MPI rejected an I_MPI_ADJUST value")
+    return bad
+
+
+def scratch_dir() -> Path:
+    PIO_DIR.mkdir(parents=True, exist_ok=True)
+    return PIO_DIR
 
 # The VERIFY value that must be identical across cases, per workload. For
 # commgraph the traffic depends on the graph, so only payload errors (0) are.
-AGREE = {"halo3d": "checksum", "stencil2d": "checksum", "commgraph": "payload"}
+# collsweep's results are checked on every call (wrong elements, always 0);
+# cgsolve's iteration count to the tolerance must match across Allreduce
+# methods, barriers, rank counts and stacks; pio's read-back checksum is exact.
+AGREE = {"halo3d": "checksum", "stencil2d": "checksum", "commgraph": "payload",
+         "collsweep": "wrong_elements", "cgsolve": "iterations", "pio": "checksum"}
 
 
 @dataclass
@@ -114,6 +206,8 @@ def problems(r: Run, allow_skip: bool = False) -> list[str]:
     for need in ("total_time", "time_per_iter", "comm_time_avg", "comm_time_max"):
         if need not in r.out.foms:
             bad.append(f"no FOM {need}")
+    if (r.workload, r.case) == ("collsweep", "forced"):
+        bad += forcing_problems(r, mpi_stacks.by_name(r.stack).family)
     return bad
 
 
@@ -134,7 +228,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--stacks", default="", help="comma-separated stack names (default: every present one)")
     ap.add_argument("--ranks", default="1,2,4", help="rank counts (default: 1,2,4)")
-    ap.add_argument("--workloads", default="halo3d,stencil2d,commgraph")
+    ap.add_argument("--workloads", default="halo3d,stencil2d,commgraph,collsweep,cgsolve,pio")
     args = ap.parse_args()
     try:
         stacks = [mpi_stacks.by_name(n) for n in args.stacks.split(",") if n] or \
@@ -158,8 +252,9 @@ def main() -> int:
         for workload, case, wargs in MATRIX:
             if workload not in wanted:
                 continue
+            scratch_dir()
             for n in ranks:
-                r = run(stack, bdir, workload, wargs, n, case)
+                r = run(stack, bdir, workload, wargs, n, case, env=case_env(stack.family, workload, case))
                 (results / f"{workload}-{case}-n{n}.out").write_text(r.stdout + r.stderr)
                 runs.append(r)
                 why = problems(r)

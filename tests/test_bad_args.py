@@ -2,11 +2,16 @@
 nothing runs and nothing hangs (each run is killed after TIMEOUT seconds)."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 import suite
 
 TIMEOUT = 60
+# A regular file: root ignores permission bits, so an unwritable --dir for
+# root is a path that is a file, or that runs through one.
+A_FILE = str(Path(__file__).resolve())
 
 # (workload, ranks, arguments, text the message must contain)
 CASES = [
@@ -33,6 +38,35 @@ CASES = [
     ("commgraph", 2, ["--pattern", "ring"], "--pattern"),
     ("commgraph", 2, ["--large-bytes", "0"], "--large-bytes"),
     ("commgraph", 2, ["--rank-map", "/nonexistent/map"], "--rank-map"),
+    ("collsweep", 2, ["--coll", "scan"], "--coll"),
+    ("collsweep", 2, ["--coll", "bcast,Bcast"], "given twice"),
+    ("collsweep", 2, ["--coll", ","], "--coll"),
+    ("collsweep", 2, ["--sizes", "12"], "multiple of 8"),
+    ("collsweep", 2, ["--sizes", "64:8"], "MIN above MAX"),
+    ("collsweep", 2, ["--sizes", "8:2048M"], "above the limit"),
+    ("collsweep", 2, ["--sizes", "8,lots"], "--sizes"),
+    ("collsweep", 2, ["--sizes", "8,8"], "given twice"),
+    ("collsweep", 2, ["--iters", "0"], "--iters"),
+    ("collsweep", 2, ["--warmup", "-1"], "--warmup"),
+    ("collsweep", 2, ["--volume", "0"], "--volume"),
+    ("cgsolve", 2, ["--allreduce", "ring"], "--allreduce"),
+    ("cgsolve", 2, ["--tol", "0"], "--tol"),
+    ("cgsolve", 2, ["--tol", "1.5"], "--tol"),
+    ("cgsolve", 2, ["--tol", "tight"], "--tol"),
+    ("cgsolve", 2, ["--tol", "1e-20"], "--tol"),
+    ("cgsolve", 2, ["--debug-barriers=yes"], "--debug-barriers"),
+    ("cgsolve", 4, ["--n", "1,1,40"], "too many ranks"),
+    ("cgsolve", 4, ["--dims", "3,1,1"], "--dims"),
+    ("cgsolve", 2, ["--iters", "0"], "--iters"),
+    ("pio", 2, ["--method", "mpiio"], "--method"),
+    ("pio", 2, ["--group-size", "0"], "--group-size"),
+    ("pio", 2, ["--dir", "/nonexistent/dir"], "--dir"),
+    ("pio", 2, ["--dir", A_FILE], "not a directory"),
+    ("pio", 2, ["--dir", A_FILE + "/sub"], "not a directory"),
+    ("pio", 2, ["--n", "0,8,8"], "--n"),
+    ("pio", 4, ["--n", "1,1,8"], "too many ranks"),
+    ("pio", 2, ["--keep=1"], "--keep"),
+    ("pio", 2, ["--iters", "0"], "--iters"),
 ]
 
 
@@ -61,13 +95,17 @@ def test_bad_rank_map_exits_2(built, tmp_path, content, needle):
     assert str(path) in r.stderr and needle in r.stderr, r.stderr
 
 
-@pytest.mark.parametrize("workload", ["halo3d", "stencil2d", "commgraph"])
+@pytest.mark.parametrize("workload", ["halo3d", "stencil2d", "commgraph", "collsweep", "cgsolve", "pio"])
 def test_help_lists_every_option_with_its_default(built, workload):
     stack, bdir = built
     r = suite.run(stack, bdir, workload, ["--help"], 1, timeout=TIMEOUT)
     assert r.returncode == 0, r.stderr
     options = [ln.split()[0] for ln in r.stdout.splitlines() if ln.startswith("  --")]
     assert "--iters" in options
+    for option in {"collsweep": ["--coll", "--sizes", "--warmup", "--volume"],
+                   "cgsolve": ["--allreduce", "--debug-barriers", "--tol"],
+                   "pio": ["--method", "--group-size", "--dir", "--keep"]}.get(workload, []):
+        assert option in options, (option, options)
     for line in r.stdout.splitlines():
         if line.startswith("  --") and not line.startswith("  --help"):
             assert "(default: " in line, line

@@ -11,7 +11,7 @@ import suite
 from conftest import STACK_NAMES, stack_or_skip
 
 RANKS = (1, 2, 4)
-WORKLOADS = ("halo3d", "stencil2d", "commgraph")
+WORKLOADS = ("halo3d", "stencil2d", "commgraph", "collsweep", "cgsolve", "pio")
 LIBRARY_NAME = {"openmpi": "Open MPI", "mpich": "MPICH", "impi": "Intel(R) MPI"}
 _runs: dict[str, dict[str, list]] = {w: {} for w in WORKLOADS}
 
@@ -19,7 +19,8 @@ _runs: dict[str, dict[str, list]] = {w: {} for w in WORKLOADS}
 @pytest.mark.parametrize("workload", WORKLOADS)
 def test_every_case_verifies_on_stack(built, workload):
     stack, bdir = built
-    runs = [suite.run(stack, bdir, w, args, n, case)
+    suite.scratch_dir()
+    runs = [suite.run(stack, bdir, w, args, n, case, env=suite.case_env(stack.family, w, case))
             for w, case, args in suite.MATRIX if w == workload for n in RANKS]
     problems = [f"{r.label()}: {p}" for r in runs for p in suite.problems(r)]
     problems += suite.disagreements(runs)
@@ -45,6 +46,26 @@ def test_verify_agrees_across_stacks(workload):
         # the rank count, so it agrees to a tolerance, not bit for bit.
         energies = [float(r.out.verify["energy"][1]) for r in runs]
         assert max(energies) - min(energies) <= 1e-12 * abs(energies[0]), energies
+    if workload == "cgsolve":
+        # The iteration count is exact (AGREE). The true residual and the sum
+        # of the solution depend on the reduction order, pipelined CG rounds
+        # differently again: they agree to relative 1e-5 and 1e-9.
+        res = [float(r.out.verify["residual"][1]) for r in runs]
+        sums = [float(r.out.verify["solution_sum"][1]) for r in runs]
+        assert max(res) - min(res) <= 1e-5 * max(res), res
+        assert max(sums) - min(sums) <= 1e-9 * max(sums), sums
+        # --debug-barriers changes no arithmetic: every VERIFY value is
+        # bitwise the same as without it, per stack, method and rank count.
+        plain = {(r.stack, r.case, r.ranks): r.out.verify for r in runs if not r.case.endswith("-barriers")}
+        for r in runs:
+            if r.case.endswith("-barriers"):
+                assert r.out.verify == plain[r.stack, r.case[: -len("-barriers")], r.ranks], r.label()
+                assert r.out.foms["barrier_time_max"][0] > 0, r.label()
+            else:
+                assert r.out.foms["barrier_time_max"][0] == 0, r.label()
+    if workload == "pio":
+        sizes = {r.out.verify["file_size"][1] for r in runs}
+        assert sizes == {str(21 * 17 * 12 * 8)}, sizes
     if workload == "commgraph":
         # Traffic depends on the graph, so it must agree per pattern and size.
         by_case: dict = {}
@@ -127,3 +148,144 @@ def test_verification_catches_a_dropped_halo_face(tmp_path, workload, args):
     assert bad.out.verify["checksum"][1] != good.out.verify["checksum"][1]
     # A single rank has no halo to drop and still verifies.
     assert suite.run(stack, bdir, workload, args, 1).out.verify["checksum"][0] == "PASS"
+
+
+# ---- collsweep --------------------------------------------------------------
+
+def test_collsweep_sizes_range_list_and_iteration_cut():
+    stack, bdir = _first_built()
+    r = suite.run(stack, bdir, "collsweep", ["--coll", "Allreduce,bcast", "--sizes", "8:64", "--iters", "30",
+                                             "--warmup", "1"], 2)
+    assert not suite.problems(r), suite.problems(r)
+    names = {n for n in r.out.foms if n.endswith("_t_avg")}
+    assert names == {f"{c}_{s}B_t_avg" for c in ("allreduce", "bcast") for s in (8, 16, 32, 64)}, names
+    for c in ("allreduce", "bcast"):
+        for s in (8, 16, 32, 64):
+            lo, avg, hi = (r.out.foms[f"{c}_{s}B_t_{k}"][0] for k in ("min", "avg", "max"))
+            assert 0 < lo <= avg <= hi, (c, s, lo, avg, hi)
+            assert r.out.foms[f"{c}_{s}B_busbw"][1] == "MB/s"
+    # 30 timed + 10% (at least --warmup 1) warm-up calls per size, each checked.
+    assert r.out.params["iterations.allreduce_8B"] == "30 timed, 3 warm-up"
+    assert r.out.verify["checked_calls"][1] == str(2 * 4 * 33)
+    # IMB's cut: a 64 KiB size with --volume 1 MiB runs 16 timed calls.
+    cut = suite.run(stack, bdir, "collsweep", ["--coll", "alltoall", "--sizes", "8,64K", "--volume", "1048576"], 2)
+    assert not suite.problems(cut), suite.problems(cut)
+    assert cut.out.params["iterations.alltoall_65536B"] == "16 timed, 10 warm-up"
+    assert cut.out.params["iterations.alltoall_8B"] == "1000 timed, 100 warm-up"
+    # Barrier is timed once, without a size or a bandwidth.
+    bar = suite.run(stack, bdir, "collsweep", ["--coll", "barrier", "--iters", "50"], 2)
+    assert set(bar.out.foms) >= {"barrier_t_min", "barrier_t_avg", "barrier_t_max"}
+    assert not any("busbw" in n for n in bar.out.foms)
+
+
+def test_collsweep_header_echoes_controls_from_environment():
+    stack, bdir = _first_built()
+    env = {"OMPI_MCA_coll_tuned_use_dynamic_rules": "1", "OMPI_MCA_coll_tuned_bcast_algorithm": "6",
+           "MPIR_CVAR_BCAST_INTRA_ALGORITHM": "binomial", "I_MPI_ADJUST_BCAST": "1", "UNRELATED_VARIABLE": "x"}
+    r = suite.run(stack, bdir, "collsweep", ["--coll", "bcast", "--sizes", "8", "--iters", "20"], 2, env=env)
+    assert not suite.problems(r), suite.problems(r)
+    for name in ("OMPI_MCA_coll_tuned_bcast_algorithm", "MPIR_CVAR_BCAST_INTRA_ALGORITHM", "I_MPI_ADJUST_BCAST"):
+        assert r.out.params[f"env.{name}"] == env[name]
+    assert "env.UNRELATED_VARIABLE" not in r.out.params
+    assert int(r.out.params["algorithm_controls"]) >= 4
+    # Open MPI's own value, read back through MPI_T, with its enum name.
+    assert r.out.params["mpit.coll_tuned_bcast_algorithm"] == "6 binomial"
+    assert r.out.params["mpit.coll_tuned_use_dynamic_rules"].startswith("1")
+    plain = suite.run(stack, bdir, "collsweep", ["--coll", "bcast", "--sizes", "8", "--iters", "20"], 2)
+    assert plain.out.params["mpit.coll_tuned_bcast_algorithm"] == "0 ignore"
+
+
+# The forcing reaches the collective that runs, shown by algorithms that
+# cannot run: Open MPI's two_proc barrier on 4 ranks returns an error, and
+# MPICH with FALLBACK=error refuses reduce_scatter_allgather for an 8-byte
+# Allreduce on 4 ranks (count below the power of two) instead of quietly
+# running another one. The same control with a valid algorithm passes.
+@pytest.mark.parametrize("name,env,args", [
+    ("debian-openmpi4", {"OMPI_MCA_coll_tuned_use_dynamic_rules": "1", "OMPI_MCA_coll_tuned_barrier_algorithm": "5"},
+     ["--coll", "barrier", "--iters", "20"]),
+    ("pypi-openmpi5", {"OMPI_MCA_coll_tuned_use_dynamic_rules": "1", "OMPI_MCA_coll_tuned_barrier_algorithm": "5"},
+     ["--coll", "barrier", "--iters", "20"]),
+    ("debian-mpich4", {"MPIR_CVAR_COLLECTIVE_FALLBACK": "error",
+                       "MPIR_CVAR_ALLREDUCE_INTRA_ALGORITHM": "reduce_scatter_allgather"},
+     ["--coll", "allreduce", "--sizes", "8", "--iters", "20"]),
+])
+def test_collsweep_forced_algorithm_is_the_one_that_runs(name, env, args):
+    stack = stack_or_skip(name)
+    bdir = suite.build(stack)
+    two = suite.run(stack, bdir, "collsweep", args, 2, env=env)
+    four = suite.run(stack, bdir, "collsweep", args, 4, env=env, timeout=60)
+    if stack.family == "openmpi":
+        assert not suite.problems(two), suite.problems(two)  # two_proc is valid on 2 ranks
+    assert four.returncode != 0 and "VERIFY" not in four.stdout, four.stdout[-2000:]
+
+
+def test_collsweep_verification_catches_a_wrong_reduction(tmp_path):
+    stack = stack_or_skip("debian-openmpi4")
+    bdir = suite.build(stack, build_dir=tmp_path / "faulty", extra=["-DCMAKE_C_FLAGS=-DCOMMSCOPE_CORRUPT_REDUCTION"])
+    r = suite.run(stack, bdir, "collsweep", ["--coll", "allreduce,bcast", "--sizes", "8,64", "--iters", "10"], 2)
+    assert r.returncode == 0
+    assert r.out.verify["wrong_elements"][0] == "FAIL" and int(r.out.verify["wrong_elements"][1]) > 0
+
+
+# ---- cgsolve ----------------------------------------------------------------
+
+def test_cgsolve_allreduce_methods_count_their_reductions():
+    stack, bdir = _first_built()
+    runs = {m: suite.run(stack, bdir, "cgsolve", suite.CGSOLVE + ["--allreduce", m], 4)
+            for m in ("direct", "hierarchical", "nonblocking")}
+    for m, r in runs.items():
+        assert not suite.problems(r), (m, suite.problems(r))
+    iters = int(runs["direct"].out.verify["iterations"][1])
+    # Textbook CG: ||b|| once, then two 8-byte dots per iteration.
+    for m in ("direct", "hierarchical"):
+        assert runs[m].out.foms["allreduces"][0] == 1 + 2 * iters
+        assert runs[m].out.foms["allreduce_bytes_per_call"][0] == 8
+    # Pipelined CG: ||b||, then one 16-byte (r.r, w.r) per iteration plus the final check.
+    nb = runs["nonblocking"].out
+    assert nb.foms["allreduces"][0] == 1 + iters + 1
+    assert nb.foms["allreduce_bytes_per_call"][0] == pytest.approx((8 + 16 * (iters + 1)) / (iters + 2), rel=1e-8)
+    assert runs["hierarchical"].out.params["nodes"] == "1"
+    assert "Iallreduce" in nb.params["allreduce_scheme"]
+
+
+def test_cgsolve_tolerance_sets_the_iterations():
+    stack, bdir = _first_built()
+    loose = suite.run(stack, bdir, "cgsolve", ["--n", "20,18,16", "--tol", "1e-4"], 2)
+    tight = suite.run(stack, bdir, "cgsolve", ["--n", "20,18,16", "--tol", "1e-10"], 2)
+    for r in (loose, tight):
+        assert not suite.problems(r), suite.problems(r)
+    assert int(loose.out.verify["iterations"][1]) < int(tight.out.verify["iterations"][1])
+    assert float(tight.out.verify["residual"][1]) <= 1e-9
+    # Too few iterations to converge is a FAIL, not a silent result.
+    short = suite.run(stack, bdir, "cgsolve", ["--n", "20,18,16", "--iters", "5"], 2)
+    assert short.returncode == 0 and short.out.verify["converged"] == ("FAIL", "5")
+
+
+# ---- pio --------------------------------------------------------------------
+
+def test_pio_keep_leaves_the_file_and_default_removes_it(tmp_path):
+    stack, bdir = _first_built()
+    args = ["--n", "9,8,7", "--iters", "1", "--dir", str(tmp_path)]
+    r = suite.run(stack, bdir, "pio", args + ["--method", "two-phase", "--group-size", "3"], 4)
+    assert not suite.problems(r), suite.problems(r)
+    assert r.out.params["writers"] == "2"  # groups {0,1,2} and {3}
+    assert list(tmp_path.iterdir()) == []
+    kept = suite.run(stack, bdir, "pio", args + ["--method", "independent", "--keep"], 2)
+    assert not suite.problems(kept), suite.problems(kept)
+    f = tmp_path / "commscope-pio-independent.dat"
+    assert f.stat().st_size == 9 * 8 * 7 * 8
+    assert kept.out.foms["write_bandwidth"][0] > 0 and kept.out.foms["read_bandwidth"][0] > 0
+
+
+@pytest.mark.parametrize("method", ["independent", "collective", "two-phase"])
+def test_pio_disk_full_exits_2_on_every_rank_and_removes_the_file(built, tmp_path, method):
+    """The shared file is a link to /dev/full, where every write fails with
+    ENOSPC: the run names --dir and the failure, exits 2 and leaves nothing."""
+    stack, bdir = built
+    target = tmp_path / f"commscope-pio-{method}.dat"
+    target.symlink_to("/dev/full")
+    r = suite.run(stack, bdir, "pio", ["--n", "8,8,8", "--dir", str(tmp_path), "--method", method], 2, timeout=60)
+    assert r.returncode == 2, (r.returncode, r.stderr[-2000:])
+    assert f"pio: error: --dir {tmp_path}:" in r.stderr, r.stderr[-2000:]
+    assert not r.out.verify and "write_bandwidth" not in r.out.foms
+    assert not target.exists() and not target.is_symlink()

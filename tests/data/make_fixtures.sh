@@ -4,7 +4,8 @@
 # builds nothing. Usage:
 #   bash tests/data/make_fixtures.sh BUILD_DIR [BUILD_DIR_CALIPER_2_12]
 # The optional second build, against Caliper 2.12, adds the older
-# hatchet-region-profile fixture.
+# hatchet-region-profile fixture. ONLY=part2 regenerates only the cgsolve and
+# pio fixtures (workloads part 2).
 # where BUILD_DIR came from
 #   cmake -S workloads -B BUILD_DIR -DMPI_C_COMPILER=/usr/bin/mpicc.openmpi \
 #         -DCOMMSCOPE_WITH_CALIPER=ON -DCMAKE_PREFIX_PATH="<caliper prefix>;<adiak prefix>"
@@ -35,6 +36,23 @@ msgtrace() {  # name ranks workload args...
      CALI_RECORDER_FILENAME="$name/rank-%mpi.rank%.cali" \
      mpirun.openmpi -n "$n" "${over[@]}" "$bdir/$@" > "$name/$1.out")
 }
+# Part 2 (cgsolve, pio). ONLY=part2 makes just these, leaving the others as committed.
+part2() {
+  run "cgsolve-direct-n4.mpi-profile" 4 \
+    "runtime-profile,profile.mpi,region.count,output=cgsolve-direct-n4.mpi-profile.cali" \
+    cgsolve --n 24,24,24 --allreduce direct
+  run "cgsolve-direct-barriers-n4.mpi-profile" 4 \
+    "runtime-profile,profile.mpi,region.count,output=cgsolve-direct-barriers-n4.mpi-profile.cali" \
+    cgsolve --n 24,24,24 --allreduce direct --debug-barriers
+  local scratch; scratch=$(mktemp -d)
+  run "pio-two-phase-n4.mpi-profile" 4 \
+    "runtime-profile,profile.mpi,region.count,output=pio-two-phase-n4.mpi-profile.cali" \
+    pio --n 32,32,32 --method two-phase --group-size 2 --iters 2 --dir "$scratch"
+  rmdir "$scratch"
+  # The file path in the header names the temporary directory; keep it stable.
+  sed -i "s|$scratch|SCRATCH|g" "$out/pio-two-phase-n4.mpi-profile.out"
+}
+if [ "${ONLY:-}" = part2 ]; then part2; exit 0; fi
 H=(--n 24,24,24 --iters 10 --pml-width 3)
 for n in 2 4; do
   run "halo3d-overlap-n$n.runtime-profile" "$n" \
@@ -58,6 +76,8 @@ for n in 2 4; do
 done
 # blocking halo3d sends to MPI_PROC_NULL on the global boundary (dst -2)
 msgtrace "halo3d-blocking-n4.msgtrace" 4 halo3d "${H[@]}" --variant blocking
+
+part2
 
 if [ -n "${2:-}" ]; then
   bdir=$(cd "$2" && pwd)

@@ -405,6 +405,7 @@ int main(int argc, char **argv)
     MPI_Allreduce(&leader, &nodes, 1, MPI_INT, MPI_SUM, s.cart);
 
     cs_header("cgsolve", o, NOPT);
+    cs_param("variant", "%s", o[O_ALLREDUCE].sval);
     cs_param("global", "%ld,%ld,%ld", o[O_N].ints[0], o[O_N].ints[1], o[O_N].ints[2]);
     cs_param("process_grid", "%d,%d,%d", dims[0], dims[1], dims[2]);
     cs_param("nodes", "%d", nodes);
@@ -435,6 +436,9 @@ int main(int argc, char **argv)
     double wall = MPI_Wtime() - t0, total;
     MPI_Allreduce(&wall, &total, 1, MPI_DOUBLE, MPI_MAX, s.cart);
     long allreduces = s.allreduces, bytes = s.allreduce_bytes;
+    /* Adiak's iterations are the ones done; the limit is max_iterations. */
+    cs_meta_long("iterations", res.iters);
+    cs_meta_long("max_iterations", o[O_ITERS].ival);
 
     cs_fom("total_time", total, "s");
     cs_fom("time_per_iter", res.iters ? total / res.iters : total, "s");

@@ -352,6 +352,7 @@ int main(int argc, char **argv)
     }
 
     cs_header("collsweep", o, NOPT);
+    cs_param("variant", "%s", o[O_COLL].sval);
     echo_env_controls();
     echo_library_controls();
     if (s.me == 0) fflush(stdout);

@@ -407,6 +407,7 @@ int main(int argc, char **argv)
     MPI_Comm_size(p.group, &p.group_size);
 
     cs_header("pio", o, NOPT);
+    cs_param("variant", "%s", o[O_METHOD].sval);
     cs_param("global", "%ld,%ld,%ld", p.global[0], p.global[1], p.global[2]);
     cs_param("process_grid", "%d,%d,%d", p.dims[0], p.dims[1], p.dims[2]);
     cs_param("file", "%s", p.path);
