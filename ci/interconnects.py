@@ -57,11 +57,12 @@ STACK_PREFIX = {
 # 0.15-1.9 us, TCP loopback 7-11 us idle and 14-40 us with busy neighbours.
 # Load only ever slows a run, so the boundary sits nearer TCP's floor (1.4x
 # margin below 7 us) than shared memory's ceiling (2.6x above 1.9 us). The
-# TCP ceiling only catches a run that fell to something pathological. A site's
-# fabric entry gives its own band.
+# TCP ceiling only catches a run that fell to something pathological: with
+# other jobs holding both cores (load average 10) the best TCP batch here
+# reached 175 us. A site's fabric entry gives its own band.
 LATENCY_BANDS_US = {
     "shm": (0.0, 5.0),
-    "tcp": (5.0, 250.0),
+    "tcp": (5.0, 1000.0),
     "fabric": (0.0, 10.0),
 }
 CLASSES = tuple(LATENCY_BANDS_US)
@@ -75,16 +76,19 @@ REPORT_ENV = {
     "impi": {"I_MPI_DEBUG": "5"},
 }
 
-# Pingpong sizing for verify: 20 batches of 500 round trips take 0.2 s on TCP
-# loopback; the best batch survives a busy neighbour.
-PINGPONG_ARGS = ["--bytes", "8", "--iters", "500", "--batches", "20", "--warmup", "200"]
+# Pingpong sizing for verify: 20 batches of 200 round trips take 0.1 s on TCP
+# loopback. Short batches fit between a busy neighbour's time slices, so the
+# best one still shows the transport.
+PINGPONG_ARGS = ["--bytes", "8", "--iters", "200", "--batches", "20", "--warmup", "200"]
 ATTEMPTS = 3          # an out-of-band latency is measured again before it counts
-# Seconds. A run takes 1-3 s; a hang is a failure, never a wait. Debian MPICH
+# Seconds. A run takes 1-3 s, and up to 35 s with both cores busy with other
+# jobs; a hang is a failure, never a wait. Debian MPICH
 # 4.0 with UCX over TCP sometimes hangs in MPI_Finalize after a complete run
 # (rank 0 flushing its UCX endpoint while rank 1 already waits in the PMI
-# barrier); seen in 2 of 6 runs on a loaded machine. Such an attempt is
-# counted in `finalize_hangs` and retried.
-RUN_TIMEOUT = 30
+# barrier); seen in 2 of 6 runs on a loaded machine. Such an attempt counts
+# (its output is complete) and is tallied in `finalize_hangs`; an entry whose
+# every attempt hangs fails.
+RUN_TIMEOUT = 90
 
 
 @dataclass(frozen=True)
@@ -183,7 +187,7 @@ def load_site(site: str) -> list[Entry]:
             report_env: {UCX_LOG_LEVEL: info}   # optional, added to the family's
             proof: ['UCX +INFO .*tag\\([^)]*tcp/']
             reject: []                 # optional
-            latency_us: [4, 250]       # optional band override
+            latency_us: [5, 1000]      # optional band override
     """
     path = SITES / site / "interconnects.yaml"
     if not path.is_file():
@@ -306,8 +310,8 @@ def check_report(entry: Entry, text: str) -> tuple[list, list, list]:
 
 def verify_entry(entry: Entry, bdir: Path) -> Result:
     """Runs bdir/pingpong under the entry up to ATTEMPTS times: the report
-    must prove the selection, and one latency inside the band is enough (a
-    busy machine only ever makes a run slower, never faster)."""
+    must prove the selection every time, and the fastest attempt must fall in
+    the band (a busy machine only ever makes a run slower, never faster)."""
     import suite  # its run() kills the launcher's whole session on a hang
     stack = mpi_stacks.by_name(entry.stack)
     band = entry.band()
@@ -318,10 +322,12 @@ def verify_entry(entry: Entry, bdir: Path) -> Result:
     for _ in range(ATTEMPTS):
         r = suite.run(stack, bdir, "pingpong", PINGPONG_ARGS, 2, case=entry.name, env=env, timeout=RUN_TIMEOUT)
         out = r.out
-        if r.returncode == -999 and out.verify.get("payload", ("",))[0] == "PASS" and "latency" in out.foms:
+        hung_after_report = (r.returncode == -999 and "latency" in out.foms
+                             and out.verify.get("payload", ("",))[0] == "PASS")
+        if hung_after_report:
+            # Its report and latency are complete: use them, and count the hang.
             res.finalize_hangs += 1
-            res.verdict, res.detail = "failed", f"{res.finalize_hangs} attempt(s) hung in MPI_Finalize after a complete run"
-            continue
+            r.returncode = 0
         problems = suite.problems(r)
         if out.params.get("interconnect") != entry.name:
             problems.append(f"PARAM interconnect is {out.params.get('interconnect')!r}, not {entry.name!r}")
@@ -338,11 +344,16 @@ def verify_entry(entry: Entry, bdir: Path) -> Result:
             res.detail = ("report lacks " + ", ".join(map(repr, res.missing)) if res.missing
                           else "report shows another transport: " + res.rejected[0])
             break
-        if band[0] <= lats[-1] < band[1]:
-            res.verdict = "proven"
+        # The signature is the fastest attempt: load only slows a run. A band
+        # with a floor (tcp) takes every attempt, because a slowed shared
+        # memory run can look like TCP once, but rarely three times.
+        in_band = band[0] <= res.latency_us < band[1]
+        res.verdict = "proven" if in_band else "latency mismatch"
+        res.detail = "" if in_band else f"{entry.transport} band is [{band[0]:g}, {band[1]:g}) us; measured {lats} us"
+        if in_band and band[0] == 0:
             break
-        res.verdict = "latency mismatch"
-        res.detail = f"{entry.transport} band is [{band[0]:g}, {band[1]:g}) us; measured {lats} us"
+    if res.finalize_hangs and res.finalize_hangs == len(lats):
+        res.verdict, res.detail = "failed", f"every attempt ({len(lats)}) hung in MPI_Finalize after a complete run"
     res.seconds = round(time.monotonic() - t0, 2)
     return res
 

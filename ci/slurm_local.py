@@ -104,7 +104,8 @@ class Cluster:
         # claims more than it has is drained ("Low RealMemory").
         p = subprocess.run(["slurmd", "-C"], capture_output=True, text=True, env=self.env(), check=True)
         line = next(ln for ln in p.stdout.splitlines() if ln.startswith("NodeName="))
-        return line + " State=UNKNOWN"
+        # NodeAddr: CI containers often cannot resolve their own hostname.
+        return line + " NodeAddr=127.0.0.1 State=UNKNOWN"
 
     def _write_conf(self) -> None:
         for sub in ("etc", "state", "spool", "run", "log"):
