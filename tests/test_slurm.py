@@ -61,11 +61,12 @@ def test_workload_runs_as_one_world_under_srun(cluster, tmp_path, name):
     assert re.search(r"^VERIFY checksum PASS ", out, re.M), out
 
 
-def test_world_size_check_catches_mpich_without_pmi(cluster, tmp_path):
-    # MPICH under --mpi=none exits 0: two processes, each rank 0 of 1.
-    stack, bdir = build_of("debian-mpich4")
-    line = ["srun", "--mpi=none", "-n", "2", str(bdir / "halo3d"), *HALO3D]
-    rc, out = cluster.sbatch_wait(job([line], stack), cwd=tmp_path, env=stack.env, name="mpich-none")
+@pytest.mark.parametrize("name,wrong_pmi", [("debian-mpich4", "none"), ("pypi-openmpi5", "pmi2")])
+def test_world_size_check_catches_the_wrong_pmi(cluster, tmp_path, name, wrong_pmi):
+    # The job still exits 0: two processes, each rank 0 of a world of 1.
+    stack, bdir = build_of(name)
+    line = ["srun", f"--mpi={wrong_pmi}", "-n", "2", str(bdir / "halo3d"), *HALO3D]
+    rc, out = cluster.sbatch_wait(job([line], stack), cwd=tmp_path, env=stack.env, name=f"{name}-{wrong_pmi}")
     assert rc == 0, out
     assert world_sizes(out) == [1, 1], out
 
