@@ -246,6 +246,8 @@ PartitionName={PARTITION} Nodes={self.node} Default=YES MaxTime=INFINITE State=U
                     time.sleep(0.2)
                 if not self._alive(daemon):
                     break
+            with contextlib.suppress(ChildProcessError):  # reap it if it is our child
+                os.waitpid(pid, os.WNOHANG)
             (self.root / "run" / f"{daemon}.session").unlink(missing_ok=True)
         # slurmstepd runs each job step in a session of its own; none may outlive the cluster.
         for pid in self._stepds():
