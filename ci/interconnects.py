@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
 import sys
 import time
@@ -80,10 +79,12 @@ REPORT_ENV = {
 # loopback. Short batches fit between a busy neighbour's time slices, so the
 # best one still shows the transport.
 PINGPONG_ARGS = ["--bytes", "8", "--iters", "200", "--batches", "20", "--warmup", "200"]
-ATTEMPTS = 3          # an out-of-band latency is measured again before it counts
+# Runs per entry: the fastest is the signature. A shm entry stops at its first
+# run in band; a TCP entry takes all, so a slowed shm run cannot pass as TCP.
+ATTEMPTS = 3
 # Seconds. A run takes 1-3 s, and up to 35 s with both cores busy with other
-# jobs; a hang is a failure, never a wait. Debian MPICH
-# 4.0 with UCX over TCP sometimes hangs in MPI_Finalize after a complete run
+# jobs; a hang is a failure, never a wait. Debian MPICH 4.0 with UCX over TCP
+# sometimes hangs in MPI_Finalize after a complete run
 # (rank 0 flushing its UCX endpoint while rank 1 already waits in the PMI
 # barrier); seen in 2 of 6 runs on a loaded machine. Such an attempt counts
 # (its output is complete) and is tallied in `finalize_hangs`; an entry whose
