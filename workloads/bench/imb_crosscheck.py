@@ -1,0 +1,93 @@
+#!/usr/bin/env python3
+"""collsweep against IMB-MPI1: Allreduce and Bcast t_avg per size, same MPI, same ranks.
+
+IMB-MPI1 (intel/mpi-benchmarks) is the peer benchmark; collsweep follows its
+iteration rule (at most 1000 calls, cut to 40 MiB / size) and its rotating
+root, so its t_avg should be within +-10% of IMB's. IMB runs with
+`-iter 1000,40 -iter_policy off`, the static form of that rule. The two
+programs alternate, so load drift hits both alike; medians are reported.
+
+IMB is in no package registry: build it outside this repository with the
+stack's own wrappers and pass --imb. The Intel MPI wheel ships its own
+IMB-MPI1, used by default for pypi-impi2021."""
+import re
+import signal
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+from _bench import parser, setup
+import suite  # noqa: E402  (on the path once _bench is imported)
+
+ROW = re.compile(r"^\s*(\d+)\s+(\d+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s*$")
+
+
+def run_imb(stack, imb, ranks, colls, msglog):
+    cmd = stack.launch(ranks, [imb, "-npmin", str(ranks), "-msglog", msglog, "-iter", "1000,40",
+                               "-iter_policy", "off", *colls])
+    p = subprocess.Popen(cmd, env=stack.environ(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         start_new_session=True)
+    try:
+        out, err = p.communicate(timeout=900)
+    except subprocess.TimeoutExpired:
+        import os
+        os.killpg(p.pid, signal.SIGKILL)
+        sys.exit("bench: IMB-MPI1 hung")
+    if p.returncode:
+        sys.exit(f"bench: IMB-MPI1 failed ({p.returncode}): {err[-1500:]}")
+    result, current = {}, None
+    for line in out.splitlines():
+        m = re.match(r"# Benchmarking (\w+)", line)
+        if m:
+            current = m.group(1).lower()
+            continue
+        m = ROW.match(line)
+        if current and m:
+            result[current, int(m.group(1))] = float(m.group(5))  # t_avg[usec]
+    return result
+
+
+def main():
+    ap = parser(__doc__)
+    ap.add_argument("--imb", help="path of IMB-MPI1 built with this stack")
+    ap.add_argument("--ranks", type=int, default=2)
+    ap.add_argument("--msglog", default="3:22", help="sizes 2^a..2^b bytes (IMB's -msglog); collsweep uses the same")
+    args = ap.parse_args()
+    stack, bdir = setup(args)
+    imb = args.imb
+    if not imb and stack.family == "impi":
+        imb = str(Path(stack.prefix) / "bin" / "IMB-MPI1")
+    if not imb or not Path(imb).exists():
+        sys.exit("bench: SKIP: no IMB-MPI1 for this stack; build intel/mpi-benchmarks with its wrappers and pass --imb")
+    lo, hi = (int(x) for x in args.msglog.split(":"))
+    sizes = [1 << k for k in range(lo, hi + 1)]
+    colls = ["allreduce", "bcast"]
+    ours = {(c, s): [] for c in colls for s in sizes}
+    theirs = {(c, s): [] for c in colls for s in sizes}
+    for _ in range(args.repeats):
+        imb_result = run_imb(stack, imb, args.ranks, ["Allreduce", "Bcast"], args.msglog)
+        r = suite.run(stack, bdir, "collsweep", ["--coll", ",".join(colls), "--sizes", f"{sizes[0]}:{sizes[-1]}"],
+                      args.ranks, timeout=900)
+        bad = suite.problems(r)
+        if bad:
+            sys.exit(f"bench: collsweep failed: {'; '.join(bad)}")
+        for c in colls:
+            for s in sizes:
+                ours[c, s].append(r.out.foms[f"{c}_{s}B_t_avg"][0])
+                theirs[c, s].append(imb_result[c, s])
+    print(f"collsweep vs IMB-MPI1 ({imb}), {args.ranks} ranks, {stack.name}, median t_avg of {args.repeats}")
+    print(f"{'coll':9} {'bytes':>8} {'collsweep us':>12} {'IMB us':>10} {'ratio':>6}")
+    within = total = 0
+    for c in colls:
+        for s in sizes:
+            a, b = statistics.median(ours[c, s]), statistics.median(theirs[c, s])
+            ok = abs(a / b - 1) <= 0.10
+            within += ok
+            total += 1
+            print(f"{c:9} {s:8} {a:12.2f} {b:10.2f} {a / b:6.2f}{'' if ok else '  outside +-10%'}", flush=True)
+    print(f"\n{within} of {total} sizes within +-10% of IMB-MPI1")
+
+
+if __name__ == "__main__":
+    main()
