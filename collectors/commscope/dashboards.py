@@ -223,7 +223,7 @@ def deploy(docs: dict[str, dict], url: str, token: str | None, user: str | None,
         from grafana_client import GrafanaApi
     except ImportError:
         raise click.ClickException('grafana-client is not installed: pip install "commscope[dashboards]"') from None
-    import requests
+    import niquests   # grafana-client's HTTP library
     if not re.match(r"^https?://", url):
         raise click.BadParameter(f"{url!r} is not an http(s) URL", param_hint="--url")
     credential = token or ((user, password) if user and password else None)
@@ -238,7 +238,7 @@ def deploy(docs: dict[str, dict], url: str, token: str | None, user: str | None,
             body["folderUid"] = folder_uid
         try:
             api.dashboard.update_dashboard(body)
-        except requests.exceptions.ConnectionError as e:
+        except niquests.exceptions.ConnectionError as e:
             raise click.ClickException(f"cannot reach Grafana at {url}: {str(e).splitlines()[0][:300]}") from None
         except Exception as e:  # grafana_client raises its own classes per HTTP status
             raise click.ClickException(f"Grafana at {url} refused {name}: {e}") from None

@@ -108,8 +108,9 @@ GROUP BY run_id, "time", system, app, workload, variant, stack, interconnect, ra
 HAVING max(value) FILTER (WHERE name = 'comm_time_avg') IS NOT NULL;
 
 -- Parallel I/O (the groundwater study): pio's bandwidths per method and group
--- size. The method and group size come from Ramble's variables, or from the
--- PARAM lines the stdout reader keeps (metadata.params); a group size only means something for two-phase.
+-- size. The method and group size come from Ramble's variables, the PARAM
+-- lines the stdout reader keeps (metadata.params), or the profile's Adiak
+-- values (variant, group_size); a group size only means something for two-phase.
 CREATE VIEW v_io AS
 SELECT f.run_id, f."time", f.system, f.app, f.workload, f.variant, f.stack, f.interconnect, f.ranks, f.repeat,
        m.method,
@@ -121,9 +122,9 @@ SELECT f.run_id, f."time", f.system, f.app, f.workload, f.variant, f.stack, f.in
 FROM v_foms f
 JOIN runs r ON r.id = f.run_id
 CROSS JOIN LATERAL (SELECT
-    coalesce(r.metadata -> 'ramble_variables' ->> 'method', r.metadata -> 'params' ->> 'method') AS method,
-    nullif(coalesce(r.metadata -> 'ramble_variables' ->> 'group_size', r.metadata -> 'params' ->> 'group-size'), '')::integer
-        AS group_size) m
+    coalesce(r.metadata -> 'ramble_variables' ->> 'method', r.metadata -> 'params' ->> 'method', r.variant) AS method,
+    nullif(coalesce(r.metadata -> 'ramble_variables' ->> 'group_size', r.metadata -> 'params' ->> 'group-size',
+                    r.metadata ->> 'group_size'), '')::integer AS group_size) m
 WHERE f.app = 'pio' AND f.status = 'ok'
   AND f.name IN ('write_bandwidth', 'read_bandwidth', 'io_time_avg', 'io_time_max')
 GROUP BY f.run_id, f."time", f.system, f.app, f.workload, f.variant, f.stack, f.interconnect, f.ranks, f.repeat,

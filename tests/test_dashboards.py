@@ -1,0 +1,300 @@
+"""The Grafana dashboards (collectors/commscope/dashboards.py, panels.py, dashboards/).
+
+Grafana itself cannot be installed here. What is tested instead: the committed
+JSON is what the generator makes, it validates against the dashboard schema
+generated from npm @grafana/schema 11.6.0, the lint rules hold, and every panel
+query, expanded the way Grafana's PostgreSQL datasource expands it, runs as the
+read-only role against a real store filled with real data (the Caliper
+fixtures, the Ramble workspaces, and workload runs made here) and returns the
+columns its panel reads.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import socket
+import sys
+from pathlib import Path
+
+import jsonschema
+import psycopg
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from commscope import dashboards as D
+from commscope import db
+from commscope import panels as P
+from commscope.cli import main
+from commscope.ingest import Provenance, ingest
+
+ROOT = Path(__file__).resolve().parent.parent
+DATA = ROOT / "tests" / "data"
+JSON_DIR = ROOT / "dashboards" / "json"
+PROVISIONING = ROOT / "dashboards" / "provisioning"
+SCHEMA = ROOT / "dashboards" / "schema" / "grafana-schema-11.6.0-dashboard.schema.json"
+
+sys.path.insert(0, str(ROOT / "tests"))
+import conftest  # noqa: E402
+import suite  # noqa: E402
+
+
+# ---- the JSON -----------------------------------------------------------------------------
+
+def test_committed_json_is_what_the_generator_makes():
+    built = D.build_all()
+    committed = {f.stem: f.read_text() for f in JSON_DIR.glob("*.json")}
+    assert set(committed) == set(built), "dashboards/json/ and panels.DASHBOARDS disagree; run commscope dashboards build"
+    for uid, doc in built.items():
+        assert committed[uid] == D.dump(doc), f"{uid}.json is stale; run commscope dashboards build"
+    assert len(built) == 8
+
+
+def _validator() -> jsonschema.Draft7Validator:
+    schema = json.loads(SCHEMA.read_text())
+    # @grafana/schema types an annotation's target as the built-in Grafana datasource's
+    # query only ("TODO: this should be a regular DataQuery"); a SQL annotation's target is
+    # the PostgreSQL query (rawSql, format, refId). Only that one object is opened.
+    schema["definitions"]["AnnotationTarget"]["additionalProperties"] = True
+    return jsonschema.Draft7Validator(schema)
+
+
+def test_json_validates_against_the_grafana_schema():
+    v = _validator()
+    for f in sorted(JSON_DIR.glob("*.json")):
+        errors = [f"{list(e.path)}: {e.message}" for e in v.iter_errors(json.loads(f.read_text()))]
+        assert not errors, f"{f.name}: {errors[:5]}"
+
+
+def test_schema_rejects_what_grafana_would_not_read():
+    v = _validator()
+    doc = json.loads((JSON_DIR / "commscope-scaling.json").read_text())
+    bad_panel = json.loads(json.dumps(doc))
+    bad_panel["panels"][0]["gridPos"]["w"] = "wide"
+    bad_key = json.loads(json.dumps(doc))
+    bad_key["panels"][0]["rawSql"] = "SELECT 1"   # a query belongs in targets
+    no_version = {k: v_ for k, v_ in doc.items() if k != "schemaVersion"}
+    for broken in (bad_panel, bad_key, no_version):
+        assert list(v.iter_errors(broken)), "the schema accepted a broken dashboard"
+
+
+def test_every_dashboard_has_the_variables_and_the_provisioned_datasource():
+    uid = D.provisioned_uid(PROVISIONING)
+    docs = D.read_dir(JSON_DIR)
+    assert D.lint(docs, uid) == []
+    for name, d in docs.items():
+        names = [v["name"] for v in d["templating"]["list"]]
+        assert names[:6] == ["system", "app", "workload", "stack", "interconnect", "ranks"], name
+    assert "Regressions" in [a["name"] for a in docs["commscope-mpi-fraction.json"]["annotations"]["list"]]
+
+
+def test_lint_finds_each_kind_of_mistake():
+    uid = D.provisioned_uid(PROVISIONING)
+    docs = D.read_dir(JSON_DIR)
+    a, b = "commscope-io.json", "commscope-halo.json"
+    dup = {a: docs[a], "copy.json": json.loads(json.dumps(docs[a]))}
+    assert any("uid commscope-io is also" in p for p in D.lint(dup, uid))
+    wrong_ds = json.loads(json.dumps(docs[b]))
+    wrong_ds["panels"][1]["targets"][0]["datasource"]["uid"] = "some-other"
+    assert any("not the provisioned datasource" in p for p in D.lint({b: wrong_ds}, uid))
+    wrong_fmt = json.loads(json.dumps(docs[b]))
+    ts = next(p for p in wrong_fmt["panels"] if p["type"] == "timeseries")
+    ts["targets"][0]["format"] = "table"
+    assert any("needs 'time_series'" in p for p in D.lint({b: wrong_fmt}, uid))
+    no_var = json.loads(json.dumps(docs[b]))
+    no_var["templating"]["list"] = [v for v in no_var["templating"]["list"] if v["name"] != "ranks"]
+    assert any("no template variable ranks" in p for p in D.lint({b: no_var}, uid))
+
+
+def test_cli_lint_fails_on_a_bad_dashboard(tmp_path):
+    doc = json.loads((JSON_DIR / "commscope-io.json").read_text())
+    doc["panels"][0]["datasource"] = {"type": "prometheus", "uid": "prom"}
+    (tmp_path / "io.json").write_text(json.dumps(doc))
+    r = CliRunner().invoke(main, ["dashboards", "lint", "--dir", str(tmp_path), "--provisioning", str(PROVISIONING)])
+    assert r.exit_code == 1 and "not the provisioned datasource" in r.output
+    ok = CliRunner().invoke(main, ["dashboards", "lint", "--dir", str(JSON_DIR), "--provisioning", str(PROVISIONING)])
+    assert ok.exit_code == 0, ok.output
+
+
+def test_cli_build_writes_the_same_json(tmp_path):
+    r = CliRunner().invoke(main, ["dashboards", "build", "--out", str(tmp_path)])
+    assert r.exit_code == 0, r.output
+    for f in JSON_DIR.glob("*.json"):
+        assert (tmp_path / f.name).read_text() == f.read_text()
+
+
+# ---- provisioning ----------------------------------------------------------------------------
+
+def test_provisioning_takes_credentials_from_the_environment_only():
+    doc = yaml.safe_load((PROVISIONING / "datasources" / "commscope.yaml").read_text())
+    (ds,) = doc["datasources"]
+    assert ds["uid"] == D.DATASOURCE_UID and ds["type"] == "grafana-postgresql-datasource"
+    secrets = [ds["url"], ds["user"], ds["jsonData"]["database"], *ds["secureJsonData"].values()]
+    for value in secrets:
+        assert isinstance(value, str) and value.startswith("${") and value.endswith("}"), value
+    assert "READONLY" in ds["user"], "Grafana connects as the read-only role"
+    prov = yaml.safe_load((PROVISIONING / "dashboards" / "commscope.yaml").read_text())
+    (p,) = prov["providers"]
+    assert p["type"] == "file" and p["options"]["path"].startswith("${")
+
+
+# ---- Grafana's expansion, against macros.go and sqleng -----------------------------------------
+
+T0 = dt.datetime(2026, 10, 1, tzinfo=dt.timezone.utc)
+T1 = dt.datetime(2026, 11, 22, 6, 30, 0, 250000, tzinfo=dt.timezone.utc)
+
+
+def test_macros_expand_as_grafana_does():
+    e = lambda s: P.expand_macros(s, T0, T1)  # noqa: E731
+    assert e('$__timeFilter("time")') == "\"time\" BETWEEN '2026-10-01T00:00:00Z' AND '2026-11-22T06:30:00.25Z'"
+    assert e("$__timeFrom() $__timeTo()") == "'2026-10-01T00:00:00Z' '2026-11-22T06:30:00.25Z'"
+    assert e('SELECT $__timeGroup("time", 1d) FROM x') == 'SELECT floor(extract(epoch from "time")/86400)*86400 FROM x'
+    # A $__timeGroup followed by ',' is the pre-5.3 form and gets the alias.
+    assert e('SELECT $__timeGroup("time", 1h), v') == 'SELECT floor(extract(epoch from "time")/3600)*3600 AS "time", v'
+    assert e("$__timeGroupAlias(t, '30d')") == 'floor(extract(epoch from t)/2.592e+06)*2.592e+06 AS "time"'
+    assert e("$__time(t)") == 't AS "time"'
+    with pytest.raises(ValueError, match="unknown macro"):
+        e("$__nosuch(t)")
+    with pytest.raises(ValueError, match="needs time column and interval"):
+        e("$__timeGroup(t)")
+
+
+def test_interval_and_variables_expand_as_grafana_does():
+    assert P.format_interval(86400) == "1d" and P.format_interval(7 * 86400) == "7d" and P.format_interval(90) == "1m"
+    assert P.grafana_interval(T0, T1, "1d") == 86400          # nightly panels never go below a day
+    assert P.grafana_interval(T0 - dt.timedelta(days=730), T1, "1d") == 86400
+    assert P.grafana_interval(T0 - dt.timedelta(days=3000), T1, "1d") == 604800
+    sql = P.expand("x IN ($system) AND s = '$reference_system' AND $__interval_ms > 0 AND g = '$__interval'",
+                   T0, T1, {"system": ["a", "o'b"], "reference_system": "it's"}, multi={"system"}, interval=86400)
+    assert sql == "x IN ('a','o''b') AND s = 'it''s' AND 86400000 > 0 AND g = '1d'"
+
+
+# ---- every panel query on real data ------------------------------------------------------------
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def workload_outputs(tmp_path_factory):
+    """Real runs of the workloads whose panels no committed fixture feeds:
+    collsweep with the default and a forced Allreduce algorithm, pio with each
+    method, halo3d weak scaling (same block per rank at 1 and 2 ranks). Their
+    stdout files are ingested like any run without Caliper."""
+    stack = conftest.stack_or_skip("debian-openmpi4")
+    if stack.name not in conftest._builds:
+        conftest._builds[stack.name] = suite.build(stack)
+    bdir = conftest._builds[stack.name]
+    out = tmp_path_factory.mktemp("outputs")
+    scratch = tmp_path_factory.mktemp("pio")
+    forced = {"OMPI_MCA_coll_tuned_use_dynamic_rules": "1", "OMPI_MCA_coll_tuned_allreduce_algorithm": "3"}
+    coll = ["--coll", "allreduce,bcast", "--sizes", "8,1K,64K", "--iters", "20", "--warmup", "2"]
+    pio = ["--n", "21,17,12", "--iters", "2", "--dir", str(scratch)]
+    runs = [("collsweep-default", "collsweep", coll, 2, None), ("collsweep-forced", "collsweep", coll, 2, forced)]
+    runs += [(f"pio-{m}", "pio", pio + ["--method", m, "--group-size", "2"], 2, None)
+             for m in ("independent", "collective", "two-phase")]
+    runs += [(f"halo3d-weak-n{n}", "halo3d", ["--local", "12,12,8", "--iters", "4", "--variant", "blocking"], n, None)
+             for n in (1, 2)]
+    for name, workload, args, n, env in runs:
+        r = suite.run(stack, bdir, workload, args, n, env=env)
+        assert r.returncode == 0, f"{name}: {r.stderr[-800:]}"
+        (out / f"{name}.out").write_text(r.stdout)
+    return out
+
+
+@pytest.fixture
+def filled(dsn, workload_outputs):
+    """The store with every kind of real data the panels read, and a read-only role."""
+    with psycopg.connect(dsn) as conn:
+        ingest(conn, [DATA], Provenance(system="lab-a"))
+        for ws in sorted(p for p in (DATA / "ramble").iterdir() if p.is_dir()):
+            ingest(conn, [ws], Provenance())
+        ingest(conn, [workload_outputs], Provenance(system="lab-a", stack="debian-openmpi4"))
+        # One regression annotation, as the detector (issue 7) writes them, on a real run.
+        run = conn.execute("SELECT started_at, system, app, workload, stack, interconnect, ranks FROM v_runs "
+                           "WHERE mpi_fraction_avg IS NOT NULL ORDER BY mpi_fraction_avg DESC LIMIT 1").fetchone()
+        conn.execute("INSERT INTO annotations (\"time\", system, app, workload, stack, interconnect, ranks, text, tags) "
+                     "VALUES (%s, %s, %s, %s, %s, %s, %s, 'regression: mpi_fraction_avg +12%%', "
+                     "'{commscope-check,mpi_fraction_avg}')", run)
+        db.grant_readonly(conn, "grafana_ro")
+        conn.commit()
+    return dsn.replace("user=postgres", "user=grafana_ro")
+
+
+def _time_range(conn):
+    lo, hi = conn.execute("SELECT min(started_at), max(started_at) FROM v_runs").fetchone()
+    return lo - dt.timedelta(days=1), hi + dt.timedelta(days=1)
+
+
+@pytest.mark.parametrize("board", P.DASHBOARDS, ids=[d.uid for d in P.DASHBOARDS])
+def test_every_panel_query_returns_its_columns_on_real_data(filled, board):
+    with psycopg.connect(filled) as conn:
+        assert conn.execute("SELECT current_user").fetchone()[0] == "grafana_ro"
+        values = P.all_values(conn)
+        assert all(values[v] != [""] for v in values), values
+        values.update(reference_system="local", reference_stack="debian-openmpi4")
+        t0, t1 = _time_range(conn)
+        docs = {d["uid"]: d for d in D.read_dir(JSON_DIR).values()}
+        queries = [(p["title"], p["type"], p["targets"][0]) for p in docs[board.uid]["panels"]]
+        assert [q[0] for q in queries] == [p.title for p in board.panels]
+        for (title, ptype, target), panel in zip(queries, board.panels):
+            # The SQL the committed JSON holds, expanded as Grafana expands it.
+            sql = P.expand(target["rawSql"], t0, t1, values)
+            cur = conn.execute(sql)
+            cols = [c.name for c in cur.description]
+            rows = cur.fetchall()
+            missing = set(panel.columns) - set(cols)
+            assert not missing, f"{board.uid} / {title}: no column {missing} in {cols}"
+            assert rows, f"{board.uid} / {title}: no rows\n{sql}"
+            if target["format"] == "time_series":
+                assert cols[0] == "time" and all(r[0] is not None for r in rows)
+                numeric = [i for i, c in enumerate(cols) if c not in ("time", "metric")]
+                assert all(isinstance(r[i], (int, float)) or r[i] is None for r in rows for i in numeric), title
+        for var in docs[board.uid]["templating"]["list"]:
+            assert conn.execute(var["query"]).fetchall(), var["name"]
+
+
+def test_panels_show_what_the_real_runs_did(filled):
+    """A few numbers checked against the runs themselves, not just shapes."""
+    with psycopg.connect(filled) as conn:
+        values = P.all_values(conn)
+        values.update(reference_system="local", reference_stack="debian-openmpi4")
+        t0, t1 = _time_range(conn)
+        run = lambda board, i: conn.execute(P.expand(board.panels[i].sql, t0, t1, values)).fetchall()  # noqa: E731
+        best = run(P.COLLECTIVES, 1)
+        algos = {r[5] for r in best if r[0] == "allreduce" and r[1] == "debian-openmpi4"}
+        assert algos <= {"default", "tuned 3"} and algos, "the forced Allreduce algorithm is labelled from its PARAM echo"
+        assert all(r[8] == 2 for r in best if r[0] == "allreduce" and r[1] == "debian-openmpi4")
+        io = {r[0].split(" ")[0] + (" " + r[0].split(" ")[1] if " g" in r[0] else "") for r in run(P.IO, 0)}
+        assert {"independent", "collective", "two-phase g2"} <= io
+        weak = [r for r in run(P.SCALING, 2) if "points/rank" in r[0] and "debian-openmpi4" in r[0]]
+        assert [r[1] for r in weak] == [1, 2] and weak[0][2] == pytest.approx(1.0)
+        normalized = run(P.PROCUREMENT, 0)
+        ref = [r for r in normalized if (r[0], r[1]) == ("local", "debian-openmpi4")]
+        assert ref and all(r[8] == pytest.approx(1.0) for r in ref)
+        ann = conn.execute(P.expand(P.ANNOTATIONS_SQL, t0, t1, values)).fetchall()
+        assert len(ann) == 1 and ann[0][2].startswith("regression")
+
+
+# ---- deploy ---------------------------------------------------------------------------------------
+
+def test_deploy_says_when_grafana_is_unreachable(monkeypatch):
+    monkeypatch.setenv("GRAFANA_TOKEN", "glsa_not_a_real_token")
+    url = f"http://127.0.0.1:{_free_port()}"
+    r = CliRunner().invoke(main, ["dashboards", "deploy", "--url", url, "--dir", str(JSON_DIR)])
+    assert r.exit_code == 1 and f"cannot reach Grafana at {url}" in r.output, r.output
+
+
+def test_deploy_arguments(monkeypatch):
+    for v in ("GRAFANA_TOKEN", "GRAFANA_USER", "GRAFANA_PASSWORD", "GRAFANA_URL"):
+        monkeypatch.delenv(v, raising=False)
+    r = CliRunner().invoke(main, ["dashboards", "deploy", "--dir", str(JSON_DIR)])
+    assert r.exit_code == 2 and "--url" in r.output
+    r = CliRunner().invoke(main, ["dashboards", "deploy", "--url", "http://127.0.0.1:1", "--dir", str(JSON_DIR)])
+    assert r.exit_code == 1 and "no Grafana credentials" in r.output
+    monkeypatch.setenv("GRAFANA_TOKEN", "x")
+    r = CliRunner().invoke(main, ["dashboards", "deploy", "--url", "grafana.local:3000", "--dir", str(JSON_DIR)])
+    assert r.exit_code == 2 and "not an http(s) URL" in r.output
