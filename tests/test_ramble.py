@@ -142,4 +142,37 @@ def test_slurm_dry_run_renders_sbatch_and_srun_for_a_two_node_matrix(tmp_path):
         pmi = "pmix" if "-openmpi-" in d.name else "pmi2"
         assert re.search(rf"^env .*srun --mpi={pmi} -N {ranks} -n {ranks} \S+", script, re.M), script
         assert "export CALI_CONFIG=" in script and not (d / "slurm-job-id").exists()
+        assert "#SBATCH --job-name=ws/" in sbatch
     assert "{" not in "".join((d / "execute_experiment").read_text().replace("${PATH}", "") for d in dirs)
+
+
+@needs_ramble
+def test_smoke_on_the_single_node_slurm_cluster(tmp_path):
+    """slurm-local for real: every experiment is an sbatch job whose srun uses the stack's PMI;
+    commscope waits for the jobs, and every experiment must report the world size it asked for
+    (MPICH under the wrong PMI runs as 1-rank copies and still exits 0)."""
+    sys.path.insert(0, str(ROOT / "ci"))
+    import slurm_local
+
+    reason = slurm_local.unavailable()
+    if reason:
+        pytest.skip(reason)
+    for s in ("debian-openmpi4", "debian-mpich4"):
+        stack_or_skip(s)
+    home = tmp_path / "home"
+    p = commscope("setup", "--stacks", "debian-openmpi4,debian-mpich4", home=home, env={"SPACK_ROOT": ""})
+    assert (home / "sites" / "local-generated" / "variables.yaml").exists(), p.stdout + p.stderr
+    with slurm_local.running(tmp_path / "slurm") as cluster:
+        t0 = time.monotonic()
+        p = commscope("run", "smoke", "--site", "slurm-local", "--caliper", "off", "--no-ingest",
+                      "--where", '"{application_name}" in ["halo3d", "commgraph"]',
+                      home=home, env={k: v for k, v in cluster.env().items() if k in ("PATH", "SLURM_CONF")})
+        print(f"[ramble] slurm-local smoke: {time.monotonic() - t0:.1f} s\n{p.stdout}")
+    assert p.returncode == 0, p.stdout + p.stderr
+    ws = Path(re.search(r"^workspace: (\S+)$", p.stdout, re.M).group(1))
+    exps = json.loads((ws / "results.latest.json").read_text())["experiments"]
+    assert len(exps) == 3 * 2 * 2      # halo3d x2, commgraph; 1 and 2 ranks; 2 stacks
+    assert [e["name"] for e in exps if e["RAMBLE_STATUS"] != "SUCCESS"] == []
+    for d in (ws / "experiments").glob("*/*/*"):
+        assert (d / "slurm-job-id").read_text().strip(), d      # it went through sbatch
+        assert "srun --mpi=" in (d / "execute_experiment").read_text()

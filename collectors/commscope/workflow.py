@@ -542,23 +542,26 @@ def _run_with_progress(ws: Path, plan: Plan, log_to: Path, echo) -> None:
 
 
 def wait_for_slurm(ws: Path, echo, limit: float = SLURM_WAIT_LIMIT) -> None:
-    ids = [f.read_text().strip().split(";")[0] for f in ws.glob("experiments/*/*/*/slurm-job-id")]
-    ids = [i for i in ids if i]
-    if not ids:
-        raise WorkflowError(f"no Slurm job ids under {ws}/experiments; did sbatch run?")
-    echo(f"  submitted {len(ids)} Slurm jobs; waiting for them to finish")
+    """Waits until no job of this workspace is queued or running. The jobs are named
+    <workspace name>/<experiment> (sites/*/slurm_experiment.tpl); `ramble on` has submitted
+    them all by the time it returns."""
+    prefix = f"{ws.name}/"
+    total = len(experiment_dirs(ws))
     t0 = time.monotonic()
+    shown = -1
     while True:
-        p = subprocess.run(["squeue", "-h", "-o", "%i", "-j", ",".join(ids)], capture_output=True, text=True)
-        left = [x for x in p.stdout.split() if x in ids]
-        if p.returncode and "Invalid job id" not in p.stderr:
+        p = subprocess.run(["squeue", "-h", "-o", "%j"], capture_output=True, text=True)
+        if p.returncode:
             raise WorkflowError(f"squeue failed: {p.stderr.strip()}")
+        left = [j for j in p.stdout.split() if j.startswith(prefix)]
         if not left:
             return
+        if len(left) != shown:
+            echo(f"  Slurm: {total - len(left)}/{total} jobs done")
+            shown = len(left)
         if time.monotonic() - t0 > limit:
-            raise WorkflowError(f"Slurm jobs {', '.join(left)} still queued after {limit:.0f} s")
-        echo(f"  {len(ids) - len(left)}/{len(ids)} jobs done")
-        time.sleep(5)
+            raise WorkflowError(f"{len(left)} Slurm jobs of {ws.name} still queued after {limit:.0f} s")
+        time.sleep(2)
 
 
 def summarize(ws: Path) -> dict:

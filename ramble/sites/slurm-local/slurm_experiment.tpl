@@ -1,5 +1,5 @@
 #!/bin/bash
-#SBATCH --job-name={experiment_namespace}
+#SBATCH --job-name={workspace_name}/{experiment_namespace}
 #SBATCH --nodes={n_nodes}
 #SBATCH --ntasks={n_ranks}
 #SBATCH --time={slurm_time_limit}
@@ -8,4 +8,5 @@
 
 # Rendered by Ramble from sites/<site>/slurm_experiment.tpl; execute_experiment holds
 # the srun line and writes the workload's output to {log_file}.
+echo "$SLURM_JOB_ID" > {experiment_run_dir}/slurm-job-id
 bash {execute_experiment}
