@@ -315,25 +315,26 @@ def _dep(root: dict, name: str) -> dict:
     raise AssertionError(f"{root['name']} has no {name} in its DAG")
 
 
+MPI_PACKAGES = ("openmpi", "mpich", "intel-oneapi-mpi")
+
+
 def test_spack_concretizes_the_local_matrix(tmp_path, generated):
     spack = spack_or_skip()
     out, present = generated
     environ = dict(os.environ, COMMSCOPE_HOME=str(out.parent.parent), COMMSCOPE_SITE="local")
     roots = concretized_roots(spack, env_copy(tmp_path), environ)
     assert len(roots) == len(present)
-    externals = load(out / "packages.yaml")["packages"]
+    prefixes = {e["prefix"] for p in MPI_PACKAGES
+                for e in load(out / "packages.yaml")["packages"].get(p, {}).get("externals", [])}
     mpis = set()
     for root in roots:
         assert root["name"] == "commscope-workloads" and root["parameters"]["caliper"] is True
-        mpi = next(_dep(root, n) for n in ("openmpi", "mpich", "intel-oneapi-mpi")
-                   if any(externals.get(n) and d["name"] == n for d in _walk(root)))
-        assert mpi["external"]["path"].startswith("/"), mpi
+        (mpi,) = [n for n in _walk(root) if n["name"] in MPI_PACKAGES]  # one MPI per DAG
+        assert mpi["external"]["path"] in prefixes, mpi["external"]  # a generated external, nothing built
         caliper = _dep(root, "caliper")
         assert caliper["parameters"]["adiak"] and caliper["parameters"]["mpi"]
-        # Caliper is built against the same MPI as the workload.
-        assert _dep(caliper | {"_nodes": root["_nodes"]}, mpi["name"])["hash"] == mpi["hash"]
-        mpis.add((mpi["name"], mpi["version"]))
-    assert len(mpis) == len(present), mpis
+        mpis.add(mpi["external"]["path"])
+    assert mpis == prefixes  # every stack found here is a row of the matrix
 
 
 def _walk(root: dict):
