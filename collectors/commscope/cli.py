@@ -153,8 +153,10 @@ main.add_command(run_cmd)
 # ---- dashboards (dashboards.py) ---------------------------------------------------
 
 from .dashboards import dashboards_group  # noqa: E402
+from .report import report_cmd  # noqa: E402
 
 main.add_command(dashboards_group)
+main.add_command(report_cmd)
 
 
 # ---- check ------------------------------------------------------------------------
