@@ -421,8 +421,13 @@ def plan_run(study: str, site: str = "local", stacks: list[str] | None = None,
     pairs = select_interconnects(stacks, catalog, interconnects or ["default"])
     if caliper is None:
         caliper = "mpi" if any_cali else "off"
-    if spack is None:  # Spack when it is there and the site has Spack environments; else the null package manager
-        spack = spack_root() is not None and (SITES_DIR / site / "spack").is_dir()
+    if spack:
+        # Ramble's spack package manager would build the workloads once per experiment's software
+        # environment; that path is not wired to spack.yaml yet. Build with Spack (`spack -e .
+        # install`) or with `commscope setup`, and run with the null package manager.
+        raise WorkflowError("running through Ramble's spack package manager is not implemented yet; "
+                            "run with --no-spack (the builds of `commscope setup`)")
+    spack = False
     stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     ws = workspace or workspaces_dir() / f"{study}-{stamp}"
     return Plan(study, site, stacks, sorted({i for _, i in pairs}), caliper, spack, where, dry_run, ws, site_conf,
@@ -437,8 +442,6 @@ def render(plan: Plan) -> dict:
     includes = [str(SITES_DIR / plan.site)]
     if plan.site_conf.get("builds") == "local-builds":
         includes.append(str(local_site_dir()))
-    if plan.spack and (SITES_DIR / plan.site / "spack").is_dir():
-        includes.append(str(SITES_DIR / plan.site / "spack"))
     # Ramble: earlier includes take precedence; the run scope overrides the site.
     r["include"] = [str(run_scope)] + includes
     r["repos"] = [str(RAMBLE_DIR)]
