@@ -67,6 +67,29 @@ def test_setup_rejects_a_malformed_caliper_prefix(tmp_path):
     assert p.returncode == 2 and "STACK=PREFIX" in p.stderr
 
 
+def test_setup_builds_per_stack_and_writes_the_local_site_even_without_ramble(tmp_path):
+    """No Ramble or Spack given (set but empty: nothing is cloned): setup still builds the
+    workloads and writes the local site, then says which pieces are missing and exits 1."""
+    stack_or_skip("debian-openmpi4")
+    home = tmp_path / "home"
+    p = commscope("setup", "--stacks", "debian-openmpi4", home=home, env={"RAMBLE_ROOT": "", "SPACK_ROOT": ""})
+    assert p.returncode == 1, p.stdout + p.stderr
+    assert "missing: ramble is missing: set RAMBLE_ROOT" in p.stderr and "missing: spack is missing" in p.stderr
+    assert "cloning" not in p.stdout
+    build = json.loads((home / "builds" / "debian-openmpi4" / "commscope-build.json").read_text())
+    bdir = Path(build["path"])
+    for w in ("halo3d", "stencil2d", "commgraph"):
+        assert (bdir / w).exists(), w
+    gen = yaml.safe_load((home / "sites" / "local-generated" / "variables.yaml").read_text())["variables"]
+    assert gen["bin_debian-openmpi4"] == str(bdir)
+    assert gen["mpirun_debian-openmpi4"] == "/usr/bin/mpirun.openmpi --oversubscribe"
+    assert gen["stack_env_debian-openmpi4"] == "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1"
+    assert gen["family_debian-openmpi4"] == "openmpi" and gen["srun_mpi_debian-openmpi4"] == "pmix"
+    assert gen["caliper_debian-openmpi4"] == ("yes" if build["caliper"] else "no")
+    hw = yaml.safe_load((home / "sites" / "local-generated" / "hardware.yaml").read_text())
+    assert hw["cpu"]["cores_per_node"] == os.cpu_count() and hw["memory_per_node_gb"] > 0
+
+
 # ---- for real, with Ramble -------------------------------------------------------------------
 
 @needs_ramble

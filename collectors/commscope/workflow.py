@@ -90,11 +90,13 @@ def git_commit() -> str:
 # ---- Ramble and Spack checkouts -----------------------------------------------------
 
 def _checkout(tool: str, env_var: str) -> Path | None:
-    """$ENV_VAR if set, else the clone setup made under $COMMSCOPE_HOME/cache."""
-    if os.environ.get(env_var):
-        return Path(os.environ[env_var]).resolve()
-    cached = db.home() / "cache" / tool
-    return cached if cached.exists() else None
+    """$ENV_VAR if set, else the clone setup made under $COMMSCOPE_HOME/cache; None unless
+    it holds bin/<tool>."""
+    if env_var in os.environ:
+        root = Path(os.environ[env_var]).resolve() if os.environ[env_var] else None
+    else:
+        root = db.home() / "cache" / tool
+    return root if root and (root / "bin" / tool).exists() else None
 
 
 def ramble_root() -> Path | None:
@@ -116,7 +118,7 @@ def _missing_msg(tool: str, env_var: str) -> str:
 
 def ramble_cmd() -> list[str]:
     root = ramble_root()
-    if root is None or not (root / "bin" / "ramble").exists():
+    if root is None:
         raise WorkflowError(_missing_msg("ramble", "RAMBLE_ROOT"))
     # This venv's Python: it has tqdm and deprecation (setup installs them).
     return [sys.executable, str(root / "bin" / "ramble")]
@@ -127,8 +129,11 @@ def _clone(tool: str, dest: Path) -> bool:
     v = versions()[tool]
     ref = v.get("tag") or v.get("branch")
     dest.parent.mkdir(parents=True, exist_ok=True)
-    p = subprocess.run(["git", "clone", "--quiet", "--branch", ref, v["url"], str(dest)],
-                       capture_output=True, text=True, timeout=1800)
+    try:
+        p = subprocess.run(["git", "clone", "--quiet", "--branch", ref, v["url"], str(dest)],
+                           capture_output=True, text=True, timeout=1800, env=dict(os.environ, GIT_TERMINAL_PROMPT="0"))
+    except subprocess.TimeoutExpired:
+        p = subprocess.CompletedProcess([], 1)
     if p.returncode:
         shutil.rmtree(dest, ignore_errors=True)
         return False
@@ -322,19 +327,19 @@ def setup(stacks: list[str] | None = None, caliper_prefixes: dict | None = None,
     got = {}
     for tool, env_var in (("ramble", "RAMBLE_ROOT"), ("spack", "SPACK_ROOT")):
         root = _checkout(tool, env_var)
-        if root is None:
+        if root is None and env_var not in os.environ:   # set means "use this one": never clone over it
             dest = db.home() / "cache" / tool
             log(f"[setup] {tool}: {env_var} not set; cloning the pinned version into {dest}")
             if _clone(tool, dest):
                 root = dest
                 if tool == "spack":
                     _clone("spack-packages", db.home() / "cache" / "spack-packages")
-        if root is None or not root.exists():
+        if root is None:
             missing.append(_missing_msg(tool, env_var))
             log(f"[setup] {tool}: MISSING")
         else:
             log(f"[setup] {tool}: {root}")
-        got[tool] = root if root and root.exists() else None
+        got[tool] = root
     log(f"[setup] pip install {' '.join(RAMBLE_PIP + (SPACK_PIP if got['spack'] else []))} into {sys.prefix}")
     _pip_install(RAMBLE_PIP + (SPACK_PIP if got["spack"] else []))
 
