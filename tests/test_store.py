@@ -79,6 +79,24 @@ def test_a_workload_output_without_profile_is_a_run_without_call_tree(dsn, tmp_p
             ingest(conn, [tmp_path / "notes.out"], Provenance())
 
 
+@pytest.mark.parametrize("ranks", [2, 4])
+def test_comm_stats_per_region_equal_the_workload_s_halo_bytes(dsn, ranks):
+    f = DATA / f"halo3d-nonblocking-n{ranks}.comm-stats.cali"
+    out = parse_output(f.with_suffix(".out").read_text())
+    with psycopg.connect(dsn) as conn:
+        ingest(conn, [f], Provenance())
+        row = conn.execute("SELECT sends, recvs, bytes_sent, bytes_recv, dest_ranks, irecv_gap_min, irecv_gap_avg, "
+                           "irecv_gap_max FROM v_comm_stats WHERE region = 'main/timestep/halo_exchange/halo'").fetchone()
+    sends, recvs, sent, recv, peers, gmin, gavg, gmax = row
+    iters = int(out.params["iters"])
+    assert sent == recv == out.foms["halo_bytes_per_iter_avg"][0] * ranks * iters
+    assert sends == recvs and sends >= 2 * iters * (ranks - 1)
+    # the most neighbours of one rank in the (non-periodic) process grid
+    grid = [int(d) for d in out.params["process_grid"].split(",")]
+    assert peers == sum(2 if d > 2 else 1 if d == 2 else 0 for d in grid)
+    assert 0 < gmin <= gavg <= gmax
+
+
 def test_comm_matrix_equals_commgraph_ground_truth(dsn):
     d = DATA / "commgraph-random-sparse-n4.msgtrace"
     with psycopg.connect(dsn) as conn:

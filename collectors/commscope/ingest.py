@@ -188,6 +188,12 @@ class Writer:
                 for run_id, r in new:
                     for row in r.mpi_rows:
                         cp.write_row((run_id, nid[row[0]], *row[1:]))
+            if any(r.comm_rows for _, r in new):
+                cols = ", ".join(name for name, _a, _h in profiles.COMM_STATS)
+                with cur.copy(f"COPY comm_stats (run_id, node_id, {cols}) FROM STDIN") as cp:
+                    for run_id, r in new:
+                        for row in r.comm_rows:
+                            cp.write_row((run_id, nid[row[0]], *row[1:]))
             for table, cols, attr in (("rank_metrics", "rank, total_time, user_time, mpi_time, mpi_sync_time", "rank_rows"),
                                       ("comm_matrix", "src, dst, messages, bytes", "matrix_rows"),
                                       ("foms", "name, repeat, value, unit", "fom_rows")):

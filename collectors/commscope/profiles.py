@@ -34,6 +34,15 @@ RANK_FILE = re.compile(r"rank-(\d+)\.cali$")
 NOT_APPLICATION = "verify"
 
 
+# Caliper's comm.stats option, per comm region and rank: (our name, attribute, how ranks combine).
+COMM_STATS = (("sends", "sum#sum#total.send.count", "sum"), ("recvs", "sum#sum#total.recv.count", "sum"),
+              ("bytes_sent", "sum#sum#mpi.send.size", "sum"), ("bytes_recv", "sum#sum#mpi.recv.size", "sum"),
+              ("max_message", "max#max#mpi.send.size", "max"), ("dest_ranks", "max#max#total.dest.ranks", "max"),
+              ("src_ranks", "max#max#total.src.ranks", "max"), ("collectives", "max#max#total.coll.count", "sum"),
+              ("irecv_gap_min", "min#cs.irecv_gap.min", "min"), ("irecv_gap_avg", "avg#cs.irecv_gap.avg", "avg"),
+              ("irecv_gap_max", "max#cs.irecv_gap.max", "max"))
+
+
 class BadProfile(ValueError):
     """A profile that cannot be ingested; the message names the file."""
 
@@ -53,6 +62,8 @@ class Profile:
     # (path tuple, rank) -> bytes sent, from message tracing
     bytes_sent: dict = field(default_factory=dict)
     matrix: dict = field(default_factory=dict)   # (src, dst) -> [messages, bytes]
+    # (comm region path, rank) -> comm.stats counters (see COMM_STATS)
+    comm: dict = field(default_factory=dict)
     output: Output | None = None                  # the workload's stdout, when kept beside the profile
 
     @functools.cached_property
@@ -205,6 +216,8 @@ def read_files(paths: list[Path]) -> Profile:
                     if p:
                         prof.bytes_sent[p, rank] = prof.bytes_sent.get((p, rank), 0) + int(float(rec.get("sum#mpi.msg.size", 0)))
                 continue
+            if p and rank is not None and "sum#sum#total.send.count" in rec:
+                prof.comm[p, rank] = {name: float(rec[attr]) for name, attr, _ in COMM_STATS if attr in rec}
             t = _time(rec)
             if t is None or not p:
                 continue  # time outside every region, or a record without timing

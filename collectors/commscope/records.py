@@ -63,9 +63,11 @@ class Record:
     matrix_rows: list = field(default_factory=list)
     # (name, repeat, value, unit)
     fom_rows: list = field(default_factory=list)
+    # (comm region path, *profiles.COMM_STATS values combined over ranks)
+    comm_rows: list = field(default_factory=list)
 
     def paths(self) -> set[str]:
-        return {r[0] for r in self.node_rows} | {r[0] for r in self.mpi_rows}
+        return {r[0] for r in self.node_rows} | {r[0] for r in self.mpi_rows} | {r[0] for r in self.comm_rows}
 
 
 def _started_at(prof: Profile) -> dt.datetime:
@@ -130,7 +132,33 @@ def from_profile(prof: Profile) -> Record:
     rec.matrix_rows = [(src, dst, msgs, b) for (src, dst), (msgs, b) in sorted(prof.matrix.items())]
     if out:
         rec.fom_rows = [(clean(name, 200), 0, value, clean(unit, 50)) for name, (value, unit) in out.foms.items()]
+    rec.comm_rows = _comm_rows(prof)
     return rec
+
+
+def _comm_rows(prof: Profile) -> list[tuple]:
+    """comm.stats per comm region, combined over ranks (sums of counts and
+    bytes, largest message and peer counts, the Irecv gap's min/mean/max)."""
+    by_path: dict = {}
+    for (p, _rank), values in prof.comm.items():
+        by_path.setdefault(p, []).append(values)
+    rows = []
+    for p, per_rank in sorted(by_path.items()):
+        row = [_join(p)]
+        for name, _attr, how in profiles.COMM_STATS:
+            vals = [v[name] for v in per_rank if name in v]
+            if not vals:
+                row.append(None)
+            elif how == "sum":
+                row.append(sum(vals))
+            elif how == "max":
+                row.append(max(vals))
+            elif how == "min":
+                row.append(min(vals))
+            else:
+                row.append(sum(vals) / len(vals))
+        rows.append(tuple(row))
+    return rows
 
 
 # The option that names a workload's variant, per workload (workloads/README.md).

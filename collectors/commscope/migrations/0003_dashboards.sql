@@ -1,8 +1,9 @@
 -- What the dashboards and the static report need beyond the first views:
 -- regression annotations, the series list for template variables, views over
--- the workloads' own FOMs (collectives, halo exchange, I/O), and indexes for
--- the panel queries (dashboards/bench/panel_queries.py measures them).
--- Existing views keep their columns.
+-- the workloads' own FOMs (collectives, halo exchange, I/O), and what keeps
+-- the panel queries fast (dashboards/bench/panel_queries.py measures them):
+-- time indexes, and small tables kept by triggers as runs and FOMs arrive.
+-- Existing views keep their columns. Readers use the views only.
 
 -- Regression annotations. Issue 7's detector writes them; the dashboards show
 -- them when present. NULL series keys mean "every series".
@@ -64,71 +65,130 @@ ON CONFLICT DO NOTHING;
 CREATE VIEW v_series AS
 SELECT system, app, workload, variant, stack, interconnect, ranks FROM run_series;
 
--- Collective latency per algorithm and message size (the reservoir study),
--- from collsweep's FOMs: <coll>_<bytes>B_t_{min,avg,max} in us, <coll>_<bytes>B_busbw
--- in MB/s, barrier_t_* without a size. The algorithm is the Ramble study's
--- `algorithm` variable, else the control the workload echoed for this
--- collective (PARAM env.<NAME>, kept in metadata.params by the stdout reader),
--- else 'default'.
+-- The workloads' own FOMs, pivoted once as they arrive: collective latency per
+-- algorithm and message size (collsweep, the reservoir study), halo exchange
+-- times (halo3d and stencil2d, the seismic study), I/O bandwidth per method and
+-- group size (pio, the groundwater study). A trigger on foms keeps these
+-- tables, so a panel reads a few typed rows per run instead of parsing FOM
+-- names and run metadata on every refresh. They go with their runs (cascade).
+CREATE TABLE collective_latency (
+    run_id        bigint NOT NULL REFERENCES runs ON DELETE CASCADE,
+    repeat        integer NOT NULL,
+    collective    text NOT NULL,
+    bytes         bigint NOT NULL,          -- 0 for barrier
+    stat          text NOT NULL,            -- t_min, t_avg, t_max (us), busbw (MB/s)
+    algorithm     text NOT NULL,
+    value         double precision NOT NULL,
+    unit          text,
+    PRIMARY KEY (run_id, repeat, collective, bytes, stat)
+);
+
+CREATE TABLE halo_times (
+    run_id        bigint NOT NULL REFERENCES runs ON DELETE CASCADE,
+    repeat        integer NOT NULL,
+    comm_time_avg double precision NOT NULL,
+    comm_time_max double precision,
+    compute_time_avg double precision,
+    compute_time_max double precision,
+    total_time    double precision,
+    PRIMARY KEY (run_id, repeat)
+);
+
+CREATE TABLE io_bandwidth (
+    run_id        bigint NOT NULL REFERENCES runs ON DELETE CASCADE,
+    repeat        integer NOT NULL,
+    method        text,
+    group_size    integer,                  -- two-phase only
+    write_mbs     double precision,
+    read_mbs      double precision,
+    io_time_avg   double precision,
+    io_time_max   double precision,
+    PRIMARY KEY (run_id, repeat)
+);
+
+-- The algorithm is the Ramble study's `algorithm` variable, else the control
+-- the workload echoed for this collective (PARAM env.<NAME>, kept in
+-- metadata.params by the stdout reader), else 'default'. pio's method and group
+-- size come from Ramble's variables, the PARAM lines, or the profile's Adiak
+-- values (variant, group_size).
+CREATE FUNCTION workload_foms_add() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO collective_latency
+    SELECT f.run_id, f.repeat, c.collective,
+           coalesce(substring(f.name FROM '^[a-z]+_([0-9]+)B_')::bigint, 0),
+           substring(f.name FROM '(t_min|t_avg|t_max|busbw)$'),
+           coalesce(r.metadata -> 'ramble_variables' ->> 'algorithm',
+                    r.metadata -> 'params' ->> ('env.MPIR_CVAR_' || upper(c.collective) || '_INTRA_ALGORITHM'),
+                    'tuned ' || (r.metadata -> 'params' ->> ('env.OMPI_MCA_coll_tuned_' || c.collective || '_algorithm')),
+                    'I_MPI_ADJUST ' || (r.metadata -> 'params' ->> ('env.I_MPI_ADJUST_' || upper(c.collective))),
+                    'default'),
+           f.value, f.unit
+    FROM new_foms f
+    JOIN runs r ON r.id = f.run_id
+    CROSS JOIN LATERAL (SELECT substring(f.name FROM '^([a-z]+)') AS collective) c
+    WHERE r.app = 'collsweep' AND f.name ~ '^[a-z]+(_[0-9]+B)?_(t_min|t_avg|t_max|busbw)$'
+    ON CONFLICT DO NOTHING;
+
+    INSERT INTO halo_times
+    SELECT f.run_id, f.repeat,
+           max(f.value) FILTER (WHERE f.name = 'comm_time_avg'), max(f.value) FILTER (WHERE f.name = 'comm_time_max'),
+           max(f.value) FILTER (WHERE f.name = 'compute_time_avg'), max(f.value) FILTER (WHERE f.name = 'compute_time_max'),
+           max(f.value) FILTER (WHERE f.name = 'total_time')
+    FROM new_foms f JOIN runs r ON r.id = f.run_id
+    WHERE r.app IN ('halo3d', 'stencil2d')
+      AND f.name IN ('comm_time_avg', 'comm_time_max', 'compute_time_avg', 'compute_time_max', 'total_time')
+    GROUP BY f.run_id, f.repeat
+    HAVING max(f.value) FILTER (WHERE f.name = 'comm_time_avg') IS NOT NULL
+    ON CONFLICT DO NOTHING;
+
+    INSERT INTO io_bandwidth
+    SELECT f.run_id, f.repeat, m.method, CASE WHEN m.method = 'two-phase' THEN m.group_size END,
+           max(f.value) FILTER (WHERE f.name = 'write_bandwidth'), max(f.value) FILTER (WHERE f.name = 'read_bandwidth'),
+           max(f.value) FILTER (WHERE f.name = 'io_time_avg'), max(f.value) FILTER (WHERE f.name = 'io_time_max')
+    FROM new_foms f
+    JOIN runs r ON r.id = f.run_id
+    CROSS JOIN LATERAL (SELECT
+        coalesce(r.metadata -> 'ramble_variables' ->> 'method', r.metadata -> 'params' ->> 'method', r.variant) AS method,
+        nullif(coalesce(r.metadata -> 'ramble_variables' ->> 'group_size', r.metadata -> 'params' ->> 'group-size',
+                        r.metadata ->> 'group_size'), '')::integer AS group_size) m
+    WHERE r.app = 'pio' AND f.name IN ('write_bandwidth', 'read_bandwidth', 'io_time_avg', 'io_time_max')
+    GROUP BY f.run_id, f.repeat, m.method, m.group_size
+    ON CONFLICT DO NOTHING;
+    RETURN NULL;
+END $$;
+
+CREATE TRIGGER foms_workload_add AFTER INSERT ON foms
+    REFERENCING NEW TABLE AS new_foms FOR EACH STATEMENT EXECUTE FUNCTION workload_foms_add();
+
+-- The FOMs stored before this migration. (Same SQL as the trigger: a no-op
+-- UPDATE cannot fire an insert trigger, so insert them through a copy.)
+CREATE TEMP TABLE foms_before AS SELECT * FROM foms;
+DELETE FROM foms;
+INSERT INTO foms SELECT * FROM foms_before;
+DROP TABLE foms_before;
+
 CREATE VIEW v_collectives AS
-SELECT f.run_id, f."time", f.system, f.app, f.workload, f.variant, f.stack, f.interconnect, f.ranks, f.repeat,
-       coalesce(r.metadata -> 'ramble_variables' ->> 'algorithm',
-                c.p ->> ('env.MPIR_CVAR_' || upper(c.collective) || '_INTRA_ALGORITHM'),
-                'tuned ' || (c.p ->> ('env.OMPI_MCA_coll_tuned_' || c.collective || '_algorithm')),
-                'I_MPI_ADJUST ' || (c.p ->> ('env.I_MPI_ADJUST_' || upper(c.collective))),
-                'default') AS algorithm,
-       c.collective,
-       coalesce(substring(f.name FROM '^[a-z]+_([0-9]+)B_')::bigint, 0) AS bytes,
-       substring(f.name FROM '(t_min|t_avg|t_max|busbw)$') AS stat,
-       f.value, f.unit
-FROM v_foms f
-JOIN runs r ON r.id = f.run_id
-CROSS JOIN LATERAL (SELECT substring(f.name FROM '^([a-z]+)') AS collective, r.metadata -> 'params' AS p) c
-WHERE f.app = 'collsweep' AND f.status = 'ok'
-  AND f.name ~ '^[a-z]+(_[0-9]+B)?_(t_min|t_avg|t_max|busbw)$';
+SELECT v.run_id, v.started_at AS "time", v.system, v.app, v.workload, v.variant, v.stack, v.interconnect, v.ranks,
+       c.repeat, c.algorithm, c.collective, c.bytes, c.stat, c.value, c.unit
+FROM collective_latency c JOIN v_runs v ON v.run_id = c.run_id
+WHERE v.status = 'ok';
 
--- Halo exchange (the seismic study; halo3d and stencil2d): the workload's own communication timer
--- averaged over ranks and on the slowest rank, compute time likewise, per run
--- and repeat. skew = slowest / average communication; imbalance = slowest /
--- average compute; exposed = slowest-rank communication / total time.
+-- skew = slowest / average communication; imbalance = slowest / average
+-- compute; exposed = slowest-rank communication / total time.
 CREATE VIEW v_halo AS
-SELECT run_id, "time", system, app, workload, variant, stack, interconnect, ranks, repeat,
-       max(value) FILTER (WHERE name = 'comm_time_avg') AS comm_time_avg,
-       max(value) FILTER (WHERE name = 'comm_time_max') AS comm_time_max,
-       max(value) FILTER (WHERE name = 'compute_time_avg') AS compute_time_avg,
-       max(value) FILTER (WHERE name = 'compute_time_max') AS compute_time_max,
-       max(value) FILTER (WHERE name = 'total_time') AS total_time,
-       max(value) FILTER (WHERE name = 'comm_time_max') / nullif(max(value) FILTER (WHERE name = 'comm_time_avg'), 0) AS skew,
-       max(value) FILTER (WHERE name = 'compute_time_max') / nullif(max(value) FILTER (WHERE name = 'compute_time_avg'), 0) AS imbalance,
-       max(value) FILTER (WHERE name = 'comm_time_max') / nullif(max(value) FILTER (WHERE name = 'total_time'), 0) AS exposed_fraction
-FROM v_foms
-WHERE status = 'ok' AND app IN ('halo3d', 'stencil2d')
-  AND name IN ('comm_time_avg', 'comm_time_max', 'compute_time_avg', 'compute_time_max', 'total_time')
-GROUP BY run_id, "time", system, app, workload, variant, stack, interconnect, ranks, repeat
-HAVING max(value) FILTER (WHERE name = 'comm_time_avg') IS NOT NULL;
+SELECT v.run_id, v.started_at AS "time", v.system, v.app, v.workload, v.variant, v.stack, v.interconnect, v.ranks,
+       h.repeat, h.comm_time_avg, h.comm_time_max, h.compute_time_avg, h.compute_time_max, h.total_time,
+       h.comm_time_max / nullif(h.comm_time_avg, 0) AS skew,
+       h.compute_time_max / nullif(h.compute_time_avg, 0) AS imbalance,
+       h.comm_time_max / nullif(h.total_time, 0) AS exposed_fraction
+FROM halo_times h JOIN v_runs v ON v.run_id = h.run_id
+WHERE v.status = 'ok';
 
--- Parallel I/O (the groundwater study): pio's bandwidths per method and group
--- size. The method and group size come from Ramble's variables, the PARAM
--- lines the stdout reader keeps (metadata.params), or the profile's Adiak
--- values (variant, group_size); a group size only means something for two-phase.
 CREATE VIEW v_io AS
-SELECT f.run_id, f."time", f.system, f.app, f.workload, f.variant, f.stack, f.interconnect, f.ranks, f.repeat,
-       m.method,
-       CASE WHEN m.method = 'two-phase' THEN m.group_size END AS group_size,
-       max(f.value) FILTER (WHERE f.name = 'write_bandwidth') AS write_mbs,
-       max(f.value) FILTER (WHERE f.name = 'read_bandwidth') AS read_mbs,
-       max(f.value) FILTER (WHERE f.name = 'io_time_avg') AS io_time_avg,
-       max(f.value) FILTER (WHERE f.name = 'io_time_max') AS io_time_max
-FROM v_foms f
-JOIN runs r ON r.id = f.run_id
-CROSS JOIN LATERAL (SELECT
-    coalesce(r.metadata -> 'ramble_variables' ->> 'method', r.metadata -> 'params' ->> 'method', r.variant) AS method,
-    nullif(coalesce(r.metadata -> 'ramble_variables' ->> 'group_size', r.metadata -> 'params' ->> 'group-size',
-                    r.metadata ->> 'group_size'), '')::integer AS group_size) m
-WHERE f.app = 'pio' AND f.status = 'ok'
-  AND f.name IN ('write_bandwidth', 'read_bandwidth', 'io_time_avg', 'io_time_max')
-GROUP BY f.run_id, f."time", f.system, f.app, f.workload, f.variant, f.stack, f.interconnect, f.ranks, f.repeat,
-         m.method, m.group_size;
+SELECT v.run_id, v.started_at AS "time", v.system, v.app, v.workload, v.variant, v.stack, v.interconnect, v.ranks,
+       b.repeat, b.method, b.group_size, b.write_mbs, b.read_mbs, b.io_time_avg, b.io_time_max
+FROM io_bandwidth b JOIN v_runs v ON v.run_id = b.run_id
+WHERE v.status = 'ok';
 
 -- Panel queries select a time range first, then series keys.
 CREATE INDEX runs_started_at ON runs (started_at);
