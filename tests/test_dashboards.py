@@ -34,6 +34,9 @@ DATA = ROOT / "tests" / "data"
 JSON_DIR = ROOT / "dashboards" / "json"
 PROVISIONING = ROOT / "dashboards" / "provisioning"
 SCHEMA = ROOT / "dashboards" / "schema" / "grafana-schema-11.6.0-dashboard.schema.json"
+# Real Ramble workspaces (tests/data/ramble/README.md): Caliper mpi mode with a
+# failed experiment, matrix mode over two interconnects, repeats.
+RAMBLE_WORKSPACES = ["smoke-openmpi4-mpi", "smoke-mpich4-matrix", "smoke-openmpi4-repeats"]
 
 sys.path.insert(0, str(ROOT / "tests"))
 import conftest  # noqa: E402
@@ -210,8 +213,8 @@ def filled(dsn, workload_outputs):
     """The store with every kind of real data the panels read, and a read-only role."""
     with psycopg.connect(dsn) as conn:
         ingest(conn, [DATA], Provenance(system="lab-a"))
-        for ws in sorted(p for p in (DATA / "ramble").iterdir() if p.is_dir()):
-            ingest(conn, [ws], Provenance())
+        for ws in RAMBLE_WORKSPACES:
+            ingest(conn, [DATA / "ramble" / ws], Provenance())
         ingest(conn, [workload_outputs], Provenance(system="lab-a", stack="debian-openmpi4"))
         # One regression annotation, as the detector (issue 7) writes them, on a real run.
         run = conn.execute("SELECT started_at, system, app, workload, stack, interconnect, ranks FROM v_runs "

@@ -1,0 +1,238 @@
+#!/usr/bin/env python3
+"""Every dashboard panel query against two years of nightly history.
+
+    .venv/bin/python dashboards/bench/panel_queries.py            # about 1M runs
+    .venv/bin/python dashboards/bench/panel_queries.py --runs 50000 --repeat 5
+
+A private PostgreSQL under a temporary COMMSCOPE_HOME gets the project's schema
+(every migration), then synthetic history for the full study matrix: systems x
+MPI stacks x interconnects x workload variants x rank counts, one run of each
+every night for 730 nights. The runs go in through COPY; their FOMs, MPI
+routine rows, per-rank groups and communication matrices (commgraph only) are
+generated server-side from the runs with the same tables and columns.
+
+Each panel query (panels.py) is expanded as Grafana expands it, for a realistic
+view: one system, the dashboard's own application, every other variable
+"All", the dashboard's default time range ending at the last night. It prints
+p50/p95 per query, then the same queries without the project's indexes on runs
+(0001's runs_series, 0003's time indexes) and with the template variables read
+from v_runs instead of v_series, measured in the same run, and the ratio.
+Target: p95 < 100 ms for every panel query.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import random
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "collectors"))
+
+import psycopg  # noqa: E402
+
+from commscope import db  # noqa: E402
+from commscope import panels as P  # noqa: E402
+
+SYSTEMS = ["cluster-a", "cluster-b"]
+STACKS = ["debian-openmpi4", "debian-mpich4", "pypi-openmpi5", "pypi-mpich5", "pypi-impi2021"]
+INTERCONNECTS = ["shm", "tcp"]
+RANKS = [2, 4, 8]
+VARIANTS = ([("halo3d", v) for v in ("blocking", "nonblocking", "overlap", "rma")]
+            + [("stencil2d", v) for v in ("row-naive-ssend", "row-vector-send", "col-isend", "cart-isend")]
+            + [("commgraph", v) for v in ("pairs", "stencil4d", "random-sparse")]
+            + [("collsweep", v) for v in ("default", "recursive_doubling", "reduce_scatter_allgather", "binomial")]
+            + [("cgsolve", v) for v in ("direct", "hierarchical", "nonblocking")]
+            + [("pio", v) for v in ("independent", "collective", "two-phase-g2", "two-phase-g4", "two-phase-g1")])
+NIGHTS = 730
+APP_OF_DASHBOARD = {"commscope-collectives": "collsweep", "commscope-io": "pio", "commscope-comm-matrix": "commgraph",
+                    "commscope-halo": "halo3d"}
+BASELINE_DROPS = ["runs_series", "runs_started_at", "runs_app_started_at"]
+
+
+def fill(conn, n_runs: int, seed: int = 1) -> dict:
+    rnd = random.Random(seed)
+    matrix = [(s, st, ic, app, v, n) for s in SYSTEMS for st in STACKS for ic in INTERCONNECTS
+              for app, v in VARIANTS for n in RANKS]
+    nights = max(1, min(NIGHTS, n_runs // len(matrix)))
+    per_night = min(len(matrix), n_runs // nights) if n_runs < len(matrix) * nights else len(matrix)
+    last = dt.datetime(2026, 11, 21, 2, 0, tzinfo=dt.timezone.utc)
+    with conn.transaction():
+        camp = conn.execute("INSERT INTO campaigns (kind, source) VALUES ('ingest', 'bench') RETURNING id").fetchone()[0]
+        sys_ids = {s: conn.execute("INSERT INTO systems (name, cpu_model, cores_per_node, interconnect) VALUES "
+                                   "(%s, 'bench CPU', 64, 'bench') RETURNING id", (s,)).fetchone()[0] for s in SYSTEMS}
+        st_ids = {s: conn.execute("INSERT INTO stacks (name, library) VALUES (%s, %s) RETURNING id",
+                                  (s, f"{s} library")).fetchone()[0] for s in STACKS}
+        t0 = time.monotonic()
+        cols = ("content_hash, campaign_id, system_id, stack_id, status, profile_kind, app, workload, variant, interconnect, "
+                "ranks, nodes, global_size, started_at, wall_time, mpi_time_avg, mpi_time_max, mpi_fraction_avg, "
+                "mpi_fraction_slowest, source, metadata")
+        k = 0
+        with conn.cursor().copy(f"COPY runs ({cols}) FROM STDIN") as cp:
+            for night in range(nights):
+                day = last - dt.timedelta(days=nights - 1 - night)
+                for (s, st, ic, app, v, n) in matrix[:per_night]:
+                    k += 1
+                    base = 2.0 * (1 + RANKS.index(n)) ** -0.8 * (1.3 if ic == "tcp" else 1.0)
+                    wall = base * rnd.lognormvariate(0, 0.05)
+                    frac = min(0.95, 0.15 + 0.1 * RANKS.index(n) + (0.15 if ic == "tcp" else 0) + rnd.gauss(0, 0.02))
+                    meta = "{}"
+                    if app == "collsweep":
+                        meta = '{"ramble_variables": {"algorithm": "%s"}}' % v
+                    elif app == "pio":
+                        m, _, g = v.partition("-g")
+                        meta = '{"ramble_variables": {"method": "%s", "group_size": "%s"}}' % (m, g or "2")
+                    cp.write_row((f"bench-{k}", camp, sys_ids[s], st_ids[st], "failed" if rnd.random() < 0.01 else "ok",
+                                  "runtime-profile", app, app, v, ic, n, 1, "64,64,64",
+                                  day + dt.timedelta(seconds=rnd.randint(0, 3600)), wall, wall * frac, wall * frac * 1.1,
+                                  frac, min(0.99, frac * 1.1), "bench", meta))
+        t_runs = time.monotonic() - t0
+        t0 = time.monotonic()
+        conn.execute("INSERT INTO nodes (path, name, parent_path, depth, is_mpi) VALUES "
+                     "('main/timestep/halo_exchange', 'halo_exchange', 'main/timestep', 3, false) ON CONFLICT DO NOTHING")
+        node = conn.execute("SELECT id FROM nodes WHERE path = 'main/timestep/halo_exchange'").fetchone()[0]
+        conn.execute("""INSERT INTO foms (run_id, name, repeat, value, unit)
+            SELECT r.id, f.name, 0, r.wall_time * f.k, 's' FROM runs r
+            CROSS JOIN (VALUES ('comm_time_avg', 0.3), ('comm_time_max', 0.4), ('compute_time_avg', 0.5),
+                               ('compute_time_max', 0.6), ('total_time', 1.0)) AS f(name, k)
+            WHERE r.app IN ('halo3d', 'stencil2d', 'cgsolve', 'commgraph')""")
+        conn.execute("""INSERT INTO foms (run_id, name, repeat, value, unit)
+            SELECT r.id, c || '_' || b || 'B_t_avg', 0, (1 + b / 1000.0) * r.ranks * (1 + (r.id % 7) / 10.0), 'us'
+            FROM runs r, unnest(ARRAY['bcast', 'reduce', 'allreduce', 'allgather', 'alltoall']) c,
+                 unnest(ARRAY[8, 1024, 65536, 1048576]) b
+            WHERE r.app = 'collsweep'""")
+        conn.execute("""INSERT INTO foms (run_id, name, repeat, value, unit)
+            SELECT r.id, f.name, 0, f.k / r.wall_time, f.unit FROM runs r
+            CROSS JOIN (VALUES ('write_bandwidth', 500.0, 'MB/s'), ('read_bandwidth', 900.0, 'MB/s'),
+                               ('io_time_avg', 0.2, 's'), ('io_time_max', 0.3, 's')) AS f(name, k, unit)
+            WHERE r.app = 'pio'""")
+        conn.execute("""INSERT INTO mpi_metrics (run_id, node_id, function, time_total, time_max, calls, bytes)
+            SELECT r.id, %s, f.fn, r.mpi_time_avg * r.ranks * f.k, r.mpi_time_max * f.k, 100 * r.ranks, NULL FROM runs r
+            CROSS JOIN (VALUES ('MPI_Sendrecv', 0.5), ('MPI_Barrier', 0.2), ('MPI_Allreduce', 0.2), ('MPI_Waitall', 0.1))
+                 AS f(fn, k)""", (node,))
+        conn.execute("""INSERT INTO rank_metrics (run_id, rank, total_time, user_time, mpi_time, mpi_sync_time)
+            SELECT r.id, g, r.wall_time, r.wall_time - r.mpi_time_avg, r.mpi_time_avg * 0.7, r.mpi_time_avg * 0.3
+            FROM runs r, generate_series(0, r.ranks - 1) g""")
+        conn.execute("""INSERT INTO comm_matrix (run_id, src, dst, messages, bytes)
+            SELECT r.id, s, d, 20, 65536 * 20 FROM runs r, generate_series(0, r.ranks - 1) s, generate_series(0, r.ranks - 1) d
+            WHERE r.app = 'commgraph' AND s <> d""")
+        conn.execute("""INSERT INTO annotations ("time", system, app, stack, interconnect, ranks, text, tags)
+            SELECT started_at, 'cluster-a', app, 'debian-openmpi4', interconnect, ranks, 'regression: wall_time +10 percent',
+                   '{commscope-check}' FROM runs WHERE id % 997 = 0""")
+        t_children = time.monotonic() - t0
+    return {"runs_copy_s": t_runs, "children_s": t_children, "nights": nights, "per_night": per_night}
+
+
+def queries(conn, last: dt.datetime) -> list[tuple[str, str]]:
+    """(label, expanded SQL) of every panel, variable and annotation query."""
+    out = []
+    everything = P.all_values(conn)
+    for board in P.DASHBOARDS:
+        days = 7 if board.time_from == "now-7d" else 30
+        t1 = last + dt.timedelta(hours=2)
+        t0 = t1 - dt.timedelta(days=days)
+        values = dict(everything)
+        values["system"] = [SYSTEMS[0]]
+        values["app"] = [APP_OF_DASHBOARD.get(board.uid, "halo3d")]
+        if board.uid == "commscope-procurement":
+            values["system"] = list(SYSTEMS)
+        values.update(reference_system=SYSTEMS[0], reference_stack=STACKS[0])
+        for p in board.panels:
+            out.append((f"{board.uid}: {p.title}", P.expand(p.sql, t0, t1, values)))
+        if board.annotations:
+            out.append((f"{board.uid}: annotations", P.expand(P.ANNOTATIONS_SQL, t0, t1, values)))
+    for name, _, col in P.VARIABLES:
+        out.append((f"variable {name}", P.variable_query(col)))
+    return out
+
+
+def baseline_sql(label: str, sql: str) -> str:
+    """Without the project's series table: a variable lists distinct values of every run."""
+    if label.startswith("variable "):
+        return sql.replace("FROM v_series", "FROM v_runs")
+    return sql
+
+
+def measure(conn, qs: list[tuple[str, str]], repeat: int, baseline: bool) -> dict[str, list[float]]:
+    times = {}
+    for label, sql in qs:
+        sql = baseline_sql(label, sql) if baseline else sql
+        conn.execute(sql).fetchall()   # warm the cache, as a dashboard refresh would be
+        ts = []
+        for _ in range(repeat):
+            t0 = time.perf_counter()
+            conn.execute(sql).fetchall()
+            ts.append((time.perf_counter() - t0) * 1000)
+        times[label] = ts
+    return times
+
+
+def p95(ts: list[float]) -> float:
+    return sorted(ts)[max(0, int(round(0.95 * len(ts))) - 1)]
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--runs", type=int, default=1_000_000, help="about this many runs (default 1,000,000)")
+    ap.add_argument("--repeat", type=int, default=20, help="timed executions per query (default 20)")
+    ap.add_argument("--keep", action="store_true", help="keep the temporary COMMSCOPE_HOME")
+    args = ap.parse_args()
+    if args.runs < 1000 or args.repeat < 1:
+        print("panel_queries: error: --runs must be at least 1000 and --repeat at least 1", file=sys.stderr)
+        return 2
+    home = Path(tempfile.mkdtemp(prefix="commscope-bench-"))
+    home.chmod(0o711)
+    emb = db.Embedded(home)
+    try:
+        url = emb.start()
+        with psycopg.connect(url) as conn:
+            db.migrate(conn)
+        with psycopg.connect(url) as conn:
+            info = fill(conn, args.runs)
+        with psycopg.connect(url, autocommit=True) as conn:
+            t0 = time.monotonic()
+            conn.execute("VACUUM ANALYZE")
+            info["vacuum_analyze_s"] = time.monotonic() - t0
+            info.update({t: conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
+                         for t in ("runs", "foms", "mpi_metrics", "rank_metrics", "comm_matrix", "annotations", "run_series")})
+            last = conn.execute("SELECT max(started_at) FROM runs").fetchone()[0]
+        print("data: " + ", ".join(f"{k}={v:.1f}" if isinstance(v, float) else f"{k}={v}" for k, v in info.items()),
+              flush=True)
+        with psycopg.connect(url) as conn:
+            qs = queries(conn, last)
+            conn.rollback()
+            project = measure(conn, qs, args.repeat, baseline=False)
+            conn.rollback()
+            # The baseline: the same schema without the project's indexes on runs, in the same run.
+            with conn.transaction(force_rollback=True):
+                for ix in BASELINE_DROPS:
+                    conn.execute(f"DROP INDEX {ix}")
+                base = measure(conn, qs, args.repeat, baseline=True)
+        width = max(len(q[0]) for q in qs)
+        print(f"{'query':<{width}}  {'p50 ms':>8} {'p95 ms':>8}  {'baseline p95':>12}  {'ratio':>7}  target")
+        worst = 0.0
+        for label, _ in qs:
+            a, b = project[label], base[label]
+            worst = max(worst, p95(a))
+            print(f"{label:<{width}}  {statistics.median(a):8.2f} {p95(a):8.2f}  {p95(b):12.2f}  {p95(b) / p95(a):6.1f}x  "
+                  f"{'ok' if p95(a) < 100 else 'OVER'}")
+        tot_a = sum(p95(v) for v in project.values())
+        tot_b = sum(p95(v) for v in base.values())
+        print(f"all {len(qs)} queries: sum of p95 {tot_a:.1f} ms with the project's indexes, {tot_b:.1f} ms without "
+              f"({tot_b / tot_a:.1f}x); worst p95 {worst:.1f} ms (target < 100 ms)")
+        return 0
+    finally:
+        emb.stop()
+        if args.keep:
+            print(f"kept {home}")
+        else:
+            shutil.rmtree(home, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
