@@ -201,10 +201,11 @@ COLLECTIVES = Dashboard(
     "(the reservoir study's figures 3-6), from collsweep.",
     [
         Panel("Latency against message size", "xychart", f"""SELECT collective || ' ' || algorithm || ' ' || stack || ' n' || ranks AS series,
-  bytes, avg(value) AS latency_us
-FROM v_collectives
-WHERE $__timeFilter("time") AND stat = 't_avg' AND collective <> 'barrier' AND {SERIES}
-GROUP BY 1, 2
+  bytes, latency_us
+FROM (SELECT collective, algorithm, stack, ranks, bytes, avg(value) AS latency_us
+      FROM v_collectives
+      WHERE $__timeFilter("time") AND stat = 't_avg' AND collective <> 'barrier' AND {SERIES}
+      GROUP BY 1, 2, 3, 4, 5) t
 ORDER BY 1, 2""", ["series", "bytes", "latency_us"], "µs", "Mean over ranks of the time per call, averaged over runs.",
               {"kind": "xy", "x": "bytes", "y": "latency_us", "series": "series", "log_x": True, "log_y": True}),
         Panel("Best algorithm per size band", "table", f"""WITH lat AS (
@@ -349,7 +350,7 @@ ORDER BY 2""", ["system_stack", "normalized", "experiments"], "",
     extra_variables=[
         {"name": "reference_system", "label": "Reference system", "query": "SELECT DISTINCT system FROM v_series ORDER BY 1"},
         {"name": "reference_stack", "label": "Reference stack", "query": "SELECT DISTINCT stack FROM v_series ORDER BY 1"},
-    ])
+    ], time_from="now-7d")
 
 DASHBOARDS = [MPI_FRACTION, SCALING, ROUTINES, COLLECTIVES, HALO, COMM_MATRIX, IO, PROCUREMENT]
 

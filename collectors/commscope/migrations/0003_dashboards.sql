@@ -193,3 +193,7 @@ WHERE v.status = 'ok';
 -- Panel queries select a time range first, then series keys.
 CREATE INDEX runs_started_at ON runs (started_at);
 CREATE INDEX runs_app_started_at ON runs (app, started_at);
+-- v_runs shows coalesce(interconnect, 'default'); without statistics on that
+-- expression the planner takes a filter on it for very selective and picks
+-- sort-based plans that spill to disk.
+CREATE STATISTICS runs_interconnect_shown ON (coalesce(interconnect, 'default')) FROM runs;
