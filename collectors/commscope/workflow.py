@@ -617,16 +617,25 @@ def run(plan: Plan, echo=click.echo, ingest: bool = True) -> Path:
 
 
 def _ingest(ws: Path, plan: Plan, echo) -> None:
-    """The workspace into the store, as `commscope ingest <workspace>` does."""
+    """The workspace into the store, as `commscope ingest <workspace>` does, then its report."""
     from .ingest import Provenance, ingest
     prov = Provenance(system=plan.site, stack=None, interconnect=None, git_commit=git_commit(), ci_pipeline=None)
     try:
         with db.connect() as conn:
             res = ingest(conn, [ws], prov)
+            row = conn.execute("SELECT max(id) FROM campaigns WHERE source LIKE %s", (f"%{ws}%",)).fetchone()
     except Exception as e:  # the results stay on disk; say how to retry
         echo(f"  ingest failed: {e}\n  the workspace is intact; retry with: commscope ingest {ws}")
         return
     echo(f"  stored {len(res.inserted)} runs, {len(res.skipped)} already stored")
+    campaign = row[0] if row else None
+    cmd = [sys.executable, "-m", "commscope.cli", "report", "-o", str(ws / "report.html")]
+    cmd += ["--campaign", str(campaign)] if campaign else []
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    if p.returncode == 0:
+        echo(f"report: {ws / 'report.html'}")
+    else:
+        echo(f"  no report ({(p.stderr.strip().splitlines() or ['?'])[-1]}); make it with: {shlex.join(cmd[2:])}")
 
 
 # ---- commands ------------------------------------------------------------------------
