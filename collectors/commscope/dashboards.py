@@ -23,7 +23,6 @@ from . import panels as P
 DATASOURCE_UID = "commscope-postgres"
 DATASOURCE_TYPE = "grafana-postgresql-datasource"
 DATASOURCE = {"type": DATASOURCE_TYPE, "uid": DATASOURCE_UID}
-SCHEMA_VERSION_NOTE = "grafana-foundation-sdk 1769699379!11.6.0"
 
 
 def _sdk():
