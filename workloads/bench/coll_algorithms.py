@@ -82,7 +82,7 @@ def main():
     if stack.family not in ("openmpi", "mpich"):
         sys.exit(f"bench: {stack.name}: only Open MPI and MPICH stacks name their algorithms")
     sizes = args.sizes.split(",")
-    print(f"collsweep, {args.ranks} ranks, {stack.name}, median t_avg of {args.repeats}, margin {args.margin:.0%}")
+    print(f"collsweep, {args.ranks} ranks, {stack.name}, best t_avg of {args.repeats}, margin {args.margin:.0%}")
     print(f"{'coll':9} {'bytes':>8} {'default us':>10} {'best us':>9} {'best algorithm':26} {'default loses by':>16} "
           f"{'n/a':>4}")
     cells = lost = 0
@@ -106,8 +106,8 @@ def main():
                 for s, v in (got or {}).items():
                     runs[label][s].append(v)
         for s in csizes:
-            default = statistics.median(runs["default"][s])
-            forced = {a: statistics.median(runs[a][s]) for a in runs if a != "default" and runs[a][s]}
+            default = min(runs["default"][s])
+            forced = {a: min(runs[a][s]) for a in runs if a != "default" and runs[a][s]}
             na = sum(1 for a in runs if a != "default" and not runs[a][s])
             if not forced:
                 print(f"{coll:9} {s:>8} {default:10.2f} {'-':>9} {'(no forced algorithm ran)':26}")

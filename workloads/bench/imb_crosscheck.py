@@ -3,16 +3,18 @@
 
 IMB-MPI1 (intel/mpi-benchmarks) is the peer benchmark; collsweep follows its
 iteration rule (at most 1000 calls, cut to 40 MiB / size) and its rotating
-root, so its t_avg should be within +-10% of IMB's. IMB runs with
-`-iter 1000,40 -iter_policy off`, the static form of that rule. The two
-programs alternate, so load drift hits both alike; medians are reported.
+root, so its t_avg should be within +-10% of IMB's. Each figure is the best
+(smallest) t_avg over --repeats runs of each program, because a busy
+neighbour on a shared machine slows some runs, rarely all. IMB runs with
+`-iter 1000,40 -iter_policy off`, the static form of that rule, and `-time 600`
+(IMB otherwise gives up on large sizes of a slow run: "time-out"). The two
+programs alternate, so load drift hits both alike.
 
 IMB is in no package registry: build it outside this repository with the
 stack's own wrappers and pass --imb. The Intel MPI wheel ships its own
 IMB-MPI1, used by default for pypi-impi2021."""
 import re
 import signal
-import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -25,7 +27,7 @@ ROW = re.compile(r"^\s*(\d+)\s+(\d+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s*$")
 
 def run_imb(stack, imb, ranks, colls, msglog):
     cmd = stack.launch(ranks, [imb, "-npmin", str(ranks), "-msglog", msglog, "-iter", "1000,40",
-                               "-iter_policy", "off", *colls])
+                               "-iter_policy", "off", "-time", "600", *colls])
     p = subprocess.Popen(cmd, env=stack.environ(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                          start_new_session=True)
     try:
@@ -75,13 +77,17 @@ def main():
         for c in colls:
             for s in sizes:
                 ours[c, s].append(r.out.foms[f"{c}_{s}B_t_avg"][0])
-                theirs[c, s].append(imb_result[c, s])
-    print(f"collsweep vs IMB-MPI1 ({imb}), {args.ranks} ranks, {stack.name}, median t_avg of {args.repeats}")
+                if (c, s) in imb_result:  # absent if IMB timed out at this size
+                    theirs[c, s].append(imb_result[c, s])
+    print(f"collsweep vs IMB-MPI1 ({imb}), {args.ranks} ranks, {stack.name}, best t_avg of {args.repeats}")
     print(f"{'coll':9} {'bytes':>8} {'collsweep us':>12} {'IMB us':>10} {'ratio':>6}")
     within = total = 0
     for c in colls:
         for s in sizes:
-            a, b = statistics.median(ours[c, s]), statistics.median(theirs[c, s])
+            if not theirs[c, s]:
+                print(f"{c:9} {s:8} {min(ours[c, s]):12.2f} {'-':>10}  IMB gave no time")
+                continue
+            a, b = min(ours[c, s]), min(theirs[c, s])
             ok = abs(a / b - 1) <= 0.10
             within += ok
             total += 1

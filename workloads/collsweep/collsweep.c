@@ -11,8 +11,9 @@
  *
  * Iteration counts follow IMB: at most --iters timed calls, cut to
  * --volume / size for large sizes, after a warm-up of max(--warmup, 10%).
- * Every call's result is checked (outside the timed region); the payload
- * changes with the iteration so a stale buffer cannot pass. */
+ * Every call's result is checked, outside the timed loop: calls run back to
+ * back in batches, each with its own buffer slot. The payload changes with
+ * the call, so a stale buffer cannot pass. */
 #include "commscope.h"
 
 #include <ctype.h>
@@ -227,66 +228,66 @@ typedef struct {
     double t_comm;
 } sweep;
 
-/* Fills the send side of call `it`; returns the root it uses. */
-static int prepare(sweep *s, int coll, long n, long it)
+/* Fills the buffers of call `it`; returns the root it uses. */
+static int prepare(const sweep *s, double *snd, double *rcv, int coll, long n, long it)
 {
     int root = (int)(it % s->np); /* IMB rotates the root of Bcast and Reduce */
     switch (coll) {
     case BCAST:
-        for (long i = 0; i < n; i++) s->send[i] = s->me == root ? pattern(root, i, it) : -1.0;
+        for (long i = 0; i < n; i++) snd[i] = s->me == root ? pattern(root, i, it) : -1.0;
         break;
     case REDUCE:
     case ALLREDUCE:
-        for (long i = 0; i < n; i++) s->send[i] = (double)(s->me + 1) + pattern(0, i, it);
-        for (long i = 0; i < n; i++) s->recv[i] = -1.0;
+        for (long i = 0; i < n; i++) snd[i] = (double)(s->me + 1) + pattern(0, i, it);
+        for (long i = 0; i < n; i++) rcv[i] = -1.0;
         break;
     case ALLGATHER:
-        for (long i = 0; i < n; i++) s->send[i] = pattern(s->me, i, it);
-        for (long i = 0; i < n * s->np; i++) s->recv[i] = -1.0;
+        for (long i = 0; i < n; i++) snd[i] = pattern(s->me, i, it);
+        for (long i = 0; i < n * s->np; i++) rcv[i] = -1.0;
         break;
     case ALLTOALL:
         for (int d = 0; d < s->np; d++)
-            for (long i = 0; i < n; i++) s->send[d * n + i] = pattern((long)s->me * s->np + d, i, it);
-        for (long i = 0; i < n * s->np; i++) s->recv[i] = -1.0;
+            for (long i = 0; i < n; i++) snd[d * n + i] = pattern((long)s->me * s->np + d, i, it);
+        for (long i = 0; i < n * s->np; i++) rcv[i] = -1.0;
         break;
     }
     return root;
 }
 
-static void call(sweep *s, int coll, long n, int root)
+static void call(const sweep *s, double *snd, double *rcv, int coll, long n, int root)
 {
     switch (coll) {
     case BARRIER: MPI_Barrier(s->comm); break;
-    case BCAST: MPI_Bcast(s->send, (int)n, MPI_DOUBLE, root, s->comm); break;
-    case REDUCE: MPI_Reduce(s->send, s->recv, (int)n, MPI_DOUBLE, MPI_SUM, root, s->comm); break;
-    case ALLREDUCE: MPI_Allreduce(s->send, s->recv, (int)n, MPI_DOUBLE, MPI_SUM, s->comm); break;
-    case ALLGATHER: MPI_Allgather(s->send, (int)n, MPI_DOUBLE, s->recv, (int)n, MPI_DOUBLE, s->comm); break;
-    case ALLTOALL: MPI_Alltoall(s->send, (int)n, MPI_DOUBLE, s->recv, (int)n, MPI_DOUBLE, s->comm); break;
+    case BCAST: MPI_Bcast(snd, (int)n, MPI_DOUBLE, root, s->comm); break;
+    case REDUCE: MPI_Reduce(snd, rcv, (int)n, MPI_DOUBLE, MPI_SUM, root, s->comm); break;
+    case ALLREDUCE: MPI_Allreduce(snd, rcv, (int)n, MPI_DOUBLE, MPI_SUM, s->comm); break;
+    case ALLGATHER: MPI_Allgather(snd, (int)n, MPI_DOUBLE, rcv, (int)n, MPI_DOUBLE, s->comm); break;
+    case ALLTOALL: MPI_Alltoall(snd, (int)n, MPI_DOUBLE, rcv, (int)n, MPI_DOUBLE, s->comm); break;
     }
 }
 
 /* Counts wrong elements of this rank's result of call `it`. */
-static long check(const sweep *s, int coll, long n, long it, int root)
+static long check(const sweep *s, const double *snd, const double *rcv, int coll, long n, long it, int root)
 {
     long bad = 0;
     double ranksum = (double)s->np * (s->np + 1) / 2;
     switch (coll) {
     case BCAST:
-        for (long i = 0; i < n; i++) bad += s->send[i] != pattern(root, i, it);
+        for (long i = 0; i < n; i++) bad += snd[i] != pattern(root, i, it);
         break;
     case REDUCE:
         if (s->me != root) break;
         /* fall through */
     case ALLREDUCE:
-        for (long i = 0; i < n; i++) bad += s->recv[i] != ranksum + s->np * pattern(0, i, it);
+        for (long i = 0; i < n; i++) bad += rcv[i] != ranksum + s->np * pattern(0, i, it);
         break;
     case ALLGATHER:
         for (int r = 0; r < s->np; r++)
-            for (long i = 0; i < n; i++) bad += s->recv[r * n + i] != pattern(r, i, it);
+            for (long i = 0; i < n; i++) bad += rcv[r * n + i] != pattern(r, i, it);
         break;
     case ALLTOALL:
         for (int r = 0; r < s->np; r++)
-            for (long i = 0; i < n; i++) bad += s->recv[r * n + i] != pattern((long)r * s->np + s->me, i, it);
+            for (long i = 0; i < n; i++) bad += rcv[r * n + i] != pattern((long)r * s->np + s->me, i, it);
         break;
     }
 #ifdef COMMSCOPE_CORRUPT_REDUCTION
@@ -296,19 +297,36 @@ static long check(const sweep *s, int coll, long n, long it, int root)
     return bad;
 }
 
-/* Per-rank mean time of one timed call, in seconds, over `iters` calls. */
+/* Per-rank mean time of one timed call, in seconds, over `iters` calls.
+ * Calls run back to back in batches, as IMB times its loop, each call with
+ * its own slot of the buffers so that every result can be checked after the
+ * batch; a batch holds at most BATCH_ELEMS doubles per buffer, so small sizes
+ * run up to all their calls in one batch and 4 MiB ones one at a time. */
+#define BATCH_ELEMS (1L << 17)
 static double run_size(sweep *s, int coll, long n, long iters, long warmup)
 {
+    long sendn = coll == ALLTOALL ? n * s->np : n;
+    long recvn = coll == ALLGATHER || coll == ALLTOALL ? n * s->np : n;
+    long per = sendn > recvn ? sendn : recvn, cap = per ? BATCH_ELEMS / per : BATCH_ELEMS;
+    if (cap < 1) cap = 1;
     double t = 0;
-    for (long it = -warmup; it < iters; it++) {
-        long stamp = it < 0 ? it + warmup + iters : it; /* warm-up payloads differ from timed ones */
-        int root = prepare(s, coll, n, stamp);
-        double t0 = MPI_Wtime();
-        call(s, coll, n, root);
-        double dt = MPI_Wtime() - t0;
-        if (it >= 0) t += dt;
-        s->wrong += check(s, coll, n, stamp, root);
-        s->calls++;
+    for (int timed = 0; timed < 2; timed++) {
+        long total = timed ? iters : warmup;
+        for (long done = 0; done < total;) {
+            long batch = total - done < cap ? total - done : cap;
+            /* warm-up payloads differ from the timed ones */
+            long first = timed ? done : iters + done;
+            for (long k = 0; k < batch; k++) prepare(s, s->send + k * sendn, s->recv + k * recvn, coll, n, first + k);
+            double t0 = MPI_Wtime();
+            for (long k = 0; k < batch; k++)
+                call(s, s->send + k * sendn, s->recv + k * recvn, coll, n, (int)((first + k) % s->np));
+            double dt = MPI_Wtime() - t0;
+            if (timed) t += dt;
+            for (long k = 0; k < batch; k++)
+                s->wrong += check(s, s->send + k * sendn, s->recv + k * recvn, coll, n, first + k, (int)((first + k) % s->np));
+            s->calls += batch;
+            done += batch;
+        }
     }
     s->t_comm += t;
     return t / iters;
@@ -343,9 +361,11 @@ int main(int argc, char **argv)
     for (int k = 1; k < nsizes; k++)
         if (sizes[k] > maxn) maxn = sizes[k];
     maxn /= 8;
-    /* Allgather and Alltoall need size x ranks on both sides. */
-    s.send = malloc(maxn * s.np * sizeof(double));
-    s.recv = malloc(maxn * s.np * sizeof(double));
+    /* Allgather and Alltoall need size x ranks on both sides; batches of
+     * small calls need up to BATCH_ELEMS. */
+    long elems = maxn * s.np > BATCH_ELEMS ? maxn * s.np : BATCH_ELEMS;
+    s.send = malloc(elems * sizeof(double));
+    s.recv = malloc(elems * sizeof(double));
     if (!s.send || !s.recv) {
         fprintf(stderr, "collsweep: out of memory for %ld-byte buffers x %d ranks\n", maxn * 8, s.np);
         MPI_Abort(MPI_COMM_WORLD, 1);
