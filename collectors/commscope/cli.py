@@ -203,5 +203,84 @@ def check_cmd(metric, campaign, baseline, min_effect, alpha, system, app, stack,
         sys.exit(1)
 
 
+# ---- advise -------------------------------------------------------------------------
+
+@main.group("advise")
+def advise_group():
+    """Turn the stored data into actions, as the reference studies did."""
+
+
+@advise_group.command("placement")
+@click.argument("source")
+@click.option("--topology", "topology_file", required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="YAML: nodes, ranks_per_node, network (flat, fat-tree, torus, hypercube)")
+@click.option("-o", "--output", type=click.Path(file_okay=False, path_type=Path),
+              help="write the rankfile, host lists and rank map into this directory")
+@click.option("--no-store", is_flag=True, help="do not record the advice in the store")
+def advise_placement(source, topology_file, output, no_store):
+    """Rank-to-node placement from the communication matrix of SOURCE: a stored run id, or a message-tracing profile."""
+    import json
+
+    import yaml
+
+    from . import placement, profiles
+    try:
+        try:
+            topo = placement.Topology.from_dict(yaml.safe_load(topology_file.read_text()), str(topology_file))
+        except yaml.YAMLError as e:
+            raise placement.BadTopology(f"{topology_file}: not YAML ({e})") from None
+        run_id = int(source) if source.isdigit() else None
+        if run_id is None:
+            groups = profiles.discover([Path(source)])
+            if len(groups) != 1:
+                raise profiles.BadProfile(f"{source}: expected one run's message-tracing profile, found {len(groups)} runs")
+            prof = profiles.read_files(groups[0])
+            matrix, ranks = {k: v[1] for k, v in prof.matrix.items()}, prof.ranks
+        else:
+            with db.connect() as conn:
+                row = conn.execute("SELECT ranks FROM runs WHERE id = %s", (run_id,)).fetchone()
+                if not row:
+                    raise LookupError(f"no run {run_id} in the store")
+                ranks = row[0]
+                matrix = {(s, d): b for s, d, b in conn.execute(
+                    "SELECT src, dst, bytes FROM v_comm_matrix WHERE run_id = %s", (run_id,))}
+        if not matrix:
+            raise LookupError(f"{source}: no communication matrix (profile it with the Caliper modifier's matrix mode)")
+        p = placement.optimize(matrix, ranks, topo)
+    except (placement.BadTopology, profiles.BadProfile, LookupError) as e:
+        _fail(str(e), 2)
+    except db.DBError as e:
+        _fail(str(e))
+    files = placement.launcher_files(p, topo)
+    rnd_i, rnd_h = p.random_mean
+    lines = [f"placement of {ranks} ranks on {topo.nodes} nodes x {topo.ranks_per_node} ({topo.kind}), {p.method}",
+             f"{'':12}{'inter-node bytes':>18}{'hop-bytes':>16}",
+             f"{'default':12}{p.default[0]:>18,}{p.default[1]:>16,}",
+             f"{'random':12}{rnd_i:>18,.0f}{rnd_h:>16,.0f}",
+             f"{'optimized':12}{p.optimized[0]:>18,}{p.optimized[1]:>16,}",
+             "node of each rank: " + " ".join(topo.hosts[n] for n in p.node_of)]
+    click.echo("\n".join(lines))
+    if output:
+        output.mkdir(parents=True, exist_ok=True)
+        for name, text in files.items():
+            (output / name).write_text(text)
+        click.echo(f"wrote {', '.join(sorted(files))} to {output}")
+    if not no_store:
+        summary = {"ranks": ranks, "nodes": topo.nodes, "ranks_per_node": topo.ranks_per_node, "network": topo.kind,
+                   "method": p.method, "node_of": p.node_of, "default": p.default, "optimized": p.optimized,
+                   "random_mean": p.random_mean}
+        cut = 1 - p.optimized[1] / p.default[1] if p.default[1] else 0.0
+        text = (f"Placing ranks by node as {' '.join(topo.hosts[n] for n in p.node_of)} cuts predicted hop-bytes by "
+                f"{cut:.0%} against block placement ({p.default[1]:,} -> {p.optimized[1]:,}); random placement averages "
+                f"{rnd_h:,.0f}.")
+        try:
+            with db.connect() as conn:
+                conn.execute("INSERT INTO advice (kind, run_id, source, summary, text) VALUES ('placement', %s, %s, %s, %s)",
+                             (run_id, source, json.dumps(summary), text))
+                conn.commit()
+        except db.DBError as e:
+            _fail(f"{e} (use --no-store to only print the advice)")
+
+
 if __name__ == "__main__":
     main()
