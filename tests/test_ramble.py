@@ -145,7 +145,7 @@ def test_slurm_dry_run_renders_sbatch_and_srun_for_a_two_node_matrix(tmp_path):
     os.environ["COMMSCOPE_HOME"] = str(home)
     try:
         plan = workflow.plan_run("smoke", site="slurm-cluster", stacks=["openmpi", "mpich"], caliper="mpi",
-                                 spack=False, dry_run=True, workspace=tmp_path / "ws")
+                                 dry_run=True, workspace=tmp_path / "ws")
         ws = workflow.create_workspace(plan)
         scope = ws / "commscope" / "run-scope" / "variables.yaml"
         doc = yaml.safe_load(scope.read_text())

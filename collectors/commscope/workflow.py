@@ -373,7 +373,6 @@ class Plan:
     stacks: list[str]
     interconnects: list[str]
     caliper: str
-    spack: bool
     where: str | None
     dry_run: bool
     workspace: Path
@@ -403,7 +402,7 @@ def select_interconnects(stacks: list[str], catalog: dict, asked: list[str]) -> 
 
 
 def plan_run(study: str, site: str = "local", stacks: list[str] | None = None,
-             interconnects: list[str] | None = None, caliper: str | None = None, spack: bool | None = None,
+             interconnects: list[str] | None = None, caliper: str | None = None,
              where: str | None = None, dry_run: bool = False, workspace: Path | None = None) -> Plan:
     """Validates every choice before anything is created."""
     _choose("study", [study], studies())
@@ -426,16 +425,9 @@ def plan_run(study: str, site: str = "local", stacks: list[str] | None = None,
     pairs = select_interconnects(stacks, catalog, interconnects or ["default"])
     if caliper is None:
         caliper = "mpi" if any_cali else "off"
-    if spack:
-        # Ramble's spack package manager would build the workloads once per experiment's software
-        # environment; that path is not wired to spack.yaml yet. Build with Spack (`spack -e .
-        # install`) or with `commscope setup`, and run with the null package manager.
-        raise WorkflowError("running through Ramble's spack package manager is not implemented yet; "
-                            "run with --no-spack (the builds of `commscope setup`)")
-    spack = False
     stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     ws = workspace or workspaces_dir() / f"{study}-{stamp}"
-    return Plan(study, site, stacks, sorted({i for _, i in pairs}), caliper, spack, where, dry_run, ws, site_conf,
+    return Plan(study, site, stacks, sorted({i for _, i in pairs}), caliper, where, dry_run, ws, site_conf,
                 catalog, pairs)
 
 
@@ -452,11 +444,10 @@ def render(plan: Plan) -> dict:
     r["repos"] = [str(RAMBLE_DIR)]
     if plan.caliper != "off":
         r["modifiers"] = list(r.get("modifiers") or []) + [{"name": "caliper", "mode": plan.caliper}]
-    if plan.spack:
-        r.setdefault("variants", {})["package_manager"] = "spack"
-    else:  # no package_manager variant: Ramble's null package manager, binaries from PATH
-        (r.get("variants") or {}).pop("package_manager", None)
-        r["software"] = {"packages": {}, "environments": {}}
+    # Ramble's null package manager: no package_manager variant, no software, binaries from PATH.
+    # (Its spack package manager is not wired to spack.yaml yet; build with `commscope setup`.)
+    (r.get("variants") or {}).pop("package_manager", None)
+    r["software"] = {"packages": {}, "environments": {}}
     return cfg
 
 
@@ -518,7 +509,7 @@ def create_workspace(plan: Plan) -> Path:
     (ws / "hardware.yaml").write_text(yaml.safe_dump(site_hardware(plan.site), sort_keys=False))
     (ws / "commscope-run.json").write_text(json.dumps({
         "study": plan.study, "site": plan.site, "stacks": plan.stacks, "interconnects": plan.interconnects,
-        "caliper": plan.caliper, "package_manager": "spack" if plan.spack else "null", "where": plan.where,
+        "caliper": plan.caliper, "package_manager": "null", "where": plan.where,
         "git_commit": git_commit(), "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
     }, indent=2) + "\n")
     return ws
@@ -587,7 +578,7 @@ def run(plan: Plan, echo=click.echo, ingest: bool = True) -> Path:
     log = ws / "commscope" / "run.log"
     echo(f"workspace: {ws}")
     echo(f"study {plan.study} on site {plan.site}: stacks {', '.join(plan.stacks)}; interconnects "
-         f"{', '.join(plan.interconnects)}; Caliper {plan.caliper}; package manager {'spack' if plan.spack else 'null'}")
+         f"{', '.join(plan.interconnects)}; Caliper {plan.caliper}; package manager null")
     setup_args = ["workspace", "setup"] + (["--dry-run"] if plan.dry_run else [])
     _ramble(ws, *setup_args, log_to=log, where=plan.where)
     dirs = experiment_dirs(ws)
@@ -680,14 +671,14 @@ def setup_cmd(stacks, caliper_prefixes, no_build):
 @click.option("--where", help="Ramble filter on experiments, e.g. '{n_ranks} == 2'")
 @click.option("--caliper", type=click.Choice(CALIPER_MODES), default=None,
               help="Caliper modifier mode (default: mpi when the workloads were built with Caliper)")
-@click.option("--no-spack", is_flag=True, help="use Ramble's null package manager and the builds of `commscope setup`")
+@click.option("--no-spack", is_flag=True,
+              help="Ramble's null package manager with the builds of `commscope setup` (the only mode so far)")
 @click.option("--dry-run", is_flag=True, help="render the workspace and its scripts without running them")
 @click.option("--no-ingest", is_flag=True, help="leave the results on disk only")
 def run_cmd(study, site, stacks, interconnects, where, caliper, no_spack, dry_run, no_ingest):
     """Run a study: Ramble workspace setup, on, analyze, then ingest into the store."""
     try:
-        plan = plan_run(study, site, _split(stacks), _split(interconnects), caliper,
-                        False if no_spack else None, where, dry_run)
+        plan = plan_run(study, site, _split(stacks), _split(interconnects), caliper, where, dry_run)
         run(plan, ingest=not no_ingest)
     except WorkflowError as e:
         _fail(str(e), 1 if not str(e).startswith("unknown") else 2)
