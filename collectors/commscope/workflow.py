@@ -599,15 +599,18 @@ def run(plan: Plan, echo=click.echo, ingest: bool = True) -> Path:
     echo(f"  analyzed: {counts} ({time.monotonic() - t0:.1f} s)")
     for name in status.get("FAILED", []):
         echo(f"  FAILED: {name}")
-    if ingest:
-        _ingest(ws, plan, echo)
+    stored = _ingest(ws, plan, echo) if ingest else True
     echo(f"results: {ws / 'results.latest.json'}")
     echo(f"experiment logs and profiles: {ws / 'experiments'}")
     echo(f"ramble log: {log}")
+    # Everything is on disk and said; the exit status still tells CI that the job did not succeed.
+    if status.get("FAILED") or not stored:
+        raise WorkflowError(f"{len(status.get('FAILED', []))} experiments FAILED" if status.get("FAILED")
+                            else f"the results were not stored; retry with: commscope ingest {ws}")
     return ws
 
 
-def _ingest(ws: Path, plan: Plan, echo) -> None:
+def _ingest(ws: Path, plan: Plan, echo) -> bool:
     """The workspace into the store, as `commscope ingest <workspace>` does, then its report."""
     from .ingest import Provenance, ingest
     prov = Provenance(system=plan.site, stack=None, interconnect=None, git_commit=git_commit(), ci_pipeline=None)
@@ -617,7 +620,7 @@ def _ingest(ws: Path, plan: Plan, echo) -> None:
             row = conn.execute("SELECT max(id) FROM campaigns WHERE source LIKE %s", (f"%{ws}%",)).fetchone()
     except Exception as e:  # the results stay on disk; say how to retry
         echo(f"  ingest failed: {e}\n  the workspace is intact; retry with: commscope ingest {ws}")
-        return
+        return False
     echo(f"  stored {len(res.inserted)} runs, {len(res.skipped)} already stored")
     campaign = row[0] if row else None
     cmd = [sys.executable, "-m", "commscope.cli", "report", "-o", str(ws / "report.html")]
@@ -627,6 +630,7 @@ def _ingest(ws: Path, plan: Plan, echo) -> None:
         echo(f"report: {ws / 'report.html'}")
     else:
         echo(f"  no report ({(p.stderr.strip().splitlines() or ['?'])[-1]}); make it with: {shlex.join(cmd[2:])}")
+    return True
 
 
 # ---- commands ------------------------------------------------------------------------
