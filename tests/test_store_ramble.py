@@ -54,13 +54,28 @@ def test_every_experiment_is_a_run_and_a_failed_one_is_kept(dsn):
             status, app, stack, ic, variant, ranks, nodes, kind, ckind, commit = rows[exp["name"]]
             assert status == ("ok" if exp["RAMBLE_STATUS"] == "SUCCESS" else "failed")
             v = exp["RAMBLE_VARIABLES"]
-            assert (app, stack, ic, variant) == (exp["application_name"], v["stack"], v["interconnect"], v["variant"])
+            assert (app, stack, ic, variant) == (exp["application_name"], v["stack"], v["interconnect_name"], v["variant"])
             assert (ranks, nodes) == (int(exp["n_ranks"]), int(exp["n_nodes"]))
             assert kind == "runtime-profile" and ckind == "ramble" and commit == "abc123"
         failed = [e["name"] for e in doc["experiments"] if e["RAMBLE_STATUS"] == "FAILED"]
         assert failed and all(rows[f][0] == "failed" for f in failed)
         # only ok runs feed the dashboards' fraction view
         assert conn.execute("SELECT count(*) FROM v_mpi_fraction").fetchone()[0] == 4
+
+
+def test_experiments_without_caliper_are_stored_from_their_output(dsn):
+    """A default run here: Open MPI experiments profiled, Intel MPI ones (no Caliper build) not."""
+    ws = RAMBLE / "smoke-mixed-caliper"
+    doc = results(ws)
+    with psycopg.connect(dsn) as conn:
+        assert len(ingest(conn, [ws], Provenance()).inserted) == len(doc["experiments"])
+        kinds = dict(conn.execute("SELECT stack, array_agg(DISTINCT profile_kind) FROM v_runs GROUP BY stack").fetchall())
+        assert kinds == {"debian-openmpi4": ["runtime-profile"], "pypi-impi2021": ["none"]}
+        for exp in doc["experiments"]:
+            stored = dict(conn.execute("SELECT name, value FROM v_foms WHERE experiment = %s", (exp["name"],)).fetchall())
+            assert stored == pytest.approx(numeric_foms(exp))
+        walls = conn.execute("SELECT count(*) FROM v_runs WHERE stack = 'pypi-impi2021' AND wall_time > 0").fetchone()[0]
+        assert walls == sum(e["RAMBLE_VARIABLES"]["stack"] == "pypi-impi2021" for e in doc["experiments"])
 
 
 def test_foms_are_ramble_s_and_equal_the_workload_output(dsn):
@@ -99,7 +114,8 @@ def test_matrix_mode_gives_the_communication_matrix_of_each_interconnect(dsn):
             cells = conn.execute("SELECT m.src, sum(m.bytes) FROM v_comm_matrix m JOIN v_runs v USING (run_id) "
                                  "WHERE v.experiment = %s GROUP BY m.src", (exp["name"],)).fetchall()
             assert dict(cells) == sent, exp["name"]
-        assert {r[0] for r in conn.execute("SELECT interconnect FROM v_runs")} == {"default", "tcp"}
+        # the catalog names (ci/interconnects.py), not Ramble's short labels
+        assert {r[0] for r in conn.execute("SELECT interconnect FROM v_runs")} == {"mpich4/default", "mpich4/tcp"}
 
 
 def test_reingesting_a_workspace_is_a_no_op(dsn):

@@ -19,13 +19,14 @@ from typing import Iterator
 
 from . import profiles
 from .profiles import BadProfile
-from .records import Record, clean, from_profile
+from .records import Record, clean, read_record
 
 RESULTS = "results.latest.json"
 # The shape this module reads: Ramble 0.5's ExperimentResult.to_dict().
 REQUIRED = ("name", "RAMBLE_STATUS", "CONTEXTS", "RAMBLE_VARIABLES", "N_REPEATS")
 # Ramble variable names the studies use for the matrix axes (ramble/README.md).
-AXES = {"stack": ("stack", "mpi_stack"), "interconnect": ("interconnect",), "variant": ("variant",)}
+# interconnect_name is the catalog name (openmpi4/tcp); interconnect alone is its short label.
+AXES = {"stack": ("stack", "mpi_stack"), "interconnect": ("interconnect_name", "interconnect"), "variant": ("variant",)}
 
 
 def is_workspace(path: Path) -> bool:
@@ -92,7 +93,7 @@ class Workspace:
         profile_error = None
         for g in groups:
             try:
-                recs.append(from_profile(profiles.read_files(g)))
+                recs.append(read_record(g))  # a profile, or the workload's output when it ran without Caliper
             except BadProfile as e:
                 if status == "ok":
                     raise BadProfile(f"{self.root / RESULTS}: experiment {name}: {e}") from None
