@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import random
 import shutil
 import signal
 import socket
@@ -134,6 +135,9 @@ TaskPlugin=task/none
 SelectType=select/cons_tres
 SelectTypeParameters=CR_Core
 MpiDefault=pmix
+# Job ids start at a random value and PMIx keeps its files under this cluster, so two
+# clusters on one machine never share /tmp/spmix_appdir_<uid>_<jobid>.<step>.
+FirstJobId={random.randint(1000, 10_000_000)}
 AccountingStorageType=accounting_storage/none
 JobAcctGatherType=jobacct_gather/none
 JobCompType=jobcomp/none
@@ -145,6 +149,8 @@ KillWait=5
 {self._node_line()}
 PartitionName={PARTITION} Nodes={self.node} Default=YES MaxTime=INFINITE State=UP
 """)
+        (r / "pmix").mkdir(exist_ok=True)
+        (self.conf.parent / "mpi.conf").write_text(f"PMIxCliTmpDirBase={r}/pmix\n")
 
     # ---- lifecycle -------------------------------------------------------------
     def start(self, timeout: float = 90) -> "Cluster":
