@@ -376,3 +376,24 @@ def test_spack_installs_and_the_binaries_run(tmp_path, generated):
         assert not suite.problems(r), (stack.name, suite.problems(r))
         # Built and run by this stack, not by whatever mpicc came first on PATH.
         assert LIBRARY_NAME[stack.family] in r.out.mpi_library, (stack.name, r.out.mpi_library)
+
+
+def test_spack_concretizes_the_slurm_cluster_template(tmp_path):
+    """The template's rows are spack.yaml's interconnect build variants; each
+    must land on the one external built with that fabric/netmod."""
+    spack = spack_or_skip()
+    environ = dict(os.environ, COMMSCOPE_SITE="slurm-cluster")
+    roots = concretized_roots(spack, env_copy(tmp_path), environ)
+    externals = load(ROOT / "ramble" / "sites" / "slurm-cluster" / "spack" / "packages.yaml")["packages"]
+    got = set()
+    for root in roots:
+        (mpi,) = [n for n in _walk(root) if n["name"] in MPI_PACKAGES]
+        (ext,) = [e for e in externals[mpi["name"]]["externals"] if e["prefix"] == mpi["external"]["path"]]
+        params = mpi["parameters"]
+        for key in ("fabrics", "netmod"):
+            m = re.search(rf"{key}=(\w+)", ext["spec"])
+            if m:
+                assert params[key] in ([m[1]], m[1]), (ext["spec"], params[key])
+        got.add(ext["prefix"])
+    # openmpi ucx+ofi, mpich ofi+ucx, intel-oneapi-mpi: five distinct builds.
+    assert len(roots) == len(got) == 5, got
