@@ -303,14 +303,15 @@ static long check(const sweep *s, const double *snd, const double *rcv, int coll
 /* Per-rank mean time of one timed call, in seconds, over `iters` calls.
  * Calls run back to back in batches, as IMB times its loop, each call with
  * its own slot of the buffers so that every result can be checked after the
- * batch; a batch holds at most BATCH_ELEMS doubles per buffer, so small sizes
- * run up to all their calls in one batch and 4 MiB ones one at a time. */
-#define BATCH_ELEMS (1L << 17)
-static double run_size(sweep *s, int coll, long n, long iters, long warmup)
+ * batch. A batch holds at most `slots` doubles per buffer (--volume), so as
+ * in IMB every timed call of a size runs back to back unless Allgather or
+ * Alltoall blocks times the ranks exceed it. Back to back matters: a large
+ * Bcast that follows a buffer refill took 3-7x longer here than in a loop. */
+static double run_size(sweep *s, int coll, long n, long iters, long warmup, long slots)
 {
     long sendn = coll == ALLTOALL ? n * s->np : n;
     long recvn = coll == ALLGATHER || coll == ALLTOALL ? n * s->np : n;
-    long per = sendn > recvn ? sendn : recvn, cap = per ? BATCH_ELEMS / per : BATCH_ELEMS;
+    long per = sendn > recvn ? sendn : recvn, cap = per ? slots / per : slots;
     if (cap < 1) cap = 1;
     double t = 0;
     for (int timed = 0; timed < 2; timed++) {
@@ -320,6 +321,11 @@ static double run_size(sweep *s, int coll, long n, long iters, long warmup)
             /* warm-up payloads differ from the timed ones */
             long first = timed ? done : iters + done;
             for (long k = 0; k < batch; k++) prepare(s, s->send + k * sendn, s->recv + k * recvn, coll, n, first + k);
+            /* Ranks leave the untimed refill at different times (the root
+             * computes a pattern, the others write -1): without a barrier the
+             * first call of the batch would time that skew. IMB likewise
+             * synchronises before its timed loop. */
+            MPI_Barrier(s->comm);
             double t0 = MPI_Wtime();
             for (long k = 0; k < batch; k++)
                 call(s, s->send + k * sendn, s->recv + k * recvn, coll, n, ROOT);
@@ -364,13 +370,14 @@ int main(int argc, char **argv)
     for (int k = 1; k < nsizes; k++)
         if (sizes[k] > maxn) maxn = sizes[k];
     maxn /= 8;
-    /* Allgather and Alltoall need size x ranks on both sides; batches of
-     * small calls need up to BATCH_ELEMS. */
-    long elems = maxn * s.np > BATCH_ELEMS ? maxn * s.np : BATCH_ELEMS;
+    /* Allgather and Alltoall need size x ranks on both sides; a batch of
+     * calls needs up to --volume bytes of slots per buffer. */
+    long slots = o[O_VOLUME].ival / 8 > 1 ? o[O_VOLUME].ival / 8 : 1;
+    long elems = maxn * s.np > slots ? maxn * s.np : slots;
     s.send = malloc(elems * sizeof(double));
     s.recv = malloc(elems * sizeof(double));
     if (!s.send || !s.recv) {
-        fprintf(stderr, "collsweep: out of memory for %ld-byte buffers x %d ranks\n", maxn * 8, s.np);
+        fprintf(stderr, "collsweep: out of memory for two buffers of %ld bytes\n", elems * 8);
         MPI_Abort(MPI_COMM_WORLD, 1);
     }
 
@@ -400,7 +407,7 @@ int main(int argc, char **argv)
             CS_BEGIN(COLL[c]);
             CS_COMM_BEGIN("collective");
             MPI_Barrier(s.comm);
-            double mean = run_size(&s, c, n, iters, warmup);
+            double mean = run_size(&s, c, n, iters, warmup, slots);
             CS_COMM_END("collective");
             CS_END(COLL[c]);
             timed += iters;
