@@ -11,10 +11,7 @@ class CommscopeWorkloads(CMakePackage):
     """C11 MPI mini-apps that exercise halo exchange, collectives and I/O patterns,
     optionally annotated with Caliper regions and Adiak metadata."""
 
-    homepage = "https://github.com/commscope/commscope"
     # No url or git: the only version is the local source, given by `develop:`.
-    license("Apache-2.0")
-
     version("develop")
 
     # One variant per option of workloads/CMakeLists.txt.
