@@ -7,9 +7,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# slurm-wlm + munge: a single-node Slurm cluster for the tests; chromium: the report tests; patchelf: Spack.
+# slurm-wlm + munge: a single-node Slurm cluster for the tests; chromium: the report tests;
+# patchelf and gfortran: Spack (Caliper's recipe needs a Fortran compiler).
 debs=(build-essential cmake libopenmpi-dev openmpi-bin libmpich-dev mpich python3-venv postgresql
-      slurm-wlm munge chromium patchelf)
+      slurm-wlm munge chromium patchelf gfortran)
 missing=()
 for p in "${debs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if ((${#missing[@]})); then

@@ -88,6 +88,10 @@ def test_setup_builds_per_stack_and_writes_the_local_site_even_without_ramble(tm
     assert gen["caliper_debian-openmpi4"] == ("yes" if build["caliper"] else "no")
     hw = yaml.safe_load((home / "sites" / "local-generated" / "hardware.yaml").read_text())
     assert hw["cpu"]["cores_per_node"] == os.cpu_count() and hw["memory_per_node_gb"] > 0
+    # and the local site's Spack scope: absolute-path externals of the stacks found here
+    ext = yaml.safe_load((home / "spack" / "local" / "packages.yaml").read_text())["packages"]
+    assert {"openmpi", "mpich", "cmake", "gmake", "python"} <= set(ext)
+    assert all(Path(e["prefix"]).is_absolute() for p in ext.values() for e in p.get("externals", []))
 
 
 # ---- for real, with Ramble -------------------------------------------------------------------

@@ -317,7 +317,7 @@ def _pip_install(pkgs: list[str]) -> None:
 
 # What Ramble (and Spack) need in the Python that runs them, pinned.
 RAMBLE_PIP = ["tqdm==4.67.1", "deprecation==2.1.0"]
-SPACK_PIP = ["clingo==5.8.0"]
+SPACK_PIP = ["clingo==5.8.3"]  # the version Spack v1.1.0 was run with here
 
 
 def setup(stacks: list[str] | None = None, caliper_prefixes: dict | None = None, build: bool = True,
@@ -361,7 +361,23 @@ def setup(stacks: list[str] | None = None, caliper_prefixes: dict | None = None,
                 log(f"[setup]   {b.note}")
     d = write_local_site(builds)
     log(f"[setup] local site: {d}")
+    spack_scope = _spack_externals()
+    log(f"[setup] local site's Spack externals: {spack_scope}")
     return {"ramble": got["ramble"], "spack": got["spack"], "builds": builds, "missing": missing}
+
+
+def _spack_externals() -> Path:
+    """The local site's Spack scope (absolute-path externals of the stacks
+    found here) under COMMSCOPE_HOME, from ramble/sites/local/generate_spack_externals.py."""
+    import importlib.util
+    path = SITES_DIR / "local" / "generate_spack_externals.py"
+    spec = importlib.util.spec_from_file_location("generate_spack_externals", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    try:
+        return mod.generate(home=db.home())
+    except mod.GenerateError as e:
+        raise WorkflowError(f"{path.name}: {e}") from None
 
 
 # ---- run -----------------------------------------------------------------------------
