@@ -23,7 +23,7 @@ from psycopg.types.json import Jsonb
 
 from . import profiles
 from .profiles import BadProfile
-from .records import Record, clean, read_record
+from .records import Record, as_int, clean, read_record
 
 BATCH = 64            # runs per round of COPYs
 PARALLEL_FROM = 32    # fewer input groups than this are read in-process
@@ -212,15 +212,8 @@ def hardware_columns(hw: dict) -> tuple:
     ic = hw.get("interconnect")
     if isinstance(ic, dict):
         ic = ic.get("name") or ic.get("technology")
-    return (clean(hw.get("cpu_model") or cpu.get("model")), _int(hw.get("cores_per_node") or cpu.get("cores_per_node")),
-            clean(ic))
-
-
-def _int(s) -> int | None:
-    try:
-        return int(s)
-    except (TypeError, ValueError):
-        return None
+    return (clean(hw.get("cpu_model") or cpu.get("model")),
+            as_int(hw.get("cores_per_node") or cpu.get("cores_per_node")), clean(ic))
 
 
 def ingest_records(conn: psycopg.Connection, records: Iterable[Record | BadProfile], prov: Provenance,
@@ -272,7 +265,7 @@ def ingest(conn: psycopg.Connection, inputs: list[Path], prov: Provenance, skip_
     for i in inputs:
         if not i.exists():
             raise BadProfile(f"{i}: no such file or directory")
-    workspaces = [i for i in inputs if ramble.is_workspace(i)]
+    workspaces = [i for i in inputs if profiles.is_ramble_workspace(i)]
     if workspaces and len(inputs) > 1:
         raise BadProfile(f"{workspaces[0]}: a Ramble workspace is one campaign; ingest it on its own")
     if workspaces:

@@ -29,10 +29,6 @@ REQUIRED = ("name", "RAMBLE_STATUS", "CONTEXTS", "RAMBLE_VARIABLES", "N_REPEATS"
 AXES = {"stack": ("stack", "mpi_stack"), "interconnect": ("interconnect_name", "interconnect"), "variant": ("variant",)}
 
 
-def is_workspace(path: Path) -> bool:
-    return path.is_dir() and ((path / RESULTS).exists() or (path / "configs" / "ramble.yaml").exists())
-
-
 def _number(v):
     try:
         return float(v)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime as dt
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from . import profiles
 from .contract import parse_output
@@ -19,7 +20,7 @@ def clean(s, limit: int = 4096) -> str | None:
     return str(s).replace("\x00", "\ufffd")[:limit]
 
 
-def _int(s) -> int | None:
+def as_int(s) -> int | None:
     try:
         return int(s)
     except (TypeError, ValueError):
@@ -96,9 +97,9 @@ def from_profile(prof: Profile) -> Record:
         ranks=prof.ranks, started_at=_started_at(prof),
         status="failed" if out and any(s == "FAIL" for s, _ in out.verify.values()) else "ok",
         variant=clean(g.get("variant")), decomposition=clean(g.get("decomposition")),
-        interconnect=clean(g.get("interconnect")), nodes=_int(g.get("numhosts")),
+        interconnect=clean(g.get("interconnect")), nodes=as_int(g.get("numhosts")),
         global_size=clean(g.get("global_size")), local_size=clean(g.get("local_size")),
-        iterations=_int(g.get("iterations")), compiler=clean(g.get("compiler")),
+        iterations=as_int(g.get("iterations")), compiler=clean(g.get("compiler")),
         spack_hash=clean(g.get("spack_hash")), caliper_version=clean(g.get("cali.caliper.version")),
         experiment=clean(g.get("experiment")),
         system=clean(g.get("cluster") or g.get("hostname") or "unknown"),
@@ -170,7 +171,6 @@ def from_output(path) -> Record:
     """A run without Caliper: the workload's stdout alone. It gives FOMs, the
     VERIFY status and the wall time (FOM total_time), but no call tree and no
     MPI fraction: those need a profile."""
-    from pathlib import Path
     path = Path(path)
     try:
         text = path.read_text()
@@ -189,7 +189,7 @@ def from_output(path) -> Record:
         started_at=dt.datetime.fromtimestamp(path.stat().st_mtime, dt.timezone.utc),
         status="failed" if not out.verify or any(st == "FAIL" for st, _ in out.verify.values()) else "ok",
         variant=clean(variant), interconnect=clean(p.get("interconnect")), global_size=clean(p.get("global") or p.get("n")),
-        iterations=_int(p.get("iters")), stack=clean(out.mpi_library.split(",")[0] or "unknown"),
+        iterations=as_int(p.get("iters")), stack=clean(out.mpi_library.split(",")[0] or "unknown"),
         mpi_library=clean(out.mpi_library or "unknown"),
         metadata={"params": {k: clean(v) for k, v in p.items()},
                   "verify": {k: list(v) for k, v in out.verify.items()}},
