@@ -171,20 +171,29 @@ def build(stack: mpi_stacks.Stack, caliper: str = "OFF", build_dir: Path | None 
     return bdir
 
 
+# Launcher start-up failures that happen before any rank runs (seen with the
+# PyPI Open MPI 5 prterun under load). The program never started, so the run
+# is launched again, once; anything the program itself printed is never retried.
+LAUNCHER_STARTUP_FAILURES = ("The PMIx server's listener thread failed to start",)
+
+
 def run(stack: mpi_stacks.Stack, bdir: Path, workload: str, args: list[str], ranks: int,
         case: str = "", env: dict | None = None, timeout: float = RUN_TIMEOUT, cwd: Path | None = None) -> Run:
     cmd = stack.launch(ranks, [str(bdir / workload), *args])
     t0 = time.monotonic()
-    # A new session, so a hung launcher and all its ranks die together.
-    p = subprocess.Popen(cmd, env=stack.environ(env), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                         text=True, start_new_session=True, cwd=cwd)
-    try:
-        so, se = p.communicate(timeout=timeout)
-        rc = p.returncode
-    except subprocess.TimeoutExpired:
-        os.killpg(p.pid, signal.SIGKILL)
-        so, se = p.communicate()
-        rc, se = -999, se + f"\n[suite] killed after {timeout:.0f} s: hang"
+    for _ in range(2):
+        # A new session, so a hung launcher and all its ranks die together.
+        p = subprocess.Popen(cmd, env=stack.environ(env), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True, start_new_session=True, cwd=cwd)
+        try:
+            so, se = p.communicate(timeout=timeout)
+            rc = p.returncode
+        except subprocess.TimeoutExpired:
+            os.killpg(p.pid, signal.SIGKILL)
+            so, se = p.communicate()
+            rc, se = -999, se + f"\n[suite] killed after {timeout:.0f} s: hang"
+        if rc == 0 or "COMMSCOPE " in so or not any(f in se for f in LAUNCHER_STARTUP_FAILURES):
+            break
     return Run(stack.name, workload, case, ranks, rc, so, se, time.monotonic() - t0, parse_output(so))
 
 
