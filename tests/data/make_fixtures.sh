@@ -52,7 +52,13 @@ part2() {
   # The file path in the header names the temporary directory; keep it stable.
   sed -i "s|$scratch|SCRATCH|g" "$out/pio-two-phase-n4.mpi-profile.out"
 }
+# The placement advisor's 16-rank input (4 emulated nodes x 4 ranks,
+# collectors/bench/placement_measured.py). ONLY=placement makes just it.
+placement16() {
+  msgtrace "commgraph-random-sparse-n16.msgtrace" 16 commgraph --pattern random-sparse --iters 3 --large-bytes 65536
+}
 if [ "${ONLY:-}" = part2 ]; then part2; exit 0; fi
+if [ "${ONLY:-}" = placement ]; then placement16; exit 0; fi
 H=(--n 24,24,24 --iters 10 --pml-width 3)
 for n in 2 4; do
   run "halo3d-overlap-n$n.runtime-profile" "$n" \
@@ -78,6 +84,7 @@ done
 msgtrace "halo3d-blocking-n4.msgtrace" 4 halo3d "${H[@]}" --variant blocking
 
 part2
+placement16
 
 if [ -n "${2:-}" ]; then
   bdir=$(cd "$2" && pwd)
