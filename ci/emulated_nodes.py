@@ -29,8 +29,10 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 PREFIX = "commscope-emu"
@@ -42,6 +44,10 @@ def _run(argv: list[str], check: bool = True) -> subprocess.CompletedProcess:
     if check and p.returncode:
         raise RuntimeError(f"{' '.join(argv)}: exit {p.returncode}: {p.stderr.strip()}")
     return p
+
+
+def _terminate(signum, frame):
+    raise SystemExit(f"emulated nodes: signal {signum}, removing the nodes")
 
 
 def unavailable_reason() -> str | None:
@@ -76,15 +82,24 @@ class EmulatedNodes:
     # ---- set up and tear down ------------------------------------------------------------
 
     def __enter__(self) -> "EmulatedNodes":
+        cleanup_stale()
+        # A plain `kill` must still tear the nodes down: turn SIGTERM into an
+        # exception that unwinds through __exit__ (main thread only).
+        self._old_term = None
+        if threading.current_thread() is threading.main_thread():
+            self._old_term = signal.signal(signal.SIGTERM, _terminate)
         try:
             self._create()
         except BaseException:
-            self.remove()
+            self.__exit__()
             raise
         return self
 
     def __exit__(self, *exc) -> None:
         self.remove()
+        if self._old_term is not None:
+            signal.signal(signal.SIGTERM, self._old_term)
+            self._old_term = None
 
     def _shape(self, ns: str, dev: str) -> None:
         # tbf: rate, a burst of one GSO packet, and a queue of up to 1 s at the rate.
@@ -176,7 +191,8 @@ class EmulatedNodes:
         """Each node's egress token bucket: bytes sent and times the rate held a packet back."""
         out = []
         for ns in self.hosts:
-            q = json.loads(_run(["ip", "netns", "exec", ns, "tc", "-s", "-j", "qdisc", "show", "dev", "eth0"]).stdout)[0]
+            tc = _run(["ip", "netns", "exec", ns, "tc", "-s", "-j", "qdisc", "show", "dev", "eth0"])
+            q = json.loads(tc.stdout)[0]
             out.append({"kind": q["kind"], "bytes": q["bytes"], "overlimits": q["overlimits"], "drops": q["drops"]})
         return out
 

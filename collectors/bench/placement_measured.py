@@ -135,7 +135,8 @@ def measure(profile_dir: Path = DEFAULT_PROFILE, nodes: int = 4, rpn: int = 4, r
     node_of["advised-rankfile"] = advice.node_of
     total = sum(w[i][j] for i in range(ranks) for j in range(i + 1, ranks))
     results = {name: {"rank_map": maps.get(name), "predicted_internode_share": placement.cost(w, n, topo)[0] / total,
-                      "total_time": [], "comm_time_max": [], "wall": [], "wire_bytes": [], "ratio": []}
+                      "total_time": [], "comm_time_max": [], "wall": [], "wire_bytes": [], "busiest_cable_bytes": [],
+                      "ratio": []}
                for name, n in node_of.items()}
     load_before = os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="commscope-placement-") as tmp, \
@@ -159,7 +160,8 @@ def measure(profile_dir: Path = DEFAULT_PROFILE, nodes: int = 4, rpn: int = 4, r
                 t0 = time.monotonic()
                 p = subprocess.run(cmd, env=stack.environ(), capture_output=True, text=True, timeout=600)
                 wall = time.monotonic() - t0
-                wire = sum(emu.tx_bytes()) - sum(before)
+                per_node = [a - b for a, b in zip(emu.tx_bytes(), before)]
+                wire = sum(per_node)
                 out = parse_output(p.stdout)
                 bad = [f"{k} {s}" for k, (s, _) in out.verify.items() if s != "PASS"]
                 if p.returncode or not out.verify or bad:
@@ -172,6 +174,7 @@ def measure(profile_dir: Path = DEFAULT_PROFILE, nodes: int = 4, rpn: int = 4, r
                 r["comm_time_max"].append(out.foms["comm_time_max"][0])
                 r["wall"].append(wall)
                 r["wire_bytes"].append(wire)
+                r["busiest_cable_bytes"].append(max(per_node))  # the link that sets the pace
                 r["internode_bytes_per_iter"] = out.foms["internode_bytes_per_iter"][0]
                 r["intranode_bytes_per_iter"] = out.foms["intranode_bytes_per_iter"][0]
                 times[name] = out.foms["total_time"][0]
@@ -186,9 +189,10 @@ def measure(profile_dir: Path = DEFAULT_PROFILE, nodes: int = 4, rpn: int = 4, r
         r["median_total_time"] = statistics.median(r["total_time"])
         r["median_ratio"] = statistics.median(r["ratio"])
         r["median_wire_bytes_per_iter"] = statistics.median(r["wire_bytes"]) / iters
+        r["median_busiest_cable_bytes_per_iter"] = statistics.median(r["busiest_cable_bytes"]) / iters
     return {
         "setup": {"nodes": nodes, "ranks_per_node": rpn, "ranks": ranks, "cores": os.cpu_count(),
-                  "link": f"tbf {rate_mbit} Mbit/s each way per node, no added delay (no netem in this kernel)",
+                  "link": f"tbf {rate_mbit:g} Mbit/s each way per node, no added delay (no netem in this kernel)",
                   "rate_mbit": rate_mbit, "stack": STACK, "mpi_library": mpi_library,
                   "launch": "mpirun in node 0, orted per node through an ip-netns rsh agent; "
                             "btl self,vader (within a node), tcp over eth0 (between nodes); " + " ".join(SHARE_CORES),
@@ -206,19 +210,22 @@ def measure(profile_dir: Path = DEFAULT_PROFILE, nodes: int = 4, rpn: int = 4, r
 def report(m: dict) -> str:
     s = m["setup"]
     lines = [f"commgraph {' '.join(s['commgraph_args'])}",
-             f"{s['ranks']} ranks on {s['nodes']} emulated nodes x {s['ranks_per_node']}, {s['link']}, {s['cores']} cores",
+             f"{s['ranks']} ranks on {s['nodes']} emulated nodes x {s['ranks_per_node']}, {s['link']}, "
+             f"{s['cores']} cores",
              f"{s['mpi_library'][:40]}; {s['repeats']} alternating rounds; load average "
              f"{s['load_average_before'][0]:.2f} before, {s['load_average_after'][0]:.2f} after",
              "inter share: the part of the graph's bytes that crosses nodes, predicted from the profile and as "
-             "commgraph counted it by host name; wire: bytes the kernel counted on the emulated cables",
+             "commgraph counted it by host name; wire: bytes the kernel counted on the emulated cables (all, and "
+             "the busiest node's)",
              f"{'placement':17}{'inter share':>12}{'inter share':>12}{'inter B/iter':>14}{'wire B/iter':>14}"
-             f"{'total_time':>11}{'range':>15}{'ratio':>7}",
-             f"{'':17}{'predicted':>12}{'commgraph':>12}{'commgraph':>14}{'kernel':>14}"
+             f"{'busiest':>12}{'total_time':>11}{'range':>15}{'ratio':>7}",
+             f"{'':17}{'predicted':>12}{'commgraph':>12}{'commgraph':>14}{'kernel':>14}{'kernel':>12}"
              f"{'median s':>11}{'min-max s':>15}{'median':>7}"]
     for name, r in m["placements"].items():
         share = r["internode_bytes_per_iter"] / (r["internode_bytes_per_iter"] + r["intranode_bytes_per_iter"])
         lines.append(f"{name:17}{r['predicted_internode_share']:>12.3f}{share:>12.3f}"
                      f"{r['internode_bytes_per_iter']:>14,.0f}{r['median_wire_bytes_per_iter']:>14,.0f}"
+                     f"{r['median_busiest_cable_bytes_per_iter']:>12,.0f}"
                      f"{r['median_total_time']:>11.3f}{min(r['total_time']):>8.3f}-{max(r['total_time']):<6.3f}"
                      f"{r['median_ratio']:>7.2f}")
     return "\n".join(lines)
@@ -240,15 +247,17 @@ def store(m: dict, source: str) -> int:
             f"placement's" + (f", random placements {min(r['median_ratio'] for r in rnd):.2f}x to "
                               f"{max(r['median_ratio'] for r in rnd):.2f}x" if rnd else "") + ".")
     with db.connect() as conn:
-        row = conn.execute("INSERT INTO advice (kind, run_id, source, summary, text) VALUES ('placement', NULL, %s, %s, %s)"
-                           " RETURNING id", (source, json.dumps(summary), text)).fetchone()
+        row = conn.execute("INSERT INTO advice (kind, run_id, source, summary, text) "
+                           "VALUES ('placement', NULL, %s, %s, %s) RETURNING id",
+                           (source, json.dumps(summary), text)).fetchone()
         conn.commit()
     return row[0]
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--profile", type=Path, default=DEFAULT_PROFILE, help="commgraph message-tracing profile (directory)")
+    ap.add_argument("--profile", type=Path, default=DEFAULT_PROFILE,
+                    help="commgraph message-tracing profile (a directory of rank-N.cali and commgraph.out)")
     ap.add_argument("--nodes", type=int, default=4)
     ap.add_argument("--ranks-per-node", type=int, default=4)
     ap.add_argument("--rate-mbit", type=float, default=200, help="link rate of each emulated node, each way")
