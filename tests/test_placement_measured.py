@@ -72,7 +72,8 @@ def test_the_advised_rank_map_moves_fewer_bytes_between_nodes_and_is_stored_with
     """16 ranks of random-sparse commgraph on 4 emulated nodes x 4: block
     placement, the advisor's rank map and rankfile, a random map. Fast links
     and small messages: only the counters matter here, not the times."""
-    m = placement_measured.measure(rate_mbit=1000, iters=2, large_bytes=65536, repeats=1, n_random=1, log=lambda s: None)
+    m = placement_measured.measure(rate_mbit=1000, iters=2, large_bytes=65536, repeats=1, n_random=1,
+                                   log=lambda s: None)
     runs = m["placements"]
     assert set(runs) == {"default", "advised", "random-1", "advised-rankfile"}
     for name, r in runs.items():
