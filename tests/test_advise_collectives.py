@@ -1,0 +1,211 @@
+"""commscope advise collectives: the chooser on real collsweep sweeps, and each
+stack's tuning input accepted and honoured by the real library.
+
+What proves "honoured" per stack:
+- Open MPI 4.1 and 5.0 ignore a rules file they cannot parse without a word
+  (release builds), so the proof is behaviour: a generated file that sends
+  Allgather blocks from 33 B up to `two_proc` (valid on 2 ranks only) makes a
+  4-rank run fail at 64 B and pass at 8 and 32 B.
+- MPICH 4.0: a generated file that sends Alltoall from 513 B up to
+  `pairwise_sendrecv_replace` (an in-place algorithm: it ignores the send
+  buffer) makes collsweep's check fail at 1 KiB and pass at 8 and 512 B; a
+  file with an unknown key stops MPI_Init.
+- Intel MPI 2021: the library echoes the I_MPI_ADJUST value it parsed
+  (I_MPI_DEBUG=6) and warns about one it rejects.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import psycopg
+import pytest
+from click.testing import CliRunner
+
+import suite
+from commscope import advise_collectives as ac
+from commscope.cli import main
+from commscope.ingest import Provenance, ingest
+from conftest import stack_or_skip
+
+MPICH4_LIB = Path("/usr/lib/x86_64-linux-gnu/libmpich.so.12")
+
+
+def _run(stack, args, ranks, env=None):
+    return suite.run(stack, suite.build(stack), "collsweep", args, ranks, env=env, timeout=120)
+
+
+# ---- each stack's own parser -------------------------------------------------------
+
+@pytest.mark.parametrize("name", ["debian-openmpi4", "pypi-openmpi5"])
+def test_open_mpi_honours_the_rules_file_per_message_size_band(tmp_path, name):
+    stack = stack_or_skip(name)
+    t = ac.Tuning("openmpi", name, 4)
+    t.bands["allgather"] = [ac.Band(0, 32, ac.DEFAULT), ac.Band(33, None, "6")]
+    text = ac.ompi_rules(t)
+    # Read back as coll_tuned_dynamic_file.c reads it: allgather (id 0), sizes in
+    # bytes x ranks, the fixed decision below 4 ranks and below the band.
+    assert ac.parse_ompi_rules(text) == {0: {0: [(0, 0, 0, 0)], 4: [(0, 0, 4, 0), (33 * 4, 6, 4, 0)]}}
+    rules = tmp_path / "allgather.rules"
+    rules.write_text(text)
+    env = ac.ompi_env(rules)
+    below = _run(stack, ["--coll", "allgather", "--sizes", "8,32", "--iters", "5"], 4, env)
+    assert not suite.problems(below), suite.problems(below)
+    above = _run(stack, ["--coll", "allgather", "--sizes", "64", "--iters", "5"], 4, env)
+    assert above.returncode != 0 and "MPI_Allgather" in above.stderr, above.stderr[-1500:]
+    # Without the file the same 64 B Allgather runs: the failure is the file's doing.
+    plain = _run(stack, ["--coll", "allgather", "--sizes", "64", "--iters", "5"], 4)
+    assert not suite.problems(plain), suite.problems(plain)
+
+
+def test_mpich_loads_and_honours_the_selection_json(tmp_path):
+    stack = stack_or_skip("debian-mpich4")
+    default_tree = ac.mpich_default_tree(MPICH4_LIB)
+    t = ac.Tuning("mpich", stack.name, 2)
+    t.bands["alltoall"] = [ac.Band(0, 512, ac.DEFAULT), ac.Band(513, None, "pairwise_sendrecv_replace")]
+    tree = ac.mpich_json(t, default_tree)
+    # Every collective the library selects for keeps a branch; only Alltoall's changed.
+    assert set(tree) == set(default_tree)
+    assert all(tree[k] == default_tree[k] for k in tree if k != "collective=alltoall")
+    branch = tree["collective=alltoall"]["comm_type=intra"]
+    assert list(branch) == ["comm_size<=1", "comm_size<=2", "comm_size=any"]
+    assert branch["comm_size<=2"]["avg_msg_size=any"] == {
+        "algorithm=MPIR_Alltoall_intra_pairwise_sendrecv_replace": {}}
+    path = tmp_path / "a2a.json"
+    path.write_text(json.dumps(tree))
+    env = ac.mpich_env(path, t)
+    assert env["MPIR_CVAR_ALLTOALL_INTRA_ALGORITHM"] == "auto"
+    below = _run(stack, ["--coll", "alltoall,allreduce,bcast", "--sizes", "8,512", "--iters", "5"], 2, env)
+    assert not suite.problems(below), suite.problems(below)
+    above = _run(stack, ["--coll", "alltoall", "--sizes", "1K", "--iters", "5"], 2, env)
+    assert above.returncode == 0 and above.out.verify["wrong_elements"][0] == "FAIL"
+    # A file MPICH cannot read stops it at MPI_Init, naming the key.
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"collective=bcast": {"comm_size_is_big": {}}}')
+    r = _run(stack, ["--coll", "bcast", "--sizes", "8", "--iters", "5"], 2,
+             {"MPIR_CVAR_COLL_SELECTION_TUNING_JSON_FILE": str(bad)})
+    assert r.returncode != 0 and "unknown key comm_size_is_big" in r.stderr and "VERIFY" not in r.stdout
+
+
+def test_intel_mpi_accepts_the_adjust_strings():
+    stack = stack_or_skip("pypi-impi2021")
+    t = ac.Tuning("impi", stack.name, 2)
+    t.bands["allreduce"] = [ac.Band(0, 1024, "1"), ac.Band(1025, 8192, ac.DEFAULT), ac.Band(8193, None, "2")]
+    env = ac.impi_env(t)
+    value = env["I_MPI_ADJUST_ALLREDUCE"]
+    assert value == f"1:0-1024@2-2;2:8193-{ac.INF_BYTES}@2-2"
+    assert ac.parse_impi(value) == [(1, 0, 1024, 2, 2), (2, 8193, ac.INF_BYTES, 2, 2)]
+    r = _run(stack, ["--coll", "allreduce", "--sizes", "8,16K", "--iters", "5"], 2, {**env, "I_MPI_DEBUG": "6"})
+    assert not suite.problems(r), suite.problems(r)
+    text = r.stdout + r.stderr
+    assert f"I_MPI_ADJUST_ALLREDUCE={value}" in text and "Incorrect" not in text
+    # The same check sees a value the library rejects.
+    bad = _run(stack, ["--coll", "allreduce", "--sizes", "8", "--iters", "5"], 2,
+               {"I_MPI_ADJUST_ALLREDUCE": "1:0-1024@2-2;zz", "I_MPI_DEBUG": "6"})
+    assert "Incorrect adjust value" in bad.stdout + bad.stderr
+
+
+# ---- the chooser on a real sweep ---------------------------------------------------
+
+SWEEP = {"default": {}, "3": {"OMPI_MCA_coll_tuned_use_dynamic_rules": "1",
+                              "OMPI_MCA_coll_tuned_allreduce_algorithm": "recursive_doubling"},
+         "4": {"OMPI_MCA_coll_tuned_use_dynamic_rules": "1", "OMPI_MCA_coll_tuned_allreduce_algorithm": "4"}}
+
+
+@pytest.fixture(scope="module")
+def sweep(tmp_path_factory):
+    """A real Allreduce sweep on Debian Open MPI, 2 ranks: the defaults and two
+    forced algorithms (one named, one numbered), twice each."""
+    stack = stack_or_skip("debian-openmpi4")
+    out = tmp_path_factory.mktemp("sweep")
+    for rep in range(2):
+        for label, env in SWEEP.items():
+            r = _run(stack, ["--coll", "allreduce", "--sizes", "8:4K", "--iters", "50"], 2, env)
+            assert not suite.problems(r), suite.problems(r)
+            (out / f"allreduce-{label}-{rep}.out").write_text(r.stdout)
+    return out
+
+
+def test_chooser_picks_the_fastest_per_band_from_real_output(sweep):
+    points = ac.points_from_files([sweep])
+    assert {p.algorithm for p in points} == set(SWEEP)  # names and numbers both map to Open MPI's numbers
+    [t] = ac.choose(points)
+    assert (t.family, t.ranks, t.stack) == ("openmpi", 2, "openmpi-4.1.4")
+    bands = t.bands["allreduce"]
+    # Bands tile all sizes: from 0, each starting above the last, the last open.
+    assert bands[0].lo == 0 and bands[-1].hi is None
+    assert all(b.lo == a.hi + 1 for a, b in zip(bands, bands[1:]))
+    assert sum(len(b.sizes) for b in bands) == 10  # 8 B .. 4 KiB
+    table = t.table["allreduce"]
+    for b in bands:
+        for s in b.sizes:
+            algs = table[s]
+            if b.algorithm == ac.DEFAULT:
+                assert min(algs.values()) >= algs[ac.DEFAULT] * (1 - ac.MIN_GAIN)
+            else:
+                assert algs[b.algorithm] == min(algs.values()) < algs[ac.DEFAULT] * (1 - ac.MIN_GAIN)
+    p = t.predicted()["allreduce"]
+    assert p["tuned_us"] <= p["default_us"]
+    assert p["default_us"] == pytest.approx(sum(table[s][ac.DEFAULT] for s in table))
+
+
+def test_cli_writes_the_files_and_stores_the_advice_from_a_campaign(sweep, dsn, tmp_path, monkeypatch):
+    with psycopg.connect(dsn) as conn:
+        ingest(conn, [sweep], Provenance(system="lab-a", stack="debian-openmpi4"))
+        conn.commit()
+        campaign = conn.execute("SELECT DISTINCT campaign_id FROM v_runs").fetchone()[0]
+    monkeypatch.setenv("COMMSCOPE_DB_URL", dsn)
+    out = tmp_path / "tuning"
+    r = CliRunner().invoke(main, ["advise", "collectives", str(campaign), "-o", str(out)])
+    assert r.exit_code == 0, r.output
+    rules = out / "debian-openmpi4-n2.rules"
+    parsed = ac.parse_ompi_rules(rules.read_text())
+    assert set(parsed) == {2}  # allreduce
+    assert f"OMPI_MCA_coll_tuned_dynamic_rules_filename='{rules.resolve()}'" in r.output
+    with psycopg.connect(dsn) as conn:
+        rows = conn.execute("SELECT kind, summary, text FROM v_advice").fetchall()
+    assert len(rows) == 1 and rows[0][0] == "collectives"
+    summary = rows[0][1]
+    assert summary["stack"] == "debian-openmpi4" and summary["ranks"] == 2
+    assert summary["predicted"]["allreduce"]["tuned_us"] <= summary["predicted"]["allreduce"]["default_us"]
+    # The stored bands are the ones in the file.
+    stored = [(b["lo"], 0 if b["algorithm"] == "default" else int(b["algorithm"])) for b in summary["bands"]["allreduce"]]
+    assert stored == [(m[0], m[1]) for m in parsed[2][2]]
+
+
+# ---- bad input ---------------------------------------------------------------------
+
+def _advice_count(dsn):
+    with psycopg.connect(dsn) as conn:
+        return conn.execute("SELECT count(*) FROM advice").fetchone()[0]
+
+
+def test_bad_input_names_it_exits_2_and_stores_nothing(sweep, dsn, tmp_path, monkeypatch):
+    monkeypatch.setenv("COMMSCOPE_DB_URL", dsn)
+    out = tmp_path / "tuning"
+    # A file with no collsweep data.
+    other = tmp_path / "halo.out"
+    other.write_text("COMMSCOPE workload=halo3d version=0.1.0\nFOM total_time 1.0 s\n")
+    # collsweep output from a library the advisor does not know.
+    foreign = tmp_path / "foreign.out"
+    foreign.write_text((sweep / "allreduce-default-0.out").read_text().replace("MPI_LIBRARY Open MPI", "MPI_LIBRARY FooMPI"))
+    # A sweep without the default algorithm: nothing to compare against.
+    nodefault = tmp_path / "nodefault"
+    nodefault.mkdir()
+    (nodefault / "a.out").write_text((sweep / "allreduce-3-0.out").read_text())
+    cases = [([str(other)], str(other), "no collsweep output"),
+             ([str(foreign)], str(foreign), "unknown MPI library 'FooMPI"),
+             ([str(tmp_path / "missing")], str(tmp_path / "missing"), "no such file"),
+             ([str(nodefault)], "allreduce", "no run with the default algorithm"),
+             (["999"], "campaign 999", "no collsweep t_avg figures")]
+    for args, named, what in cases:
+        r = CliRunner().invoke(main, ["advise", "collectives", *args, "-o", str(out)])
+        assert r.exit_code == 2, (args, r.output)
+        assert named in r.output and what in r.output, r.output
+        assert not out.exists()
+    # An MPICH sweep without the library to extend: named, nothing written.
+    mpich = tmp_path / "mpich.out"
+    mpich.write_text((sweep / "allreduce-default-0.out").read_text().replace("MPI_LIBRARY Open MPI", "MPI_LIBRARY MPICH"))
+    r = CliRunner().invoke(main, ["advise", "collectives", str(mpich), "-o", str(out)])
+    assert r.exit_code == 2 and "--mpich-library" in r.output and not out.exists()
+    assert _advice_count(dsn) == 0
