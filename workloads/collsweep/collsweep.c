@@ -9,11 +9,11 @@
  * and reads the library's own value back through MPI_T where the library
  * exposes one, so a result can never be mislabelled.
  *
- * Iteration counts follow IMB: at most --iters timed calls, cut to
- * --volume / size for large sizes, after a warm-up of max(--warmup, 10%).
- * Every call's result is checked, outside the timed loop: calls run back to
- * back in batches, each with its own buffer slot. The payload changes with
- * the call, so a stale buffer cannot pass. */
+ * Iteration counts and timing follow IMB-MPI1: at most --iters timed calls,
+ * cut to --volume / size for large sizes, after a warm-up of a tenth of them
+ * (at least --warmup); each call timed on its own, with a barrier between
+ * calls. Every call's result is checked, outside the timed interval. The
+ * payload changes with the call, so a stale buffer cannot pass. */
 #include "commscope.h"
 
 #include <ctype.h>
@@ -300,41 +300,44 @@ static long check(const sweep *s, const double *snd, const double *rcv, int coll
     return bad;
 }
 
-/* Per-rank mean time of one timed call, in seconds, over `iters` calls.
- * Calls run back to back in batches, as IMB times its loop, each call with
- * its own slot of the buffers so that every result can be checked after the
- * batch. A batch holds at most `slots` doubles per buffer (--volume), so as
- * in IMB every timed call of a size runs back to back unless Allgather or
- * Alltoall blocks times the ranks exceed it. Back to back matters: a large
- * Bcast that follows a buffer refill took 3-7x longer here than in a loop. */
-static double run_size(sweep *s, int coll, long n, long iters, long warmup, long slots)
+/* Per-rank mean time of one timed call, in seconds, over `iters` calls,
+ * timed as IMB-MPI1 times its collectives (IMB_allreduce.c, IMB_bcast.c, ...):
+ * each call between its own two MPI_Wtime calls, an MPI_Barrier between
+ * calls (IMB's default -sync 1) and one buffer reused by every call (IMB's
+ * default, off_cache off). What IMB does not do happens outside the timed
+ * interval, before the barrier: the buffers are refilled with this call's
+ * payload, and after the call its result is checked. So every call is
+ * verified and none of that work is timed. Barrier moves no payload and is
+ * timed as IMB times it, back to back. */
+static double run_size(sweep *s, int coll, long n, long iters, long warmup)
 {
-    long sendn = coll == ALLTOALL ? n * s->np : n;
-    long recvn = coll == ALLGATHER || coll == ALLTOALL ? n * s->np : n;
-    long per = sendn > recvn ? sendn : recvn, cap = per ? slots / per : slots;
-    if (cap < 1) cap = 1;
     double t = 0;
-    for (int timed = 0; timed < 2; timed++) {
-        long total = timed ? iters : warmup;
-        for (long done = 0; done < total;) {
-            long batch = total - done < cap ? total - done : cap;
-            /* warm-up payloads differ from the timed ones */
-            long first = timed ? done : iters + done;
-            for (long k = 0; k < batch; k++) prepare(s, s->send + k * sendn, s->recv + k * recvn, coll, n, first + k);
-            /* Ranks leave the untimed refill at different times (the root
-             * computes a pattern, the others write -1): without a barrier the
-             * first call of the batch would time that skew. IMB likewise
-             * synchronises before its timed loop. */
+    if (coll == BARRIER) {
+        for (long k = 0; k < warmup; k++) MPI_Barrier(s->comm);
+        MPI_Barrier(s->comm);
+        MPI_Barrier(s->comm);
+        double t0 = MPI_Wtime();
+        for (long k = 0; k < iters; k++) MPI_Barrier(s->comm);
+        t = MPI_Wtime() - t0;
+        s->calls += warmup + iters;
+    } else {
+        for (int timed = 0; timed < 2; timed++) {
+            long total = timed ? iters : warmup;
+            /* IMB's N_BARR: two barriers before the first call */
             MPI_Barrier(s->comm);
-            double t0 = MPI_Wtime();
-            for (long k = 0; k < batch; k++)
-                call(s, s->send + k * sendn, s->recv + k * recvn, coll, n, ROOT);
-            double dt = MPI_Wtime() - t0;
-            if (timed) t += dt;
-            for (long k = 0; k < batch; k++)
-                s->wrong += check(s, s->send + k * sendn, s->recv + k * recvn, coll, n, first + k, ROOT);
-            s->calls += batch;
-            done += batch;
+            MPI_Barrier(s->comm);
+            for (long k = 0; k < total; k++) {
+                /* warm-up payloads differ from the timed ones */
+                long it = timed ? k : iters + k;
+                prepare(s, s->send, s->recv, coll, n, it);
+                MPI_Barrier(s->comm);
+                double t0 = MPI_Wtime();
+                call(s, s->send, s->recv, coll, n, ROOT);
+                double dt = MPI_Wtime() - t0;
+                if (timed) t += dt;
+                s->wrong += check(s, s->send, s->recv, coll, n, it, ROOT);
+                s->calls++;
+            }
         }
     }
     s->t_comm += t;
@@ -370,10 +373,8 @@ int main(int argc, char **argv)
     for (int k = 1; k < nsizes; k++)
         if (sizes[k] > maxn) maxn = sizes[k];
     maxn /= 8;
-    /* Allgather and Alltoall need size x ranks on both sides; a batch of
-     * calls needs up to --volume bytes of slots per buffer. */
-    long slots = o[O_VOLUME].ival / 8 > 1 ? o[O_VOLUME].ival / 8 : 1;
-    long elems = maxn * s.np > slots ? maxn * s.np : slots;
+    /* Allgather and Alltoall need size x ranks on both sides. */
+    long elems = maxn * s.np > 0 ? maxn * s.np : 1;
     s.send = malloc(elems * sizeof(double));
     s.recv = malloc(elems * sizeof(double));
     if (!s.send || !s.recv) {
@@ -403,11 +404,14 @@ int main(int argc, char **argv)
             long iters = bytes ? o[O_VOLUME].ival / bytes : o[O_ITERS].ival;
             if (iters > o[O_ITERS].ival) iters = o[O_ITERS].ival;
             if (iters < 1) iters = 1;
-            long warmup = iters / 10 > o[O_WARMUP].ival ? iters / 10 : o[O_WARMUP].ival;
+            /* IMB_warm_up.c: a tenth of the timed calls, at least --warmup
+             * (IMB: 10) but never more than the timed calls */
+            long warmup = iters / 10;
+            if (warmup < o[O_WARMUP].ival) warmup = o[O_WARMUP].ival < iters ? o[O_WARMUP].ival : iters;
             CS_BEGIN(COLL[c]);
             CS_COMM_BEGIN("collective");
             MPI_Barrier(s.comm);
-            double mean = run_size(&s, c, n, iters, warmup, slots);
+            double mean = run_size(&s, c, n, iters, warmup);
             CS_COMM_END("collective");
             CS_END(COLL[c]);
             timed += iters;
