@@ -179,7 +179,7 @@ class Writer:
             new = [(ids[r.content_hash], r) for r in batch if r.content_hash in ids]
             nid = self.node_ids
             with cur.copy("COPY node_metrics (run_id, node_id, excl_min, excl_avg, excl_max, incl_min, incl_avg, "
-                          "incl_max, calls, imbalance) FROM STDIN") as cp:
+                          "incl_max, calls, imbalance, incl_max_rank) FROM STDIN") as cp:
                 for run_id, r in new:
                     for row in r.node_rows:
                         cp.write_row((run_id, nid[row[0]], *row[1:]))

@@ -334,6 +334,7 @@ class NodeStats:
     incl_avg: float
     incl_max: float
     calls: int | None
+    incl_max_rank: int | None = None   # the rank with the most inclusive time (unknown for spot)
 
 
 def is_mpi(path: tuple) -> bool:
@@ -362,8 +363,9 @@ def node_stats(prof: Profile) -> dict[tuple, NodeStats]:
         ex = [excl_by_path.get(p, {}).get(r, 0.0) for r in ranks]
         inc = [incl[p].get(r, 0.0) for r in ranks]
         calls = [prof.calls[p, r] for r in ranks if (p, r) in prof.calls]
+        slowest = max(range(len(ranks)), key=inc.__getitem__)
         stats[p] = NodeStats(min(ex), sum(ex) / len(ex), max(ex), min(inc), sum(inc) / len(inc), max(inc),
-                             sum(calls) if calls else None)
+                             sum(calls) if calls else None, ranks[slowest] if ranks[slowest] >= 0 else None)
     return stats
 
 

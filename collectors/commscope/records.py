@@ -54,7 +54,7 @@ class Record:
     summary: dict = field(default_factory=lambda: dict.fromkeys(
         ("wall_time", "mpi_time_avg", "mpi_time_max", "mpi_fraction_avg", "mpi_fraction_slowest")))
     metadata: dict = field(default_factory=dict)
-    # (path, excl_min, excl_avg, excl_max, incl_min, incl_avg, incl_max, calls, imbalance)
+    # (path, excl_min, excl_avg, excl_max, incl_min, incl_avg, incl_max, calls, imbalance, incl_max_rank)
     node_rows: list = field(default_factory=list)
     # (region path, function, time_total, time_max, calls, bytes)
     mpi_rows: list = field(default_factory=list)
@@ -111,7 +111,7 @@ def from_profile(prof: Profile) -> Record:
     for p, s in stats.items():
         imb = s.excl_max / s.excl_avg if s.excl_max is not None and s.excl_avg else None
         rec.node_rows.append((_join(p), s.excl_min, s.excl_avg, s.excl_max, s.incl_min, s.incl_avg, s.incl_max,
-                              s.calls, imb))
+                              s.calls, imb, s.incl_max_rank))
     # MPI leaves summed over ranks (spot: its across-rank sum; MPI leaves have no children).
     mpi_total: dict = {}
     for (p, _r), t in prof.excl.items():

@@ -1,0 +1,385 @@
+"""The barrier advisor (the reservoir study): where a run spends time in
+MPI_Barrier, which barriers look like debugging barriers, and what removing
+them would save.
+
+It reads one run's call-tree rows as the store keeps them (v_node_metrics, or
+records.from_profile for a profile file): per call path, exclusive time
+min/avg/max over ranks and calls summed over ranks.
+
+Likely debugging barrier: an MPI_Barrier that is called more than once per
+rank and sits next to communication with the same call count. "Next to" means
+a sibling under the same parent region: when the barrier has a region of its
+own that holds nothing else (cgsolve's `debug_barrier`), the siblings of that
+region; otherwise the other children of the region the barrier is called in.
+A sibling counts as communication when its subtree calls only collectives or
+point-to-point/RMA functions (a halo exchange, a dot-product Allreduce), and
+its calls match when one sibling, or all such siblings together, have exactly
+the barrier's call count. A barrier called once per rank (a timing or phase
+barrier) is never flagged: it cannot be what costs time in a loop.
+
+Predicted saving, per rank, of removing a barrier site. A barrier's time on a
+rank is its own latency plus the wait for the last rank to arrive (the skew).
+Without the barrier the skew does not vanish: the next collective or halo wait
+absorbs it. What goes away is the latency. The rank that waits least in the
+barrier is (nearly always) the one that arrived last, so its barrier time is
+the latency alone:
+
+    predicted saving = barrier time avg - skew absorbed by the next operation
+                     = barrier time avg - (barrier time avg - barrier time min)
+                     = barrier time min over ranks.
+
+Summed over the likely debugging sites, that is the predicted drop of every
+rank's MPI time, and so of the run's wall time. It is an estimate, not a
+bound: skew that the barriers kept apart can cancel once they are gone (the
+saving is then larger), and when different ranks arrive last at different
+calls the minimum over ranks' totals holds some skew (the prediction is then
+too high). collectors/bench/barrier_advice.py measures how close it is.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .profiles import NOT_APPLICATION
+
+COLLECTIVES = {"MPI_Allreduce", "MPI_Reduce", "MPI_Bcast", "MPI_Allgather", "MPI_Allgatherv", "MPI_Alltoall",
+               "MPI_Alltoallv", "MPI_Alltoallw", "MPI_Gather", "MPI_Gatherv", "MPI_Scatter", "MPI_Scatterv",
+               "MPI_Reduce_scatter", "MPI_Reduce_scatter_block", "MPI_Scan", "MPI_Exscan", "MPI_Iallreduce",
+               "MPI_Ireduce", "MPI_Ibcast", "MPI_Iallgather", "MPI_Ialltoall", "MPI_Neighbor_alltoall",
+               "MPI_Neighbor_allgather", "MPI_Neighbor_alltoallv"}
+POINT_TO_POINT = {"MPI_Send", "MPI_Recv", "MPI_Isend", "MPI_Irecv", "MPI_Ssend", "MPI_Issend", "MPI_Rsend",
+                  "MPI_Sendrecv", "MPI_Sendrecv_replace", "MPI_Wait", "MPI_Waitall", "MPI_Waitany", "MPI_Waitsome",
+                  "MPI_Test", "MPI_Testall", "MPI_Testany", "MPI_Put", "MPI_Get", "MPI_Accumulate",
+                  "MPI_Win_post", "MPI_Win_start", "MPI_Win_complete", "MPI_Win_wait", "MPI_Win_fence",
+                  "MPI_Probe", "MPI_Iprobe"}
+COMMUNICATION = COLLECTIVES | POINT_TO_POINT | {"MPI_Barrier", "MPI_Ibarrier"}
+
+
+class NoBarrierData(LookupError):
+    """The run has no MPI_Barrier in its profile (or no profile at all)."""
+
+
+@dataclass
+class Node:
+    path: str
+    excl_min: float | None
+    excl_avg: float | None
+    excl_max: float | None
+    calls: int | None
+    incl_max: float | None = None
+
+
+@dataclass
+class BarrierSite:
+    region: str                      # the region MPI_Barrier is called in
+    calls: int | None                # summed over ranks
+    calls_per_rank: float | None
+    time_min: float                  # exclusive MPI_Barrier time over ranks, s
+    time_avg: float
+    time_max: float
+    share_of_mpi: float | None       # time_avg / the run's MPI time per rank
+    parent: str                      # where its neighbours are looked for
+    neighbours: list = field(default_factory=list)   # [(path, kind, calls)] communication siblings
+    matched: list = field(default_factory=list)      # the neighbours whose calls match
+    likely_debug: bool = False
+    why: str = ""
+    predicted_saving: float = 0.0    # per rank, s (0 unless likely_debug)
+
+    def as_dict(self) -> dict:
+        return {k: getattr(self, k) for k in ("region", "calls", "calls_per_rank", "time_min", "time_avg", "time_max",
+                                              "share_of_mpi", "parent", "neighbours", "matched", "likely_debug",
+                                              "why", "predicted_saving")}
+
+
+@dataclass
+class BarrierAdvice:
+    ranks: int
+    mpi_time_avg: float | None
+    wall_time: float | None
+    sites: list
+
+    @property
+    def barrier_time(self) -> float:
+        return sum(s.time_avg for s in self.sites)
+
+    @property
+    def barrier_calls(self) -> int | None:
+        calls = [s.calls for s in self.sites]
+        return None if None in calls else sum(calls)
+
+    @property
+    def predicted_saving(self) -> float:
+        return sum(s.predicted_saving for s in self.sites)
+
+    def summary(self) -> dict:
+        return {"ranks": self.ranks, "mpi_time_avg": self.mpi_time_avg, "wall_time": self.wall_time,
+                "barrier_time_avg": self.barrier_time, "barrier_calls": self.barrier_calls,
+                "barrier_share_of_mpi": self.barrier_time / self.mpi_time_avg if self.mpi_time_avg else None,
+                "likely_debug_sites": [s.region for s in self.sites if s.likely_debug],
+                "predicted_saving": self.predicted_saving,
+                "predicted_saving_share_of_mpi": (self.predicted_saving / self.mpi_time_avg
+                                                  if self.mpi_time_avg else None),
+                "predicted_saving_share_of_wall": self.predicted_saving / self.wall_time if self.wall_time else None,
+                "model": "saving = barrier time min over ranks (latency; the skew moves to the next operation)",
+                "sites": [s.as_dict() for s in self.sites]}
+
+    @property
+    def loop(self) -> str | None:
+        """The region that holds the likely debugging barriers (their common
+        parent, e.g. main/timestep): its slowest rank's inclusive time is what
+        removing them should shorten."""
+        parents = [s.parent.split("/") for s in self.sites if s.likely_debug]
+        if not parents:
+            return None
+        common = parents[0]
+        for p in parents[1:]:
+            n = 0
+            while n < min(len(common), len(p)) and common[n] == p[n]:
+                n += 1
+            common = common[:n]
+        return "/".join(common) or None
+
+    def text(self) -> str:
+        debug = [s for s in self.sites if s.likely_debug]
+        share = f" ({self.barrier_time / self.mpi_time_avg:.0%} of MPI time)" if self.mpi_time_avg else ""
+        head = (f"MPI_Barrier takes {self.barrier_time:.4g} s per rank{share} in {self.barrier_calls or '?'} calls "
+                f"over {self.ranks} ranks.")
+        if not debug:
+            return head + " No barrier looks like a debugging barrier."
+        where = "; ".join(f"{s.region} ({s.why})" for s in debug)
+        wall = f", {self.predicted_saving / self.wall_time:.1%} of wall time" if self.wall_time else ""
+        return (f"{head} Likely debugging barriers: {where}. Removing them is predicted to save "
+                f"{self.predicted_saving:.4g} s per rank{wall}.")
+
+
+def _parent(path: str) -> str:
+    return path.rsplit("/", 1)[0] if "/" in path else ""
+
+
+def _leaf(path: str) -> str:
+    return path.rsplit("/", 1)[-1]
+
+
+def _kind(functions: set) -> str | None:
+    """'collective' or 'halo' when a subtree calls only communication (besides
+    barriers), None when it calls anything else (setup, I/O) or nothing."""
+    comm = functions - {"MPI_Barrier", "MPI_Ibarrier"}
+    if not comm or not comm <= COMMUNICATION:
+        return None
+    return "collective" if comm & COLLECTIVES else "halo"
+
+
+def analyse(nodes: list[Node], ranks: int, mpi_time_avg: float | None, wall_time: float | None) -> BarrierAdvice:
+    """Barrier sites of one run and which look like debugging barriers.
+    Raises NoBarrierData when no MPI_Barrier was profiled."""
+    by_path = {n.path: n for n in nodes if NOT_APPLICATION not in n.path.split("/")}
+    functions: dict = {}          # path -> MPI functions called in its subtree
+    for p in by_path:
+        name = p.rsplit("/", 1)[-1]
+        if name.startswith("MPI_"):
+            parts = p.split("/")
+            for i in range(1, len(parts)):
+                functions.setdefault("/".join(parts[:i]), set()).add(name)
+    children: dict = {}
+    for p in by_path:
+        children.setdefault(_parent(p), []).append(p)
+    sites = []
+    for p, n in sorted(by_path.items()):
+        if not p.endswith("/MPI_Barrier") or n.excl_avg is None:
+            continue
+        region = _parent(p)
+        own = functions.get(region, set())
+        if own == {"MPI_Barrier"} and "/" in region:
+            parent, skip = _parent(region), region      # a region of its own: look at its siblings
+        else:
+            parent, skip = region, p                    # called among other work: look at the region's children
+        neighbours = []
+        for c in sorted(children.get(parent, [])):
+            if c == skip:
+                continue
+            name = c.rsplit("/", 1)[-1]
+            kind = _kind({name} if name.startswith("MPI_") else functions.get(c, set()))
+            if kind:
+                neighbours.append((c, kind, by_path[c].calls))
+        site = BarrierSite(region=region, calls=n.calls, calls_per_rank=n.calls / ranks if n.calls is not None else None,
+                           time_min=n.excl_min if n.excl_min is not None else n.excl_avg, time_avg=n.excl_avg,
+                           time_max=n.excl_max if n.excl_max is not None else n.excl_avg,
+                           share_of_mpi=n.excl_avg / mpi_time_avg if mpi_time_avg else None,
+                           parent=parent, neighbours=neighbours)
+        _judge(site)
+        sites.append(site)
+    if not sites:
+        raise NoBarrierData("no MPI_Barrier in the profile")
+    return BarrierAdvice(ranks, mpi_time_avg, wall_time, sites)
+
+
+def _judge(site: BarrierSite) -> None:
+    if site.calls is None:
+        site.why = "no call counts (profile with region.count)"
+        return
+    if site.calls_per_rank is not None and site.calls_per_rank <= 1:
+        site.why = "called once per rank: a timing or phase barrier"
+        return
+    if not site.neighbours:
+        site.why = f"no collective or halo next to it in {site.parent or 'the top level'}"
+        return
+    counted = [nb for nb in site.neighbours if nb[2] is not None]
+    single = [nb for nb in counted if nb[2] == site.calls]
+    if single:
+        site.matched = single[:1]
+    elif len(counted) > 1 and sum(nb[2] for nb in counted) == site.calls:
+        site.matched = counted
+    if not site.matched:
+        site.why = (f"{site.calls} calls match none of its neighbours in {site.parent} "
+                    f"({', '.join(f'{_leaf(c)} {k} {n}' for c, k, n in counted)})")
+        return
+    site.likely_debug = True
+    site.why = (f"{site.calls} calls, as many as "
+                + " + ".join(f"{_leaf(c)} ({k}, {n})" for c, k, n in site.matched))
+    site.predicted_saving = site.time_min
+
+
+# ---- prediction against measurement --------------------------------------------------
+
+def loop_time(nodes: list[Node], region: str) -> float | None:
+    """The slowest rank's inclusive time of a region."""
+    return next((n.incl_max for n in nodes if n.path == region), None)
+
+
+def compare(with_barriers: list[tuple], without: list[list[Node]]) -> dict:
+    """Predicted against measured saving. with_barriers: (BarrierAdvice,
+    nodes) of runs that have likely debugging barriers; without: the nodes of
+    the same experiment's runs without them. The measured saving is the drop of
+    the median slowest-rank time of the region holding the barriers; the
+    prediction is the median of the runs' predictions."""
+    import statistics
+    loop = with_barriers[0][0].loop
+    t_with = [t for a, nodes in with_barriers if (t := loop_time(nodes, loop)) is not None]
+    t_without = [t for nodes in without if (t := loop_time(nodes, loop)) is not None]
+    if not t_with or not t_without:
+        raise NoBarrierData(f"the runs have no region {loop} to measure the saving on")
+    predicted = statistics.median(a.predicted_saving for a, _ in with_barriers)
+    measured = statistics.median(t_with) - statistics.median(t_without)
+    return {"region": loop, "runs_with": len(t_with), "runs_without": len(t_without),
+            "time_with": statistics.median(t_with), "time_without": statistics.median(t_without),
+            "predicted_saving": predicted, "measured_saving": measured,
+            "ratio": predicted / measured if measured else None}
+
+
+# ---- inputs ------------------------------------------------------------------------
+
+def nodes_from_record(rec) -> list[Node]:
+    """A record's node rows (records.from_profile): the profile-file path."""
+    return [Node(r[0], r[1], r[2], r[3], r[7], r[6]) for r in rec.node_rows]
+
+
+def nodes_from_store(conn, run_id: int) -> list[Node]:
+    return [Node(*row) for row in conn.execute(
+        "SELECT path, excl_min, excl_avg, excl_max, calls, incl_max FROM v_node_metrics WHERE run_id = %s", (run_id,))]
+
+
+def stored_runs(conn, source: str) -> list[int]:
+    """Run ids named by SOURCE: a run id (`42` or `run:42`) or a campaign
+    (`campaign:7`, every run of it). LookupError names what is missing."""
+    kind, _, ident = source.rpartition(":")
+    if not ident.isdigit() or kind not in ("", "run", "campaign"):
+        raise LookupError(f"{source}: not a run id (42, run:42), a campaign (campaign:7) or a profile file")
+    if kind == "campaign":
+        ids = [r[0] for r in conn.execute("SELECT id FROM runs WHERE campaign_id = %s ORDER BY id", (int(ident),))]
+        if not ids:
+            raise LookupError(f"{source}: no campaign {ident} in the store (or it holds no runs)")
+        return ids
+    if not conn.execute("SELECT 1 FROM runs WHERE id = %s", (int(ident),)).fetchone():
+        raise LookupError(f"{source}: no run {ident} in the store")
+    return [int(ident)]
+
+
+SERIES = "app, workload, variant, stack, interconnect, ranks, global_size"
+
+
+def run_info(conn, run_id: int) -> dict:
+    row = conn.execute(f"SELECT run_id, {SERIES}, mpi_time_avg, wall_time FROM v_runs WHERE run_id = %s",
+                       (run_id,)).fetchone()
+    names = ["run_id"] + [c.strip() for c in SERIES.split(",")] + ["mpi_time_avg", "wall_time"]
+    return dict(zip(names, row))
+
+
+# ---- one source to advice --------------------------------------------------------
+
+@dataclass
+class Advice:
+    run_id: int | None
+    source: str
+    summary: dict
+    text: str
+
+
+def from_profile_path(path: str) -> Advice:
+    """A profile file or per-rank directory, read directly (nothing stored needed)."""
+    from pathlib import Path
+
+    from . import profiles, records
+    groups = profiles.discover([Path(path)])
+    if len(groups) != 1:
+        raise LookupError(f"{path}: expected one run's profile, found {len(groups)} runs")
+    rec = records.read_record(groups[0])
+    if not rec.node_rows:
+        raise NoBarrierData(f"{path}: no call-tree times in this profile, so no barrier data")
+    try:
+        a = analyse(nodes_from_record(rec), rec.ranks, rec.summary["mpi_time_avg"], rec.summary["wall_time"])
+    except NoBarrierData as e:
+        raise NoBarrierData(f"{path}: {e}") from None
+    return Advice(None, path, a.summary(), a.text())
+
+
+def from_store(conn, source: str) -> tuple[list[Advice], list[str]]:
+    """Advice for each run SOURCE names that has barrier data, and notes on the
+    ones skipped. In a campaign, runs of one experiment (same app, workload,
+    variant, stack, interconnect, ranks, size) with and without likely
+    debugging barriers are compared: the measured saving goes into the
+    summary of each run with barriers."""
+    ids = stored_runs(conn, source)
+    analysed, skipped, plain = [], [], []     # plain: runs with a call tree and no debugging barrier
+    for run_id in ids:
+        info = run_info(conn, run_id)
+        nodes = nodes_from_store(conn, run_id)
+        if not nodes:
+            skipped.append(f"run {run_id}: no profile call tree (stored from its output alone), so no barrier data")
+            continue
+        try:
+            a = analyse(nodes, info["ranks"], info["mpi_time_avg"], info["wall_time"])
+        except NoBarrierData as e:
+            skipped.append(f"run {run_id}: {e}")
+            plain.append((info, None, nodes))
+            continue
+        analysed.append((info, a, nodes))
+        if not a.predicted_saving:
+            plain.append((info, a, nodes))
+    if not analysed:
+        raise NoBarrierData(f"{source}: " + "; ".join(skipped))
+    key = lambda info: tuple(info[c.strip()] for c in SERIES.split(","))  # noqa: E731
+    out = []
+    for info, a, nodes in analysed:
+        summary = a.summary()
+        if a.predicted_saving:
+            same = [(b, n) for i, b, n in analysed if key(i) == key(info) and b.predicted_saving]
+            without = [n for i, _, n in plain if key(i) == key(info)]
+            if without:
+                summary["measured"] = compare(same, without)
+                summary["measured"]["with_run_ids"] = [i["run_id"] for i, b, _ in analysed
+                                                       if key(i) == key(info) and b.predicted_saving]
+                summary["measured"]["without_run_ids"] = [i["run_id"] for i, _, _ in plain if key(i) == key(info)]
+        text = a.text()
+        m = summary.get("measured")
+        if m and m["measured_saving"]:
+            text += (f" Measured against {m['runs_without']} run(s) without them: {m['region']} got "
+                     f"{m['measured_saving']:.4g} s faster (predicted {m['predicted_saving']:.4g} s, "
+                     f"ratio {m['ratio']:.2f}).")
+        out.append(Advice(info["run_id"], source, summary, text))
+    return out, skipped
+
+
+def store(conn, advice: list[Advice]) -> None:
+    import json
+    for a in advice:
+        conn.execute("INSERT INTO advice (kind, run_id, source, summary, text) VALUES ('barriers', %s, %s, %s, %s)",
+                     (a.run_id, a.source, json.dumps(a.summary), a.text))

@@ -1,0 +1,171 @@
+"""The barrier advisor (commscope advise barriers) on real cgsolve profiles made
+with and without --debug-barriers: the figures it stores are checked against
+the same figures computed here straight from the .cali records with
+caliper-reader, and bad input is refused with exit 2 and nothing stored."""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+import caliperreader
+import psycopg
+import pytest
+
+import suite
+from commscope.ingest import Provenance, ingest
+from conftest import stack_or_skip
+
+DATA = Path(__file__).parent / "data"
+CLI = [sys.executable, "-m", "commscope.cli"]
+WITH = DATA / "cgsolve-direct-barriers-n4.mpi-profile.cali"
+WITHOUT = DATA / "cgsolve-direct-n4.mpi-profile.cali"
+PREFIX = os.environ.get("COMMSCOPE_CALIPER_PREFIX", "")
+TIME = "sum#sum#time.duration"
+
+
+def per_rank(path: Path, keep) -> tuple[dict, dict]:
+    """Exclusive time and calls per rank of the records whose path `keep` accepts."""
+    records, _ = caliperreader.read_caliper_contents(str(path))
+    t, calls = defaultdict(float), defaultdict(int)
+    for rec in records:
+        p = rec.get("path")
+        p = p if isinstance(p, list) else [p] if p else []
+        if p and keep(p):
+            t[int(rec["mpi.rank"])] += float(rec[TIME])
+            calls[int(rec["mpi.rank"])] += int(rec.get("sum#rc.count", 0))
+    return t, calls
+
+
+def advise(dsn, *args):
+    env = {**os.environ, "COMMSCOPE_DB_URL": dsn}
+    return subprocess.run([*CLI, "advise", "barriers", *args], capture_output=True, text=True, env=env)
+
+
+def stored(dsn) -> list:
+    with psycopg.connect(dsn) as conn:
+        return conn.execute("SELECT kind, run_id, summary, text FROM v_advice ORDER BY id").fetchall()
+
+
+def test_debug_barriers_found_and_measured_against_the_run_without_them(dsn):
+    with psycopg.connect(dsn) as conn:
+        ingest(conn, [WITH, WITHOUT], Provenance())
+        ids = dict(conn.execute("SELECT source, id FROM runs").fetchall())
+        (campaign,) = conn.execute("SELECT DISTINCT campaign_id FROM runs").fetchone()
+    run_with, run_without = ids[str(WITH)], ids[str(WITHOUT)]
+    r = advise(dsn, f"campaign:{campaign}")
+    assert r.returncode == 0, r.stderr
+    rows = {run_id: (summary, text) for kind, run_id, summary, text in stored(dsn) if kind == "barriers"}
+    assert set(rows) == {run_with, run_without}
+    s, text = rows[run_with]
+
+    # independently, from the records
+    loop_barrier, calls = per_rank(WITH, lambda p: p == ["main", "timestep", "debug_barrier", "MPI_Barrier"])
+    all_barriers, all_calls = per_rank(WITH, lambda p: p[-1] == "MPI_Barrier" and "verify" not in p)
+    mpi, _ = per_rank(WITH, lambda p: p[-1].startswith("MPI_") and "verify" not in p)
+    ranks = len(mpi)
+    assert ranks == 4
+    mpi_avg = sum(mpi.values()) / ranks
+    assert s["barrier_time_avg"] == pytest.approx(sum(all_barriers.values()) / ranks, rel=1e-9)
+    assert s["barrier_calls"] == sum(all_calls.values())
+    assert s["barrier_share_of_mpi"] == pytest.approx(sum(all_barriers.values()) / ranks / mpi_avg, rel=1e-9)
+    assert s["likely_debug_sites"] == ["main/timestep/debug_barrier"]
+    site = next(x for x in s["sites"] if x["region"] == "main/timestep/debug_barrier")
+    _, halo_calls = per_rank(WITH, lambda p: p == ["main", "timestep", "halo_exchange"])
+    _, dot_calls = per_rank(WITH, lambda p: p == ["main", "timestep", "allreduce"])
+    assert site["calls"] == sum(calls.values()) == sum(halo_calls.values()) + sum(dot_calls.values())
+    iterations = suite.parse_output(WITH.with_suffix(".out").read_text()).verify["iterations"][1]
+    assert site["calls"] == 3 * int(iterations) * ranks      # one barrier per halo exchange and per dot
+    assert site["time_min"] == pytest.approx(min(loop_barrier.values()), rel=1e-9)
+    assert s["predicted_saving"] == pytest.approx(min(loop_barrier.values()), rel=1e-9)
+    # the timing barrier before the loop and the one before the first dot are called once per rank: not flagged
+    assert {x["region"]: x["likely_debug"] for x in s["sites"]} == {
+        "main": False, "main/debug_barrier": False, "main/timestep/debug_barrier": True}
+    # measured: the slowest rank's time in main/timestep, with against without
+    loop_with, _ = per_rank(WITH, lambda p: p[:2] == ["main", "timestep"])
+    loop_without, _ = per_rank(WITHOUT, lambda p: p[:2] == ["main", "timestep"])
+    m = s["measured"]
+    assert m["region"] == "main/timestep" and m["with_run_ids"] == [run_with] and m["without_run_ids"] == [run_without]
+    assert m["measured_saving"] == pytest.approx(max(loop_with.values()) - max(loop_without.values()), rel=1e-9)
+    assert m["ratio"] == pytest.approx(m["predicted_saving"] / m["measured_saving"], rel=1e-12)
+    assert "main/timestep/debug_barrier" in text and "Measured against 1 run(s)" in text
+    # the run without debug barriers: its one timing barrier, nothing to remove
+    s0, text0 = rows[run_without]
+    assert s0["likely_debug_sites"] == [] and s0["predicted_saving"] == 0 and "measured" not in s0
+    assert "No barrier looks like a debugging barrier" in text0
+
+
+def test_a_profile_file_is_advised_without_a_stored_run(dsn):
+    r = advise(dsn, str(WITH))
+    assert r.returncode == 0, r.stderr
+    (kind, run_id, summary, text), = stored(dsn)
+    assert kind == "barriers" and run_id is None and summary["likely_debug_sites"] == ["main/timestep/debug_barrier"]
+    assert str(WITH) in r.stdout
+
+
+@pytest.mark.parametrize("source, message", [
+    ("999", "999: no run 999 in the store"),
+    ("campaign:999", "campaign:999: no campaign 999 in the store"),
+    ("run:x", "run:x: not a run id"),
+    (str(DATA / "commgraph-pairs-n4.msgtrace"), "commgraph-pairs-n4.msgtrace: no call-tree times in this profile, so no barrier data"),
+])
+def test_bad_input_exits_2_and_stores_nothing(dsn, source, message):
+    with psycopg.connect(dsn) as conn:
+        ingest(conn, [WITH], Provenance())
+    r = advise(dsn, source)
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    assert message in r.stderr
+    assert stored(dsn) == []
+
+
+def test_a_run_without_a_profile_has_no_barrier_data(dsn, tmp_path):
+    out = tmp_path / "cgsolve.out"
+    shutil.copy(WITH.with_suffix(".out"), out)   # the workload's stdout alone: a run without Caliper
+    with psycopg.connect(dsn) as conn:
+        ingest(conn, [out], Provenance())
+        (run_id,) = conn.execute("SELECT id FROM runs").fetchone()
+    r = advise(dsn, str(run_id))
+    assert r.returncode == 2
+    assert f"run {run_id}: no profile call tree (stored from its output alone), so no barrier data" in r.stderr
+    assert stored(dsn) == []
+
+
+@pytest.fixture(scope="module")
+def caliper_build(tmp_path_factory):
+    if not PREFIX:
+        pytest.skip("Caliper is not installed here (no registry carries it); set COMMSCOPE_CALIPER_PREFIX "
+                    "to a Caliper+Adiak install built with Debian Open MPI 4.1 to run this test")
+    stack = stack_or_skip("debian-openmpi4")
+    return stack, suite.build(stack, caliper="ON", build_dir=tmp_path_factory.mktemp("caliper") / "b",
+                              extra=[f"-DCMAKE_PREFIX_PATH={PREFIX}"])
+
+
+def test_live_cgsolve_with_and_without_debug_barriers(caliper_build, dsn, tmp_path):
+    """Real runs: the advisor finds the debugging barriers of the run that has
+    them (3 per CG iteration), none in the other, and stores both figures."""
+    stack, bdir = caliper_build
+    iterations = {}
+    for b in (True, False):
+        stem = tmp_path / f"cg-{'barriers' if b else 'plain'}"
+        r = suite.run(stack, bdir, "cgsolve", suite.CGSOLVE + ["--allreduce", "direct"] + (["--debug-barriers"] if b else []),
+                      2, env={"CALI_CONFIG": f"runtime-profile,profile.mpi,region.count,output={stem}.cali"})
+        assert not suite.problems(r), suite.problems(r)
+        Path(f"{stem}.out").write_text(r.stdout)
+        iterations[b] = int(r.out.verify["iterations"][1])
+    assert iterations[True] == iterations[False]
+    with psycopg.connect(dsn) as conn:
+        ingest(conn, [tmp_path], Provenance())
+        runs = dict(conn.execute("SELECT source, id FROM runs").fetchall())
+        (campaign,) = conn.execute("SELECT DISTINCT campaign_id FROM runs").fetchone()
+    r = advise(dsn, f"campaign:{campaign}")
+    assert r.returncode == 0, r.stderr
+    rows = {run_id: summary for kind, run_id, summary, _ in stored(dsn)}
+    s = rows[runs[str(tmp_path / "cg-barriers.cali")]]
+    site = next(x for x in s["sites"] if x["likely_debug"])
+    assert site["region"] == "main/timestep/debug_barrier" and site["calls"] == 3 * iterations[True] * 2
+    assert s["measured"]["without_run_ids"] == [runs[str(tmp_path / "cg-plain.cali")]]
+    assert s["predicted_saving"] == site["time_min"] > 0
+    assert rows[runs[str(tmp_path / "cg-plain.cali")]]["likely_debug_sites"] == []
