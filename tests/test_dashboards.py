@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import math
 import socket
 import sys
 from pathlib import Path
@@ -279,6 +280,75 @@ def test_panels_show_what_the_real_runs_did(filled):
         assert ref and all(r[8] == pytest.approx(1.0) for r in ref)
         ann = conn.execute(P.expand(P.ANNOTATIONS_SQL, t0, t1, values)).fetchall()
         assert len(ann) == 1 and ann[0][2].startswith("regression")
+
+
+# ---- the daily rollups (migration 0006) ----------------------------------------------------------
+
+ROLLUP_VIEWS = ["v_mpi_fraction_daily", "v_wall_time_daily", "v_rank_groups_daily", "v_mpi_routines_daily",
+                "v_comm_matrix_daily",
+                "v_collectives_daily", "v_halo_daily", "v_io_daily"]
+
+
+def _same(a: list[tuple], b: list[tuple]) -> bool:
+    """Equal rows, floating-point sums equal up to summation order."""
+    if len(a) != len(b):
+        return False
+    for ra, rb in zip(a, b):
+        for x, y in zip(ra, rb, strict=True):
+            if x is None or y is None or isinstance(x, (str, dt.datetime)):
+                if x != y:
+                    return False
+            elif not math.isclose(float(x), float(y), rel_tol=1e-9, abs_tol=1e-12):
+                return False
+    return True
+
+
+def _rollups_and_panels(conn) -> tuple[dict, dict]:
+    """Every rollup view's rows, and every panel's rows over the whole history."""
+    views = {}
+    for v in ROLLUP_VIEWS:
+        ncols = len(conn.execute(f"SELECT * FROM {v} LIMIT 0").description)
+        views[v] = conn.execute(f"SELECT * FROM {v} ORDER BY {', '.join(map(str, range(1, ncols + 1)))}").fetchall()
+    values = P.all_values(conn)
+    values.update(reference_system="local", reference_stack="debian-openmpi4")
+    t0, t1 = _time_range(conn)
+    panels = {f"{b.uid} / {p.title}": conn.execute(P.expand(p.sql, t0, t1, values)).fetchall()
+              for b in P.DASHBOARDS for p in b.panels}
+    return views, panels
+
+
+def _assert_rollups_match_on_the_fly(conn) -> dict:
+    kept, kept_panels = _rollups_and_panels(conn)
+    with conn.transaction(force_rollback=True):
+        for view in P.ON_THE_FLY_VIEWS:
+            conn.execute(view)
+        fly, fly_panels = _rollups_and_panels(conn)
+    for v in ROLLUP_VIEWS:
+        assert _same(kept[v], fly[v]), f"{v}: the trigger-kept rollup differs from the on-the-fly aggregate"
+    for title in kept_panels:
+        assert _same(kept_panels[title], fly_panels[title]), f"{title}: differs with on-the-fly views"
+    return kept
+
+
+def test_daily_rollups_equal_the_on_the_fly_aggregates(filled, dsn):
+    """The trigger-kept rollups are what aggregating the per-run views gives, on
+    every real fixture; and they stay so when a run, then a whole campaign, is deleted."""
+    with psycopg.connect(dsn) as conn:
+        kept = _assert_rollups_match_on_the_fly(conn)
+        assert all(kept[v] for v in ROLLUP_VIEWS), {v: len(r) for v, r in kept.items()}
+        # One run out of a (series, day) that keeps others: its group is recomputed, not dropped.
+        run_id, series_id, day = conn.execute(
+            "SELECT run_id, series_id, day FROM run_day rd WHERE (SELECT count(*) FROM run_day o "
+            "WHERE o.series_id = rd.series_id AND o.day = rd.day) > 1 ORDER BY run_id LIMIT 1").fetchone()
+        conn.execute("DELETE FROM runs WHERE id = %s", (run_id,))
+        assert conn.execute("SELECT 1 FROM runs_daily WHERE series_id = %s AND day = %s", (series_id, day)).fetchone()
+        _assert_rollups_match_on_the_fly(conn)
+        # The campaign of the only collsweep runs (and pio, halo3d): whole groups go.
+        (campaign,) = conn.execute("SELECT campaign_id FROM v_runs WHERE app = 'collsweep' LIMIT 1").fetchone()
+        conn.execute("DELETE FROM campaigns WHERE id = %s", (campaign,))
+        kept = _assert_rollups_match_on_the_fly(conn)
+        assert not kept["v_collectives_daily"]
+        assert conn.execute("SELECT count(*) FROM run_day").fetchone() == conn.execute("SELECT count(*) FROM runs").fetchone()
 
 
 # ---- deploy ---------------------------------------------------------------------------------------

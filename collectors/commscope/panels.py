@@ -22,10 +22,9 @@ SERIES = ("system IN ($system) AND app IN ($app) AND workload IN ($workload) AND
           "AND interconnect IN ($interconnect) AND ranks IN ($ranks)")
 
 
-def _filter(alias: str = "") -> str:
-    if not alias:
-        return SERIES
-    return re.sub(r"\b(system|app|workload|stack|interconnect|ranks) IN", rf"{alias}.\1 IN", SERIES)
+# Panels over the daily rollups (migration 0006) select whole UTC days: every day
+# that overlaps the time range. Their "time" is the day's start.
+DAYS = "\"time\" > $__timeFrom()::timestamptz - interval '1 day' AND \"time\" <= $__timeTo()"
 
 
 SERIES_LABEL = "system || ' ' || app || coalesce(' ' || nullif(variant, ''), '') || ' ' || stack || ' ' || interconnect || ' n' || ranks"
@@ -77,18 +76,18 @@ MPI_FRACTION = Dashboard(
     [
         Panel("MPI time fraction, mean over ranks", "timeseries", f"""SELECT $__timeGroupAlias("time", $__interval),
   {SERIES_LABEL} AS metric,
-  avg(mpi_fraction_avg) AS mpi_fraction
-FROM v_mpi_fraction
-WHERE $__timeFilter("time") AND {SERIES}
+  sum(mpi_fraction_avg_sum) / sum(runs) AS mpi_fraction
+FROM v_mpi_fraction_daily
+WHERE {DAYS} AND {SERIES}
 GROUP BY 1, 2
 ORDER BY 1""", ["time", "metric", "mpi_fraction"], "percentunit",
               "Σ MPI time / Σ run time over ranks (Caliper profile.mpi).",
               {"kind": "line", "x": "time", "y": "mpi_fraction", "series": "metric"}),
         Panel("MPI time fraction on the slowest rank", "timeseries", f"""SELECT $__timeGroupAlias("time", $__interval),
   {SERIES_LABEL} AS metric,
-  avg(mpi_fraction_slowest) AS mpi_fraction_slowest
-FROM v_mpi_fraction
-WHERE $__timeFilter("time") AND {SERIES}
+  sum(mpi_fraction_slowest_sum) / nullif(sum(slowest_runs), 0) AS mpi_fraction_slowest
+FROM v_mpi_fraction_daily
+WHERE {DAYS} AND {SERIES}
 GROUP BY 1, 2
 ORDER BY 1""", ["time", "metric", "mpi_fraction_slowest"], "percentunit",
               "MPI time / run time on the rank with the largest total.",
@@ -107,7 +106,7 @@ LIMIT 200""", ["time", "system", "app", "stack", "interconnect", "ranks", "text"
 
 # ---- 2. Scaling ---------------------------------------------------------------------
 # Speedup and efficiency against the smallest rank count of the same series, over
-# the runs in the time range (v_scaling is the same over all history).
+# the days in the time range (v_scaling is the same over all history).
 
 # Weak scaling keeps the grid points per rank: the product of the global grid over ranks.
 CELLS_PER_RANK = ("(CASE WHEN global_size ~ '^[0-9]+(,[0-9]+)*$' THEN round((SELECT exp(sum(ln(x::float8))) "
@@ -116,10 +115,10 @@ CELLS_PER_RANK = ("(CASE WHEN global_size ~ '^[0-9]+(,[0-9]+)*$' THEN round((SEL
 
 def _scaling_sql(size_column: str, value: str) -> str:
     return f"""WITH s AS (
-  SELECT system, app, workload, coalesce(variant, '') AS variant, stack, interconnect, {size_column} AS size, ranks,
-         avg(wall_time) AS wall_time
-  FROM v_runs
-  WHERE $__timeFilter(started_at) AND status = 'ok' AND wall_time > 0 AND {size_column} IS NOT NULL AND {SERIES}
+  SELECT system, app, workload, variant, stack, interconnect, {size_column} AS size, ranks,
+         sum(wall_time_sum) / sum(runs) AS wall_time
+  FROM v_wall_time_daily
+  WHERE {DAYS} AND {size_column} IS NOT NULL AND {SERIES}
   GROUP BY 1, 2, 3, 4, 5, 6, 7, 8
 ), b AS (
   SELECT DISTINCT ON (system, app, workload, variant, stack, interconnect, size)
@@ -161,32 +160,40 @@ ROUTINES = Dashboard(
     "Top MPI routines by time, MPI_Barrier's share and call counts (the reservoir study's tables 1-3), "
     "and the USER / MPI / MPI_SYNC split per rank (the groundwater study).",
     [
-        Panel("Top MPI routines by time", "barchart", f"""SELECT m.function,
-  sum(m.time_total) / count(DISTINCT m.run_id) AS time_per_run,
-  100 * sum(m.time_total) / nullif(sum(sum(m.time_total)) OVER (), 0) AS share_percent,
-  sum(m.calls) / count(DISTINCT m.run_id) AS calls_per_run
-FROM v_mpi_routines m JOIN v_runs r ON r.run_id = m.run_id
-WHERE $__timeFilter(r.started_at) AND r.status = 'ok' AND {_filter('r')}
-GROUP BY m.function
+        Panel("Top MPI routines by time", "barchart", f"""SELECT function,
+  sum(time_total) / sum(runs) AS time_per_run,
+  100 * sum(time_total) / nullif(sum(sum(time_total)) OVER (), 0) AS share_percent,
+  sum(calls) / sum(runs) AS calls_per_run
+FROM v_mpi_routines_daily
+WHERE {DAYS} AND {SERIES}
+GROUP BY function
 ORDER BY time_per_run DESC
 LIMIT 15""", ["function", "time_per_run", "share_percent", "calls_per_run"], "s",
               "Time summed over ranks, averaged over runs.",
               {"kind": "bar", "x": "function", "y": ["time_per_run"]}),
-        Panel("MPI_Barrier share and call counts", "table", f"""SELECT r.app, coalesce(r.variant, '') AS variant, r.stack, r.interconnect, r.ranks,
-  100 * sum(m.time_total) FILTER (WHERE m.function = 'MPI_Barrier') / nullif(sum(m.time_total), 0) AS barrier_share_percent,
-  sum(m.calls) FILTER (WHERE m.function = 'MPI_Barrier') / count(DISTINCT m.run_id) AS barrier_calls_per_run,
-  sum(m.calls) / count(DISTINCT m.run_id) AS mpi_calls_per_run,
-  count(DISTINCT m.run_id) AS runs
-FROM v_mpi_routines m JOIN v_runs r ON r.run_id = m.run_id
-WHERE $__timeFilter(r.started_at) AND r.status = 'ok' AND {_filter('r')}
+        Panel("MPI_Barrier share and call counts", "table", f"""WITH d AS (  -- one row per series and day
+  SELECT "time", system, app, workload, variant, stack, interconnect, ranks, max(group_runs) AS runs,
+    sum(time_total) FILTER (WHERE function = 'MPI_Barrier') AS barrier_time, sum(time_total) AS mpi_time,
+    sum(calls) FILTER (WHERE function = 'MPI_Barrier') AS barrier_calls, sum(calls) AS calls
+  FROM v_mpi_routines_daily
+  WHERE {DAYS} AND {SERIES}
+  GROUP BY 1, 2, 3, 4, 5, 6, 7, 8
+)
+SELECT app, variant, stack, interconnect, ranks,
+  100 * sum(barrier_time) / nullif(sum(mpi_time), 0) AS barrier_share_percent,
+  sum(barrier_calls) / sum(runs) AS barrier_calls_per_run,
+  sum(calls) / sum(runs) AS mpi_calls_per_run,
+  sum(runs) AS runs
+FROM d
 GROUP BY 1, 2, 3, 4, 5
 ORDER BY barrier_share_percent DESC NULLS LAST, 1, 2, 3, 4, 5""",
               ["app", "variant", "stack", "interconnect", "ranks", "barrier_share_percent", "barrier_calls_per_run",
                "mpi_calls_per_run", "runs"], "", "Share of MPI time in MPI_Barrier.", {"kind": "table"}),
-        Panel("USER / MPI / MPI_SYNC split", "barchart", f"""SELECT r.app || coalesce(' ' || nullif(r.variant, ''), '') || ' ' || r.stack || ' n' || r.ranks AS series,
-  avg(g.user_time) AS "USER", avg(g.mpi_time) AS "MPI", avg(g.mpi_sync_time) AS "MPI_SYNC"
-FROM v_rank_groups g JOIN v_runs r ON r.run_id = g.run_id
-WHERE $__timeFilter(r.started_at) AND r.status = 'ok' AND {_filter('r')}
+        Panel("USER / MPI / MPI_SYNC split", "barchart", f"""SELECT app || coalesce(' ' || nullif(variant, ''), '') || ' ' || stack || ' n' || ranks AS series,
+  sum(user_time_sum) / sum(rank_rows) AS "USER", sum(mpi_time_sum) / sum(rank_rows) AS "MPI",
+  sum(mpi_sync_time_sum) / sum(rank_rows) AS "MPI_SYNC"
+FROM v_rank_groups_daily
+WHERE {DAYS} AND {SERIES}
 GROUP BY 1
 ORDER BY 1""", ["series", "USER", "MPI", "MPI_SYNC"], "s",
               "Per-rank time averaged over ranks and runs; MPI_SYNC is barrier and wait-type calls.",
@@ -202,16 +209,16 @@ COLLECTIVES = Dashboard(
     [
         Panel("Latency against message size", "xychart", f"""SELECT collective || ' ' || algorithm || ' ' || stack || ' n' || ranks AS series,
   bytes, latency_us
-FROM (SELECT collective, algorithm, stack, ranks, bytes, avg(value) AS latency_us
-      FROM v_collectives
-      WHERE $__timeFilter("time") AND stat = 't_avg' AND collective <> 'barrier' AND {SERIES}
+FROM (SELECT collective, algorithm, stack, ranks, bytes, sum(value_sum) / sum(n) AS latency_us
+      FROM v_collectives_daily
+      WHERE {DAYS} AND stat = 't_avg' AND collective <> 'barrier' AND {SERIES}
       GROUP BY 1, 2, 3, 4, 5) t
 ORDER BY 1, 2""", ["series", "bytes", "latency_us"], "µs", "Mean over ranks of the time per call, averaged over runs.",
               {"kind": "xy", "x": "bytes", "y": "latency_us", "series": "series", "log_x": True, "log_y": True}),
         Panel("Best algorithm per size band", "table", f"""WITH lat AS (
-  SELECT collective, stack, ranks, bytes, algorithm, avg(value) AS latency_us
-  FROM v_collectives
-  WHERE $__timeFilter("time") AND stat = 't_avg' AND {SERIES}
+  SELECT collective, stack, ranks, bytes, algorithm, sum(value_sum) / sum(n) AS latency_us
+  FROM v_collectives_daily
+  WHERE {DAYS} AND stat = 't_avg' AND {SERIES}
   GROUP BY 1, 2, 3, 4, 5
 ), ranked AS (
   SELECT *, count(*) OVER (PARTITION BY collective, stack, ranks, bytes) AS algorithms,
@@ -237,25 +244,27 @@ HALO = Dashboard(
     "(the seismic study).",
     [
         Panel("Communication time: average against slowest rank", "barchart", f"""SELECT app || coalesce(' ' || nullif(variant, ''), '') || ' ' || stack || ' n' || ranks AS series,
-  avg(comm_time_avg) AS comm_time_avg, avg(comm_time_max) AS comm_time_max
-FROM v_halo
-WHERE $__timeFilter("time") AND {SERIES}
+  sum(comm_time_avg_sum) / sum(n) AS comm_time_avg,
+  sum(comm_time_max_sum) / nullif(sum(comm_time_max_n), 0) AS comm_time_max
+FROM v_halo_daily
+WHERE {DAYS} AND {SERIES}
 GROUP BY 1
 ORDER BY 1""", ["series", "comm_time_avg", "comm_time_max"], "s",
               "The workload's own communication timer, mean over ranks and on the slowest rank.",
               {"kind": "bar", "x": "series", "y": ["comm_time_avg", "comm_time_max"]}),
         Panel("Exposed communication per variant", "barchart", f"""SELECT app || ' ' || coalesce(nullif(variant, ''), '-') AS variant,
-  avg(exposed_fraction) AS exposed_fraction
-FROM v_halo
-WHERE $__timeFilter("time") AND {SERIES}
+  sum(exposed_fraction_sum) / nullif(sum(exposed_fraction_n), 0) AS exposed_fraction
+FROM v_halo_daily
+WHERE {DAYS} AND {SERIES}
 GROUP BY 1
 ORDER BY 1""", ["variant", "exposed_fraction"], "percentunit",
               "Slowest rank's communication time / total time; for overlap and rma it is the exposed time only.",
               {"kind": "bar", "x": "variant", "y": ["exposed_fraction"]}),
         Panel("Imbalance and skew", "timeseries", f"""SELECT $__timeGroupAlias("time", $__interval),
-  avg(skew) AS comm_skew, avg(imbalance) AS compute_imbalance
-FROM v_halo
-WHERE $__timeFilter("time") AND {SERIES}
+  sum(skew_sum) / nullif(sum(skew_n), 0) AS comm_skew,
+  sum(imbalance_sum) / nullif(sum(imbalance_n), 0) AS compute_imbalance
+FROM v_halo_daily
+WHERE {DAYS} AND {SERIES}
 GROUP BY 1
 ORDER BY 1""", ["time", "comm_skew", "compute_imbalance"], "",
               "Slowest / average rank: communication (skew) and compute (imbalance).",
@@ -265,9 +274,8 @@ ORDER BY 1""", ["time", "comm_skew", "compute_imbalance"], "",
 # ---- 6. Communication matrix ------------------------------------------------------------
 # The latest run of the selection that traced messages.
 
-_LATEST_TRACED = f"""(SELECT max(r.run_id) FROM v_runs r
-   WHERE $__timeFilter(r.started_at) AND {_filter('r')}
-     AND EXISTS (SELECT 1 FROM v_comm_matrix c WHERE c.run_id = r.run_id))"""
+_LATEST_TRACED = f"""(SELECT max(last_traced_run) FROM v_comm_matrix_daily
+   WHERE {DAYS} AND {SERIES})"""
 
 COMM_MATRIX = Dashboard(
     "commscope-comm-matrix", "Communication matrix",
@@ -295,17 +303,17 @@ IO = Dashboard(
     [
         Panel("Bandwidth by method and group size", "barchart", f"""SELECT method || CASE WHEN group_size IS NOT NULL THEN ' g' || group_size ELSE '' END
          || ' ' || stack || ' n' || ranks AS series,
-  avg(write_mbs) AS write_mbs, avg(read_mbs) AS read_mbs
-FROM v_io
-WHERE $__timeFilter("time") AND {SERIES}
+  sum(write_mbs_sum) / nullif(sum(write_n), 0) AS write_mbs, sum(read_mbs_sum) / nullif(sum(read_n), 0) AS read_mbs
+FROM v_io_daily
+WHERE {DAYS} AND {SERIES}
 GROUP BY 1
 ORDER BY 1""", ["series", "write_mbs", "read_mbs"], "MBs", "MB/s = file bytes / time per write (read-back).",
               {"kind": "bar", "x": "series", "y": ["write_mbs", "read_mbs"]}),
         Panel("Write bandwidth over time", "timeseries", f"""SELECT $__timeGroupAlias("time", $__interval),
   method || CASE WHEN group_size IS NOT NULL THEN ' g' || group_size ELSE '' END || ' ' || stack || ' n' || ranks AS metric,
-  avg(write_mbs) AS write_mbs
-FROM v_io
-WHERE $__timeFilter("time") AND {SERIES}
+  sum(write_mbs_sum) / nullif(sum(write_n), 0) AS write_mbs
+FROM v_io_daily
+WHERE {DAYS} AND {SERIES}
 GROUP BY 1, 2
 ORDER BY 1""", ["time", "metric", "write_mbs"], "MBs", "",
               {"kind": "line", "x": "time", "y": "write_mbs", "series": "metric"}),
@@ -316,9 +324,9 @@ ORDER BY 1""", ["time", "metric", "write_mbs"], "MBs", "",
 # same experiment: app, workload, variant, ranks.
 
 _NORMALIZED = f"""WITH t AS (
-  SELECT system, stack, app, workload, coalesce(variant, '') AS variant, ranks, avg(wall_time) AS wall_time
-  FROM v_runs
-  WHERE $__timeFilter(started_at) AND status = 'ok' AND wall_time > 0
+  SELECT system, stack, app, workload, variant, ranks, sum(wall_time_sum) / sum(runs) AS wall_time
+  FROM v_wall_time_daily
+  WHERE {DAYS}
     AND ((app IN ($app) AND workload IN ($workload) AND interconnect IN ($interconnect) AND ranks IN ($ranks)
           AND system IN ($system) AND stack IN ($stack))
          OR (system = '$reference_system' AND stack = '$reference_stack'))
@@ -353,6 +361,69 @@ ORDER BY 2""", ["system_stack", "normalized", "experiments"], "",
     ], time_from="now-7d")
 
 DASHBOARDS = [MPI_FRACTION, SCALING, ROUTINES, COLLECTIVES, HALO, COMM_MATRIX, IO, PROCUREMENT]
+
+
+# What each daily rollup view of migration 0006 equals: the same columns computed
+# on the fly from the per-run views. The tests compare the two on real data; the
+# benchmark uses these as its baseline (the panels' SQL unchanged).
+_DAY_SERIES = ("date_trunc('day', r.started_at, 'UTC') AS \"time\", r.system, r.app, r.workload, "
+               "coalesce(r.variant, '') AS variant, r.stack, r.interconnect, r.ranks")
+_DAY_SERIES_OF = ("date_trunc('day', \"time\", 'UTC') AS \"time\", system, app, workload, "
+                  "coalesce(variant, '') AS variant, stack, interconnect, ranks")
+ON_THE_FLY_VIEWS = [
+    f"""CREATE OR REPLACE VIEW v_mpi_fraction_daily AS
+SELECT {_DAY_SERIES_OF}, count(*)::integer AS runs, sum(mpi_fraction_avg) AS mpi_fraction_avg_sum,
+       count(mpi_fraction_slowest)::integer AS slowest_runs, sum(mpi_fraction_slowest) AS mpi_fraction_slowest_sum
+FROM v_mpi_fraction
+GROUP BY 1, 2, 3, 4, 5, 6, 7, 8""",
+    f"""CREATE OR REPLACE VIEW v_wall_time_daily AS
+SELECT {_DAY_SERIES}, r.global_size, count(*)::integer AS runs, sum(r.wall_time) AS wall_time_sum
+FROM v_runs r
+WHERE r.status = 'ok' AND r.wall_time > 0
+GROUP BY 1, 2, 3, 4, 5, 6, 7, 8, 9""",
+    f"""CREATE OR REPLACE VIEW v_rank_groups_daily AS
+SELECT {_DAY_SERIES}, count(*)::integer AS rank_rows, sum(g.user_time) AS user_time_sum,
+       sum(g.mpi_time) AS mpi_time_sum, sum(g.mpi_sync_time) AS mpi_sync_time_sum
+FROM v_rank_groups g JOIN v_runs r ON r.run_id = g.run_id
+WHERE r.status = 'ok'
+GROUP BY 1, 2, 3, 4, 5, 6, 7, 8""",
+    f"""CREATE OR REPLACE VIEW v_mpi_routines_daily AS
+WITH m AS (
+  SELECT {_DAY_SERIES}, m.run_id, m.function, m.time_total, m.calls
+  FROM v_mpi_routines m JOIN v_runs r ON r.run_id = m.run_id
+  WHERE r.status = 'ok'
+)
+SELECT f."time", f.system, f.app, f.workload, f.variant, f.stack, f.interconnect, f.ranks, f.function, f.runs,
+       f.time_total, f.calls, g.group_runs
+FROM (SELECT "time", system, app, workload, variant, stack, interconnect, ranks, function,
+             count(DISTINCT run_id)::integer AS runs, sum(time_total) AS time_total, sum(calls) AS calls
+      FROM m GROUP BY 1, 2, 3, 4, 5, 6, 7, 8, 9) f
+JOIN (SELECT "time", system, app, workload, variant, stack, interconnect, ranks, count(DISTINCT run_id)::integer AS group_runs
+      FROM m GROUP BY 1, 2, 3, 4, 5, 6, 7, 8) g
+  USING ("time", system, app, workload, variant, stack, interconnect, ranks)""",
+    f"""CREATE OR REPLACE VIEW v_comm_matrix_daily AS
+SELECT {_DAY_SERIES}, max(r.run_id) AS last_traced_run
+FROM v_runs r
+WHERE EXISTS (SELECT 1 FROM v_comm_matrix c WHERE c.run_id = r.run_id)
+GROUP BY 1, 2, 3, 4, 5, 6, 7, 8""",
+    f"""CREATE OR REPLACE VIEW v_collectives_daily AS
+SELECT {_DAY_SERIES_OF}, collective, algorithm, bytes, stat, count(*)::integer AS n, sum(value) AS value_sum
+FROM v_collectives
+GROUP BY 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12""",
+    f"""CREATE OR REPLACE VIEW v_halo_daily AS
+SELECT {_DAY_SERIES_OF}, count(*)::integer AS n, sum(comm_time_avg) AS comm_time_avg_sum,
+       count(comm_time_max)::integer AS comm_time_max_n, sum(comm_time_max) AS comm_time_max_sum,
+       count(skew)::integer AS skew_n, sum(skew) AS skew_sum, count(imbalance)::integer AS imbalance_n,
+       sum(imbalance) AS imbalance_sum, count(exposed_fraction)::integer AS exposed_fraction_n,
+       sum(exposed_fraction) AS exposed_fraction_sum
+FROM v_halo
+GROUP BY 1, 2, 3, 4, 5, 6, 7, 8""",
+    f"""CREATE OR REPLACE VIEW v_io_daily AS
+SELECT {_DAY_SERIES_OF}, method, group_size, count(write_mbs)::integer AS write_n, sum(write_mbs) AS write_mbs_sum,
+       count(read_mbs)::integer AS read_n, sum(read_mbs) AS read_mbs_sum
+FROM v_io
+GROUP BY 1, 2, 3, 4, 5, 6, 7, 8, 9, 10""",
+]
 
 
 def variable_query(column: str) -> str:
