@@ -4,6 +4,7 @@ the same figures computed here straight from the .cali records with
 caliper-reader, and bad input is refused with exit 2 and nothing stored."""
 from __future__ import annotations
 
+import html
 import os
 import shutil
 import subprocess
@@ -50,7 +51,7 @@ def stored(dsn) -> list:
         return conn.execute("SELECT kind, run_id, summary, text FROM v_advice ORDER BY id").fetchall()
 
 
-def test_debug_barriers_found_and_measured_against_the_run_without_them(dsn):
+def test_debug_barriers_found_and_measured_against_the_run_without_them(dsn, tmp_path):
     with psycopg.connect(dsn) as conn:
         ingest(conn, [WITH, WITHOUT], Provenance())
         ids = dict(conn.execute("SELECT source, id FROM runs").fetchall())
@@ -96,6 +97,13 @@ def test_debug_barriers_found_and_measured_against_the_run_without_them(dsn):
     s0, text0 = rows[run_without]
     assert s0["likely_debug_sites"] == [] and s0["predicted_saving"] == 0 and "measured" not in s0
     assert "No barrier looks like a debugging barrier" in text0
+    # the static report shows the advice
+    page = tmp_path / "report.html"
+    r = subprocess.run([*CLI, "report", "-o", str(page)], capture_output=True, text=True,
+                       env={**os.environ, "COMMSCOPE_DB_URL": dsn})
+    assert r.returncode == 0, r.stderr
+    advice_section = page.read_text().split("<h2>Advice</h2>", 1)[1]
+    assert html.escape(text) in advice_section and html.escape(text0) in advice_section
 
 
 def test_a_profile_file_is_advised_without_a_stored_run(dsn):
@@ -129,7 +137,8 @@ def test_a_run_without_a_profile_has_no_barrier_data(dsn, tmp_path):
         (run_id,) = conn.execute("SELECT id FROM runs").fetchone()
     r = advise(dsn, str(run_id))
     assert r.returncode == 2
-    assert f"run {run_id}: no profile call tree (stored from its output alone), so no barrier data" in r.stderr
+    assert f"run {run_id}: no call-tree times (a run stored from its output alone" in r.stderr
+    assert "so no barrier data" in r.stderr
     assert stored(dsn) == []
 
 

@@ -343,7 +343,8 @@ def from_store(conn, source: str) -> tuple[list[Advice], list[str]]:
         info = run_info(conn, run_id)
         nodes = nodes_from_store(conn, run_id)
         if not nodes:
-            skipped.append(f"run {run_id}: no profile call tree (stored from its output alone), so no barrier data")
+            skipped.append(f"run {run_id}: no call-tree times (a run stored from its output alone, or a "
+                           "message-tracing profile), so no barrier data")
             continue
         try:
             a = analyse(nodes, info["ranks"], info["mpi_time_avg"], info["wall_time"])

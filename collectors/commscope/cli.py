@@ -282,5 +282,97 @@ def advise_placement(source, topology_file, output, no_store):
             _fail(f"{e} (use --no-store to only print the advice)")
 
 
+@advise_group.command("barriers")
+@click.argument("source")
+@click.option("--no-store", is_flag=True, help="do not record the advice in the store")
+def advise_barriers(source, no_store):
+    """Barrier time, likely debugging barriers and the predicted saving of SOURCE: a stored run id, campaign:ID
+    (runs with and without the barriers are compared), or a profile file."""
+    from . import advise_barriers as ab, profiles
+    try:
+        if Path(source).exists():
+            advice, skipped = [ab.from_profile_path(source)], []
+        else:
+            with db.connect() as conn:
+                advice, skipped = ab.from_store(conn, source)
+    except (LookupError, profiles.BadProfile) as e:
+        _fail(str(e), 2)
+    except db.DBError as e:
+        _fail(str(e))
+    for note in skipped:
+        click.echo(f"skipped {note}")
+    for a in advice:
+        click.echo(f"{'run ' + str(a.run_id) if a.run_id else a.source}: {a.text}")
+    if not no_store:
+        try:
+            with db.connect() as conn:
+                ab.store(conn, advice)
+                conn.commit()
+        except db.DBError as e:
+            _fail(f"{e} (use --no-store to only print the advice)")
+
+
+@advise_group.command("collectives")
+@click.argument("source", nargs=-1, required=True)
+@click.option("-o", "--output", type=click.Path(file_okay=False, path_type=Path), default=Path("tuning"),
+              show_default=True, help="directory for each stack's tuning file and its .env")
+@click.option("--stack", help="stack name for output files (files only; default: from the MPI library line)")
+@click.option("--mpich-library", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="the MPICH shared library to tune (its own selection tree fills what is not tuned)")
+@click.option("--no-store", is_flag=True, help="do not record the advice in the store")
+def advise_collectives(source, output, stack, mpich_library, no_store):
+    """Best collective algorithm per message-size band from a collsweep sweep, as each stack's tuning input.
+
+    SOURCE is a stored campaign id, or collsweep stdout files and directories."""
+    from . import advise_collectives as ac
+    try:
+        if len(source) == 1 and source[0].isdigit():
+            with db.connect() as conn:
+                points = ac.points_from_store(conn, int(source[0]))
+        else:
+            points = ac.points_from_files([Path(s) for s in source], stack)
+        tunings = ac.choose(points)
+        written = ac.write([ac.render(t, output, mpich_library) for t in tunings], output)
+    except ac.BadInput as e:
+        _fail(str(e), 2)
+    except db.DBError as e:
+        _fail(str(e))
+    for t, w in zip(tunings, written):
+        click.echo("\n".join(ac.describe(t)))
+        click.echo("  enable with: " + " ".join(f"{k}='{v}'" for k, v in w["env"].items()))
+    if not no_store:
+        try:
+            with db.connect() as conn:
+                for t, w in zip(tunings, written):
+                    ac.store(conn, t, " ".join(source), w)
+                conn.commit()
+        except db.DBError as e:
+            _fail(f"{e} (use --no-store to only print the advice)")
+
+
+@advise_group.command("overlap")
+@click.argument("source")
+@click.option("--no-store", is_flag=True, help="do not record the advice in the store")
+def advise_overlap(source, no_store):
+    """Exposed communication, overlap efficiency against blocking, the Irecv gap, and per region the imbalance and
+    whether waiting comes from imbalance or the network, for SOURCE: a stored run id or campaign:ID."""
+    from . import advise_overlap as ao
+    try:
+        with db.connect() as conn:
+            results, skipped = ao.from_store(conn, source)
+            for note in skipped:
+                click.echo(f"skipped {note}")
+            click.echo(ao.table(results))
+            for o in results:
+                click.echo(f"run {o.run_id}: {o.text()}")
+            if not no_store:
+                ao.store(conn, source, results)
+                conn.commit()
+    except LookupError as e:
+        _fail(str(e), 2)
+    except db.DBError as e:
+        _fail(str(e))
+
+
 if __name__ == "__main__":
     main()

@@ -136,6 +136,22 @@ def table_html(cols: list[str], rows: list[tuple], limit: int = 200) -> str:
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>{more}"
 
 
+def advice_html(conn, campaigns: tuple[int, ...]) -> str:
+    """What `commscope advise` concluded (v_advice), newest first: for the
+    selected campaigns' runs, or all of it."""
+    where, args = ("run_id IN (SELECT run_id FROM v_runs WHERE campaign_id = ANY(%s))", [list(campaigns)]) \
+        if campaigns else ("TRUE", [])
+    cur = conn.execute("SELECT created_at, kind, run_id, app, variant, stack, ranks, source, text FROM v_advice "
+                       f"WHERE {where} ORDER BY created_at DESC, id DESC", args)
+    cols = [c.name for c in cur.description]
+    rows = cur.fetchall()
+    head = ("<h2>Advice</h2><p class='note'>What commscope advise (barriers, collectives, placement, overlap) "
+            "concluded, with the figures in v_advice.summary.</p>")
+    if not rows:
+        return head + "<p class='note'>No advice stored for this selection (run commscope advise).</p>"
+    return head + "<div class='panel advice'>" + table_html(cols, rows) + "</div>"
+
+
 STYLE = """
 body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1200px; color: #222; }
 h1 { margin-bottom: 0.2em; } h2 { border-bottom: 1px solid #ccc; margin-top: 2em; }
@@ -143,6 +159,7 @@ h1 { margin-bottom: 0.2em; } h2 { border-bottom: 1px solid #ccc; margin-top: 2em
 .panel { margin: 1.2em 0; } .panel h3 { margin: 0.2em 0; font-size: 1.05em; }
 table { border-collapse: collapse; font-size: 0.85em; } td, th { border: 1px solid #ddd; padding: 2px 6px; text-align: right; }
 th { background: #f4f4f4; } td:first-child, th:first-child { text-align: left; }
+.advice td { text-align: left; vertical-align: top; }
 """
 
 
@@ -171,6 +188,7 @@ def render(conn, campaigns: tuple[int, ...] = (), compare: tuple[str, ...] = ())
                 parts.append(fig.to_html(full_html=False, include_plotlyjs=False, div_id=f"plot-{n}",
                                          config={"displaylogo": False, "responsive": True}))
             parts.append("</div>")
+    parts.append(advice_html(conn, campaigns))
     generated = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     return (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>commscope report</title>"
             f"<style>{STYLE}</style><script type='text/javascript'>{plotly.offline.get_plotlyjs()}</script></head>"

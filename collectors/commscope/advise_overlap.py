@@ -1,0 +1,262 @@
+"""The overlap and imbalance advisor (the seismic study): per halo variant,
+how much communication stays exposed, how much of it overlapping hides, and
+whether the waiting that is left comes from load imbalance or from the network.
+
+It reads one run's call tree as stored (v_node_metrics: per call path,
+exclusive and inclusive time min/avg/max over ranks and the rank with the most
+inclusive time), its comm.stats (v_comm_stats) and its per-rank groups
+(v_rank_groups). All times are per rank, in seconds, inside the loop region
+(`timestep`).
+
+- Exposed communication time: the time ranks spend inside MPI calls in the
+  loop (average over ranks). For `blocking` that is all of the communication;
+  for `overlap` and `rma` it is only posting and completing the exchange.
+- Overlap efficiency against `blocking` (same workload, size, ranks, stack,
+  interconnect, absorbing layer and fusion, in the same campaign):
+      1 - exposed(variant) / exposed(blocking),
+  i.e. the share of blocking's communication time the variant hides
+  (= (comm_blocking - exposed_variant) / comm_blocking, since blocking exposes
+  all of it). Medians over repeats. Negative means the variant exposes more.
+- Irecv gap: comm.stats' average time from posting a receive to its data
+  arriving (present when profiled with comm.stats).
+- Per region (each child of the loop): max/avg imbalance of inclusive time and
+  the slowest rank (the one with the most time in it). A region is a
+  communication region when it calls MPI other than polls (MPI_Test*,
+  MPI_Iprobe, MPI_Win_test), otherwise a compute region.
+- Why a communication region waits. In a bulk-synchronous step a rank waits
+  for its slowest partner: wait(r) ~ (compute of the slowest - compute(r)) +
+  network. Averaged over ranks, the compute imbalance contributes
+      excess = sum over the loop's compute regions of (max - avg) inclusive time.
+  When excess explains at least half of the region's average wait, the wait is
+  flagged `imbalance` (the network cannot be the main cause: fix the load);
+  otherwise `network` (the transfer itself, or contention, dominates). The
+  run-level check beside it: across ranks, the correlation of non-MPI (USER)
+  time with MPI time is strongly negative when the ranks that compute most wait
+  least, the signature of imbalance.
+"""
+from __future__ import annotations
+
+import json
+import statistics
+from dataclasses import dataclass, field
+
+from .advise_barriers import SERIES, stored_runs
+
+POLLS = {"MPI_Test", "MPI_Testall", "MPI_Testany", "MPI_Testsome", "MPI_Iprobe", "MPI_Win_test"}
+IMBALANCE_SHARE = 0.5   # excess / wait at or above which a wait is blamed on imbalance
+
+
+class NoOverlapData(LookupError):
+    """A run without the call tree the advisor needs (no loop region)."""
+
+
+@dataclass
+class Node:
+    path: str
+    excl_min: float | None
+    excl_avg: float | None
+    excl_max: float | None
+    incl_avg: float | None
+    incl_max: float | None
+    slowest_rank: int | None
+
+
+@dataclass
+class Region:
+    path: str
+    kind: str                     # compute | comm
+    time_avg: float               # inclusive, per rank
+    time_max: float
+    imbalance: float | None       # max / avg
+    slowest_rank: int | None
+    mpi_avg: float = 0.0          # time in MPI calls inside it (avg over ranks)
+    mpi_min: float = 0.0          # the rank that waits least (sum of per-call-path minima)
+    excess: float | None = None   # comm only: compute (max - avg) of the loop
+    explained: float | None = None   # excess / mpi_avg
+    cause: str | None = None      # comm only: imbalance | network
+
+    def as_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+@dataclass
+class RunOverlap:
+    run_id: int | None
+    label: str                    # variant, with -fused
+    info: dict
+    loop: str
+    loop_time: float
+    exposed: float                # per rank avg
+    compute: float
+    regions: list
+    irecv_gap: float | None
+    rank_corr: float | None       # corr(USER, MPI) across ranks
+    efficiency: float | None = None
+    baseline_exposed: float | None = None
+    baseline_runs: list = field(default_factory=list)
+
+    def summary(self) -> dict:
+        return {"variant": self.label, "loop": self.loop, "loop_time_avg": self.loop_time,
+                "exposed_comm_avg": self.exposed, "compute_avg": self.compute,
+                "exposed_share": self.exposed / self.loop_time if self.loop_time else None,
+                "overlap_efficiency": self.efficiency, "blocking_exposed_comm_avg": self.baseline_exposed,
+                "blocking_run_ids": self.baseline_runs, "irecv_gap_avg": self.irecv_gap,
+                "rank_corr_user_mpi": self.rank_corr,
+                "waits": {r.path: r.cause for r in self.regions if r.kind == "comm"},
+                "regions": [r.as_dict() for r in self.regions],
+                "model": "efficiency = 1 - exposed/exposed_blocking; a wait is 'imbalance' when the compute regions' "
+                         f"sum of (max - avg) is >= {IMBALANCE_SHARE} of its average MPI time"}
+
+    def text(self) -> str:
+        i = self.info
+        head = (f"{i['app']} {self.label} ({i['ranks']} ranks, {i['stack']}): exposed communication "
+                f"{self.exposed * 1e3:.3g} ms per rank, {self.exposed / self.loop_time:.0%} of the loop")
+        if self.efficiency is not None:
+            head += f"; overlap efficiency {self.efficiency:.0%} against blocking ({self.baseline_exposed * 1e3:.3g} ms)"
+        if self.irecv_gap is not None:
+            head += f"; Irecv gap {self.irecv_gap * 1e6:.3g} us"
+        parts = [head + "."]
+        comp = [r for r in self.regions if r.kind == "compute"]
+        if comp:
+            worst = max(comp, key=lambda r: r.imbalance or 0)
+            parts.append(f"Most imbalanced compute region {worst.path.rsplit('/', 1)[-1]}: max/avg "
+                         f"{worst.imbalance:.2f}, slowest rank {worst.slowest_rank}.")
+        for r in self.regions:
+            if r.kind != "comm" or not r.mpi_avg:
+                continue
+            parts.append(f"{r.path.rsplit('/', 1)[-1]} waits {r.mpi_avg * 1e3:.3g} ms per rank "
+                         f"(the least-waiting rank {r.mpi_min * 1e3:.3g} ms); compute imbalance explains "
+                         f"{r.explained:.0%} of it: {'IMBALANCE, not the network' if r.cause == 'imbalance' else 'network'}.")
+        if self.rank_corr is not None:
+            parts.append(f"Across ranks, USER and MPI time correlate at {self.rank_corr:+.2f}.")
+        return " ".join(parts)
+
+
+def _corr(xs: list, ys: list) -> float | None:
+    if len(xs) < 3:
+        return None
+    try:
+        return statistics.correlation(xs, ys)
+    except statistics.StatisticsError:   # constant input
+        return None
+
+
+def analyse(nodes: list[Node], rank_groups: list[tuple], comm_gaps: dict, run_id=None, info=None,
+            label="") -> RunOverlap:
+    """rank_groups: (rank, user, mpi + sync) per rank; comm_gaps: comm region path -> Irecv gap avg."""
+    info = info or {}
+    by_path = {n.path: n for n in nodes}
+    loops = sorted((p for p in by_path if p.rsplit("/", 1)[-1] == "timestep"), key=len)
+    if not loops:
+        raise NoOverlapData("no timestep region in the profile (not a loop of compute and exchange)")
+    loop = loops[0]
+    inside = {p: n for p, n in by_path.items() if p.startswith(loop + "/")}
+    leaves = {p: n for p, n in inside.items() if p.rsplit("/", 1)[-1].startswith("MPI_")}
+    exposed = sum(n.excl_avg or 0.0 for n in leaves.values())
+    loop_time = by_path[loop].incl_avg or 0.0
+    regions = []
+    for p, n in sorted(inside.items()):
+        if p.count("/") != loop.count("/") + 1 or p in leaves:
+            continue
+        mine = {q: m for q, m in leaves.items() if q.startswith(p + "/")}
+        mpi_avg = sum(m.excl_avg or 0.0 for m in mine.values())
+        # Polling inside a compute loop (overlap's MPI_Testall, rma's MPI_Win_test) keeps it a compute region.
+        kind = "comm" if {q.rsplit("/", 1)[-1] for q in mine} - POLLS else "compute"
+        regions.append(Region(p, kind, n.incl_avg or 0.0, n.incl_max or 0.0,
+                              n.incl_max / n.incl_avg if n.incl_avg else None, n.slowest_rank, mpi_avg,
+                              sum(m.excl_min or 0.0 for m in mine.values())))
+    excess = sum(r.time_max - r.time_avg for r in regions if r.kind == "compute")
+    for r in regions:
+        if r.kind == "comm" and r.mpi_avg:
+            r.excess = excess
+            r.explained = excess / r.mpi_avg
+            r.cause = "imbalance" if r.explained >= IMBALANCE_SHARE else "network"
+    gaps = [g for p, g in comm_gaps.items() if p.startswith(loop + "/") and g is not None]
+    ranks = sorted(rank_groups)
+    corr = _corr([g[1] for g in ranks], [g[2] for g in ranks])
+    return RunOverlap(run_id, label, info, loop, loop_time, exposed, loop_time - exposed, regions,
+                      statistics.mean(gaps) if gaps else None, corr)
+
+
+# ---- the store ---------------------------------------------------------------------
+
+def _label(variant, metadata: dict) -> str:
+    fused = str(metadata.get("fused", "0")).lower() in ("1", "true", "yes")
+    return f"{variant or 'default'}{'-fused' if fused else ''}"
+
+
+def load(conn, run_id: int) -> RunOverlap:
+    cols = [c.strip() for c in SERIES.split(",")]
+    row = conn.execute(f"SELECT {', '.join('v.' + c for c in cols)}, v.campaign_id, r.metadata "
+                       "FROM v_runs v JOIN runs r ON r.id = v.run_id WHERE v.run_id = %s", (run_id,)).fetchone()
+    info = dict(zip(cols + ["campaign_id", "metadata"], row))
+    meta = info.pop("metadata") or {}
+    info["pml_width"], info["fused"] = meta.get("pml_width"), meta.get("fused")
+    nodes = [Node(*r) for r in conn.execute(
+        "SELECT path, excl_min, excl_avg, excl_max, incl_avg, incl_max, incl_max_rank FROM v_node_metrics "
+        "WHERE run_id = %s", (run_id,))]
+    if not nodes:
+        raise NoOverlapData(f"run {run_id}: no call-tree times (a run stored from its output alone, or a "
+                           "message-tracing profile)")
+    groups = [(r, u, m + s) for r, u, m, s in conn.execute(
+        "SELECT rank, user_time, mpi_time, mpi_sync_time FROM v_rank_groups WHERE run_id = %s", (run_id,))]
+    gaps = dict(conn.execute("SELECT region, irecv_gap_avg FROM v_comm_stats WHERE run_id = %s", (run_id,)).fetchall())
+    try:
+        return analyse(nodes, groups, gaps, run_id, info, _label(info["variant"], meta))
+    except NoOverlapData as e:
+        raise NoOverlapData(f"run {run_id}: {e}") from None
+
+
+def from_store(conn, source: str) -> tuple[list[RunOverlap], list[str]]:
+    """Every run SOURCE names that has a loop, with overlap efficiency against
+    the blocking runs of the same experiment in the same campaign."""
+    ids = stored_runs(conn, source)
+    done, skipped = [], []
+    for run_id in ids:
+        try:
+            done.append(load(conn, run_id))
+        except NoOverlapData as e:
+            skipped.append(str(e))
+    if not done:
+        raise NoOverlapData(f"{source}: " + "; ".join(skipped))
+    same = ("app", "workload", "stack", "interconnect", "ranks", "global_size", "pml_width", "fused")
+    key = lambda o: tuple(o.info[c] for c in same)  # noqa: E731
+    campaigns = {o.info["campaign_id"] for o in done}
+    # blocking runs of the same campaign, also when SOURCE named a single run
+    pool = list(done)
+    for cid in campaigns:
+        for (rid,) in conn.execute("SELECT id FROM runs WHERE campaign_id = %s AND variant = 'blocking'", (cid,)):
+            if rid not in {o.run_id for o in pool}:
+                try:
+                    pool.append(load(conn, rid))
+                except NoOverlapData:
+                    pass
+    for o in done:
+        base = [b for b in pool if b.info["variant"] == "blocking" and key(b) == key(o)
+                and b.info["campaign_id"] == o.info["campaign_id"]]
+        if base:
+            o.baseline_exposed = statistics.median(b.exposed for b in base)
+            o.baseline_runs = [b.run_id for b in base]
+            if o.baseline_exposed:
+                o.efficiency = 1 - statistics.median(
+                    x.exposed for x in done if x.label == o.label and key(x) == key(o)) / o.baseline_exposed
+    return done, skipped
+
+
+def table(results: list[RunOverlap]) -> str:
+    lines = [f"{'run':>6} {'variant':16}{'ranks':>6}{'loop ms':>10}{'exposed ms':>12}{'efficiency':>11}"
+             f"{'Irecv gap us':>13}  waits"]
+    for o in results:
+        eff = f"{o.efficiency:>11.0%}" if o.efficiency is not None else f"{'-':>11}"
+        gap = f"{o.irecv_gap * 1e6:>13.3g}" if o.irecv_gap is not None else f"{'-':>13}"
+        waits = ", ".join(f"{r.path.rsplit('/', 1)[-1]}: {r.cause} ({r.explained:.0%})"
+                          for r in o.regions if r.cause)
+        lines.append(f"{o.run_id:>6} {o.label:16}{o.info['ranks']:>6}{o.loop_time * 1e3:>10.3f}"
+                     f"{o.exposed * 1e3:>12.3f}{eff}{gap}  {waits}")
+    return "\n".join(lines)
+
+
+def store(conn, source: str, results: list[RunOverlap]) -> None:
+    for o in results:
+        conn.execute("INSERT INTO advice (kind, run_id, source, summary, text) VALUES ('overlap', %s, %s, %s, %s)",
+                     (o.run_id, source, json.dumps(o.summary()), o.text()))

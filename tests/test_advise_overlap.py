@@ -1,0 +1,206 @@
+"""The overlap and imbalance advisor (commscope advise overlap) on real halo3d
+profiles: exposed communication, overlap efficiency against blocking, the
+Irecv gap, per-region imbalance and slowest rank, and the imbalance-or-network
+verdict, each checked against the same figure computed here straight from the
+.cali records with caliper-reader. Bad input exits 2 and stores nothing."""
+from __future__ import annotations
+
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+import caliperreader
+import psycopg
+import pytest
+
+import suite
+from commscope.ingest import Provenance, ingest
+from conftest import stack_or_skip
+from test_fixtures import rank_of
+
+DATA = Path(__file__).parent / "data"
+CLI = [sys.executable, "-m", "commscope.cli"]
+OVERLAP = DATA / "halo3d-overlap-n4.runtime-profile.cali"
+BLOCKING = DATA / "halo3d-blocking-n4.per-rank"
+NONBLOCKING = DATA / "halo3d-nonblocking-n4.comm-stats.cali"
+PREFIX = os.environ.get("COMMSCOPE_CALIPER_PREFIX", "")
+POLLS = {"MPI_Test", "MPI_Testall", "MPI_Testany", "MPI_Testsome", "MPI_Iprobe", "MPI_Win_test"}
+
+
+def records_of(source: Path) -> list[tuple[int, list, dict]]:
+    """(rank, path, record) of every record with a path, for one run."""
+    files = sorted(source.glob("rank-*.cali")) if source.is_dir() else [source]
+    out = []
+    for f in files:
+        records, _ = caliperreader.read_caliper_contents(str(f))
+        for rec in records:
+            p = rec.get("path")
+            p = p if isinstance(p, list) else [p] if p else []
+            if p:
+                out.append((rank_of(rec, f), p, rec))
+    return out
+
+
+def expected(source: Path) -> dict:
+    """The advisor's figures, computed independently from the records."""
+    recs = records_of(source)
+    t = lambda rec: float(rec["sum#sum#time.duration"])  # noqa: E731
+    ranks = sorted({r for r, _, _ in recs})
+    loop = ["main", "timestep"]
+    inside = [(r, p, rec) for r, p, rec in recs if p[:2] == loop and len(p) > 2]
+    exposed = sum(t(rec) for _, p, rec in inside if p[-1].startswith("MPI_")) / len(ranks)
+    loop_avg = sum(t(rec) for _, _, rec in inside + [(r, p, rec) for r, p, rec in recs if p == loop]) / len(ranks)
+    regions = {}
+    for name in sorted({p[2] for _, p, _ in inside if not p[2].startswith("MPI_")}):
+        incl = defaultdict(float)
+        mpi = defaultdict(float)
+        funcs = set()
+        for r, p, rec in inside:
+            if p[2] == name:
+                incl[r] += t(rec)
+                if p[-1].startswith("MPI_"):
+                    mpi[r] += t(rec)
+                    funcs.add(p[-1])
+        per = [incl[r] for r in ranks]
+        regions[name] = {"avg": statistics.mean(per), "max": max(per), "imbalance": max(per) / statistics.mean(per),
+                         "slowest": ranks[per.index(max(per))], "mpi_avg": sum(mpi.values()) / len(ranks),
+                         "kind": "comm" if funcs - POLLS else "compute"}
+    excess = sum(g["max"] - g["avg"] for g in regions.values() if g["kind"] == "compute")
+    causes = {n: ("imbalance" if excess / g["mpi_avg"] >= 0.5 else "network")
+              for n, g in regions.items() if g["kind"] == "comm" and g["mpi_avg"]}
+    gaps = [float(rec["avg#cs.irecv_gap.avg"]) for _, p, rec in inside
+            if p == loop + ["halo_exchange", "halo"] and "avg#cs.irecv_gap.avg" in rec]
+    user, mpi = defaultdict(float), defaultdict(float)
+    for r, p, rec in recs:
+        if "verify" not in p:
+            (mpi if p[-1].startswith("MPI_") else user)[r] += t(rec)
+    return {"exposed": exposed, "loop": loop_avg, "regions": regions, "causes": causes, "excess": excess,
+            "gap": statistics.mean(gaps) if gaps else None,
+            # two points always correlate at +-1: the advisor says nothing below 3 ranks
+            "corr": statistics.correlation([user[r] for r in ranks], [mpi[r] for r in ranks]) if len(ranks) > 2 else None}
+
+
+def advise(dsn, *args):
+    return subprocess.run([*CLI, "advise", "overlap", *args], capture_output=True, text=True,
+                          env={**os.environ, "COMMSCOPE_DB_URL": dsn})
+
+
+def stored(dsn) -> list:
+    with psycopg.connect(dsn) as conn:
+        return conn.execute("SELECT kind, run_id, summary, text FROM v_advice ORDER BY id").fetchall()
+
+
+def ingest_campaign(dsn, paths) -> tuple[int, dict]:
+    with psycopg.connect(dsn) as conn:
+        ingest(conn, paths, Provenance())
+        ids = dict(conn.execute("SELECT source, id FROM runs").fetchall())
+        (campaign,) = conn.execute("SELECT max(campaign_id) FROM runs").fetchone()
+    return campaign, ids
+
+
+def check_run(summary: dict, exp: dict) -> None:
+    assert summary["exposed_comm_avg"] == pytest.approx(exp["exposed"], rel=1e-9)
+    assert summary["loop_time_avg"] == pytest.approx(exp["loop"], rel=1e-9)
+    got = {r["path"].rsplit("/", 1)[-1]: r for r in summary["regions"]}
+    assert set(got) == set(exp["regions"])
+    for name, e in exp["regions"].items():
+        g = got[name]
+        assert g["kind"] == e["kind"], name
+        assert g["imbalance"] == pytest.approx(e["imbalance"], rel=1e-9), name
+        assert g["slowest_rank"] == e["slowest"], name
+        assert g["mpi_avg"] == pytest.approx(e["mpi_avg"], rel=1e-9, abs=1e-15), name
+    assert {k.rsplit("/", 1)[-1]: v for k, v in summary["waits"].items() if v} == exp["causes"]
+    assert summary["rank_corr_user_mpi"] == (None if exp["corr"] is None else pytest.approx(exp["corr"], rel=1e-6))
+    if exp["gap"] is None:
+        assert summary["irecv_gap_avg"] is None
+    else:
+        assert summary["irecv_gap_avg"] == pytest.approx(exp["gap"], rel=1e-9)
+
+
+def test_variants_against_blocking_from_the_records(dsn):
+    campaign, ids = ingest_campaign(dsn, [OVERLAP, BLOCKING, NONBLOCKING])
+    r = advise(dsn, f"campaign:{campaign}")
+    assert r.returncode == 0, r.stderr
+    rows = {run_id: (s, text) for kind, run_id, s, text in stored(dsn) if kind == "overlap"}
+    assert len(rows) == 3
+    exp = {src: expected(src) for src in (OVERLAP, BLOCKING, NONBLOCKING)}
+    for src in exp:
+        s, text = rows[ids[str(src)]]
+        check_run(s, exp[src])
+        assert s["blocking_run_ids"] == [ids[str(BLOCKING)]]
+        assert s["overlap_efficiency"] == pytest.approx(1 - exp[src]["exposed"] / exp[BLOCKING]["exposed"], rel=1e-9)
+    assert rows[ids[str(OVERLAP)]][0]["variant"] == "overlap" and rows[ids[str(BLOCKING)]][0]["overlap_efficiency"] == 0
+    # only the comm.stats profile has the Irecv gap
+    assert rows[ids[str(NONBLOCKING)]][0]["irecv_gap_avg"] > 0 and "Irecv gap" in rows[ids[str(NONBLOCKING)]][1]
+    assert "overlap efficiency" in rows[ids[str(OVERLAP)]][1]
+    assert "halo3d" in r.stdout and "efficiency" in r.stdout
+
+
+def test_a_single_run_finds_its_blocking_baseline_in_its_campaign(dsn):
+    campaign, ids = ingest_campaign(dsn, [OVERLAP, BLOCKING])
+    r = advise(dsn, str(ids[str(OVERLAP)]), "--no-store")
+    assert r.returncode == 0, r.stderr
+    assert stored(dsn) == []
+    e_o, e_b = expected(OVERLAP), expected(BLOCKING)
+    assert f"overlap efficiency {1 - e_o['exposed'] / e_b['exposed']:.0%} against blocking" in r.stdout
+
+
+@pytest.mark.parametrize("source, message", [
+    ("999", "999: no run 999 in the store"),
+    ("campaign:999", "campaign:999: no campaign 999 in the store"),
+    ("halo", "halo: not a run id"),
+])
+def test_bad_input_exits_2_and_stores_nothing(dsn, source, message):
+    ingest_campaign(dsn, [OVERLAP])
+    r = advise(dsn, source)
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    assert message in r.stderr
+    assert stored(dsn) == []
+
+
+def test_runs_without_a_loop_or_a_profile_are_refused(dsn, tmp_path):
+    out = tmp_path / "halo3d.out"
+    shutil.copy(OVERLAP.with_suffix(".out"), out)      # the workload's stdout alone: no call tree
+    campaign, ids = ingest_campaign(dsn, [out, DATA / "commgraph-pairs-n4.msgtrace"])
+    r = advise(dsn, f"campaign:{campaign}")
+    assert r.returncode == 2
+    assert f"run {ids[str(out)]}: no call-tree times (a run stored from its output alone" in r.stderr
+    assert f"run {ids[str(DATA / 'commgraph-pairs-n4.msgtrace')]}: no call-tree times" in r.stderr
+    assert stored(dsn) == []
+
+
+@pytest.fixture(scope="module")
+def caliper_build(tmp_path_factory):
+    if not PREFIX:
+        pytest.skip("Caliper is not installed here (no registry carries it); set COMMSCOPE_CALIPER_PREFIX "
+                    "to a Caliper+Adiak install built with Debian Open MPI 4.1 to run this test")
+    stack = stack_or_skip("debian-openmpi4")
+    return stack, suite.build(stack, caliper="ON", build_dir=tmp_path_factory.mktemp("caliper") / "b",
+                              extra=[f"-DCMAKE_PREFIX_PATH={PREFIX}"])
+
+
+def test_live_halo3d_variants_with_comm_stats(caliper_build, dsn, tmp_path):
+    """Real runs of blocking, overlap and rma with comm.stats: every figure the
+    advisor stores matches the records."""
+    stack, bdir = caliper_build
+    for v in ("blocking", "overlap", "rma"):
+        stem = tmp_path / f"halo3d-{v}"
+        r = suite.run(stack, bdir, "halo3d", suite.HALO3D + ["--variant", v], 2,
+                      env={"CALI_CONFIG": f"runtime-profile,profile.mpi,region.count,comm.stats,output={stem}.cali"})
+        assert not suite.problems(r), suite.problems(r)
+        Path(f"{stem}.out").write_text(r.stdout)
+    campaign, ids = ingest_campaign(dsn, [tmp_path])
+    r = advise(dsn, f"campaign:{campaign}")
+    assert r.returncode == 0, r.stderr
+    rows = {run_id: s for _, run_id, s, _ in stored(dsn)}
+    base = expected(tmp_path / "halo3d-blocking.cali")
+    for v in ("blocking", "overlap", "rma"):
+        src = tmp_path / f"halo3d-{v}.cali"
+        s, e = rows[ids[str(src)]], expected(src)
+        check_run(s, e)
+        assert s["variant"] == v
+        assert s["overlap_efficiency"] == pytest.approx(1 - e["exposed"] / base["exposed"], rel=1e-9)
