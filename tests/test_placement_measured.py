@@ -34,7 +34,7 @@ def openmpi():
     return stack, suite.build(stack)
 
 
-def pingpong(emu, stack, bdir, tmp_path, slots_on_first: int, rate_bytes: float):
+def pingpong(emu, stack, bdir, tmp_path, slots_on_first: int):
     hostfile = tmp_path / "hostfile"
     hostfile.write_text(f"{emu.hosts[0]} slots={slots_on_first}\n{emu.hosts[1]} slots=1\n")
     agent = emu.write_rsh_agent(tmp_path)
@@ -53,14 +53,14 @@ def test_a_cable_between_nodes_is_rate_limited_and_a_node_keeps_its_own_traffic(
     rate_mbit = 100
     with emulated_nodes.EmulatedNodes(2, rate_mbit) as emu:
         # one rank per node: 3 round trips of 1 MiB each way cross the cable
-        across, wire = pingpong(emu, stack, bdir, tmp_path, 1, rate_mbit * 1e6 / 8)
+        across, wire = pingpong(emu, stack, bdir, tmp_path, 1)
         assert all(b >= 3 * MiB for b in wire), wire
         # the shaper held packets back, and no message crossed faster than the rate allows
         assert all(s["kind"] == "tbf" and s["overlimits"] > 0 for s in emu.shaper_stats())
         floor_us = (MiB - emu.burst) / (rate_mbit * 1e6 / 8) * 1e6
         assert across.foms["latency"][0] >= floor_us, (across.foms["latency"], floor_us)
         # both ranks on node 0: the same 6 MiB go over shared memory, not the cable
-        _, wire = pingpong(emu, stack, bdir, tmp_path, 2, rate_mbit * 1e6 / 8)
+        _, wire = pingpong(emu, stack, bdir, tmp_path, 2)
         assert all(b < MiB for b in wire), wire
         tag = emu.tag
     left = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
