@@ -1,6 +1,7 @@
 """`commscope setup` / `commscope run`: bad input everywhere; with RAMBLE_ROOT, the smoke study for
 real through Ramble (null package manager) into a real PostgreSQL, and the Slurm scripts a 2-node
-matrix renders. Ramble is in no package registry: those tests skip on a fresh machine, with the reason."""
+matrix renders; with SPACK_ROOT too, the same through Ramble's spack package manager. Ramble and
+Spack are in no package registry: those tests skip on a fresh machine, with the reason."""
 from __future__ import annotations
 
 import json
@@ -94,6 +95,48 @@ def test_setup_builds_per_stack_and_writes_the_local_site_even_without_ramble(tm
     assert all(Path(e["prefix"]).is_absolute() for p in ext.values() for e in p.get("externals", []))
 
 
+def test_run_without_spack_refuses_the_spack_package_manager(tmp_path):
+    p = commscope("run", "smoke", "--spack", "--dry-run", home=tmp_path, env={"SPACK_ROOT": ""})
+    assert p.returncode == 1 and "spack is missing: set SPACK_ROOT" in p.stderr, p.stderr
+    assert not (tmp_path / "workspaces").exists()
+
+
+def test_spack_environment_per_stack_is_spack_yaml_narrowed():
+    """What Ramble's spack package manager gets for one stack: spack.yaml's own repos, develop
+    source and requirements, with absolute paths (Ramble copies the file into the workspace),
+    the site's scope, and the workloads crossed with that stack's MPI only."""
+    sys.path.insert(0, str(ROOT / "collectors"))
+    from commscope import workflow
+
+    top = yaml.safe_load((ROOT / "spack.yaml").read_text())["spack"]
+    env = workflow.spack_env_for("openmpi@=4.1.4", "slurm-cluster")["spack"]
+    workloads = next(d["workloads"] for d in top["definitions"] if "workloads" in d)
+    assert env["specs"] == [f"{w} ^openmpi@=4.1.4" for w in workloads]
+    assert env["include"] == [str(ROOT / "ramble" / "sites" / "slurm-cluster" / "spack")]
+    assert env["repos"] == [str(ROOT / r) for r in top["repos"]]
+    assert env["develop"]["commscope-workloads"]["path"] == str(ROOT / "workloads")
+    assert env["packages"] == top["packages"] and env["config"] == top["config"]
+    assert env["concretizer"]["unify"] is True and env["view"] is True and "definitions" not in env
+    for path in [*env["include"], *env["repos"], env["develop"]["commscope-workloads"]["path"]]:
+        assert Path(path).is_dir(), path
+    # The Caliper modifier's config name follows the Caliper version spack.yaml pins.
+    req = top["packages"]["caliper"]["require"]
+    major_minor = tuple(int(x) for x in re.search(r"@=?(\d+)\.(\d+)", req).groups())
+    assert workflow.spack_caliper_config() == ("runtime-profile" if major_minor >= (2, 13)
+                                               else "hatchet-region-profile")
+
+
+def test_slurm_cluster_spack_specs_name_its_stacks_and_externals():
+    site = yaml.safe_load((ROOT / "ramble" / "sites" / "slurm-cluster" / "site.yaml").read_text())
+    externals = yaml.safe_load((ROOT / "ramble" / "sites" / "slurm-cluster" / "spack" / "packages.yaml")
+                               .read_text())["packages"]
+    assert set(site["spack_specs"]) == set(site["stacks"])
+    for stack, spec in site["spack_specs"].items():
+        name = spec.split()[0].split("@")[0]
+        variants = set(spec.split()[1:])
+        assert any(variants <= set(e["spec"].split()[1:]) for e in externals[name]["externals"]), (stack, spec)
+
+
 # ---- for real, with Ramble -------------------------------------------------------------------
 
 @needs_ramble
@@ -148,7 +191,7 @@ def test_slurm_dry_run_renders_sbatch_and_srun_for_a_two_node_matrix(tmp_path):
     os.environ["COMMSCOPE_HOME"] = str(home)
     try:
         plan = workflow.plan_run("smoke", site="slurm-cluster", stacks=["openmpi", "mpich"], caliper="mpi",
-                                 dry_run=True, workspace=tmp_path / "ws")
+                                 dry_run=True, workspace=tmp_path / "ws", spack=False)
         ws = workflow.create_workspace(plan)
         scope = ws / "commscope" / "run-scope" / "variables.yaml"
         doc = yaml.safe_load(scope.read_text())
@@ -202,3 +245,56 @@ def test_smoke_on_the_single_node_slurm_cluster(tmp_path):
     for d in (ws / "experiments").glob("*/*/*"):
         assert (d / "slurm-job-id").read_text().strip(), d      # it went through sbatch
         assert "srun --mpi=" in (d / "execute_experiment").read_text()
+
+
+@needs_ramble
+def test_smoke_through_ramble_with_the_spack_package_manager(tmp_path, server, dsn):
+    """`commscope run --spack`: Ramble's spack package manager concretizes and installs spack.yaml
+    narrowed to each stack, activates that environment in every experiment, and the binaries it
+    runs are Spack's (their MPI is the stack's). Needs Spack, and builds Caliper and Adiak for
+    the stack (the externals live under this test's home), so it runs only when asked."""
+    spack_root = os.environ.get("SPACK_ROOT")
+    if not spack_root or not Path(spack_root, "bin", "spack").exists():
+        pytest.skip("Spack is in no package registry: set SPACK_ROOT (packages/README.md) to run it")
+    if not os.environ.get("COMMSCOPE_SPACK_INSTALL") or not os.environ.get("COMMSCOPE_SPACK_MIRROR"):
+        pytest.skip("installs Caliper and Adiak with Spack (minutes on 2 cores): set COMMSCOPE_SPACK_INSTALL=1 "
+                    "and COMMSCOPE_SPACK_MIRROR to the Caliper/Adiak source mirror to run it")
+    stack_or_skip("debian-openmpi4")
+    home = tmp_path / "home"
+    env = {"COMMSCOPE_DB_URL": dsn}
+    p = commscope("setup", "--stacks", "debian-openmpi4", "--no-build",
+                  "--spack-source-mirror", os.environ["COMMSCOPE_SPACK_MIRROR"], home=home, env=env)
+    assert p.returncode == 0, p.stdout + p.stderr
+    t0 = time.monotonic()
+    p = commscope("run", "smoke", "--spack", "--stacks", "debian-openmpi4", "--where", "{n_ranks} == 2",
+                  home=home, env=env, timeout=3 * 3600)
+    print(f"[ramble+spack] run smoke: {time.monotonic() - t0:.1f} s\n{p.stdout}")
+    assert "package manager spack" in p.stdout, p.stdout + p.stderr
+    ws = Path(re.search(r"^workspace: (\S+)$", p.stdout, re.M).group(1))
+    assert p.returncode == 0, p.stdout + p.stderr + (ws / "commscope" / "run.log").read_text()[-4000:]
+    env_dir = ws / "software" / "commscope-debian-openmpi4"
+    lock = json.loads((env_dir / "spack.lock").read_text())
+    (root,) = lock["roots"]
+    assert root["spec"].startswith("commscope-workloads+caliper ^openmpi@=4.1.4"), root
+    view_bin = env_dir / ".spack-env" / "view" / "bin"
+    exps = json.loads((ws / "results.latest.json").read_text())["experiments"]
+    assert len(exps) == 6 and all(e["RAMBLE_STATUS"] == "SUCCESS" for e in exps), [e["name"] for e in exps]
+    for d in workflow_experiment_dirs(ws):
+        script = (d / "execute_experiment").read_text()
+        assert f"spack env activate {env_dir}" in script and str(view_bin) in script, script
+    # The binary Ramble ran is Spack's build, linked to this stack's Open MPI.
+    halo3d = (view_bin / "halo3d").resolve()
+    loc = subprocess.run([str(Path(spack_root, "bin", "spack")), "-e", str(env_dir), "location", "-i",
+                          "commscope-workloads"], capture_output=True, text=True,
+                         env={**os.environ, "COMMSCOPE_HOME": str(home)})
+    assert loc.returncode == 0 and halo3d == Path(loc.stdout.strip(), "bin", "halo3d").resolve(), (loc, halo3d)
+    ldd = subprocess.run(["ldd", str(halo3d)], capture_output=True, text=True).stdout
+    assert "libmpi.so.40" in ldd and "libcaliper" in ldd, ldd
+    assert all(any(c["foms"] and f["name"] == "mpi_library" and "Open MPI v4.1" in f["value"]
+                   for c in e["CONTEXTS"] for f in c["foms"]) for e in exps)
+    assert any(ws.glob("experiments/*/*/*/*.cali")), "Caliper (Spack's) wrote no profile"
+    assert "stored" in p.stdout
+
+
+def workflow_experiment_dirs(ws: Path) -> list[Path]:
+    return sorted(p.parent for p in (ws / "experiments").glob("*/*/*/execute_experiment"))

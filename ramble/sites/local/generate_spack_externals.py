@@ -18,6 +18,8 @@ includes:
 
     packages.yaml     externals, every MPI and tool not buildable
     definitions.yaml  site_mpis: one spec per stack found, the local matrix
+    stacks.yaml       the same specs by stack name (ci/mpi_stacks.py), for
+                      `commscope run` with Ramble's spack package manager
     mirrors.yaml      only with --source-mirror: the file:// Caliper/Adiak mirror
     stacks/           the per-stack prefixes
 
@@ -264,17 +266,22 @@ def generate(home: Path | None = None, source_mirror: Path | None = None) -> Pat
         # Prefixes must name the final location, not the temporary one.
         packages: dict = {"mpi": {"buildable": False}}
         site_mpis = []
+        by_stack = {}
         for stack in present:
             pkg, entry = mpi_external(stack, tmp / "stacks")
             entry["prefix"] = entry["prefix"].replace(str(tmp), str(out))
             packages.setdefault(pkg, {"buildable": False, "externals": []})["externals"].append(entry)
             # The version alone tells the stacks apart; a variant would not.
             site_mpis.append(entry["spec"].split()[0].replace("@", "@="))
+            by_stack[stack.name] = site_mpis[-1]
         packages.update(tool_externals())
         (tmp / "packages.yaml").write_text(HEADER + to_yaml({"packages": packages}) + "\n")
         (tmp / "definitions.yaml").write_text(
             HEADER + "# One spec per MPI stack found here: spack.yaml crosses the workloads with it.\n"
             + to_yaml({"definitions": [{"site_mpis": site_mpis}]}) + "\n")
+        (tmp / "stacks.yaml").write_text(
+            HEADER + "# The spec of each stack's external, by the stack's name in ci/mpi_stacks.py.\n"
+            + to_yaml({"stacks": by_stack}) + "\n")
         if source_mirror is not None:
             url = Path(source_mirror).resolve().as_uri()
             (tmp / "mirrors.yaml").write_text(
