@@ -227,6 +227,12 @@ def test_generated_externals_are_each_stacks_own(generated):
         assert mpirun.resolve() == Path(stack.mpirun).resolve(), (mpirun, stack.mpirun)
     site_mpis = load(out / "definitions.yaml")["definitions"][0]["site_mpis"]
     assert sorted(site_mpis) == sorted(f"{p}@={v}" for p, v in externals)
+    # stacks.yaml: the same specs by stack name, for `commscope run --spack`.
+    by_stack = load(out / "stacks.yaml")["stacks"]
+    assert set(by_stack) == {s.name for s in present} and sorted(by_stack.values()) == sorted(site_mpis)
+    for stack in present:
+        pkg = {"impi": "intel-oneapi-mpi"}.get(stack.family, stack.family)
+        assert by_stack[stack.name].startswith(f"{pkg}@="), (stack.name, by_stack[stack.name])
 
 
 def test_generated_debian_mpich_prefix_launches(generated):
