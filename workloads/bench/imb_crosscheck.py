@@ -1,14 +1,19 @@
 #!/usr/bin/env python3
 """collsweep against IMB-MPI1: Allreduce and Bcast t_avg per size, same MPI, same ranks.
 
-IMB-MPI1 (intel/mpi-benchmarks) is the peer benchmark; collsweep follows its
-iteration rule (at most 1000 calls, cut to 40 MiB / size) and its rotating
-root, so its t_avg should be within +-10% of IMB's. Each figure is the best
-(smallest) t_avg over --repeats runs of each program, because a busy
-neighbour on a shared machine slows some runs, rarely all. IMB runs with
-`-iter 1000,40 -iter_policy off`, the static form of that rule, and `-time 600`
-(IMB otherwise gives up on large sizes of a slow run: "time-out"). The two
-programs alternate, so load drift hits both alike.
+IMB-MPI1 (intel/mpi-benchmarks) is the peer benchmark, and collsweep measures
+as it does (IMB_allreduce.c, IMB_bcast.c, IMB_warm_up.c, IMB_output.c): each
+call timed on its own, an MPI_Barrier between calls (IMB's default -sync 1),
+one buffer reused by every call (off_cache off), root 0, a warm-up of a tenth
+of the timed calls (at least 10), at most 1000 timed calls cut to 40 MiB /
+size, and t_avg the mean over ranks of each rank's mean per call. collsweep
+also refills and checks every call, outside the timed interval. So its t_avg
+should be within +-10% of IMB's. Each figure is the best (smallest) t_avg over
+--repeats runs of each program, because a busy neighbour on a shared machine
+slows some runs, rarely all. IMB runs with `-iter 1000,40 -iter_policy off`,
+the static form of that rule, and `-time 600` (IMB otherwise gives up on large
+sizes of a slow run: "time-out"). The two programs alternate, so load drift
+hits both alike; the load average is printed before and after.
 
 IMB is in no package registry: build it outside this repository with the
 stack's own wrappers and pass --imb. The Intel MPI wheel ships its own
@@ -50,6 +55,10 @@ def run_imb(stack, imb, ranks, colls, msglog):
     return result
 
 
+def load():
+    return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+
+
 def main():
     ap = parser(__doc__)
     ap.add_argument("--imb", help="path of IMB-MPI1 built with this stack")
@@ -65,6 +74,7 @@ def main():
     lo, hi = (int(x) for x in args.msglog.split(":"))
     sizes = [1 << k for k in range(lo, hi + 1)]
     colls = ["allreduce", "bcast"]
+    load_at_start = load()
     ours = {(c, s): [] for c in colls for s in sizes}
     theirs = {(c, s): [] for c in colls for s in sizes}
     for _ in range(args.repeats):
@@ -79,7 +89,8 @@ def main():
                 ours[c, s].append(r.out.foms[f"{c}_{s}B_t_avg"][0])
                 if (c, s) in imb_result:  # absent if IMB timed out at this size
                     theirs[c, s].append(imb_result[c, s])
-    print(f"collsweep vs IMB-MPI1 ({imb}), {args.ranks} ranks, {stack.name}, best t_avg of {args.repeats}")
+    print(f"collsweep vs IMB-MPI1 ({imb}), {args.ranks} ranks, {stack.name}, best t_avg of {args.repeats}; "
+          f"load average {load_at_start} at the start, {load()} at the end")
     print(f"{'coll':9} {'bytes':>8} {'collsweep us':>12} {'IMB us':>10} {'ratio':>6}")
     within = total = 0
     for c in colls:
