@@ -31,8 +31,8 @@ CREATE TABLE run_day (
 CREATE INDEX run_day_group ON run_day (series_id, day);
 
 -- Per series and day: the runs' MPI time fraction (v_mpi_fraction's rows: ok
--- runs with a fraction), the USER/MPI/MPI_SYNC split over rank rows, how many
--- ok runs have MPI routine rows, and the newest run with a communication matrix.
+-- runs with a fraction), the USER/MPI/MPI_SYNC split over rank rows, and the
+-- newest run with a communication matrix.
 CREATE TABLE runs_daily (
     series_id     integer NOT NULL,
     day           timestamptz NOT NULL,
@@ -44,7 +44,6 @@ CREATE TABLE runs_daily (
     user_time_sum double precision,
     mpi_time_sum  double precision,
     mpi_sync_time_sum double precision,
-    routine_runs  integer NOT NULL,
     last_traced_run bigint,
     PRIMARY KEY (day, series_id)
 );
@@ -68,6 +67,7 @@ CREATE TABLE routines_daily (
     runs          integer NOT NULL,          -- ok runs that called it
     time_total    double precision NOT NULL,
     calls         numeric,
+    group_runs    integer NOT NULL,          -- ok runs of the series and day with any MPI routine row
     PRIMARY KEY (day, series_id, function)
 );
 
@@ -131,7 +131,6 @@ SELECT rd.series_id, rd.day,
        coalesce(sum(g.rank_rows) FILTER (WHERE r.status = 'ok'), 0),
        sum(g.user_time) FILTER (WHERE r.status = 'ok'), sum(g.mpi_time) FILTER (WHERE r.status = 'ok'),
        sum(g.mpi_sync_time) FILTER (WHERE r.status = 'ok'),
-       count(*) FILTER (WHERE r.status = 'ok' AND EXISTS (SELECT 1 FROM mpi_metrics m WHERE m.run_id = r.id)),
        max(r.id) FILTER (WHERE EXISTS (SELECT 1 FROM comm_matrix c WHERE c.run_id = r.id))
 FROM unnest(sids, days) k(series_id, day)
 JOIN run_day rd ON rd.series_id = k.series_id AND rd.day = k.day
@@ -156,14 +155,20 @@ $$;
 
 CREATE FUNCTION routines_daily_rebuild(sids integer[], days timestamptz[]) RETURNS void LANGUAGE sql AS $$
 DELETE FROM routines_daily d USING unnest(sids, days) g(series_id, day) WHERE d.series_id = g.series_id AND d.day = g.day;
+WITH m AS (
+    SELECT rd.series_id, rd.day, m.run_id, m.function, m.time_total, m.calls
+    FROM unnest(sids, days) k(series_id, day)
+    JOIN run_day rd ON rd.series_id = k.series_id AND rd.day = k.day
+    JOIN runs r ON r.id = rd.run_id AND r.status = 'ok'
+    JOIN mpi_metrics m ON m.run_id = r.id
+), g AS (
+    SELECT series_id, day, count(DISTINCT run_id) AS group_runs FROM m GROUP BY series_id, day
+)
 INSERT INTO routines_daily
-SELECT rd.series_id, rd.day, m.function, count(DISTINCT m.run_id), sum(m.time_total), sum(m.calls)
-FROM unnest(sids, days) k(series_id, day)
-JOIN run_day rd ON rd.series_id = k.series_id AND rd.day = k.day
-JOIN runs r ON r.id = rd.run_id AND r.status = 'ok'
-JOIN mpi_metrics m ON m.run_id = r.id
-GROUP BY rd.series_id, rd.day, m.function
-ORDER BY rd.day, rd.series_id;
+SELECT m.series_id, m.day, m.function, count(DISTINCT m.run_id), sum(m.time_total), sum(m.calls), g.group_runs
+FROM m JOIN g USING (series_id, day)
+GROUP BY m.series_id, m.day, m.function, g.group_runs
+ORDER BY m.day, m.series_id;
 $$;
 
 CREATE FUNCTION collectives_daily_rebuild(sids integer[], days timestamptz[]) RETURNS void LANGUAGE sql AS $$
@@ -261,7 +266,7 @@ BEGIN
 END $$;
 
 CREATE TRIGGER mpi_metrics_rollups AFTER INSERT ON mpi_metrics REFERENCING NEW TABLE AS new_rows
-    FOR EACH STATEMENT EXECUTE FUNCTION rollups_refresh('runs_daily', 'routines_daily');
+    FOR EACH STATEMENT EXECUTE FUNCTION rollups_refresh('routines_daily');
 CREATE TRIGGER rank_metrics_rollups AFTER INSERT ON rank_metrics REFERENCING NEW TABLE AS new_rows
     FOR EACH STATEMENT EXECUTE FUNCTION rollups_refresh('runs_daily');
 CREATE TRIGGER comm_matrix_rollups AFTER INSERT ON comm_matrix REFERENCING NEW TABLE AS new_rows
@@ -332,10 +337,8 @@ WHERE d.rank_rows > 0;
 -- same on every function's row), for per-run figures over all routines.
 CREATE VIEW v_mpi_routines_daily AS
 SELECT d.day AS "time", s.system, s.app, s.workload, s.variant, s.stack, s.interconnect, s.ranks,
-       d.function, d.runs, d.time_total, d.calls, g.routine_runs AS group_runs
-FROM routines_daily d
-JOIN runs_daily g ON g.series_id = d.series_id AND g.day = d.day
-JOIN run_series s ON s.id = d.series_id;
+       d.function, d.runs, d.time_total, d.calls, d.group_runs
+FROM routines_daily d JOIN run_series s ON s.id = d.series_id;
 
 CREATE VIEW v_comm_matrix_daily AS
 SELECT d.day AS "time", s.system, s.app, s.workload, s.variant, s.stack, s.interconnect, s.ranks, d.last_traced_run
