@@ -298,6 +298,15 @@ END $$;
 CREATE TRIGGER runs_rollups_remove AFTER DELETE ON runs REFERENCING OLD TABLE AS old_runs
     FOR EACH STATEMENT EXECUTE FUNCTION runs_rollups_remove();
 
+-- TRUNCATE runs (a benchmark's reset) fires no delete trigger: empty them all.
+CREATE FUNCTION runs_rollups_clear() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    TRUNCATE run_day, runs_daily, wall_time_daily, routines_daily, collectives_daily, halo_daily, io_daily;
+    RETURN NULL;
+END $$;
+
+CREATE TRIGGER runs_rollups_clear AFTER TRUNCATE ON runs FOR EACH STATEMENT EXECUTE FUNCTION runs_rollups_clear();
+
 -- The runs stored before this migration.
 INSERT INTO run_day (run_id, series_id, day)
 SELECT r.id, rs.id, date_trunc('day', r.started_at, 'UTC')
