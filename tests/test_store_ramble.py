@@ -239,3 +239,38 @@ def test_repeats_are_runs_of_one_experiment_with_their_repeat_index(dsn):
         base = e["name"].rsplit(".", 1)[0]
         value = numeric_foms(e)["total_time"]
         assert (base, int(e["RAMBLE_VARIABLES"]["repeat_index"]), pytest.approx(value)) in stored
+
+
+SPACK_WS = RAMBLE / "smoke-spack"
+
+
+def test_spack_package_manager_runs_carry_the_dag_hash_of_their_build(dsn):
+    """A workspace run by Ramble's spack package manager (`commscope run --spack`): every run
+    stores the hash of the commscope-workloads build it ran, the root of its stack's spack.lock."""
+    doc = results(SPACK_WS)
+    lock_roots = {}
+    for lock in SPACK_WS.glob("software/*/spack.lock"):
+        (root,) = json.loads(lock.read_text())["roots"]
+        assert root["spec"].startswith("commscope-workloads+caliper ^")
+        lock_roots[lock.parent.name] = root["hash"]
+    assert len(set(lock_roots.values())) == 2          # one build per stack
+    with psycopg.connect(dsn) as conn:
+        res = ingest(conn, [SPACK_WS], Provenance())
+        assert len(res.inserted) == len(doc["experiments"]) == 24
+        rows = dict(conn.execute("SELECT experiment, spack_hash FROM runs"))
+    for exp in doc["experiments"]:
+        env = exp["RAMBLE_VARIABLES"]["env_name"]
+        assert env == f"commscope-{exp['RAMBLE_VARIABLES']['stack']}"
+        assert rows[exp["name"]] == lock_roots[env], exp["name"]
+
+
+def test_a_spack_lock_that_is_not_json_is_bad_input(dsn, tmp_path):
+    ws = tmp_path / "ws"
+    shutil.copytree(SPACK_WS, ws)
+    (ws / "software" / "commscope-debian-mpich4" / "spack.lock").write_text("{not json")
+    with psycopg.connect(dsn) as conn:
+        before = counts(conn)
+        with pytest.raises(BadProfile, match=r"commscope-debian-mpich4/spack.lock: not a Spack lock file"):
+            ingest(conn, [ws], Provenance())
+        conn.rollback()
+        assert counts(conn) == before

@@ -27,6 +27,8 @@ REQUIRED = ("name", "RAMBLE_STATUS", "CONTEXTS", "RAMBLE_VARIABLES", "N_REPEATS"
 # Ramble variable names the studies use for the matrix axes (ramble/README.md).
 # interconnect_name is the catalog name (openmpi4/tcp); interconnect alone is its short label.
 AXES = {"stack": ("stack", "mpi_stack"), "interconnect": ("interconnect_name", "interconnect"), "variant": ("variant",)}
+# The Spack package of the workloads (packages/spack_repo/commscope): its hash is a run's spack_hash.
+APP_PACKAGE = "commscope-workloads"
 
 
 def _number(v):
@@ -124,7 +126,25 @@ class Workspace:
                 nodes=int(self._var(exp, "n_nodes", default=rec.nodes or 1) or 1),
                 stack=axes["stack"] or rec.stack, interconnect=axes["interconnect"] or rec.interconnect,
                 variant=axes["variant"] or rec.variant, fom_rows=foms or rec.fom_rows, metadata=meta,
-                spack_hash=clean(self._var(exp, "spack_hash")) or rec.spack_hash)
+                spack_hash=clean(self._var(exp, "spack_hash")) or self._spack_hash(exp) or rec.spack_hash)
+
+    def _spack_hash(self, exp: dict) -> str | None:
+        """With Ramble's spack package manager, the DAG hash of the workloads build the experiment
+        ran: the root of its environment's spack.lock (software/<env_name>/)."""
+        env = self._var(exp, "env_name")
+        if not env or "/" in str(env) or str(env).startswith("."):
+            return None
+        lock = self.root / "software" / str(env) / "spack.lock"
+        if not lock.is_file():
+            return None
+        try:
+            roots = json.loads(lock.read_text()).get("roots") or []
+        except (OSError, ValueError) as e:
+            raise BadProfile(f"{lock}: not a Spack lock file ({e})") from None
+        for r in roots:
+            if str(r.get("spec", "")).startswith(f"{APP_PACKAGE}") and r.get("hash"):
+                return clean(str(r["hash"]), 64)
+        return None
 
     def _bare(self, exp: dict, run_dir: Path) -> Record:
         """An experiment with no profile: its identity is its result entry."""
