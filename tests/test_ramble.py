@@ -101,6 +101,14 @@ def test_run_without_spack_refuses_the_spack_package_manager(tmp_path):
     assert not (tmp_path / "workspaces").exists()
 
 
+def test_setup_spack_install_names_a_bad_site_or_the_missing_spack(tmp_path):
+    p = commscope("setup", "--no-build", "--spack-install", "moon-base", home=tmp_path, env={"SPACK_ROOT": ""})
+    assert p.returncode == 2 and "unknown site 'moon-base'" in p.stderr and "slurm-cluster" in p.stderr, p.stderr
+    p = commscope("setup", "--no-build", "--spack-install", "slurm-cluster", home=tmp_path, env={"SPACK_ROOT": ""})
+    assert p.returncode == 1 and "spack is missing: set SPACK_ROOT" in p.stderr, p.stderr
+    assert not (tmp_path / "spack-envs").exists()
+
+
 def test_spack_environment_per_stack_is_spack_yaml_narrowed():
     """What Ramble's spack package manager gets for one stack: spack.yaml's own repos, develop
     source and requirements, with absolute paths (Ramble copies the file into the workspace),

@@ -529,6 +529,38 @@ def spack_env_name(stack: str) -> str:
     return f"commscope-{stack}"
 
 
+def spack_install(site: str, stacks: list[str] | None = None, log=print) -> dict[str, str]:
+    """Installs each stack's narrowed environment (spack_env_for) under
+    $COMMSCOPE_HOME/spack-envs/<site>/<stack>, so that a later `commscope run` finds every build
+    installed: Ramble's copy of the same file concretizes to the same hashes. Returns
+    {stack: DAG hash of the workloads build}. This is the pipelines' setup stage."""
+    _choose("site", [site], sites())
+    root = spack_root()
+    if root is None:
+        raise WorkflowError(_missing_msg("spack", "SPACK_ROOT"))
+    site_conf = yaml.safe_load((SITES_DIR / site / "site.yaml").read_text())
+    specs = spack_mpi_specs(site, site_conf)
+    stacks = _choose("stack", stacks, sorted(specs)) if stacks else sorted(specs)
+    env = ramble_env()
+    hashes = {}
+    for st in stacks:
+        d = db.home() / "spack-envs" / site / st
+        d.mkdir(parents=True, exist_ok=True)
+        (d / "spack.yaml").write_text(f"# spack.yaml narrowed to {st} by `commscope setup --spack-install`.\n"
+                                      + yaml.safe_dump(spack_env_for(specs[st], site), sort_keys=False, width=1000))
+        for args in (["concretize", "-f"], ["install"]):
+            t0 = time.monotonic()
+            cmd = [str(root / "bin" / "spack"), "-e", str(d), *args]
+            p = subprocess.run(cmd, capture_output=True, text=True, env=env)
+            if p.returncode:
+                raise WorkflowError(f"{shlex.join(cmd)} failed (exit {p.returncode}):\n{(p.stdout + p.stderr)[-3000:]}")
+            log(f"[setup] spack {args[0]} {st}: {time.monotonic() - t0:.0f} s")
+        roots = json.loads((d / "spack.lock").read_text())["roots"]
+        hashes[st] = roots[0]["hash"]
+        log(f"[setup] {st}: {roots[0]['spec']} /{hashes[st][:7]} in {d}")
+    return hashes
+
+
 def render(plan: Plan) -> dict:
     """The study's ramble.yaml with the site, the run scope and the Caliper modifier added."""
     cfg = yaml.safe_load((STUDIES_DIR / plan.study / "ramble.yaml").read_text())
@@ -779,7 +811,9 @@ def _fail(msg: str, code: int = 2):
 @click.option("--no-build", is_flag=True, help="only write the local site from existing builds")
 @click.option("--spack-source-mirror", type=click.Path(path_type=Path), default=None,
               help="a Spack source mirror with Caliper and Adiak, for offline sites (packages/README.md)")
-def setup_cmd(stacks, caliper_prefixes, no_build, spack_source_mirror):
+@click.option("--spack-install", "spack_install_site", metavar="SITE", default=None,
+              help="also install spack.yaml per stack of SITE with Spack, as `commscope run --spack` will use it")
+def setup_cmd(stacks, caliper_prefixes, no_build, spack_source_mirror, spack_install_site):
     """Put Ramble/Spack in place, build the workloads per MPI stack, generate the local site."""
     prefixes = {}
     for cp in caliper_prefixes:
@@ -793,6 +827,11 @@ def setup_cmd(stacks, caliper_prefixes, no_build, spack_source_mirror):
         _fail(str(e).strip('"'), 1)
     for m in res["missing"]:
         click.echo(f"missing: {m}", err=True)
+    if spack_install_site:
+        try:
+            spack_install(spack_install_site, _split(stacks), log=click.echo)
+        except WorkflowError as e:
+            _fail(str(e), 2 if str(e).startswith("unknown") else 1)
     if res["ramble"] is None:
         sys.exit(1)
 
