@@ -237,21 +237,22 @@ static inline double payload(long a, long i, long n, long it) { return pattern(a
 typedef struct {
     MPI_Comm comm;
     int me, np;
-    double *send, *recv;
+    double *send, *recv, *ref;
     long wrong, calls;
     double t_comm;
 } sweep;
 
-/* Writes block[0..n) of source a for call it: every element when `full`,
- * else the stamps only (the rest does not depend on the call). */
-static void fill(double *block, long a, long n, long it, double add, int full)
+/* Writes block[0..n) = add + mul x payload of source a in call it: every
+ * element when `full`, else the stamps only (the rest does not depend on the
+ * call). */
+static void fill(double *block, long a, long n, long it, double add, double mul, int full)
 {
     if (full) {
-        for (long i = 0; i < n; i++) block[i] = add + payload(a, i, n, it);
+        for (long i = 0; i < n; i++) block[i] = add + mul * payload(a, i, n, it);
         return;
     }
-    for (long i = 0; i < n; i += STAMP) block[i] = add + payload(a, i, n, it);
-    block[n - 1] = add + payload(a, n - 1, n, it);
+    for (long i = 0; i < n; i += STAMP) block[i] = add + mul * payload(a, i, n, it);
+    block[n - 1] = add + mul * payload(a, n - 1, n, it);
 }
 
 /* Prepares the buffers of call `it`: the send payload (all of it the first
@@ -263,20 +264,20 @@ static int prepare(const sweep *s, double *snd, double *rcv, int coll, long n, l
     int root = ROOT;
     switch (coll) {
     case BCAST:
-        if (s->me == root) fill(snd, root, n, it, 0.0, full);
+        if (s->me == root) fill(snd, root, n, it, 0.0, 1.0, full);
         else for (long i = 0; i < n; i++) snd[i] = -1.0;
         break;
     case REDUCE:
     case ALLREDUCE:
-        fill(snd, 0, n, it, (double)(s->me + 1), full);
+        fill(snd, 0, n, it, (double)(s->me + 1), 1.0, full);
         for (long i = 0; i < n; i++) rcv[i] = -1.0;
         break;
     case ALLGATHER:
-        fill(snd, s->me, n, it, 0.0, full);
+        fill(snd, s->me, n, it, 0.0, 1.0, full);
         for (long i = 0; i < n * s->np; i++) rcv[i] = -1.0;
         break;
     case ALLTOALL:
-        for (int d = 0; d < s->np; d++) fill(snd + d * n, (long)s->me * s->np + d, n, it, 0.0, full);
+        for (int d = 0; d < s->np; d++) fill(snd + d * n, (long)s->me * s->np + d, n, it, 0.0, 1.0, full);
         for (long i = 0; i < n * s->np; i++) rcv[i] = -1.0;
         break;
     }
@@ -295,30 +296,39 @@ static void call(const sweep *s, double *snd, double *rcv, int coll, long n, int
     }
 }
 
-/* Counts wrong elements of this rank's result of call `it`. */
-static long check(const sweep *s, const double *snd, const double *rcv, int coll, long n, long it, int root)
+/* Brings s->ref to the result this rank must hold after call `it` (all of
+ * it when `full`, else its stamps); returns how many elements it covers. */
+static long expect(const sweep *s, int coll, long n, long it, int root, int full)
 {
-    long bad = 0;
     double ranksum = (double)s->np * (s->np + 1) / 2;
     switch (coll) {
     case BCAST:
-        for (long i = 0; i < n; i++) bad += snd[i] != payload(root, i, n, it);
-        break;
+        fill(s->ref, root, n, it, 0.0, 1.0, full);
+        return n;
     case REDUCE:
-        if (s->me != root) break;
+        if (s->me != root) return 0;
         /* fall through */
     case ALLREDUCE:
-        for (long i = 0; i < n; i++) bad += rcv[i] != ranksum + s->np * payload(0, i, n, it);
-        break;
+        fill(s->ref, 0, n, it, ranksum, s->np, full);
+        return n;
     case ALLGATHER:
-        for (int r = 0; r < s->np; r++)
-            for (long i = 0; i < n; i++) bad += rcv[r * n + i] != payload(r, i, n, it);
-        break;
+        for (int r = 0; r < s->np; r++) fill(s->ref + r * n, r, n, it, 0.0, 1.0, full);
+        return n * s->np;
     case ALLTOALL:
-        for (int r = 0; r < s->np; r++)
-            for (long i = 0; i < n; i++) bad += rcv[r * n + i] != payload((long)r * s->np + s->me, i, n, it);
-        break;
+        for (int r = 0; r < s->np; r++) fill(s->ref + r * n, (long)r * s->np + s->me, n, it, 0.0, 1.0, full);
+        return n * s->np;
     }
+    return 0;
+}
+
+/* Counts wrong elements of this rank's result of call `it`, against the
+ * expected result kept in s->ref (a plain compare loop: the check runs
+ * between timed calls and should cost little more than reading the data). */
+static long check(sweep *s, const double *snd, const double *rcv, int coll, long n, long it, int root, int full)
+{
+    long m = expect(s, coll, n, it, root, full), bad = 0;
+    const double *got = coll == BCAST ? snd : rcv;
+    for (long i = 0; i < m; i++) bad += got[i] != s->ref[i];
 #ifdef COMMSCOPE_CORRUPT_REDUCTION
     /* Test builds prove the check can fail: one wrong element per call. */
     if (coll == ALLREDUCE) bad++;
@@ -362,7 +372,7 @@ static double run_size(sweep *s, int coll, long n, long iters, long warmup)
                 call(s, s->send, s->recv, coll, n, ROOT);
                 double dt = MPI_Wtime() - t0;
                 if (timed) t += dt;
-                s->wrong += check(s, s->send, s->recv, coll, n, it, ROOT);
+                s->wrong += check(s, s->send, s->recv, coll, n, it, ROOT, s->calls == first_call);
                 s->calls++;
             }
         }
@@ -404,8 +414,9 @@ int main(int argc, char **argv)
     long elems = maxn * s.np > 0 ? maxn * s.np : 1;
     s.send = malloc(elems * sizeof(double));
     s.recv = malloc(elems * sizeof(double));
-    if (!s.send || !s.recv) {
-        fprintf(stderr, "collsweep: out of memory for two buffers of %ld bytes\n", elems * 8);
+    s.ref = malloc(elems * sizeof(double));
+    if (!s.send || !s.recv || !s.ref) {
+        fprintf(stderr, "collsweep: out of memory for three buffers of %ld bytes\n", elems * 8);
         MPI_Abort(MPI_COMM_WORLD, 1);
     }
 
@@ -485,6 +496,7 @@ int main(int argc, char **argv)
 
     free(s.send);
     free(s.recv);
+    free(s.ref);
     MPI_T_finalize();
     cs_finalize();
     return 0;
