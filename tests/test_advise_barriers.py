@@ -92,7 +92,7 @@ def test_debug_barriers_found_and_measured_against_the_run_without_them(dsn, tmp
     assert m["region"] == "main/timestep" and m["with_run_ids"] == [run_with] and m["without_run_ids"] == [run_without]
     assert m["measured_saving"] == pytest.approx(max(loop_with.values()) - max(loop_without.values()), rel=1e-9)
     assert m["ratio"] == pytest.approx(m["predicted_saving"] / m["measured_saving"], rel=1e-12)
-    assert "main/timestep/debug_barrier" in text and "Measured against 1 run(s)" in text
+    assert "main/timestep/debug_barrier" in text and "Measured on 1 run(s) with them and 1 without" in text
     # the run without debug barriers: its one timing barrier, nothing to remove
     s0, text0 = rows[run_without]
     assert s0["likely_debug_sites"] == [] and s0["predicted_saving"] == 0 and "measured" not in s0
@@ -178,3 +178,11 @@ def test_live_cgsolve_with_and_without_debug_barriers(caliper_build, dsn, tmp_pa
     assert s["measured"]["without_run_ids"] == [runs[str(tmp_path / "cg-plain.cali")]]
     assert s["predicted_saving"] == site["time_min"] > 0
     assert rows[runs[str(tmp_path / "cg-plain.cali")]]["likely_debug_sites"] == []
+
+
+def test_fastest_share_out_of_range_is_refused(dsn):
+    with psycopg.connect(dsn) as conn:
+        ingest(conn, [WITH, WITHOUT], Provenance())
+    r = advise(dsn, "campaign:1", "--fastest", "0")
+    assert r.returncode == 2 and "--fastest" in r.stderr
+    assert stored(dsn) == []

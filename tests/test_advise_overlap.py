@@ -69,15 +69,15 @@ def expected(source: Path) -> dict:
         regions[name] = {"avg": statistics.mean(per), "max": max(per), "imbalance": max(per) / statistics.mean(per),
                          "slowest": ranks[per.index(max(per))], "mpi_avg": sum(mpi.values()) / len(ranks),
                          "kind": "comm" if funcs - POLLS else "compute"}
-    excess = sum(g["max"] - g["avg"] for g in regions.values() if g["kind"] == "compute")
-    causes = {n: ("imbalance" if excess / g["mpi_avg"] >= 0.5 else "network")
-              for n, g in regions.items() if g["kind"] == "comm" and g["mpi_avg"]}
-    gaps = [float(rec["avg#cs.irecv_gap.avg"]) for _, p, rec in inside
-            if p == loop + ["halo_exchange", "halo"] and "avg#cs.irecv_gap.avg" in rec]
     user, mpi = defaultdict(float), defaultdict(float)
     for r, p, rec in recs:
         if "verify" not in p:
             (mpi if p[-1].startswith("MPI_") else user)[r] += t(rec)
+    excess = max(user.values()) - statistics.mean(user.values())     # the compute excess, per rank
+    causes = {n: ("imbalance" if excess / g["mpi_avg"] >= 0.5 else "network")
+              for n, g in regions.items() if g["kind"] == "comm" and g["mpi_avg"]}
+    gaps = [float(rec["avg#cs.irecv_gap.avg"]) for _, p, rec in inside
+            if p == loop + ["halo_exchange", "halo"] and "avg#cs.irecv_gap.avg" in rec]
     return {"exposed": exposed, "loop": loop_avg, "regions": regions, "causes": causes, "excess": excess,
             "gap": statistics.mean(gaps) if gaps else None,
             # two points always correlate at +-1: the advisor says nothing below 3 ranks
@@ -114,6 +114,9 @@ def check_run(summary: dict, exp: dict) -> None:
         assert g["slowest_rank"] == e["slowest"], name
         assert g["mpi_avg"] == pytest.approx(e["mpi_avg"], rel=1e-9, abs=1e-15), name
     assert {k.rsplit("/", 1)[-1]: v for k, v in summary["waits"].items() if v} == exp["causes"]
+    for g in summary["regions"]:
+        if g["cause"]:
+            assert g["excess"] == pytest.approx(exp["excess"], rel=1e-9)
     assert summary["rank_corr_user_mpi"] == (None if exp["corr"] is None else pytest.approx(exp["corr"], rel=1e-6))
     if exp["gap"] is None:
         assert summary["irecv_gap_avg"] is None
@@ -204,3 +207,26 @@ def test_live_halo3d_variants_with_comm_stats(caliper_build, dsn, tmp_path):
         check_run(s, e)
         assert s["variant"] == v
         assert s["overlap_efficiency"] == pytest.approx(1 - e["exposed"] / base["exposed"], rel=1e-9)
+
+
+IMBALANCED = DATA / "halo3d-blocking-pml16-n4.comm-stats.cali"
+BALANCED = DATA / "halo3d-blocking-pml0-n4.comm-stats.cali"
+
+
+def test_deliberate_imbalance_is_blamed_and_the_balanced_run_is_not(dsn):
+    """Two real runs that differ only in --pml-width (16: the end subdomains of a
+    4x1x1 grid carry the absorbing layer's x planes; 0: no layer): the halo
+    wait of the first is blamed on imbalance, of the second on the network."""
+    campaign, ids = ingest_campaign(dsn, [IMBALANCED, BALANCED])
+    r = advise(dsn, f"campaign:{campaign}")
+    assert r.returncode == 0, r.stderr
+    rows = {run_id: s for _, run_id, s, _ in stored(dsn)}
+    for src in (IMBALANCED, BALANCED):
+        check_run(rows[ids[str(src)]], expected(src))
+    imb, bal = rows[ids[str(IMBALANCED)]], rows[ids[str(BALANCED)]]
+    assert imb["waits"] == {"main/timestep/halo_exchange": "imbalance"}
+    assert bal["waits"] == {"main/timestep/halo_exchange": "network"}
+    # the end ranks (0 and 3) are the slowest in compute when they carry the layer
+    compute = next(g for g in imb["regions"] if g["path"] == "main/timestep/compute")
+    assert compute["slowest_rank"] in (0, 3)
+    assert "IMBALANCE, not the network" in r.stdout

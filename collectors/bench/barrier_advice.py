@@ -11,6 +11,12 @@ sites); the measured saving is the drop of the median slowest-rank time of the
 region holding them (main/timestep). It prints both and their ratio, and the
 workload's own FOMs (total_time, comm_time_avg) as a second measurement.
 
+On a shared machine most runs are slowed by other processes, up to 100x on a
+loaded 2-core box, so by default both sides are compared on their fastest 10%
+of runs (--fastest; the prediction is then the median over the kept runs with
+barriers); the all-runs medians are printed too. Running the script under
+`nice -n -19` (as root) keeps more runs undisturbed.
+
 With --store the profiles are ingested as one campaign into the store
 (COMMSCOPE_DB_URL, PG* or the embedded server) and `commscope advise barriers
 campaign:ID` records predicted and measured in the advice table.
@@ -21,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import random
 import statistics
 import subprocess
 import sys
@@ -46,6 +53,9 @@ def main():
     ap.add_argument("--repeats", type=int, default=10, help="pairs of runs (with, without)")
     ap.add_argument("--out", type=Path, default=Path("/tmp/commscope-barrier-advice"),
                     help="directory for the profiles (emptied first)")
+    ap.add_argument("--fastest", type=float, default=0.1,
+                    help="compare the fastest share of each side's runs (the undisturbed ones on a shared machine); "
+                         "1 compares the medians of all runs")
     ap.add_argument("--store", action="store_true", help="ingest the profiles and run commscope advise barriers")
     args = ap.parse_args()
     if not args.caliper_prefix:
@@ -82,22 +92,32 @@ def main():
         rec = records.from_profile(profiles.read_files([Path(f"{stem}.cali")]))
         a = ab.analyse(ab.nodes_from_record(rec), rec.ranks, rec.summary["mpi_time_avg"], rec.summary["wall_time"])
         with_b.append((a, ab.nodes_from_record(rec)))
-    cmp = ab.compare(with_b, [nodes(stem) for stem, _ in runs[False]])
+    cmp = ab.compare(with_b, [nodes(stem) for stem, _ in runs[False]], args.fastest)
+    everything = ab.compare(with_b, [nodes(stem) for stem, _ in runs[False]])
     med = {b: {f: statistics.median(foms[f][0] for _, foms in runs[b]) for f in ("total_time", "comm_time_avg",
                                                                               "barrier_time_avg")} for b in runs}
     print(f"cgsolve --n {args.n} --allreduce {args.allreduce}, {args.ranks} ranks, {stack.name}, "
           f"{args.repeats} alternating pairs in {time.monotonic() - t0:.0f} s; load average {load0[0]:.2f} -> {load1[0]:.2f}")
     print(f"region holding the barriers: {cmp['region']}; barrier share of MPI time (median): "
           f"{statistics.median(a.barrier_time / a.mpi_time_avg for a, _ in with_b):.1%}")
-    print(f"{'':34}{'with':>10}{'without':>10}{'saved':>10}")
-    print(f"{'slowest rank ' + cmp['region'] + ' s':34}{cmp['time_with']:10.5f}{cmp['time_without']:10.5f}"
-          f"{cmp['measured_saving']:10.5f}")
+    print(f"{'':44}{'with':>10}{'without':>10}{'saved':>10}{'predicted':>10}{'ratio':>7}")
+    for what, c in ((f"fastest {args.fastest:.0%}: slowest rank, {cmp['region']} s", cmp),
+                    (f"all runs: slowest rank, {cmp['region']} s", everything)):
+        print(f"{what:44}{c['time_with']:10.5f}{c['time_without']:10.5f}{c['measured_saving']:10.5f}"
+              f"{c['predicted_saving']:10.5f}{c['ratio']:7.2f}")
     for f in ("total_time", "comm_time_avg"):
-        print(f"{'FOM ' + f + ' s':34}{med[True][f]:10.5f}{med[False][f]:10.5f}{med[True][f] - med[False][f]:10.5f}")
-    print(f"predicted saving {cmp['predicted_saving']:.5f} s, measured {cmp['measured_saving']:.5f} s, "
-          f"predicted/measured {cmp['ratio']:.2f} (target 0.75-1.25)")
-    pairs = [a.predicted_saving for a, _ in with_b]
-    print(f"per-run predictions: min {min(pairs):.5f} median {statistics.median(pairs):.5f} max {max(pairs):.5f} s")
+        print(f"{'all runs: FOM ' + f + ' s':44}{med[True][f]:10.5f}{med[False][f]:10.5f}"
+              f"{med[True][f] - med[False][f]:10.5f}")
+    preds = [a.predicted_saving for a, _ in with_b]
+    print(f"per-run predictions: min {min(preds):.5f} median {statistics.median(preds):.5f} max {max(preds):.5f} s")
+    # How sure the measurement is: a bootstrap of the same estimator over the runs.
+    without_nodes = [nodes(stem) for stem, _ in runs[False]]
+    rng = random.Random(7)
+    boot = sorted(ab.compare(rng.choices(with_b, k=len(with_b)), rng.choices(without_nodes, k=len(without_nodes)),
+                             args.fastest)["measured_saving"] for _ in range(1000))
+    lo, hi = boot[50], boot[949]
+    print(f"predicted saving {cmp['predicted_saving']:.5f} s, measured {cmp['measured_saving']:.5f} s "
+          f"(90% bootstrap interval {lo:.5f} .. {hi:.5f}), predicted/measured {cmp['ratio']:.2f} (target 0.75-1.25)")
     if args.store:
         cli = [sys.executable, "-m", "commscope.cli"]
         p = subprocess.run([*cli, "ingest", str(args.out)], capture_output=True, text=True)
@@ -107,7 +127,8 @@ def main():
         from commscope import db
         with db.connect() as conn:
             (campaign,) = conn.execute("SELECT max(campaign_id) FROM runs").fetchone()
-        p = subprocess.run([*cli, "advise", "barriers", f"campaign:{campaign}"], capture_output=True, text=True)
+        p = subprocess.run([*cli, "advise", "barriers", f"campaign:{campaign}", "--fastest", str(args.fastest)],
+                           capture_output=True, text=True)
         measured = [line for line in p.stdout.splitlines() if "Measured" in line]
         print(measured[0] if measured else p.stdout + p.stderr)
         if p.returncode:

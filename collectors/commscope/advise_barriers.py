@@ -245,21 +245,30 @@ def loop_time(nodes: list[Node], region: str) -> float | None:
     return next((n.incl_max for n in nodes if n.path == region), None)
 
 
-def compare(with_barriers: list[tuple], without: list[list[Node]]) -> dict:
+def compare(with_barriers: list[tuple], without: list[list[Node]], fastest: float = 1.0) -> dict:
     """Predicted against measured saving. with_barriers: (BarrierAdvice,
     nodes) of runs that have likely debugging barriers; without: the nodes of
     the same experiment's runs without them. The measured saving is the drop of
     the median slowest-rank time of the region holding the barriers; the
-    prediction is the median of the runs' predictions."""
+    prediction is the median of those runs' predictions.
+
+    fastest < 1 keeps only that share of each side's runs, the fastest by that
+    time (at least one): on a shared machine most runs are slowed by other
+    processes, by up to 100x on a loaded 2-core box, and the undisturbed runs
+    are the fastest ones."""
+    import math
     import statistics
     loop = with_barriers[0][0].loop
-    t_with = [t for a, nodes in with_barriers if (t := loop_time(nodes, loop)) is not None]
-    t_without = [t for nodes in without if (t := loop_time(nodes, loop)) is not None]
-    if not t_with or not t_without:
+    w = sorted((t, a) for a, nodes in with_barriers if (t := loop_time(nodes, loop)) is not None)
+    t_without = sorted(t for nodes in without if (t := loop_time(nodes, loop)) is not None)
+    if not w or not t_without:
         raise NoBarrierData(f"the runs have no region {loop} to measure the saving on")
-    predicted = statistics.median(a.predicted_saving for a, _ in with_barriers)
+    w = w[:max(1, math.ceil(fastest * len(w)))]
+    t_without = t_without[:max(1, math.ceil(fastest * len(t_without)))]
+    t_with = [t for t, _ in w]
+    predicted = statistics.median(a.predicted_saving for _, a in w)
     measured = statistics.median(t_with) - statistics.median(t_without)
-    return {"region": loop, "runs_with": len(t_with), "runs_without": len(t_without),
+    return {"region": loop, "runs_with": len(t_with), "runs_without": len(t_without), "fastest": fastest,
             "time_with": statistics.median(t_with), "time_without": statistics.median(t_without),
             "predicted_saving": predicted, "measured_saving": measured,
             "ratio": predicted / measured if measured else None}
@@ -331,7 +340,7 @@ def from_profile_path(path: str) -> Advice:
     return Advice(None, path, a.summary(), a.text())
 
 
-def from_store(conn, source: str) -> tuple[list[Advice], list[str]]:
+def from_store(conn, source: str, fastest: float = 1.0) -> tuple[list[Advice], list[str]]:
     """Advice for each run SOURCE names that has barrier data, and notes on the
     ones skipped. In a campaign, runs of one experiment (same app, workload,
     variant, stack, interconnect, ranks, size) with and without likely
@@ -365,14 +374,16 @@ def from_store(conn, source: str) -> tuple[list[Advice], list[str]]:
             same = [(b, n) for i, b, n in analysed if key(i) == key(info) and b.predicted_saving]
             without = [n for i, _, n in plain if key(i) == key(info)]
             if without:
-                summary["measured"] = compare(same, without)
+                summary["measured"] = compare(same, without, fastest)
                 summary["measured"]["with_run_ids"] = [i["run_id"] for i, b, _ in analysed
                                                        if key(i) == key(info) and b.predicted_saving]
                 summary["measured"]["without_run_ids"] = [i["run_id"] for i, _, _ in plain if key(i) == key(info)]
         text = a.text()
         m = summary.get("measured")
         if m and m["measured_saving"]:
-            text += (f" Measured against {m['runs_without']} run(s) without them: {m['region']} got "
+            which = (f"the fastest {m['runs_with']} runs with them and {m['runs_without']} without" if fastest < 1
+                     else f"{m['runs_with']} run(s) with them and {m['runs_without']} without")
+            text += (f" Measured on {which}: {m['region']} got "
                      f"{m['measured_saving']:.4g} s faster (predicted {m['predicted_saving']:.4g} s, "
                      f"ratio {m['ratio']:.2f}).")
         out.append(Advice(info["run_id"], source, summary, text))

@@ -27,6 +27,11 @@ inclusive time), its comm.stats (v_comm_stats) and its per-rank groups
   for its slowest partner: wait(r) ~ (compute of the slowest - compute(r)) +
   network. Averaged over ranks, the compute imbalance contributes
       excess = sum over the loop's compute regions of (max - avg) inclusive time.
+  where the sum over regions is taken per rank: excess = max - mean over
+  ranks of USER time (v_rank_groups; the non-MPI time, which the loop
+  dominates). Only without per-rank groups (spot profiles) is it the sum of
+  each compute region's (max - avg), which overcounts when different ranks
+  are slow in different regions.
   When excess explains at least half of the region's average wait, the wait is
   flagged `imbalance` (the network cannot be the main cause: fix the load);
   otherwise `network` (the transfer itself, or contention, dominates). The
@@ -110,15 +115,16 @@ class RunOverlap:
     def text(self) -> str:
         i = self.info
         head = (f"{i['app']} {self.label} ({i['ranks']} ranks, {i['stack']}): exposed communication "
-                f"{self.exposed * 1e3:.3g} ms per rank, {self.exposed / self.loop_time:.0%} of the loop")
+                f"{self.exposed * 1e3:.3g} ms per rank"
+                + (f", {self.exposed / self.loop_time:.0%} of the loop" if self.loop_time else ""))
         if self.efficiency is not None:
             head += f"; overlap efficiency {self.efficiency:.0%} against blocking ({self.baseline_exposed * 1e3:.3g} ms)"
         if self.irecv_gap is not None:
             head += f"; Irecv gap {self.irecv_gap * 1e6:.3g} us"
         parts = [head + "."]
-        comp = [r for r in self.regions if r.kind == "compute"]
+        comp = [r for r in self.regions if r.kind == "compute" and r.imbalance is not None]
         if comp:
-            worst = max(comp, key=lambda r: r.imbalance or 0)
+            worst = max(comp, key=lambda r: r.imbalance)
             parts.append(f"Most imbalanced compute region {worst.path.rsplit('/', 1)[-1]}: max/avg "
                          f"{worst.imbalance:.2f}, slowest rank {worst.slowest_rank}.")
         for r in self.regions:
@@ -165,7 +171,14 @@ def analyse(nodes: list[Node], rank_groups: list[tuple], comm_gaps: dict, run_id
         regions.append(Region(p, kind, n.incl_avg or 0.0, n.incl_max or 0.0,
                               n.incl_max / n.incl_avg if n.incl_avg else None, n.slowest_rank, mpi_avg,
                               sum(m.excl_min or 0.0 for m in mine.values())))
-    excess = sum(r.time_max - r.time_avg for r in regions if r.kind == "compute")
+    # The compute excess from the per-rank USER time (v_rank_groups) when there is one: summing each region's
+    # max - avg instead would count twice when different ranks are slow in different regions (overlap's
+    # boundary and interior passes split the same work differently between end and middle ranks).
+    users = [g[1] for g in rank_groups]
+    if len(users) > 1:
+        excess = max(users) - statistics.mean(users)
+    else:
+        excess = sum(r.time_max - r.time_avg for r in regions if r.kind == "compute")
     for r in regions:
         if r.kind == "comm" and r.mpi_avg:
             r.excess = excess

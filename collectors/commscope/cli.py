@@ -284,8 +284,10 @@ def advise_placement(source, topology_file, output, no_store):
 
 @advise_group.command("barriers")
 @click.argument("source")
+@click.option("--fastest", type=click.FloatRange(0, 1, min_open=True), default=1.0, show_default=True,
+              help="measure the saving on this share of the runs, the fastest of each side (on a loaded machine)")
 @click.option("--no-store", is_flag=True, help="do not record the advice in the store")
-def advise_barriers(source, no_store):
+def advise_barriers(source, fastest, no_store):
     """Barrier time, likely debugging barriers and the predicted saving of SOURCE: a stored run id, campaign:ID
     (runs with and without the barriers are compared), or a profile file."""
     from . import advise_barriers as ab, profiles
@@ -294,7 +296,7 @@ def advise_barriers(source, no_store):
             advice, skipped = [ab.from_profile_path(source)], []
         else:
             with db.connect() as conn:
-                advice, skipped = ab.from_store(conn, source)
+                advice, skipped = ab.from_store(conn, source, fastest)
     except (LookupError, profiles.BadProfile) as e:
         _fail(str(e), 2)
     except db.DBError as e:
