@@ -11,10 +11,13 @@ name, Intel MPI's I_MPI_ADJUST_<COLL> preset id; no control means `default`.
 Runs that already used a tuning file are validation runs, not sweep points,
 and are left out.
 
-Choice: per size, the median t_avg of each algorithm over repeats. A
+Choice: per size, the best (smallest) t_avg of each algorithm over repeats,
+because a busy neighbour on a shared machine slows some runs, rarely all: a
+median of few runs let one slow default run make a slow algorithm look best
+(MPICH's `nb` for 8-byte Allreduces, which then made cgsolve 60x slower). A
 non-default algorithm replaces the default only when it is faster by more than
-`min_gain` (5 %): below that the difference is noise on a shared machine, and
-the library's own decision stays. Consecutive sizes with the same choice form
+`min_gain` (5 %): below that the difference is noise, and the library's own
+decision stays. Consecutive sizes with the same choice form
 a band; a band reaches from just above the previous band's largest measured
 size to its own largest one (the last band has no upper end).
 
@@ -55,7 +58,6 @@ from __future__ import annotations
 
 import json
 import re
-import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -116,7 +118,7 @@ class Tuning:
     stack: str
     ranks: int
     bands: dict = field(default_factory=dict)      # coll -> [Band]
-    table: dict = field(default_factory=dict)      # coll -> {bytes: {algorithm: median us}}
+    table: dict = field(default_factory=dict)      # coll -> {bytes: {algorithm: best us over repeats}}
     sources: list = field(default_factory=list)
 
     def predicted(self) -> dict:
@@ -272,7 +274,7 @@ def choose(points: list[Point], min_gain: float = MIN_GAIN) -> list[Tuning]:
         for p in pts:
             samples.setdefault(p.coll, {}).setdefault(p.bytes, {}).setdefault(p.algorithm, []).append(p.t_avg)
         for coll, by_size in samples.items():
-            table = {s: {a: statistics.median(v) for a, v in algs.items()} for s, algs in sorted(by_size.items())}
+            table = {s: {a: min(v) for a, v in algs.items()} for s, algs in sorted(by_size.items())}
             if not any(DEFAULT in algs for algs in table.values()):
                 raise BadInput(f"{stack}, {ranks} ranks, {coll}: the sweep has no run with the default algorithm, "
                                "so nothing says what a tuning would gain")
