@@ -392,7 +392,7 @@ int main(int argc, char **argv)
         [O_SIZES] = {"--sizes", CS_STR, "8:4M", NULL,
                      "message sizes in bytes: MIN:MAX (doubling) or a comma list; K and M suffixes", 0},
         [O_ITERS] = {"--iters", CS_INT, "1000", NULL, "timed calls per size, before the --volume cut", 1},
-        [O_WARMUP] = {"--warmup", CS_INT, "10", NULL, "least untimed warm-up calls per size (at least 10% of the timed ones)", 0},
+        [O_WARMUP] = {"--warmup", CS_INT, "10", NULL, "least untimed warm-up calls per size; a tenth of the timed calls when more, never more than the timed calls", 0},
         [O_VOLUME] = {"--volume", CS_INT, "41943040", NULL, "timed calls per size are cut to volume/size (IMB: 40 MiB)", 1},
     };
     cs_init(&argc, &argv, "collsweep");
