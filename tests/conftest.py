@@ -86,3 +86,18 @@ def dsn(server):
         c.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
 
 
+
+
+CALIPER_PREFIX = os.environ.get("COMMSCOPE_CALIPER_PREFIX", "")
+
+
+@pytest.fixture(scope="module")
+def caliper_build(tmp_path_factory):
+    """(stack, build dir) of the workloads built with Caliper against Debian Open MPI 4.1; the
+    live Caliper tests skip without COMMSCOPE_CALIPER_PREFIX."""
+    if not CALIPER_PREFIX:
+        pytest.skip("Caliper is not installed here (no registry carries it); set COMMSCOPE_CALIPER_PREFIX "
+                    "to a Caliper+Adiak install built with Debian Open MPI 4.1 to run this test")
+    stack = stack_or_skip("debian-openmpi4")
+    return stack, suite.build(stack, caliper="ON", build_dir=tmp_path_factory.mktemp("caliper") / "b",
+                              extra=[f"-DCMAKE_PREFIX_PATH={CALIPER_PREFIX}"])

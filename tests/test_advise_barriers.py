@@ -18,13 +18,12 @@ import pytest
 
 import suite
 from commscope.ingest import Provenance, ingest
-from conftest import stack_or_skip
+
 
 DATA = Path(__file__).parent / "data"
 CLI = [sys.executable, "-m", "commscope.cli"]
 WITH = DATA / "cgsolve-direct-barriers-n4.mpi-profile.cali"
 WITHOUT = DATA / "cgsolve-direct-n4.mpi-profile.cali"
-PREFIX = os.environ.get("COMMSCOPE_CALIPER_PREFIX", "")
 TIME = "sum#sum#time.duration"
 
 
@@ -140,16 +139,6 @@ def test_a_run_without_a_profile_has_no_barrier_data(dsn, tmp_path):
     assert f"run {run_id}: no call-tree times (a run stored from its output alone" in r.stderr
     assert "so no barrier data" in r.stderr
     assert stored(dsn) == []
-
-
-@pytest.fixture(scope="module")
-def caliper_build(tmp_path_factory):
-    if not PREFIX:
-        pytest.skip("Caliper is not installed here (no registry carries it); set COMMSCOPE_CALIPER_PREFIX "
-                    "to a Caliper+Adiak install built with Debian Open MPI 4.1 to run this test")
-    stack = stack_or_skip("debian-openmpi4")
-    return stack, suite.build(stack, caliper="ON", build_dir=tmp_path_factory.mktemp("caliper") / "b",
-                              extra=[f"-DCMAKE_PREFIX_PATH={PREFIX}"])
 
 
 def test_live_cgsolve_with_and_without_debug_barriers(caliper_build, dsn, tmp_path):

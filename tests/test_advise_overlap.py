@@ -19,7 +19,7 @@ import pytest
 
 import suite
 from commscope.ingest import Provenance, ingest
-from conftest import stack_or_skip
+
 from test_fixtures import rank_of
 
 DATA = Path(__file__).parent / "data"
@@ -27,7 +27,6 @@ CLI = [sys.executable, "-m", "commscope.cli"]
 OVERLAP = DATA / "halo3d-overlap-n4.runtime-profile.cali"
 BLOCKING = DATA / "halo3d-blocking-n4.per-rank"
 NONBLOCKING = DATA / "halo3d-nonblocking-n4.comm-stats.cali"
-PREFIX = os.environ.get("COMMSCOPE_CALIPER_PREFIX", "")
 POLLS = {"MPI_Test", "MPI_Testall", "MPI_Testany", "MPI_Testsome", "MPI_Iprobe", "MPI_Win_test"}
 
 
@@ -174,16 +173,6 @@ def test_runs_without_a_loop_or_a_profile_are_refused(dsn, tmp_path):
     assert f"run {ids[str(out)]}: no call-tree times (a run stored from its output alone" in r.stderr
     assert f"run {ids[str(DATA / 'commgraph-pairs-n4.msgtrace')]}: no call-tree times" in r.stderr
     assert stored(dsn) == []
-
-
-@pytest.fixture(scope="module")
-def caliper_build(tmp_path_factory):
-    if not PREFIX:
-        pytest.skip("Caliper is not installed here (no registry carries it); set COMMSCOPE_CALIPER_PREFIX "
-                    "to a Caliper+Adiak install built with Debian Open MPI 4.1 to run this test")
-    stack = stack_or_skip("debian-openmpi4")
-    return stack, suite.build(stack, caliper="ON", build_dir=tmp_path_factory.mktemp("caliper") / "b",
-                              extra=[f"-DCMAKE_PREFIX_PATH={PREFIX}"])
 
 
 def test_live_halo3d_variants_with_comm_stats(caliper_build, dsn, tmp_path):

@@ -11,13 +11,9 @@ from __future__ import annotations
 import os
 import subprocess
 
-import pytest
-
 import suite
 from conftest import stack_or_skip
 from test_fixtures import matrix, read, regions
-
-PREFIX = os.environ.get("COMMSCOPE_CALIPER_PREFIX", "")
 
 
 def test_caliper_on_without_caliper_fails_clearly(tmp_path):
@@ -37,17 +33,6 @@ def test_caliper_off_reports_it(tmp_path):
                         f"-DMPI_C_COMPILER={stack.mpicc}", "-DCOMMSCOPE_WITH_CALIPER=OFF"],
                        capture_output=True, text=True)
     assert p.returncode == 0 and "Caliper annotations OFF" in p.stdout
-
-
-@pytest.fixture(scope="module")
-def caliper_build(tmp_path_factory):
-    if not PREFIX:
-        pytest.skip("Caliper is not installed here (no registry carries it); set COMMSCOPE_CALIPER_PREFIX "
-                    "to a Caliper+Adiak install built with Debian Open MPI 4.1 to run this test")
-    stack = stack_or_skip("debian-openmpi4")
-    bdir = suite.build(stack, caliper="ON", build_dir=tmp_path_factory.mktemp("caliper") / "b",
-                       extra=[f"-DCMAKE_PREFIX_PATH={PREFIX}"])
-    return stack, bdir
 
 
 def test_profile_has_regions_mpi_and_adiak_and_same_results(caliper_build, tmp_path):
