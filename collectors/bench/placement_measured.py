@@ -238,20 +238,17 @@ def store(m: dict, source: str) -> int:
     hosts = [f"node{n}" for n in range(s["nodes"])]
     summary = {"ranks": s["ranks"], "nodes": s["nodes"], "ranks_per_node": s["ranks_per_node"], "network": "flat",
                **pred, "measured": {k: v for k, v in m.items() if k != "prediction"}}
-    cut = 1 - pred["optimized"][1] / pred["default"][1] if pred["default"][1] else 0.0
     adv, rnd = m["placements"]["advised"], [r for k, r in m["placements"].items() if k.startswith("random")]
-    text = (f"Placing ranks by node as {' '.join(hosts[n] for n in pred['node_of'])} cuts predicted hop-bytes by "
-            f"{cut:.0%} against block placement ({pred['default'][1]:,} -> {pred['optimized'][1]:,}); random placement "
-            f"averages {pred['random_mean'][1]:,.0f}. Measured on {s['nodes']} emulated nodes ({s['rate_mbit']} Mbit/s "
+    text = placement.advice_text([hosts[n] for n in pred["node_of"]], pred["default"], pred["optimized"],
+                                 pred["random_mean"][1])
+    text += (f" Measured on {s['nodes']} emulated nodes ({s['rate_mbit']} Mbit/s "
             f"links, {s['repeats']} alternating rounds): commgraph's time is {adv['median_ratio']:.2f}x block "
             f"placement's" + (f", random placements {min(r['median_ratio'] for r in rnd):.2f}x to "
                               f"{max(r['median_ratio'] for r in rnd):.2f}x" if rnd else "") + ".")
     with db.connect() as conn:
-        row = conn.execute("INSERT INTO advice (kind, run_id, source, summary, text) "
-                           "VALUES ('placement', NULL, %s, %s, %s) RETURNING id",
-                           (source, json.dumps(summary), text)).fetchone()
+        advice_id = db.insert_advice(conn, "placement", None, source, summary, text)
         conn.commit()
-    return row[0]
+    return advice_id
 
 
 def main(argv: list[str] | None = None) -> int:

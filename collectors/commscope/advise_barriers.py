@@ -39,6 +39,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from . import db
 from .profiles import NOT_APPLICATION
 
 COLLECTIVES = {"MPI_Allreduce", "MPI_Reduce", "MPI_Bcast", "MPI_Allgather", "MPI_Allgatherv", "MPI_Alltoall",
@@ -391,7 +392,5 @@ def from_store(conn, source: str, fastest: float = 1.0) -> tuple[list[Advice], l
 
 
 def store(conn, advice: list[Advice]) -> None:
-    import json
     for a in advice:
-        conn.execute("INSERT INTO advice (kind, run_id, source, summary, text) VALUES ('barriers', %s, %s, %s, %s)",
-                     (a.run_id, a.source, json.dumps(a.summary), a.text))
+        db.insert_advice(conn, "barriers", a.run_id, a.source, a.summary, a.text)

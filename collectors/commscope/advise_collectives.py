@@ -61,7 +61,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import contract
+from . import contract, db
 
 COLLS = ("barrier", "bcast", "reduce", "allreduce", "allgather", "alltoall")
 DEFAULT = "default"
@@ -505,7 +505,4 @@ def advice_text(t: Tuning, measured: dict | None = None) -> str:
 
 def store(conn, t: Tuning, source: str, written: dict | None = None, measured: dict | None = None,
           run_id: int | None = None) -> int:
-    row = conn.execute(
-        "INSERT INTO advice (kind, run_id, source, summary, text) VALUES ('collectives', %s, %s, %s, %s) RETURNING id",
-        (run_id, source, json.dumps(summary(t, written, measured)), advice_text(t, measured))).fetchone()
-    return row[0]
+    return db.insert_advice(conn, "collectives", run_id, source, summary(t, written, measured), advice_text(t, measured))

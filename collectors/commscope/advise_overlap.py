@@ -41,10 +41,10 @@ inclusive time), its comm.stats (v_comm_stats) and its per-rank groups
 """
 from __future__ import annotations
 
-import json
 import statistics
 from dataclasses import dataclass, field
 
+from . import db
 from .advise_barriers import SERIES, stored_runs
 
 POLLS = {"MPI_Test", "MPI_Testall", "MPI_Testany", "MPI_Testsome", "MPI_Iprobe", "MPI_Win_test"}
@@ -271,5 +271,4 @@ def table(results: list[RunOverlap]) -> str:
 
 def store(conn, source: str, results: list[RunOverlap]) -> None:
     for o in results:
-        conn.execute("INSERT INTO advice (kind, run_id, source, summary, text) VALUES ('overlap', %s, %s, %s, %s)",
-                     (o.run_id, source, json.dumps(o.summary()), o.text()))
+        db.insert_advice(conn, "overlap", o.run_id, source, o.summary(), o.text())

@@ -210,6 +210,16 @@ def advise_group():
     """Turn the stored data into actions, as the reference studies did."""
 
 
+def _store_advice(write) -> None:
+    """write(conn) in one transaction; a store that fails says how to only print the advice."""
+    try:
+        with db.connect() as conn:
+            write(conn)
+            conn.commit()
+    except db.DBError as e:
+        _fail(f"{e} (use --no-store to only print the advice)")
+
+
 @advise_group.command("placement")
 @click.argument("source")
 @click.option("--topology", "topology_file", required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path),
@@ -219,8 +229,6 @@ def advise_group():
 @click.option("--no-store", is_flag=True, help="do not record the advice in the store")
 def advise_placement(source, topology_file, output, no_store):
     """Rank-to-node placement from the communication matrix of SOURCE: a stored run id, or a message-tracing profile."""
-    import json
-
     import yaml
 
     from . import placement, profiles
@@ -269,17 +277,8 @@ def advise_placement(source, topology_file, output, no_store):
         summary = {"ranks": ranks, "nodes": topo.nodes, "ranks_per_node": topo.ranks_per_node, "network": topo.kind,
                    "method": p.method, "node_of": p.node_of, "default": p.default, "optimized": p.optimized,
                    "random_mean": p.random_mean}
-        cut = 1 - p.optimized[1] / p.default[1] if p.default[1] else 0.0
-        text = (f"Placing ranks by node as {' '.join(topo.hosts[n] for n in p.node_of)} cuts predicted hop-bytes by "
-                f"{cut:.0%} against block placement ({p.default[1]:,} -> {p.optimized[1]:,}); random placement averages "
-                f"{rnd_h:,.0f}.")
-        try:
-            with db.connect() as conn:
-                conn.execute("INSERT INTO advice (kind, run_id, source, summary, text) VALUES ('placement', %s, %s, %s, %s)",
-                             (run_id, source, json.dumps(summary), text))
-                conn.commit()
-        except db.DBError as e:
-            _fail(f"{e} (use --no-store to only print the advice)")
+        text = placement.advice_text([topo.hosts[n] for n in p.node_of], p.default, p.optimized, rnd_h)
+        _store_advice(lambda conn: db.insert_advice(conn, "placement", run_id, source, summary, text))
 
 
 @advise_group.command("barriers")
@@ -306,12 +305,7 @@ def advise_barriers(source, fastest, no_store):
     for a in advice:
         click.echo(f"{'run ' + str(a.run_id) if a.run_id else a.source}: {a.text}")
     if not no_store:
-        try:
-            with db.connect() as conn:
-                ab.store(conn, advice)
-                conn.commit()
-        except db.DBError as e:
-            _fail(f"{e} (use --no-store to only print the advice)")
+        _store_advice(lambda conn: ab.store(conn, advice))
 
 
 @advise_group.command("collectives")
@@ -342,14 +336,11 @@ def advise_collectives(source, output, stack, mpich_library, no_store):
     for t, w in zip(tunings, written):
         click.echo("\n".join(ac.describe(t)))
         click.echo("  enable with: " + " ".join(f"{k}='{v}'" for k, v in w["env"].items()))
+    def store(conn):
+        for t, w in zip(tunings, written):
+            ac.store(conn, t, " ".join(source), w)
     if not no_store:
-        try:
-            with db.connect() as conn:
-                for t, w in zip(tunings, written):
-                    ac.store(conn, t, " ".join(source), w)
-                conn.commit()
-        except db.DBError as e:
-            _fail(f"{e} (use --no-store to only print the advice)")
+        _store_advice(store)
 
 
 @advise_group.command("overlap")

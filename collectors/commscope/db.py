@@ -12,6 +12,7 @@ as the `postgres` system user, because PostgreSQL refuses to run as root.
 """
 from __future__ import annotations
 
+import json
 import os
 import pwd
 import shutil
@@ -157,6 +158,13 @@ def connect(dsn: str | None = None, **kw) -> psycopg.Connection:
         return psycopg.connect(dsn, **kw)
     except psycopg.OperationalError as e:
         raise DBError(f"cannot connect to the database ({dsn or 'PG* variables'}): {e}") from e
+
+
+def insert_advice(conn: psycopg.Connection, kind: str, run_id: int | None, source: str, summary: dict,
+                  text: str) -> int:
+    """One advisor's conclusion into `advice` (migration 0005); returns its id."""
+    return conn.execute("INSERT INTO advice (kind, run_id, source, summary, text) VALUES (%s, %s, %s, %s, %s) "
+                        "RETURNING id", (kind, run_id, source, json.dumps(summary), text)).fetchone()[0]
 
 
 # ---- migrations -------------------------------------------------------------
