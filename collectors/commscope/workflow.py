@@ -515,6 +515,11 @@ def spack_env_for(stack_spec: str, site: str) -> dict:
     return cfg
 
 
+def write_spack_env(env_dir: Path, stack: str, stack_spec: str, site: str, made_by: str) -> None:
+    (env_dir / "spack.yaml").write_text(f"# spack.yaml narrowed to {stack} by {made_by}.\n"
+                                        + yaml.safe_dump(spack_env_for(stack_spec, site), sort_keys=False, width=1000))
+
+
 def spack_caliper_config() -> str:
     """The Caliper modifier's config name for the Caliper spack.yaml pins: runtime-profile
     from 2.13 on, hatchet-region-profile before."""
@@ -546,8 +551,7 @@ def spack_install(site: str, stacks: list[str] | None = None, log=print) -> dict
     for st in stacks:
         d = db.home() / "spack-envs" / site / st
         d.mkdir(parents=True, exist_ok=True)
-        (d / "spack.yaml").write_text(f"# spack.yaml narrowed to {st} by `commscope setup --spack-install`.\n"
-                                      + yaml.safe_dump(spack_env_for(specs[st], site), sort_keys=False, width=1000))
+        write_spack_env(d, st, specs[st], site, "`commscope setup --spack-install`")
         for args in (["concretize", "-f"], ["install"]):
             t0 = time.monotonic()
             cmd = [str(root / "bin" / "spack"), "-e", str(d), *args]
@@ -648,9 +652,7 @@ def create_workspace(plan: Plan) -> Path:
         for st, spec in plan.spack_specs.items():
             env_dir = ws / "commscope" / "spack-envs" / st
             env_dir.mkdir(parents=True)
-            (env_dir / "spack.yaml").write_text(
-                f"# spack.yaml narrowed to {st} by `commscope run`; Ramble copies it into software/.\n"
-                + yaml.safe_dump(spack_env_for(spec, plan.site), sort_keys=False, width=1000))
+            write_spack_env(env_dir, st, spec, plan.site, "`commscope run`; Ramble copies it into software/")
     meta = ws.parent / f".{ws.name}.render"
     meta.mkdir(parents=True, exist_ok=True)
     cfg_file = meta / "ramble.yaml"
