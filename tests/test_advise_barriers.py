@@ -80,7 +80,17 @@ def test_debug_barriers_found_and_measured_against_the_run_without_them(dsn, tmp
     iterations = suite.parse_output(WITH.with_suffix(".out").read_text()).verify["iterations"][1]
     assert site["calls"] == 3 * int(iterations) * ranks      # one barrier per halo exchange and per dot
     assert site["time_min"] == pytest.approx(min(loop_barrier.values()), rel=1e-9)
-    assert s["predicted_saving"] == pytest.approx(min(loop_barrier.values()), rel=1e-9)
+    # the saving: the least-waiting rank's barrier time (latency) plus the debug_barrier region's own time
+    # (its annotations, paid at every call on every rank), avg over ranks
+    region_own, _ = per_rank(WITH, lambda p: p == ["main", "timestep", "debug_barrier"])
+    assert len(region_own) == ranks and min(region_own.values()) > 0
+    assert site["region_overhead"] == pytest.approx(sum(region_own.values()) / ranks, rel=1e-9)
+    assert site["latency"] == site["time_min"]
+    assert s["predicted_saving"] == pytest.approx(min(loop_barrier.values()) + sum(region_own.values()) / ranks,
+                                                  rel=1e-9)
+    assert s["predicted_saving_without_caliper"] == pytest.approx(min(loop_barrier.values()), rel=1e-9)
+    # the barrier called straight in main has no region of its own: nothing to add
+    assert next(x for x in s["sites"] if x["region"] == "main")["region_overhead"] == 0
     # the timing barrier before the loop and the one before the first dot are called once per rank: not flagged
     assert {x["region"]: x["likely_debug"] for x in s["sites"]} == {
         "main": False, "main/debug_barrier": False, "main/timestep/debug_barrier": True}
@@ -165,7 +175,8 @@ def test_live_cgsolve_with_and_without_debug_barriers(caliper_build, dsn, tmp_pa
     site = next(x for x in s["sites"] if x["likely_debug"])
     assert site["region"] == "main/timestep/debug_barrier" and site["calls"] == 3 * iterations[True] * 2
     assert s["measured"]["without_run_ids"] == [runs[str(tmp_path / "cg-plain.cali")]]
-    assert s["predicted_saving"] == site["time_min"] > 0
+    assert site["time_min"] > 0 and site["region_overhead"] > 0
+    assert s["predicted_saving"] == pytest.approx(site["time_min"] + site["region_overhead"], rel=1e-12)
     assert rows[runs[str(tmp_path / "cg-plain.cali")]]["likely_debug_sites"] == []
 
 

@@ -24,14 +24,29 @@ absorbs it. What goes away is the latency. The rank that waits least in the
 barrier is (nearly always) the one that arrived last, so its barrier time is
 the latency alone:
 
-    predicted saving = barrier time avg - skew absorbed by the next operation
-                     = barrier time avg - (barrier time avg - barrier time min)
-                     = barrier time min over ranks.
+    latency = barrier time avg - skew absorbed by the next operation
+            = barrier time avg - (barrier time avg - barrier time min)
+            = barrier time min over ranks.
 
-Summed over the likely debugging sites, that is the predicted drop of every
-rank's MPI time, and so of the run's wall time. It is an estimate, not a
-bound: skew that the barriers kept apart can cancel once they are gone (the
-saving is then larger), and when different ranks arrive last at different
+Removing the barrier also removes the instrumentation around each call, which
+MPI_Barrier's exclusive time does not hold: when the barrier has a region of
+its own with nothing else in it (cgsolve's `debug_barrier`), that region's own
+exclusive time is the cost of its begin/end annotations, paid on every rank at
+every call. Measured on cgsolve at 2 ranks (Open MPI 4.1, Caliper 2.14), the
+region's own time was 0.6-0.7 us per call against 0.8 us of barrier latency,
+and the latency alone predicted 0.4-0.6 of the measured drop of main/timestep
+(collectors/bench/barrier_advice.py), the latency plus the region's own time
+0.8-1.0. So
+
+    predicted saving = barrier time min over ranks + the barrier region's own time (avg over ranks),
+
+summed over the likely debugging sites, is the predicted drop of every rank's
+time in the loop of the run as profiled. What the profile cannot show is
+left out: the cost of Caliper's snapshots outside their own timestamps (the
+rest of the measured drop at 2 ranks). A run without Caliper saves the latency
+alone (`latency` in each site), since it pays no annotation. It is an estimate,
+not a bound: skew that the barriers kept apart can cancel once they are gone
+(the saving is then larger), and when different ranks arrive last at different
 calls the minimum over ranks' totals holds some skew (the prediction is then
 too high). collectors/bench/barrier_advice.py measures how close it is.
 """
@@ -77,18 +92,24 @@ class BarrierSite:
     time_min: float                  # exclusive MPI_Barrier time over ranks, s
     time_avg: float
     time_max: float
+    region_overhead: float           # the barrier's own region's exclusive time, avg over ranks, s (0 without one)
     share_of_mpi: float | None       # time_avg / the run's MPI time per rank
     parent: str                      # where its neighbours are looked for
     neighbours: list = field(default_factory=list)   # [(path, kind, calls)] communication siblings
     matched: list = field(default_factory=list)      # the neighbours whose calls match
     likely_debug: bool = False
     why: str = ""
-    predicted_saving: float = 0.0    # per rank, s (0 unless likely_debug)
+    predicted_saving: float = 0.0    # per rank, s (0 unless likely_debug): latency + region_overhead
+
+    @property
+    def latency(self) -> float:
+        """What removing it saves a run without Caliper: the least-waiting rank's barrier time."""
+        return self.time_min
 
     def as_dict(self) -> dict:
         return {k: getattr(self, k) for k in ("region", "calls", "calls_per_rank", "time_min", "time_avg", "time_max",
-                                              "share_of_mpi", "parent", "neighbours", "matched", "likely_debug",
-                                              "why", "predicted_saving")}
+                                              "region_overhead", "latency", "share_of_mpi", "parent", "neighbours",
+                                              "matched", "likely_debug", "why", "predicted_saving")}
 
 
 @dataclass
@@ -111,16 +132,23 @@ class BarrierAdvice:
     def predicted_saving(self) -> float:
         return sum(s.predicted_saving for s in self.sites)
 
+    @property
+    def predicted_saving_without_caliper(self) -> float:
+        """The latency part alone: what a run without the annotations would save."""
+        return sum(s.latency for s in self.sites if s.likely_debug)
+
     def summary(self) -> dict:
         return {"ranks": self.ranks, "mpi_time_avg": self.mpi_time_avg, "wall_time": self.wall_time,
                 "barrier_time_avg": self.barrier_time, "barrier_calls": self.barrier_calls,
                 "barrier_share_of_mpi": self.barrier_time / self.mpi_time_avg if self.mpi_time_avg else None,
                 "likely_debug_sites": [s.region for s in self.sites if s.likely_debug],
                 "predicted_saving": self.predicted_saving,
+                "predicted_saving_without_caliper": self.predicted_saving_without_caliper,
                 "predicted_saving_share_of_mpi": (self.predicted_saving / self.mpi_time_avg
                                                   if self.mpi_time_avg else None),
                 "predicted_saving_share_of_wall": self.predicted_saving / self.wall_time if self.wall_time else None,
-                "model": "saving = barrier time min over ranks (latency; the skew moves to the next operation)",
+                "model": ("saving = barrier time min over ranks (latency; the skew moves to the next operation) "
+                          "+ the barrier region's own time (its annotations)"),
                 "sites": [s.as_dict() for s in self.sites]}
 
     @property
@@ -189,8 +217,11 @@ def analyse(nodes: list[Node], ranks: int, mpi_time_avg: float | None, wall_time
             continue
         region = _parent(p)
         own = functions.get(region, set())
+        overhead = 0.0
         if own == {"MPI_Barrier"} and "/" in region:
             parent, skip = _parent(region), region      # a region of its own: look at its siblings
+            if children.get(region) == [p] and by_path.get(region) and by_path[region].excl_avg is not None:
+                overhead = by_path[region].excl_avg     # nothing else in it: its own time is its annotations
         else:
             parent, skip = region, p                    # called among other work: look at the region's children
         neighbours = []
@@ -203,7 +234,7 @@ def analyse(nodes: list[Node], ranks: int, mpi_time_avg: float | None, wall_time
                 neighbours.append((c, kind, by_path[c].calls))
         site = BarrierSite(region=region, calls=n.calls, calls_per_rank=n.calls / ranks if n.calls is not None else None,
                            time_min=n.excl_min if n.excl_min is not None else n.excl_avg, time_avg=n.excl_avg,
-                           time_max=n.excl_max if n.excl_max is not None else n.excl_avg,
+                           time_max=n.excl_max if n.excl_max is not None else n.excl_avg, region_overhead=overhead,
                            share_of_mpi=n.excl_avg / mpi_time_avg if mpi_time_avg else None,
                            parent=parent, neighbours=neighbours)
         _judge(site)
@@ -236,7 +267,7 @@ def _judge(site: BarrierSite) -> None:
     site.likely_debug = True
     site.why = (f"{site.calls} calls, as many as "
                 + " + ".join(f"{_leaf(c)} ({k}, {n})" for c, k, n in site.matched))
-    site.predicted_saving = site.time_min
+    site.predicted_saving = site.time_min + site.region_overhead
 
 
 # ---- prediction against measurement --------------------------------------------------
