@@ -2,17 +2,23 @@
 """The overlap and imbalance advisor on real halo3d runs with and without a
 deliberate load imbalance (issue 7, item 4).
 
-The imbalance is halo3d's absorbing layer: with --pml-width W on a 4x1x1
-process grid the two end subdomains hold W of the layer's planes on their
-global x faces, and the middle two hold none there, so the ends compute more
-and the middle ranks wait for them. --pml-width 0 makes every rank do the
-same work: what waiting is left is the exchange itself (here shared memory
-and, at 4 ranks on 2 cores, the scheduler). Both settings run for each variant,
-alternating, under Caliper with comm.stats; the profiles are ingested as one
-campaign and `commscope advise overlap campaign:ID` judges every run. The
-script prints, per setting and variant, how many runs had their halo wait
-blamed on imbalance and on the network, and the medians of the figures the
-verdict rests on.
+The imbalance is halo3d's absorbing layer on one x face only: with
+--dims 2,1,1 --pml-width 32 --pml-faces x- on a 64-plane grid, rank 0's whole
+subdomain does the layer's extra pass and rank 1 does none, so rank 1 waits
+for rank 0. The balanced setting puts the same layer on both x faces
+(--pml-faces x-,x+): the slow rank's work is unchanged, the other rank gets
+as much, and what waiting is left is the exchange itself (shared memory) and
+whatever the machine's other load takes. Two ranks on two cores, so the ranks
+do not steal each other's core (four ranks here would, and a waiting rank's
+time would then include its core-mate's compute).
+
+Both settings run for each variant, alternating (ABAB), under Caliper with
+comm.stats; the profiles are ingested as one campaign and
+`commscope advise overlap campaign:ID` judges every run. The script prints,
+per setting and variant, how many runs were judged right (imbalanced:
+`imbalance`, balanced: `network`), the medians of the figures the verdict
+rests on, and the load average (`uptime`) before and after every repeat.
+--json writes every run's figures.
 
 Caliper is in no registry: point --caliper-prefix (or COMMSCOPE_CALIPER_PREFIX)
 at a Caliper+Adiak install built with the stack's MPI. The store is the one
@@ -20,6 +26,7 @@ commscope commands use (COMMSCOPE_DB_URL, PG* or the embedded server)."""
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import subprocess
@@ -40,11 +47,16 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--stack", default="debian-openmpi4")
     ap.add_argument("--caliper-prefix", default=os.environ.get("COMMSCOPE_CALIPER_PREFIX", ""))
+    ap.add_argument("--ranks", type=int, default=2)
+    ap.add_argument("--dims", default="2,1,1")
     ap.add_argument("--n", default="64,64,64")
-    ap.add_argument("--iters", default="20")
-    ap.add_argument("--pml-width", type=int, default=8, help="the imbalanced setting; the balanced one is 0")
-    ap.add_argument("--variants", default="blocking,overlap")
+    ap.add_argument("--iters", default="40")
+    ap.add_argument("--pml-width", default="32")
+    ap.add_argument("--imbalanced-faces", default="x-", help="--pml-faces of the imbalanced setting")
+    ap.add_argument("--balanced-faces", default="x-,x+", help="--pml-faces of the balanced setting")
+    ap.add_argument("--variants", default="blocking,nonblocking,overlap,rma")
     ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--json", type=Path, help="write every run's figures here")
     ap.add_argument("--out", type=Path, default=Path("/tmp/commscope-overlap-advice"))
     args = ap.parse_args()
     if not args.caliper_prefix:
@@ -57,18 +69,23 @@ def main():
     args.out.mkdir(parents=True, exist_ok=True)
     for f in args.out.iterdir():
         f.unlink()
-    load0, t0 = os.getloadavg(), time.monotonic()
+    settings = {"imbalanced": args.imbalanced_faces, "balanced": args.balanced_faces}
+    load0, t0, loads = os.getloadavg(), time.monotonic(), []
     for i in range(args.repeats):
-        for pml in ((args.pml_width, 0) if i % 2 == 0 else (0, args.pml_width)):
+        before = os.getloadavg()[0]
+        for setting in (("imbalanced", "balanced") if i % 2 == 0 else ("balanced", "imbalanced")):
             for v in args.variants.split(","):
-                stem = args.out / f"halo3d-{v}-pml{pml}-{i:02d}"
-                wargs = ["--variant", v, "--dims", "4,1,1", "--n", args.n, "--iters", args.iters, "--pml-width", str(pml)]
-                r = suite.run(stack, bdir, "halo3d", wargs, 4, env={
+                stem = args.out / f"halo3d-{v}-{setting}-{i:02d}"
+                wargs = ["--variant", v, "--dims", args.dims, "--n", args.n, "--iters", args.iters,
+                         "--pml-width", args.pml_width, "--pml-faces", settings[setting]]
+                r = suite.run(stack, bdir, "halo3d", wargs, args.ranks, env={
                     "CALI_CONFIG": f"runtime-profile,profile.mpi,region.count,comm.stats,output={stem}.cali"})
                 bad = suite.problems(r, allow_skip=True)
                 if bad:
                     sys.exit(f"bench: halo3d {' '.join(wargs)} failed: {'; '.join(bad)}")
                 Path(f"{stem}.out").write_text(r.stdout)
+        loads.append((before, os.getloadavg()[0]))
+        print(f"repeat {i}: load average {before:.2f} -> {loads[-1][1]:.2f}", flush=True)
     load1 = os.getloadavg()
     cli = [sys.executable, "-m", "commscope.cli"]
     p = subprocess.run([*cli, "ingest", str(args.out)], capture_output=True, text=True)
@@ -81,25 +98,40 @@ def main():
         sys.exit(f"bench: commscope advise overlap failed: {p.stderr}")
     with db.connect() as conn:
         results, _ = ao.from_store(conn, f"campaign:{campaign}")
-    print(f"halo3d --dims 4,1,1 --n {args.n} --iters {args.iters}, 4 ranks, {stack.name}, {args.repeats} repeats in "
-          f"{time.monotonic() - t0:.0f} s; load average {load0[0]:.2f} -> {load1[0]:.2f}; campaign {campaign}")
-    groups = defaultdict(list)
+    print(f"halo3d --dims {args.dims} --n {args.n} --iters {args.iters} --pml-width {args.pml_width}, "
+          f"--pml-faces {args.imbalanced_faces} (imbalanced) vs {args.balanced_faces} (balanced), {args.ranks} ranks, "
+          f"{stack.name}, {args.repeats} repeats in {time.monotonic() - t0:.0f} s; load average {load0[0]:.2f} -> "
+          f"{load1[0]:.2f}; campaign {campaign}")
+    setting_of = {v: k for k, v in settings.items()}
+    right_cause = {"imbalanced": "imbalance", "balanced": "network"}
+    groups, rows = defaultdict(list), []
     for o in results:
-        groups[(o.info["pml_width"], o.label)].append(o)
-    print(f"{'pml':>4} {'variant':10}{'imbalance':>10}{'network':>8}{'compute':>9}{'max/avg':>8}{'excess ms':>10}"
-          f"{'wait ms':>8}{'explained':>10}{'eff.':>6}{'corr':>6}")
-    for (pml, label), runs in sorted(groups.items(), key=lambda kv: (-int(kv[0][0] or 0), kv[0][1])):
-        halo = [next(r for r in o.regions if r.cause) for o in runs]
-        comp = [max((r for r in o.regions if r.kind == "compute"), key=lambda r: r.imbalance or 0) for o in runs]
-        med = statistics.median
-        eff = [o.efficiency for o in runs if o.efficiency is not None]
-        corr = [o.rank_corr for o in runs if o.rank_corr is not None]
-        print(f"{pml:>4} {label:10}{sum(h.cause == 'imbalance' for h in halo):>10}"
-              f"{sum(h.cause == 'network' for h in halo):>8}{comp[0].path.rsplit('/', 1)[-1]:>9}"
-              f"{med(c.imbalance for c in comp):8.2f}{med(h.excess for h in halo) * 1e3:10.3f}"
-              f"{med(h.mpi_avg for h in halo) * 1e3:8.3f}{med(h.explained for h in halo):10.0%}"
+        setting = setting_of[o.info["pml_faces"]]
+        groups[(setting, o.label)].append(o)
+        halo = next(r for r in o.regions if r.cause)
+        users = [g for g in o.regions if g.kind == "compute"]
+        rows.append({"run_id": o.run_id, "setting": setting, "variant": o.label, "cause": halo.cause,
+                     "excess": halo.excess, "exposed": o.exposed, "halo_wait": halo.mpi_avg,
+                     "explained": halo.explained, "loop": o.loop_time, "efficiency": o.efficiency,
+                     "corr": o.rank_corr, "compute_imbalance": max((u.imbalance or 0) for u in users)})
+    print(f"{'setting':11}{'variant':12}{'right':>6}{'imbalance':>10}{'network':>8}{'max/avg':>8}{'excess ms':>10}"
+          f"{'MPI ms':>8}{'halo ms':>8}{'explained':>10}{'loop ms':>8}{'eff.':>6}{'corr':>6}")
+    med = statistics.median
+    for (setting, label), runs in sorted(groups.items(), key=lambda kv: (kv[0][0] != "imbalanced", kv[0][1])):
+        mine = [r for r in rows if r["setting"] == setting and r["variant"] == label]
+        eff = [r["efficiency"] for r in mine if r["efficiency"] is not None]
+        corr = [r["corr"] for r in mine if r["corr"] is not None]
+        print(f"{setting:11}{label:12}{sum(r['cause'] == right_cause[setting] for r in mine):>3}/{len(mine):<2}"
+              f"{sum(r['cause'] == 'imbalance' for r in mine):>10}{sum(r['cause'] == 'network' for r in mine):>8}"
+              f"{med(r['compute_imbalance'] for r in mine):8.2f}{med(r['excess'] for r in mine) * 1e3:10.1f}"
+              f"{med(r['exposed'] for r in mine) * 1e3:8.1f}{med(r['halo_wait'] for r in mine) * 1e3:8.1f}"
+              f"{med(r['explained'] for r in mine):10.0%}{med(r['loop'] for r in mine) * 1e3:8.1f}"
               f"{med(eff) if eff else float('nan'):6.0%}{med(corr) if corr else float('nan'):6.2f}")
-
+    right = sum(r["cause"] == right_cause[r["setting"]] for r in rows)
+    print(f"right verdicts: {right} of {len(rows)}")
+    if args.json:
+        args.json.write_text(json.dumps({"args": {k: str(v) for k, v in vars(args).items()}, "campaign": campaign,
+                                         "loads": loads, "runs": rows}, indent=1))
 
 if __name__ == "__main__":
     main()

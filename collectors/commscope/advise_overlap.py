@@ -23,21 +23,32 @@ inclusive time), its comm.stats (v_comm_stats) and its per-rank groups
   the slowest rank (the one with the most time in it). A region is a
   communication region when it calls MPI other than polls (MPI_Test*,
   MPI_Iprobe, MPI_Win_test), otherwise a compute region.
-- Why a communication region waits. In a bulk-synchronous step a rank waits
-  for its slowest partner: wait(r) ~ (compute of the slowest - compute(r)) +
-  network. Averaged over ranks, the compute imbalance contributes
-      excess = sum over the loop's compute regions of (max - avg) inclusive time.
-  where the sum over regions is taken per rank: excess = max - mean over
-  ranks of USER time (v_rank_groups; the non-MPI time, which the loop
-  dominates). Only without per-rank groups (spot profiles) is it the sum of
-  each compute region's (max - avg), which overcounts when different ranks
-  are slow in different regions.
-  When excess explains at least half of the region's average wait, the wait is
-  flagged `imbalance` (the network cannot be the main cause: fix the load);
-  otherwise `network` (the transfer itself, or contention, dominates). The
-  run-level check beside it: across ranks, the correlation of non-MPI (USER)
-  time with MPI time is strongly negative when the ranks that compute most wait
-  least, the signature of imbalance.
+- Why the loop waits. In a bulk-synchronous step a rank waits for its
+  slowest partner: wait(r) ~ (compute of the slowest - compute(r)) + floor,
+  where the floor is what even the slowest rank waits (the transfer itself,
+  and on a shared machine the partner's descheduled time). Over the loop
+  every rank's total is the same, so with USER the non-MPI time
+  (v_rank_groups) and W the loop's MPI time:
+      mean W = excess + floor,   excess = max - mean over ranks of USER.
+  The wait the imbalance causes is `excess`; it is compared with all of the
+  loop's MPI time (`exposed`), not one region's: overlap and rma move the
+  transfer into the polls inside their interior compute (MPI_Testall,
+  MPI_Win_test), so the completing region alone holds only part of the wait
+  while the excess is loop-wide (comparing the two gave shares above 100%).
+  Only without per-rank groups (spot profiles) is excess the sum of each
+  compute region's (max - avg), which overcounts when different ranks are
+  slow in different regions.
+  explained = excess / exposed. When it is at least IMBALANCE_SHARE (the
+  imbalance is the larger part, excess >= floor) the loop's communication
+  regions are flagged `imbalance` (balancing the load would remove most of
+  the wait); otherwise `network` (the transfer, or waiting for descheduled
+  partners on an oversubscribed or shared machine, dominates). This is the
+  POP methodology's split of parallel efficiency: load balance
+  mean(USER)/max(USER) loses `excess`, communication efficiency
+  max(USER)/loop loses `floor` (loop - max USER = the least-waiting rank's
+  wait), and the verdict names the larger loss. Both are in the summary. The run-level check
+  beside it: across ranks, the correlation of USER time with MPI time is
+  strongly negative when the ranks that compute most wait least.
 """
 from __future__ import annotations
 
@@ -76,8 +87,8 @@ class Region:
     slowest_rank: int | None
     mpi_avg: float = 0.0          # time in MPI calls inside it (avg over ranks)
     mpi_min: float = 0.0          # the rank that waits least (sum of per-call-path minima)
-    excess: float | None = None   # comm only: compute (max - avg) of the loop
-    explained: float | None = None   # excess / mpi_avg
+    excess: float | None = None   # comm only: the loop's compute excess, max - mean USER over ranks
+    explained: float | None = None   # excess / the loop's MPI time (avg over ranks)
     cause: str | None = None      # comm only: imbalance | network
 
     def as_dict(self) -> dict:
@@ -96,6 +107,7 @@ class RunOverlap:
     regions: list
     irecv_gap: float | None
     rank_corr: float | None       # corr(USER, MPI) across ranks
+    load_balance: float | None = None   # POP: mean / max over ranks of USER time
     efficiency: float | None = None
     baseline_exposed: float | None = None
     baseline_runs: list = field(default_factory=list)
@@ -106,11 +118,11 @@ class RunOverlap:
                 "exposed_share": self.exposed / self.loop_time if self.loop_time else None,
                 "overlap_efficiency": self.efficiency, "blocking_exposed_comm_avg": self.baseline_exposed,
                 "blocking_run_ids": self.baseline_runs, "irecv_gap_avg": self.irecv_gap,
-                "rank_corr_user_mpi": self.rank_corr,
+                "rank_corr_user_mpi": self.rank_corr, "load_balance": self.load_balance,
                 "waits": {r.path: r.cause for r in self.regions if r.kind == "comm"},
                 "regions": [r.as_dict() for r in self.regions],
-                "model": "efficiency = 1 - exposed/exposed_blocking; a wait is 'imbalance' when the compute regions' "
-                         f"sum of (max - avg) is >= {IMBALANCE_SHARE} of its average MPI time"}
+                "model": "efficiency = 1 - exposed/exposed_blocking; the waits are 'imbalance' when max - mean over "
+                         f"ranks of USER time is >= {IMBALANCE_SHARE} of the loop's average MPI time"}
 
     def text(self) -> str:
         i = self.info
@@ -132,7 +144,7 @@ class RunOverlap:
                 continue
             parts.append(f"{r.path.rsplit('/', 1)[-1]} waits {r.mpi_avg * 1e3:.3g} ms per rank "
                          f"(the least-waiting rank {r.mpi_min * 1e3:.3g} ms); compute imbalance explains "
-                         f"{r.explained:.0%} of it: {'IMBALANCE, not the network' if r.cause == 'imbalance' else 'network'}.")
+                         f"{r.explained:.0%} of the loop's {self.exposed * 1e3:.3g} ms of MPI time: {'IMBALANCE, not the network' if r.cause == 'imbalance' else 'network'}.")
         if self.rank_corr is not None:
             parts.append(f"Across ranks, USER and MPI time correlate at {self.rank_corr:+.2f}.")
         return " ".join(parts)
@@ -179,16 +191,19 @@ def analyse(nodes: list[Node], rank_groups: list[tuple], comm_gaps: dict, run_id
         excess = max(users) - statistics.mean(users)
     else:
         excess = sum(r.time_max - r.time_avg for r in regions if r.kind == "compute")
+    # The excess is loop-wide, so it is set against the loop's whole MPI time: in overlap and rma the transfer
+    # progresses inside the interior's polls, and the completing region alone holds only what is left of it.
     for r in regions:
-        if r.kind == "comm" and r.mpi_avg:
+        if r.kind == "comm" and r.mpi_avg and exposed:
             r.excess = excess
-            r.explained = excess / r.mpi_avg
+            r.explained = excess / exposed
             r.cause = "imbalance" if r.explained >= IMBALANCE_SHARE else "network"
     gaps = [g for p, g in comm_gaps.items() if p.startswith(loop + "/") and g is not None]
     ranks = sorted(rank_groups)
     corr = _corr([g[1] for g in ranks], [g[2] for g in ranks])
+    balance = statistics.mean(users) / max(users) if len(users) > 1 and max(users) > 0 else None
     return RunOverlap(run_id, label, info, loop, loop_time, exposed, loop_time - exposed, regions,
-                      statistics.mean(gaps) if gaps else None, corr)
+                      statistics.mean(gaps) if gaps else None, corr, balance)
 
 
 # ---- the store ---------------------------------------------------------------------
@@ -204,7 +219,7 @@ def load(conn, run_id: int) -> RunOverlap:
                        "FROM v_runs v JOIN runs r ON r.id = v.run_id WHERE v.run_id = %s", (run_id,)).fetchone()
     info = dict(zip(cols + ["campaign_id", "metadata"], row))
     meta = info.pop("metadata") or {}
-    info["pml_width"], info["fused"] = meta.get("pml_width"), meta.get("fused")
+    info["pml_width"], info["pml_faces"], info["fused"] = meta.get("pml_width"), meta.get("pml_faces"), meta.get("fused")
     nodes = [Node(*r) for r in conn.execute(
         "SELECT path, excl_min, excl_avg, excl_max, incl_avg, incl_max, incl_max_rank FROM v_node_metrics "
         "WHERE run_id = %s", (run_id,))]
@@ -232,7 +247,7 @@ def from_store(conn, source: str) -> tuple[list[RunOverlap], list[str]]:
             skipped.append(str(e))
     if not done:
         raise NoOverlapData(f"{source}: " + "; ".join(skipped))
-    same = ("app", "workload", "stack", "interconnect", "ranks", "global_size", "pml_width", "fused")
+    same = ("app", "workload", "stack", "interconnect", "ranks", "global_size", "pml_width", "pml_faces", "fused")
     key = lambda o: tuple(o.info[c] for c in same)  # noqa: E731
     campaigns = {o.info["campaign_id"] for o in done}
     # blocking runs of the same campaign, also when SOURCE named a single run
