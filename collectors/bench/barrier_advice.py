@@ -2,14 +2,27 @@
 """The barrier advisor's predicted saving against the saving measured by
 removing the barriers (issue 7, item 1).
 
-Runs cgsolve with and without --debug-barriers under Caliper
-(runtime-profile,profile.mpi,region.count), alternating the two settings and
-their order (ABBA) so drift in the machine's load hits both alike. The
-prediction comes from each run with barriers (commscope.advise_barriers: the
-barrier time of the rank that waits least, summed over the likely debugging
-sites); the measured saving is the drop of the median slowest-rank time of the
-region holding them (main/timestep). It prints both and their ratio, and the
-workload's own FOMs (total_time, comm_time_avg) as a second measurement.
+Runs cgsolve with and without --debug-barriers, under Caliper
+(runtime-profile,profile.mpi,region.count) and without it, alternating the
+four settings and reversing their order every other repeat (ABBA) so drift in
+the machine's load hits all alike. The prediction comes from each profiled run
+with barriers (commscope.advise_barriers: the barrier time of the rank that
+waits least plus the barrier region's own time, summed over the likely
+debugging sites); the measured saving is the drop of the median slowest-rank
+time of the region holding them (main/timestep). It prints both and their
+ratio. The runs without Caliper measure what a production run saves (the
+workload's total_time, the slowest rank's loop), against the latency part of
+the prediction alone. Per barrier call it splits the saving: latency, the
+barrier region's own time, what Caliper adds beyond that, the skew the barrier
+held and whether the other MPI calls absorbed it.
+
+The default grid, 12x12x12 on 2 ranks (84 debugging barriers per rank, a loop
+of about 0.3-0.5 ms), makes the barriers 20-40% of the loop, so the saving is
+large against the run-to-run jitter of the undisturbed runs, and a run is short
+enough that most runs are undisturbed. It is the regime the reservoir study
+was in: a strong-scaled solve whose subdomains are small, so each iteration is
+latency-bound. --n 24,24,24 (barriers about 2% of the loop) shows how the
+figure degrades when the saving is small against noise.
 
 On a shared machine most runs are slowed by other processes, up to 100x on a
 loaded 2-core box, so by default both sides are compared on their fastest 10%
@@ -26,6 +39,7 @@ at a Caliper+Adiak install built with the stack's MPI."""
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import random
 import statistics
@@ -48,9 +62,10 @@ def main():
     ap.add_argument("--caliper-prefix", default=os.environ.get("COMMSCOPE_CALIPER_PREFIX", ""),
                     help="CMAKE_PREFIX_PATH list of the Caliper and Adiak installs")
     ap.add_argument("--ranks", type=int, default=2)
-    ap.add_argument("--n", default="32,32,32")
+    ap.add_argument("--n", default="12,12,12")
     ap.add_argument("--allreduce", default="direct")
-    ap.add_argument("--repeats", type=int, default=10, help="pairs of runs (with, without)")
+    ap.add_argument("--repeats", type=int, default=10,
+                    help="repeats of the four runs (with and without barriers, under Caliper and without)")
     ap.add_argument("--out", type=Path, default=Path("/tmp/commscope-barrier-advice"),
                     help="directory for the profiles (emptied first)")
     ap.add_argument("--fastest", type=float, default=0.1,
@@ -70,54 +85,96 @@ def main():
         f.unlink()
     load0 = os.getloadavg()
     t0 = time.monotonic()
-    runs = {True: [], False: []}
+    # (barriers, under Caliper) -> runs; the four settings alternate, their order reversed every other repeat
+    runs = {(b, c): [] for b in (True, False) for c in (True, False)}
+    order = [(True, True), (False, True), (True, False), (False, False)]
     for i in range(args.repeats):
-        for b in ((True, False) if i % 2 == 0 else (False, True)):
+        for b, c in (order if i % 2 == 0 else order[::-1]):
             stem = args.out / f"cgsolve-{'barriers' if b else 'plain'}-{i:02d}"
             wargs = ["--n", args.n, "--allreduce", args.allreduce] + (["--debug-barriers"] if b else [])
-            r = suite.run(stack, bdir, "cgsolve", wargs, args.ranks,
-                          env={"CALI_CONFIG": f"runtime-profile,profile.mpi,region.count,output={stem}.cali"})
+            env = {"CALI_CONFIG": f"runtime-profile,profile.mpi,region.count,output={stem}.cali"} if c else {}
+            r = suite.run(stack, bdir, "cgsolve", wargs, args.ranks, env=env)
             bad = suite.problems(r)
             if bad:
                 sys.exit(f"bench: cgsolve {' '.join(wargs)} failed: {'; '.join(bad)}")
-            Path(f"{stem}.out").write_text(r.stdout)
-            runs[b].append((stem, r.out.foms))
+            if c:
+                Path(f"{stem}.out").write_text(r.stdout)   # only the profiled runs go into the store
+            runs[b, c].append((stem, r.out.foms))
     load1 = os.getloadavg()
 
     def nodes(stem):
         return ab.nodes_from_record(records.from_profile(profiles.read_files([Path(f"{stem}.cali")])))
 
     with_b = []
-    for stem, _ in runs[True]:
+    for stem, _ in runs[True, True]:
         rec = records.from_profile(profiles.read_files([Path(f"{stem}.cali")]))
         a = ab.analyse(ab.nodes_from_record(rec), rec.ranks, rec.summary["mpi_time_avg"], rec.summary["wall_time"])
         with_b.append((a, ab.nodes_from_record(rec)))
-    cmp = ab.compare(with_b, [nodes(stem) for stem, _ in runs[False]], args.fastest)
-    everything = ab.compare(with_b, [nodes(stem) for stem, _ in runs[False]])
-    med = {b: {f: statistics.median(foms[f][0] for _, foms in runs[b]) for f in ("total_time", "comm_time_avg",
-                                                                              "barrier_time_avg")} for b in runs}
+    without_nodes = [nodes(stem) for stem, _ in runs[False, True]]
+    cmp = ab.compare(with_b, without_nodes, args.fastest)
+    everything = ab.compare(with_b, without_nodes)
+    kept = sorted(with_b, key=lambda x: ab.loop_time(x[1], cmp["region"]))[:cmp["runs_with"]]
+    latency = statistics.median(a.predicted_saving_without_caliper for a, _ in kept)
+    overhead = statistics.median(a.predicted_saving - a.predicted_saving_without_caliper for a, _ in kept)
+    calls = statistics.median(sum(x.calls_per_rank for x in a.sites if x.likely_debug) for a, _ in kept)
     print(f"cgsolve --n {args.n} --allreduce {args.allreduce}, {args.ranks} ranks, {stack.name}, "
-          f"{args.repeats} alternating pairs in {time.monotonic() - t0:.0f} s; load average {load0[0]:.2f} -> {load1[0]:.2f}")
+          f"{args.repeats} alternating repeats of 4 runs in {time.monotonic() - t0:.0f} s; "
+          f"load average {load0[0]:.2f} -> {load1[0]:.2f}")
     print(f"region holding the barriers: {cmp['region']}; barrier share of MPI time (median): "
-          f"{statistics.median(a.barrier_time / a.mpi_time_avg for a, _ in with_b):.1%}")
-    print(f"{'':44}{'with':>10}{'without':>10}{'saved':>10}{'predicted':>10}{'ratio':>7}")
+          f"{statistics.median(a.barrier_time / a.mpi_time_avg for a, _ in with_b):.1%}; "
+          f"{calls:.0f} debugging barriers per rank")
+    print(f"{'under Caliper':44}{'with':>10}{'without':>10}{'saved':>10}{'predicted':>10}{'ratio':>7}")
     for what, c in ((f"fastest {args.fastest:.0%}: slowest rank, {cmp['region']} s", cmp),
                     (f"all runs: slowest rank, {cmp['region']} s", everything)):
         print(f"{what:44}{c['time_with']:10.5f}{c['time_without']:10.5f}{c['measured_saving']:10.5f}"
               f"{c['predicted_saving']:10.5f}{c['ratio']:7.2f}")
-    for f in ("total_time", "comm_time_avg"):
-        print(f"{'all runs: FOM ' + f + ' s':44}{med[True][f]:10.5f}{med[False][f]:10.5f}"
-              f"{med[True][f] - med[False][f]:10.5f}")
     preds = [a.predicted_saving for a, _ in with_b]
     print(f"per-run predictions: min {min(preds):.5f} median {statistics.median(preds):.5f} max {max(preds):.5f} s")
-    # How sure the measurement is: a bootstrap of the same estimator over the runs.
-    without_nodes = [nodes(stem) for stem, _ in runs[False]]
+
+    # Without Caliper: the workload's own loop time (total_time, the slowest rank) and the latency part alone.
+    def fastest_median(values):
+        values = sorted(values)
+        return statistics.median(values[:max(1, math.ceil(args.fastest * len(values)))])
+
+    plain = {b: [foms["total_time"][0] for _, foms in runs[b, False]] for b in (True, False)}
+    bare = fastest_median(plain[True]) - fastest_median(plain[False])
+    print(f"{'without Caliper':44}{'with':>10}{'without':>10}{'saved':>10}{'latency':>10}{'ratio':>7}")
+    print(f"{f'fastest {args.fastest:.0%}: FOM total_time s':44}{fastest_median(plain[True]):10.5f}"
+          f"{fastest_median(plain[False]):10.5f}{bare:10.5f}{latency:10.5f}{latency / bare if bare else 0:7.2f}")
+
+    # How sure the measurements are: a bootstrap of the same estimators over the runs.
     rng = random.Random(7)
     boot = sorted(ab.compare(rng.choices(with_b, k=len(with_b)), rng.choices(without_nodes, k=len(without_nodes)),
                              args.fastest)["measured_saving"] for _ in range(1000))
-    lo, hi = boot[50], boot[949]
+    boot_bare = sorted(fastest_median(rng.choices(plain[True], k=len(plain[True])))
+                       - fastest_median(rng.choices(plain[False], k=len(plain[False]))) for _ in range(1000))
+    # Where the saving comes from, per debugging barrier call (hypothesis: the instrumentation is part of it).
+    us = 1e6 / calls if calls else 0
+    print(f"per barrier call: latency {latency * us:.2f} us, barrier region's own time {overhead * us:.2f} us; "
+          f"saved {cmp['measured_saving'] * us:.2f} us under Caliper, {bare * us:.2f} us without; "
+          f"Caliper's part of the saving {(cmp['measured_saving'] - bare) * us:.2f} us")
+    # Where the skew went (the model says: into the next operations) and where the rest of Caliper's cost lands
+    # (the loop region's own time: the annotations' cost outside their own timestamps).
+    kept_without = sorted(without_nodes, key=lambda n: ab.loop_time(n, cmp["region"]))[:cmp["runs_without"]]
+
+    def avg_of(nodes_list, keep):
+        return statistics.median(sum(n.excl_avg or 0 for n in nodes if keep(n.path)) for nodes in nodes_list)
+
+    in_loop = lambda p: p.startswith(cmp["region"] + "/")  # noqa: E731
+    other_mpi = lambda p: in_loop(p) and p.rsplit("/", 1)[-1].startswith("MPI_") and not p.endswith("MPI_Barrier")  # noqa: E731
+    absorbed = avg_of(kept_without, other_mpi) - avg_of([n for _, n in kept], other_mpi)
+    skew = statistics.median(sum(x.time_avg - x.time_min for x in a.sites if x.likely_debug) for a, _ in kept)
+    own = lambda p: p == cmp["region"]  # noqa: E731
+    loop_own = avg_of([n for _, n in kept], own) - avg_of(kept_without, own)
+    print(f"per barrier call: skew held in the barrier (avg - min) {skew * us:.2f} us, other MPI time in the loop "
+          f"grew by {absorbed * us:.2f} us without the barriers; {cmp['region']}'s own time (avg over ranks) "
+          f"{loop_own * us:.2f} us larger with them")
     print(f"predicted saving {cmp['predicted_saving']:.5f} s, measured {cmp['measured_saving']:.5f} s "
-          f"(90% bootstrap interval {lo:.5f} .. {hi:.5f}), predicted/measured {cmp['ratio']:.2f} (target 0.75-1.25)")
+          f"(90% bootstrap interval {boot[50]:.5f} .. {boot[949]:.5f}), predicted/measured {cmp['ratio']:.2f} "
+          f"(target 0.75-1.25); latency alone {latency / cmp['measured_saving'] if cmp['measured_saving'] else float('nan'):.2f}")
+    print(f"without Caliper: latency {latency:.5f} s, measured {bare:.5f} s "
+          f"(90% bootstrap interval {boot_bare[50]:.5f} .. {boot_bare[949]:.5f}), "
+          f"latency/measured {latency / bare if bare else float('nan'):.2f}")
     if args.store:
         cli = [sys.executable, "-m", "commscope.cli"]
         p = subprocess.run([*cli, "ingest", str(args.out)], capture_output=True, text=True)
