@@ -80,13 +80,13 @@ def test_debug_barriers_found_and_measured_against_the_run_without_them(dsn, tmp
     iterations = suite.parse_output(WITH.with_suffix(".out").read_text()).verify["iterations"][1]
     assert site["calls"] == 3 * int(iterations) * ranks      # one barrier per halo exchange and per dot
     assert site["time_min"] == pytest.approx(min(loop_barrier.values()), rel=1e-9)
-    # the saving: the least-waiting rank's barrier time (latency) plus the debug_barrier region's own time
-    # (its annotations, paid at every call on every rank), avg over ranks
+    # the saving: the least-waiting rank's barrier time (latency) plus the annotations' cost, 1.5 x the
+    # debug_barrier region's own time avg over ranks (the parent holds the other third)
     region_own, _ = per_rank(WITH, lambda p: p == ["main", "timestep", "debug_barrier"])
     assert len(region_own) == ranks and min(region_own.values()) > 0
-    assert site["region_overhead"] == pytest.approx(sum(region_own.values()) / ranks, rel=1e-9)
+    assert site["region_overhead"] == pytest.approx(1.5 * sum(region_own.values()) / ranks, rel=1e-9)
     assert site["latency"] == site["time_min"]
-    assert s["predicted_saving"] == pytest.approx(min(loop_barrier.values()) + sum(region_own.values()) / ranks,
+    assert s["predicted_saving"] == pytest.approx(min(loop_barrier.values()) + 1.5 * sum(region_own.values()) / ranks,
                                                   rel=1e-9)
     assert s["predicted_saving_without_caliper"] == pytest.approx(min(loop_barrier.values()), rel=1e-9)
     # the barrier called straight in main has no region of its own: nothing to add
