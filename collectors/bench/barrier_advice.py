@@ -75,6 +75,9 @@ def main():
     ap.add_argument("--fastest", type=float, default=1.0,
                     help="compare the fastest share of each side's runs (the undisturbed ones on a shared machine); "
                          "1 compares the medians of all runs")
+    ap.add_argument("--cali-config", default="runtime-profile,profile.mpi,region.count",
+                    help="CALI_CONFIG without output= (Caliper 2.12 has no runtime-profile: there use "
+                         "hatchet-region-profile,profile.mpi,region.count,output.format=cali)")
     ap.add_argument("--store", action="store_true", help="ingest the profiles and run commscope advise barriers")
     args = ap.parse_args()
     if not args.caliper_prefix:
@@ -96,7 +99,7 @@ def main():
         for b, c in (order if i % 2 == 0 else order[::-1]):
             stem = args.out / f"cgsolve-{'barriers' if b else 'plain'}-{i:02d}"
             wargs = ["--n", args.n, "--allreduce", args.allreduce] + (["--debug-barriers"] if b else [])
-            env = {"CALI_CONFIG": f"runtime-profile,profile.mpi,region.count,output={stem}.cali"} if c else {}
+            env = {"CALI_CONFIG": f"{args.cali_config},output={stem}.cali"} if c else {}
             r = suite.run(stack, bdir, "cgsolve", wargs, args.ranks, env=env)
             bad = suite.problems(r)
             if bad:
