@@ -354,6 +354,66 @@ def test_daily_rollups_equal_the_on_the_fly_aggregates(filled, dsn):
         assert not any(conn.execute(f"SELECT 1 FROM {v} LIMIT 1").fetchone() for v in ROLLUP_VIEWS + ["run_day"])
 
 
+def _copy_runs_back(conn, app: str, days: int) -> list[int]:
+    """Every run of `app` again, `days` earlier, with its FOMs: the same real rows
+    arriving as another night's ingest would (the triggers see an ordinary insert)."""
+    cols = [c for (c,) in conn.execute(
+        "SELECT column_name FROM information_schema.columns WHERE table_name = 'runs' AND column_name "
+        "NOT IN ('id', 'content_hash', 'started_at') ORDER BY ordinal_position")]
+    ids = [r for (r,) in conn.execute(
+        f"INSERT INTO runs (content_hash, started_at, {', '.join(cols)}) "
+        f"SELECT content_hash || '-back{days}', started_at - make_interval(days => %s), {', '.join(cols)} "
+        "FROM runs WHERE app = %s AND content_hash NOT LIKE '%%-back%%' RETURNING id", (days, app))]
+    conn.execute("INSERT INTO foms (run_id, name, repeat, value, unit) "
+                 "SELECT n.id, f.name, f.repeat, f.value, f.unit FROM runs n "
+                 "JOIN runs o ON n.content_hash = o.content_hash || %s JOIN foms f ON f.run_id = o.id "
+                 "WHERE n.id = ANY(%s)", (f"-back{days}", ids))
+    return ids
+
+
+def _collectives_between(conn, t0, t1) -> list[tuple]:
+    return conn.execute("SELECT * FROM collectives_between(%s, %s) ORDER BY 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11",
+                        (t0, t1)).fetchall()
+
+
+def _assert_collectives_ranges(conn) -> int:
+    """collectives_between (running totals, 0008) against summing the daily rows
+    (its on-the-fly definition) for every range between two days with runs,
+    including ranges that start after the first night and end before the last."""
+    days = [d for (d,) in conn.execute("SELECT DISTINCT date_trunc('day', started_at, 'UTC') FROM v_runs "
+                                       "WHERE app = 'collsweep' ORDER BY 1")]
+    ranges = [(a + dt.timedelta(hours=1), b + dt.timedelta(hours=23))
+              for i, a in enumerate(days) for b in days[i:]]
+    ranges.append((days[0] - dt.timedelta(days=9), days[0] - dt.timedelta(days=8)))   # before every run: no rows
+    kept = [_collectives_between(conn, a, b) for a, b in ranges]
+    with conn.transaction(force_rollback=True):
+        for view in P.ON_THE_FLY_VIEWS:
+            conn.execute(view)
+        fly = [_collectives_between(conn, a, b) for a, b in ranges]
+    for (a, b), k, f in zip(ranges, kept, fly):
+        assert _same(k, f), f"collectives_between({a}, {b}): running totals differ from the daily sums"
+    assert not kept[-1] and any(kept[:-1])
+    return len(ranges)
+
+
+def test_collectives_between_any_range_equals_the_daily_sums(filled, dsn):
+    """The running totals stay right when older nights arrive after newer ones
+    (the tail of each series is recomputed), and when a night in the middle goes."""
+    with psycopg.connect(dsn) as conn:
+        _copy_runs_back(conn, "collsweep", 5)     # arrives after the newer runs: totals recomputed from 5 days back
+        middle = _copy_runs_back(conn, "collsweep", 2)
+        assert _assert_collectives_ranges(conn) >= 6
+        # Running totals really carry: the range of the newest night alone is its own runs, not their history.
+        (n_all,) = conn.execute("SELECT sum(n) FROM collectives_between('-infinity', 'infinity')").fetchone()
+        (n_new,) = conn.execute("SELECT sum(n) FROM collectives_between(now() - interval '1 day', 'infinity')").fetchone()
+        assert n_all == 3 * n_new, (n_all, n_new)
+        conn.execute("DELETE FROM runs WHERE id = ANY(%s)", (middle,))
+        _assert_collectives_ranges(conn)
+        (n_all,) = conn.execute("SELECT sum(n) FROM collectives_between('-infinity', 'infinity')").fetchone()
+        assert n_all == 2 * n_new
+        conn.rollback()
+
+
 # ---- deploy ---------------------------------------------------------------------------------------
 
 def test_deploy_says_when_grafana_is_unreachable(monkeypatch):

@@ -27,6 +27,11 @@ SERIES = ("system IN ($system) AND app IN ($app) AND workload IN ($workload) AND
 DAYS = "\"time\" > $__timeFrom()::timestamptz - interval '1 day' AND \"time\" <= $__timeTo()"
 
 
+# The collectives panels sum v_collectives_daily over the same whole days, from
+# running totals per key (migration 0008): two index probes per key, whatever the range.
+COLLECTIVES_IN_RANGE = "collectives_between($__timeFrom(), $__timeTo())"
+
+
 SERIES_LABEL = "system || ' ' || app || coalesce(' ' || nullif(variant, ''), '') || ' ' || stack || ' ' || interconnect || ' n' || ranks"
 
 
@@ -210,15 +215,15 @@ COLLECTIVES = Dashboard(
         Panel("Latency against message size", "xychart", f"""SELECT collective || ' ' || algorithm || ' ' || stack || ' n' || ranks AS series,
   bytes, latency_us
 FROM (SELECT collective, algorithm, stack, ranks, bytes, sum(value_sum) / sum(n) AS latency_us
-      FROM v_collectives_daily
-      WHERE {DAYS} AND stat = 't_avg' AND collective <> 'barrier' AND {SERIES}
+      FROM {COLLECTIVES_IN_RANGE}
+      WHERE stat = 't_avg' AND collective <> 'barrier' AND {SERIES}
       GROUP BY 1, 2, 3, 4, 5) t
 ORDER BY 1, 2""", ["series", "bytes", "latency_us"], "µs", "Mean over ranks of the time per call, averaged over runs.",
               {"kind": "xy", "x": "bytes", "y": "latency_us", "series": "series", "log_x": True, "log_y": True}),
         Panel("Best algorithm per size band", "table", f"""WITH lat AS (
   SELECT collective, stack, ranks, bytes, algorithm, sum(value_sum) / sum(n) AS latency_us
-  FROM v_collectives_daily
-  WHERE {DAYS} AND stat = 't_avg' AND {SERIES}
+  FROM {COLLECTIVES_IN_RANGE}
+  WHERE stat = 't_avg' AND {SERIES}
   GROUP BY 1, 2, 3, 4, 5
 ), ranked AS (
   SELECT *, count(*) OVER (PARTITION BY collective, stack, ranks, bytes) AS algorithms,
@@ -363,7 +368,7 @@ ORDER BY 2""", ["system_stack", "normalized", "experiments"], "",
 DASHBOARDS = [MPI_FRACTION, SCALING, ROUTINES, COLLECTIVES, HALO, COMM_MATRIX, IO, PROCUREMENT]
 
 
-# What each daily rollup view of migration 0006 equals: the same columns computed
+# What each daily rollup view of migration 0006 (and 0008's collectives_between) equals: the same columns computed
 # on the fly from the per-run views. The tests compare the two on real data; the
 # benchmark uses these as its baseline (the panels' SQL unchanged).
 _DAY_SERIES = ("date_trunc('day', r.started_at, 'UTC') AS \"time\", r.system, r.app, r.workload, "
@@ -410,6 +415,17 @@ GROUP BY 1, 2, 3, 4, 5, 6, 7, 8""",
 SELECT {_DAY_SERIES_OF}, collective, algorithm, bytes, stat, count(*)::integer AS n, sum(value) AS value_sum
 FROM v_collectives
 GROUP BY 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12""",
+    # collectives_between (0008) as the sum of the daily rows in the range.
+    f"""CREATE OR REPLACE FUNCTION collectives_between(t_from timestamptz, t_to timestamptz)
+RETURNS TABLE (system text, app text, workload text, variant text, stack text, interconnect text, ranks integer,
+               collective text, algorithm text, bytes bigint, stat text, n bigint, value_sum double precision)
+LANGUAGE sql STABLE AS $$
+SELECT system, app, workload, variant, stack, interconnect, ranks, collective, algorithm, bytes, stat,
+       sum(n)::bigint, sum(value_sum)
+FROM v_collectives_daily
+WHERE "time" > t_from - interval '1 day' AND "time" <= t_to
+GROUP BY 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11
+$$""",
     f"""CREATE OR REPLACE VIEW v_halo_daily AS
 SELECT {_DAY_SERIES_OF}, count(*)::integer AS n, sum(comm_time_avg) AS comm_time_avg_sum,
        count(comm_time_max)::integer AS comm_time_max_n, sum(comm_time_max) AS comm_time_max_sum,

@@ -230,19 +230,28 @@ def main() -> int:
     ap.add_argument("--runs", type=int, default=1_000_000, help="about this many runs (default 1,000,000)")
     ap.add_argument("--repeat", type=int, default=20, help="timed executions per query (default 20)")
     ap.add_argument("--keep", action="store_true", help="keep the temporary COMMSCOPE_HOME")
+    ap.add_argument("--home", type=Path, help="measure again on a COMMSCOPE_HOME kept by an earlier --keep run: apply new "
+                    "migrations, skip the fill, keep the home")
     args = ap.parse_args()
     if args.runs < 1000 or args.repeat < 1:
         print("panel_queries: error: --runs must be at least 1000 and --repeat at least 1", file=sys.stderr)
         return 2
-    home = Path(tempfile.mkdtemp(prefix="commscope-bench-"))
+    if args.home and not (args.home / "postgres").is_dir():
+        print(f"panel_queries: error: --home {args.home}: no postgres/ in it; give a home kept by --keep",
+              file=sys.stderr)
+        return 2
+    home = args.home or Path(tempfile.mkdtemp(prefix="commscope-bench-"))
     home.chmod(0o711)
     emb = db.Embedded(home)
     try:
         url = emb.start()
         with psycopg.connect(url) as conn:
             db.migrate(conn)
-        with psycopg.connect(url) as conn:
-            info = fill(conn, args.runs)
+        if args.home:
+            info = {"reused": str(args.home)}
+        else:
+            with psycopg.connect(url) as conn:
+                info = fill(conn, args.runs)
         with psycopg.connect(url, autocommit=True) as conn:
             t0 = time.monotonic()
             conn.execute("VACUUM ANALYZE")
@@ -284,7 +293,7 @@ def main() -> int:
         return 0
     finally:
         emb.stop()
-        if args.keep:
+        if args.keep or args.home:
             print(f"kept {home}")
         else:
             shutil.rmtree(home, ignore_errors=True)
