@@ -229,12 +229,17 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--runs", type=int, default=1_000_000, help="about this many runs (default 1,000,000)")
     ap.add_argument("--repeat", type=int, default=20, help="timed executions per query (default 20)")
+    ap.add_argument("--baseline-repeat", type=int, help="timed executions per query of the baseline (default: --repeat; "
+                    "0 skips it, for a quick look only: the figure to report is the ratio)")
     ap.add_argument("--keep", action="store_true", help="keep the temporary COMMSCOPE_HOME")
     ap.add_argument("--home", type=Path, help="measure again on a COMMSCOPE_HOME kept by an earlier --keep run: apply new "
                     "migrations, skip the fill, keep the home")
     args = ap.parse_args()
-    if args.runs < 1000 or args.repeat < 1:
-        print("panel_queries: error: --runs must be at least 1000 and --repeat at least 1", file=sys.stderr)
+    if args.baseline_repeat is None:
+        args.baseline_repeat = args.repeat
+    if args.runs < 1000 or args.repeat < 1 or args.baseline_repeat < 0:
+        print("panel_queries: error: --runs must be at least 1000, --repeat at least 1 "
+              "and --baseline-repeat at least 0", file=sys.stderr)
         return 2
     if args.home and not (args.home / "postgres").is_dir():
         print(f"panel_queries: error: --home {args.home}: no postgres/ in it; give a home kept by --keep",
@@ -270,12 +275,14 @@ def main() -> int:
             conn.rollback()
             # The baseline, in the same run: no indexes on runs besides its keys, the
             # series and FOM views computed from the base tables (rolled back after).
-            with conn.transaction(force_rollback=True):
-                for ix in BASELINE_DROPS:
-                    conn.execute(f"DROP INDEX {ix}")
-                for view in BASELINE_VIEWS:
-                    conn.execute(view)
-                base = measure(conn, qs, args.repeat)
+            base = {label: [float("nan")] for label, _ in qs}
+            if args.baseline_repeat:
+                with conn.transaction(force_rollback=True):
+                    for ix in BASELINE_DROPS:
+                        conn.execute(f"DROP INDEX {ix}")
+                    for view in BASELINE_VIEWS:
+                        conn.execute(view)
+                    base = measure(conn, qs, args.baseline_repeat)
         print(f"load average after measuring: {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
         width = max(len(q[0]) for q in qs)
         print(f"{'query':<{width}}  {'p50 ms':>8} {'p95 ms':>8}  {'baseline p95':>12}  {'ratio':>7}  target")

@@ -3,7 +3,7 @@
 --
 -- A collsweep run stores one latency per collective, size and statistic, so a
 -- 30-night range read from the daily rollup (0006) is 30 rows per such key:
--- 150k rows at 1M runs for one system, 431 ms (dashboards/bench/panel_queries.py).
+-- about 74k rows at 1M runs for one system: 431 ms (dashboards/bench/panel_queries.py).
 -- Here each key keeps running totals by day instead: the sum over a range of
 -- days is the running total at its last day minus the one before its first,
 --     n(range) = n_cum(last row <= end) - n_cum(last row <= start - 1 day).
@@ -18,52 +18,63 @@
 -- 0006 already calls: after a group changes, the running totals of its series
 -- from that day on are recomputed (the nightly ingest appends: one day).
 
-CREATE TABLE collectives_cum (
+-- Every key of a series: a small id, the first and last day it has rows, and
+-- its running totals at the last day, so a range that ends after the key's
+-- last night (a dashboard ending now) needs one probe, not two.
+CREATE TABLE collectives_keys (
+    key_id        integer GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
     series_id     integer NOT NULL,
     collective    text NOT NULL,
     algorithm     text NOT NULL,
     bytes         bigint NOT NULL,
     stat          text NOT NULL,
+    first_day     timestamptz,               -- NULL when every row of the key was deleted
+    last_day      timestamptz,
+    n_total       bigint NOT NULL DEFAULT 0,
+    value_total   double precision NOT NULL DEFAULT 0,
+    UNIQUE (series_id, collective, algorithm, bytes, stat)
+);
+
+-- Running totals per key and day. The index carries the totals, so a probe is
+-- an index-only scan on (integer, timestamptz) and never visits the heap.
+CREATE TABLE collectives_cum (
+    key_id        integer NOT NULL,
     day           timestamptz NOT NULL,
     n_cum         bigint NOT NULL,
     value_cum     double precision NOT NULL,
-    PRIMARY KEY (series_id, collective, algorithm, bytes, stat, day)
+    PRIMARY KEY (key_id, day) INCLUDE (n_cum, value_cum)
 );
 
--- Every key of a series, with the first and last day it has rows (so a range
--- skips keys that ended before it or start after it without probing them).
-CREATE TABLE collectives_keys (
-    series_id     integer NOT NULL,
-    collective    text NOT NULL,
-    algorithm     text NOT NULL,
-    bytes         bigint NOT NULL,
-    stat          text NOT NULL,
-    first_day     timestamptz NOT NULL,
-    last_day      timestamptz NOT NULL,
-    PRIMARY KEY (series_id, collective, algorithm, bytes, stat)
-);
-
--- The groups (series, day) that changed: each series' running totals from its
--- earliest changed day on, then its keys.
+-- The groups (series, day) that changed: each series' keys, its running totals
+-- from its earliest changed day on, then its keys' days and totals.
 CREATE FUNCTION collectives_cum_rebuild(sids integer[], days timestamptz[]) RETURNS void LANGUAGE sql AS $$
-DELETE FROM collectives_cum c
-USING (SELECT series_id, min(day) AS d0 FROM unnest(sids, days) g(series_id, day) GROUP BY 1) s
-WHERE c.series_id = s.series_id AND c.day >= s.d0;
-INSERT INTO collectives_cum
-SELECT d.series_id, d.collective, d.algorithm, d.bytes, d.stat, d.day,
-       coalesce(b.n_cum, 0) + sum(d.n) OVER w, coalesce(b.value_cum, 0) + sum(d.value_sum) OVER w
+INSERT INTO collectives_keys (series_id, collective, algorithm, bytes, stat)
+SELECT DISTINCT d.series_id, d.collective, d.algorithm, d.bytes, d.stat
 FROM (SELECT series_id, min(day) AS d0 FROM unnest(sids, days) g(series_id, day) GROUP BY 1) s
 JOIN collectives_daily d ON d.series_id = s.series_id AND d.day >= s.d0
-LEFT JOIN LATERAL (SELECT c.n_cum, c.value_cum FROM collectives_cum c
-                   WHERE (c.series_id, c.collective, c.algorithm, c.bytes, c.stat)
-                       = (d.series_id, d.collective, d.algorithm, d.bytes, d.stat) AND c.day < s.d0
+ON CONFLICT DO NOTHING;
+DELETE FROM collectives_cum c
+USING (SELECT series_id, min(day) AS d0 FROM unnest(sids, days) g(series_id, day) GROUP BY 1) s, collectives_keys k
+WHERE k.series_id = s.series_id AND c.key_id = k.key_id AND c.day >= s.d0;
+INSERT INTO collectives_cum
+SELECT k.key_id, d.day, coalesce(b.n_cum, 0) + sum(d.n) OVER w, coalesce(b.value_cum, 0) + sum(d.value_sum) OVER w
+FROM (SELECT series_id, min(day) AS d0 FROM unnest(sids, days) g(series_id, day) GROUP BY 1) s
+JOIN collectives_daily d ON d.series_id = s.series_id AND d.day >= s.d0
+JOIN collectives_keys k ON (k.series_id, k.collective, k.algorithm, k.bytes, k.stat)
+                         = (d.series_id, d.collective, d.algorithm, d.bytes, d.stat)
+LEFT JOIN LATERAL (SELECT c.n_cum, c.value_cum FROM collectives_cum c WHERE c.key_id = k.key_id AND c.day < s.d0
                    ORDER BY c.day DESC LIMIT 1) b ON true
-WINDOW w AS (PARTITION BY d.series_id, d.collective, d.algorithm, d.bytes, d.stat ORDER BY d.day);
-DELETE FROM collectives_keys k USING (SELECT DISTINCT unnest(sids) AS series_id) s WHERE k.series_id = s.series_id;
-INSERT INTO collectives_keys
-SELECT c.series_id, c.collective, c.algorithm, c.bytes, c.stat, min(c.day), max(c.day)
-FROM collectives_cum c JOIN (SELECT DISTINCT unnest(sids) AS series_id) s ON s.series_id = c.series_id
-GROUP BY 1, 2, 3, 4, 5;
+WINDOW w AS (PARTITION BY k.key_id ORDER BY d.day)
+ORDER BY k.key_id, d.day;
+UPDATE collectives_keys k
+SET first_day = t.first_day, last_day = t.last_day, n_total = coalesce(t.n_cum, 0), value_total = coalesce(t.value_cum, 0)
+FROM (SELECT k2.key_id, (SELECT min(c.day) FROM collectives_cum c WHERE c.key_id = k2.key_id) AS first_day,
+             l.day AS last_day, l.n_cum, l.value_cum
+      FROM (SELECT DISTINCT unnest(sids) AS series_id) s
+      JOIN collectives_keys k2 ON k2.series_id = s.series_id
+      LEFT JOIN LATERAL (SELECT c.day, c.n_cum, c.value_cum FROM collectives_cum c WHERE c.key_id = k2.key_id
+                         ORDER BY c.day DESC LIMIT 1) l ON true) t
+WHERE k.key_id = t.key_id;
 $$;
 
 -- 0006's function, unchanged, then the running totals.
@@ -96,31 +107,33 @@ WHERE sids IS NOT NULL;
 -- Readers get the running totals through views (the read-only role is granted
 -- SELECT on views only), and collectives_between reads those views.
 CREATE VIEW v_collectives_cum AS
-SELECT series_id, collective, algorithm, bytes, stat, day, n_cum, value_cum FROM collectives_cum;
+SELECT key_id, day, n_cum, value_cum FROM collectives_cum;
 
 CREATE VIEW v_collectives_keys AS
-SELECT k.series_id, s.system, s.app, s.workload, s.variant, s.stack, s.interconnect, s.ranks,
-       k.collective, k.algorithm, k.bytes, k.stat, k.first_day, k.last_day
+SELECT k.key_id, s.system, s.app, s.workload, s.variant, s.stack, s.interconnect, s.ranks,
+       k.collective, k.algorithm, k.bytes, k.stat, k.first_day, k.last_day, k.n_total, k.value_total
 FROM collectives_keys k JOIN run_series s ON s.id = k.series_id;
 
 -- One SQL statement, STABLE: the planner inlines it, so a panel's WHERE on the
--- series columns and stat reaches the keys before any probe.
+-- series columns and stat reaches the keys before any probe. Each probe sits
+-- behind a test on the key's days (a one-time filter): the end of a range after
+-- the key's last night is its totals, and a range starting before its first
+-- night subtracts nothing.
 CREATE FUNCTION collectives_between(t_from timestamptz, t_to timestamptz)
 RETURNS TABLE (system text, app text, workload text, variant text, stack text, interconnect text, ranks integer,
                collective text, algorithm text, bytes bigint, stat text, n bigint, value_sum double precision)
 LANGUAGE sql STABLE AS $$
 SELECT k.system, k.app, k.workload, k.variant, k.stack, k.interconnect, k.ranks,
        k.collective, k.algorithm, k.bytes, k.stat,
-       e.n_cum - coalesce(b.n_cum, 0), e.value_cum - coalesce(b.value_cum, 0)
+       coalesce(e.n_cum, k.n_total) - coalesce(b.n_cum, 0), coalesce(e.value_cum, k.value_total) - coalesce(b.value_cum, 0)
 FROM v_collectives_keys k
-CROSS JOIN LATERAL (SELECT c.n_cum, c.value_cum FROM v_collectives_cum c
-                    WHERE (c.series_id, c.collective, c.algorithm, c.bytes, c.stat)
-                        = (k.series_id, k.collective, k.algorithm, k.bytes, k.stat) AND c.day <= t_to
-                    ORDER BY c.day DESC LIMIT 1) e
 LEFT JOIN LATERAL (SELECT c.n_cum, c.value_cum FROM v_collectives_cum c
-                   WHERE (c.series_id, c.collective, c.algorithm, c.bytes, c.stat)
-                       = (k.series_id, k.collective, k.algorithm, k.bytes, k.stat) AND c.day <= t_from - interval '1 day'
+                   WHERE k.last_day > t_to AND c.key_id = k.key_id AND c.day <= t_to
+                   ORDER BY c.day DESC LIMIT 1) e ON true
+LEFT JOIN LATERAL (SELECT c.n_cum, c.value_cum FROM v_collectives_cum c
+                   WHERE k.first_day <= t_from - interval '1 day' AND c.key_id = k.key_id
+                     AND c.day <= t_from - interval '1 day'
                    ORDER BY c.day DESC LIMIT 1) b ON true
 WHERE k.last_day > t_from - interval '1 day' AND k.first_day <= t_to
-  AND e.n_cum > coalesce(b.n_cum, 0)
+  AND coalesce(e.n_cum, k.n_total) > coalesce(b.n_cum, 0)
 $$;
