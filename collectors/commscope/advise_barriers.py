@@ -32,27 +32,31 @@ Removing the barrier also removes the instrumentation around each call,
 which MPI_Barrier's exclusive time does not hold. When the barrier has a region
 of its own with nothing else in it (cgsolve's `debug_barrier`), each call makes
 four Caliper events: region begin, MPI_Barrier begin, MPI_Barrier end, region
-end. Caliper takes each event's snapshot in the context before the event, so an
-event's work before its timestamp counts to the old context and its work after
-to the new one. The region's own (exclusive) time thus holds four half-events
+end. Caliper takes each event's snapshot in the context before the event
+(pre_begin_evt / pre_end_evt in Caliper::begin / Caliper::end), so an event's
+work before its timestamp counts to the old context and its work after to the
+new one. The region's own (exclusive) time thus holds four half-events
 (after its begin, before the MPI begin, after the MPI end, before its end), the
 barrier's time two (inside latency already), and the parent two: before the
 region begin and after the region end, half as much as the region's own time.
 So the annotations cost the region's own time times 1.5, paid on every rank at
-every call. Measured on cgsolve at 2 ranks (Open MPI 4.1, Caliper 2.14,
-collectors/bench/barrier_advice.py): the region's own time was 0.4-0.55 us per
-call against 0.5-0.75 us of barrier latency, the parent's own time was
-0.2-0.3 us per call larger with the barriers than without (half the region's
-own time, as argued), and the latency alone predicted 0.4 of the measured drop
-of main/timestep. So
+every call. Measured on cgsolve --n 12,12,12 at 2 ranks
+(collectors/bench/barrier_advice.py, Open MPI 4.1 + Caliper 2.14): the
+region's own time was 0.7 us per call against 1.0 us of barrier latency, the
+parent's own time was 0.37-0.38 us per call larger with the barriers than
+without (half the region's own time, as argued; 0.43-0.44 against 0.42 on
+MPICH 4.0 + Caliper 2.12), and the latency alone predicted 0.43-0.52 of the
+measured drop of main/timestep. So
 
     predicted saving = barrier time min over ranks + 1.5 x the barrier region's own time (avg over ranks),
 
 summed over the likely debugging sites, is the predicted drop of every rank's
 time in the loop of the run as profiled. A barrier without a region of its
 own gets no such term: the wrapper's half-events outside MPI_Barrier's time
-leave no trace in the profile. A run without Caliper saves the latency alone
-(`latency` in each site), since it pays no annotation. It is an estimate,
+leave no trace in the profile. A run without Caliper saves about the latency
+alone (`latency` in each site), since it pays no annotation (measured: the
+latency was 1.1-1.4 times that saving, as it still holds the MPI wrapper's
+half-events). It is an estimate,
 not a bound: skew that the barriers kept apart can cancel once they are gone
 (the saving is then larger), and when different ranks arrive last at different
 calls the minimum over ranks' totals holds some skew (the prediction is then
