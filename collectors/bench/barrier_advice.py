@@ -21,7 +21,8 @@ of about 0.3-0.5 ms), makes the barriers 20-40% of the loop, so the saving is
 large against the run-to-run jitter of the undisturbed runs, and a run is short
 enough that most runs are undisturbed. It is the regime the reservoir study
 was in: a strong-scaled solve whose subdomains are small, so each iteration is
-latency-bound. --n 24,24,24 (barriers about 2% of the loop) shows how the
+latency-bound. --n 24,24,24 (barriers about 10% of an undisturbed 3.5 ms loop,
+which most runs on a shared 2-core machine do not get) shows how the
 figure degrades when the saving is small against noise.
 
 Both sides are compared on the medians of all runs by default, with a
