@@ -223,3 +223,31 @@ def test_deliberate_imbalance_is_blamed_and_the_balanced_run_is_not(dsn):
     compute = next(g for g in imb["regions"] if g["path"] == "main/timestep/compute")
     assert compute["slowest_rank"] in (0, 3)
     assert "IMBALANCE, not the network" in r.stdout
+
+
+OVERLAP_IMBALANCED = DATA / "halo3d-overlap-pml32-xlo-n2.comm-stats.cali"
+OVERLAP_BALANCED = DATA / "halo3d-overlap-pml32-xboth-n2.comm-stats.cali"
+
+
+def test_overlap_at_two_ranks_blames_the_one_sided_layer_and_not_the_two_sided_one(dsn):
+    """Two real 2-rank `overlap` runs (no oversubscription on 2 cores) that differ
+    only in --pml-faces: x- gives rank 0 the absorbing layer and rank 1 none;
+    x-,x+ gives both the same layer. The first one's waits are blamed on
+    imbalance, the second one's on the network. overlap polls the exchange
+    inside its interior compute, so the loop's MPI time, not the completing
+    region's alone, is what the excess is set against."""
+    campaign, ids = ingest_campaign(dsn, [OVERLAP_IMBALANCED, OVERLAP_BALANCED])
+    r = advise(dsn, f"campaign:{campaign}")
+    assert r.returncode == 0, r.stderr
+    rows = {run_id: s for _, run_id, s, _ in stored(dsn)}
+    for src in (OVERLAP_IMBALANCED, OVERLAP_BALANCED):
+        check_run(rows[ids[str(src)]], expected(src))
+    imb, bal = rows[ids[str(OVERLAP_IMBALANCED)]], rows[ids[str(OVERLAP_BALANCED)]]
+    assert imb["variant"] == bal["variant"] == "overlap"
+    assert imb["waits"] == {"main/timestep/halo_exchange": "imbalance"}
+    assert bal["waits"] == {"main/timestep/halo_exchange": "network"}
+    polls = next(g for g in imb["regions"] if g["path"] == "main/timestep/compute_interior")
+    assert polls["kind"] == "compute" and polls["mpi_avg"] > 0          # MPI_Testall, counted in the loop's MPI time
+    # rank 0 carries the layer: it is the slowest in the interior pass, and the load balance is the worse one
+    assert polls["slowest_rank"] == 0
+    assert imb["load_balance"] < bal["load_balance"]

@@ -113,7 +113,7 @@ def main():
         rows.append({"run_id": o.run_id, "setting": setting, "variant": o.label, "cause": halo.cause,
                      "excess": halo.excess, "exposed": o.exposed, "halo_wait": halo.mpi_avg,
                      "explained": halo.explained, "loop": o.loop_time, "efficiency": o.efficiency,
-                     "corr": o.rank_corr, "compute_imbalance": max((u.imbalance or 0) for u in users)})
+                     "corr": o.rank_corr, "load_balance": o.load_balance, "compute_imbalance": max((u.imbalance or 0) for u in users)})
     print(f"{'setting':11}{'variant':12}{'right':>6}{'imbalance':>10}{'network':>8}{'max/avg':>8}{'excess ms':>10}"
           f"{'MPI ms':>8}{'halo ms':>8}{'explained':>10}{'loop ms':>8}{'eff.':>6}{'corr':>6}")
     med = statistics.median
