@@ -45,10 +45,13 @@ inclusive time), its comm.stats (v_comm_stats) and its per-rank groups
   partners on an oversubscribed or shared machine, dominates). This is the
   POP methodology's split of parallel efficiency: load balance
   mean(USER)/max(USER) loses `excess`, communication efficiency
-  max(USER)/loop loses `floor` (loop - max USER = the least-waiting rank's
-  wait), and the verdict names the larger loss. Both are in the summary. The run-level check
-  beside it: across ranks, the correlation of USER time with MPI time is
-  strongly negative when the ranks that compute most wait least.
+  max(USER)/loop loses `floor` (loop - max USER ~ the least-waiting rank's
+  wait), and the verdict names the larger loss; `load_balance` is in the
+  summary. On a shared machine the floor also holds the time a partner was
+  descheduled, which wall-clock profiles cannot tell from the transfer (see
+  collectors/README.md for what that did to the measured verdicts). The
+  run-level check beside it: across ranks, the correlation of USER time with
+  MPI time is strongly negative when the ranks that compute most wait least.
 """
 from __future__ import annotations
 
