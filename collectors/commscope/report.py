@@ -101,6 +101,12 @@ def figure(panel: P.Panel, cols: list[str], rows: list[tuple]):
                                          mode="lines+markers", name=str(name)))
         fig.update_xaxes(title=spec["x"], type="log" if spec.get("log_x") else None)
         fig.update_yaxes(title=", ".join(ys), type="log" if spec.get("log_y") else None)
+        days = {xconv(r[idx[spec["x"]]]) for r in rows} if kind == "line" else set()
+        if len(days) == 1:
+            # One night only (the panels plot whole days): plotly would zoom its axis to a millisecond around
+            # it; show the day before and after instead.
+            (day,) = days
+            fig.update_xaxes(range=[day - dt.timedelta(days=1), day + dt.timedelta(days=1)])
     elif kind == "bar":
         for y in ys:
             fig.add_trace(go.Bar(x=[str(r[idx[spec["x"]]]) for r in rows], y=[_num(r[idx[y]]) for r in rows], name=y))
