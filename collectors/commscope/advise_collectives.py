@@ -120,6 +120,7 @@ class Tuning:
     bands: dict = field(default_factory=dict)      # coll -> [Band]
     table: dict = field(default_factory=dict)      # coll -> {bytes: {algorithm: best us over repeats}}
     sources: list = field(default_factory=list)
+    unexpressible: list = field(default_factory=list)   # bands the stack's tuning input cannot name, left default
 
     def predicted(self) -> dict:
         """Per collective: the measured default and best time summed over the
@@ -375,6 +376,60 @@ def mpich_default_tree(library: Path) -> dict:
     raise BadInput(f"{library}: no MPIR collective selection tree inside (not an MPICH 4 or later library?)")
 
 
+# The parameters an algorithm container takes in MPICH's selection JSON
+# (src/mpi/coll/src/csel_container.c, parse_container_param), at the values of
+# their CVARs' defaults (MPIR_CVAR_<COLL>_TREE_KVAL=2, _RECEXCH_KVAL=2,
+# _TREE_TYPE=kary (MPIR_TREE_TYPE_KARY = 0), chunk sizes 0, or 8192 for the
+# pipelined Bcast tree). MPICH allocates a container with malloc and sets only
+# the parameters the file names, so an algorithm written as `{}` runs with
+# whatever the heap held: PyPI MPICH 5.0.1 died of SIGFPE (k = 0) with tree and
+# recexch Allreduce written so. The Bcast tree's parser stores
+# `is_non_blocking=` into k (atoi of the text after "k="), so k comes last.
+MPICH_PARAMS = {
+    "MPIR_Allreduce_intra_tree": {"tree_type": 0, "k": 2, "chunk_size": 0, "buffer_per_child": 0},
+    "MPIR_Allreduce_intra_recexch": {"k": 2, "single_phase_recv": 0},
+    "MPIR_Allreduce_intra_k_reduce_scatter_allgather": {"k": 2, "single_phase_recv": 0},
+    "MPIR_Bcast_intra_tree": {"tree_type": 0, "is_non_blocking": 1, "k": 2},
+    "MPIR_Bcast_intra_pipelined_tree": {"tree_type": 0, "is_non_blocking": 1, "chunk_size": 8192,
+                                        "recv_pre_posted": 0, "k": 2},
+    "MPIR_Barrier_intra_k_dissemination": {"k": 2},
+    "MPIR_Barrier_intra_recexch": {"k": 2},
+    "MPIR_Allgather_intra_k_brucks": {"k": 2},
+    "MPIR_Alltoall_intra_k_brucks": {"k": 2},
+}
+
+
+def mpich_algorithm(coll: str, name: str) -> dict:
+    """One algorithm container of the selection JSON, with its parameters."""
+    fn = mpich_function(coll, name)
+    return {f"algorithm={fn}": {f"{k}={v}": {} for k, v in MPICH_PARAMS.get(fn, {}).items()}}
+
+
+def mpich_known_algorithms(library: Path) -> set[str]:
+    """The algorithm containers an MPICH library's selection JSON can name
+    (the keys its csel_container.c recognises, as strings in the library).
+    MPICH 4.0 can be forced through its CVAR to algorithms its JSON parser
+    does not know (Allreduce tree, recexch, ring), and stops at MPI_Init
+    ("unrecognized key") on a file that names one."""
+    try:
+        data = library.read_bytes()
+    except OSError as e:
+        raise BadInput(f"{library}: cannot read the MPICH library ({e.strerror})") from None
+    return {m.decode() for m in re.findall(rb"algorithm=(MPIR_\w+)\0", data)}
+
+
+def mpich_express(t: Tuning, known: set[str]) -> None:
+    """Bands whose best algorithm this MPICH's JSON cannot name go back to the
+    library's default, and are listed in t.unexpressible (reported, not hidden)."""
+    for coll, bands in t.bands.items():
+        for b in bands:
+            if b.algorithm != DEFAULT and mpich_function(coll, b.algorithm) not in known:
+                t.unexpressible.append(f"{coll} {b.lo}-{'inf' if b.hi is None else b.hi} B: {b.algorithm} "
+                                       f"({mpich_function(coll, b.algorithm)} is not in this MPICH's selection "
+                                       "JSON; the band keeps the library's default)")
+                b.algorithm, b.best_us = DEFAULT, b.default_us
+
+
 def mpich_json(t: Tuning, default_tree: dict) -> dict:
     tree = json.loads(json.dumps(default_tree))  # a copy
     for coll, bands in t.tuned_bands().items():
@@ -390,7 +445,7 @@ def mpich_json(t: Tuning, default_tree: dict) -> dict:
         for b in t.bands[coll]:
             cond = f"{measure}=any" if b.hi is None else f"{measure}<={b.hi * scale}"
             sized[cond] = (json.loads(json.dumps(default_intra)) if b.algorithm == DEFAULT
-                           else {f"algorithm={mpich_function(coll, b.algorithm)}": {}})
+                           else mpich_algorithm(coll, b.algorithm))
         branch = {}
         if t.ranks > 1:
             branch[f"comm_size<={t.ranks - 1}"] = json.loads(json.dumps(default_intra))
@@ -444,7 +499,9 @@ def render(t: Tuning, outdir: Path, mpich_library: Path | None = None) -> dict:
         if mpich_library is None:
             raise BadInput(f"{t.stack}: the MPICH tuning file needs the library's own tree: pass --mpich-library")
         path = base.with_suffix(".json")
-        files[path] = json.dumps(mpich_json(t, mpich_default_tree(mpich_library)), indent=1) + "\n"
+        default_tree = mpich_default_tree(mpich_library)
+        mpich_express(t, mpich_known_algorithms(mpich_library))
+        files[path] = json.dumps(mpich_json(t, default_tree), indent=1) + "\n"
         env = mpich_env(path.resolve(), t)
     else:
         env = impi_env(t)
@@ -474,6 +531,7 @@ def describe(t: Tuning) -> list[str]:
             hi = "inf" if b.hi is None else str(b.hi)
             gain = b.default_us / b.best_us if b.best_us else 1.0
             lines.append(f"    {b.lo:>9}-{hi:<9} B  {b.algorithm:<28} {gain:5.2f}x  (sizes {b.sizes[0]}..{b.sizes[-1]})")
+    lines += [f"  not expressible: {u}" for u in t.unexpressible]
     return lines
 
 
@@ -484,7 +542,7 @@ def summary(t: Tuning, written: dict | None = None, measured: dict | None = None
                       for c, bands in t.bands.items()},
             "predicted": t.predicted(), "measured": measured or {},
             "env": (written or {}).get("env", {}), "files": (written or {}).get("files", []),
-            "sources": t.sources[:50]}
+            "sources": t.sources[:50], "unexpressible": t.unexpressible}
 
 
 def advice_text(t: Tuning, measured: dict | None = None) -> str:
