@@ -74,7 +74,9 @@ def expected(source: Path) -> dict:
             (mpi if p[-1].startswith("MPI_") else user)[r] += t(rec)
     excess = max(user.values()) - statistics.mean(user.values())     # the compute excess, per rank
     # set against all of the loop's MPI time (the polls inside overlap's interior hold part of the transfer)
-    causes = {n: ("imbalance" if excess / exposed >= 0.5 else "network")
+    # imbalance: the larger loss (share >= 0.5) and a material one (POP load balance below 0.8)
+    balance = statistics.mean(user.values()) / max(user.values())
+    causes = {n: ("imbalance" if excess / exposed >= 0.5 and balance < 0.8 else "network")
               for n, g in regions.items() if g["kind"] == "comm" and g["mpi_avg"]}
     gaps = [float(rec["avg#cs.irecv_gap.avg"]) for _, p, rec in inside
             if p == loop + ["halo_exchange", "halo"] and "avg#cs.irecv_gap.avg" in rec]
@@ -206,10 +208,14 @@ IMBALANCED = DATA / "halo3d-blocking-pml16-n4.comm-stats.cali"
 BALANCED = DATA / "halo3d-blocking-pml0-n4.comm-stats.cali"
 
 
-def test_deliberate_imbalance_is_blamed_and_the_balanced_run_is_not(dsn):
-    """Two real runs that differ only in --pml-width (16: the end subdomains of a
-    4x1x1 grid carry the absorbing layer's x planes; 0: no layer): the halo
-    wait of the first is blamed on imbalance, of the second on the network."""
+def test_an_immaterial_imbalance_is_not_blamed(dsn):
+    """Two real 4-rank runs that differ only in --pml-width (16: the end
+    subdomains of a 4x1x1 grid carry the absorbing layer's x planes; 0: no
+    layer). With the layer on all six faces every rank carries the y and z
+    layers, so the end ranks have only a little more work: POP load balance
+    0.81 against 0.82. The imbalance explains most of the first run's wait,
+    but it is not material (balance above 0.8), so neither wait is blamed on
+    it; the end ranks are still named the slowest."""
     campaign, ids = ingest_campaign(dsn, [IMBALANCED, BALANCED])
     r = advise(dsn, f"campaign:{campaign}")
     assert r.returncode == 0, r.stderr
@@ -217,12 +223,16 @@ def test_deliberate_imbalance_is_blamed_and_the_balanced_run_is_not(dsn):
     for src in (IMBALANCED, BALANCED):
         check_run(rows[ids[str(src)]], expected(src))
     imb, bal = rows[ids[str(IMBALANCED)]], rows[ids[str(BALANCED)]]
-    assert imb["waits"] == {"main/timestep/halo_exchange": "imbalance"}
+    assert 0.8 < imb["load_balance"] < 0.82 and 0.8 < bal["load_balance"] < 0.83, (imb["load_balance"],
+                                                                                    bal["load_balance"])
+    halo = next(g for g in imb["regions"] if g["path"] == "main/timestep/halo_exchange")
+    assert halo["explained"] >= 0.5                      # the larger loss, yet immaterial
+    assert imb["waits"] == {"main/timestep/halo_exchange": "network"}
     assert bal["waits"] == {"main/timestep/halo_exchange": "network"}
     # the end ranks (0 and 3) are the slowest in compute when they carry the layer
     compute = next(g for g in imb["regions"] if g["path"] == "main/timestep/compute")
     assert compute["slowest_rank"] in (0, 3)
-    assert "IMBALANCE, not the network" in r.stdout
+    assert "IMBALANCE, not the network" not in r.stdout
 
 
 OVERLAP_IMBALANCED = DATA / "halo3d-overlap-pml32-xlo-n2.comm-stats.cali"

@@ -39,10 +39,16 @@ inclusive time), its comm.stats (v_comm_stats) and its per-rank groups
   compute region's (max - avg), which overcounts when different ranks are
   slow in different regions.
   explained = excess / exposed. When it is at least IMBALANCE_SHARE (the
-  imbalance is the larger part, excess >= floor) the loop's communication
+  imbalance is the larger part, excess >= floor) and the imbalance is
+  material, POP load balance below MATERIAL_BALANCE (POP's usual 0.8 line:
+  an efficiency under 80% is worth fixing), the loop's communication
   regions are flagged `imbalance` (balancing the load would remove most of
   the wait); otherwise `network` (the transfer, or waiting for descheduled
-  partners on an oversubscribed or shared machine, dominates). This is the
+  partners on an oversubscribed or shared machine, dominates). Without the
+  materiality test a quiet machine blamed balanced runs: the loop's MPI time
+  is then so small that chance differences between ranks with the same work
+  (load balance 0.85-0.96) outweigh it. Spot profiles, without per-rank
+  USER times, have no load balance and use the share alone. This is the
   POP methodology's split of parallel efficiency: load balance
   mean(USER)/max(USER) loses `excess`, communication efficiency
   max(USER)/loop loses `floor` (loop - max USER ~ the least-waiting rank's
@@ -63,6 +69,7 @@ from .advise_barriers import SERIES, stored_runs
 
 POLLS = {"MPI_Test", "MPI_Testall", "MPI_Testany", "MPI_Testsome", "MPI_Iprobe", "MPI_Win_test"}
 IMBALANCE_SHARE = 0.5   # excess / wait at or above which a wait is blamed on imbalance
+MATERIAL_BALANCE = 0.8  # POP load balance below which an imbalance is worth fixing
 
 
 class NoOverlapData(LookupError):
@@ -125,7 +132,8 @@ class RunOverlap:
                 "waits": {r.path: r.cause for r in self.regions if r.kind == "comm"},
                 "regions": [r.as_dict() for r in self.regions],
                 "model": "efficiency = 1 - exposed/exposed_blocking; the waits are 'imbalance' when max - mean over "
-                         f"ranks of USER time is >= {IMBALANCE_SHARE} of the loop's average MPI time"}
+                         f"ranks of USER time is >= {IMBALANCE_SHARE} of the loop's average MPI time and the POP load "
+                         f"balance mean/max of USER time is below {MATERIAL_BALANCE}"}
 
     def text(self) -> str:
         i = self.info
@@ -196,15 +204,16 @@ def analyse(nodes: list[Node], rank_groups: list[tuple], comm_gaps: dict, run_id
         excess = sum(r.time_max - r.time_avg for r in regions if r.kind == "compute")
     # The excess is loop-wide, so it is set against the loop's whole MPI time: in overlap and rma the transfer
     # progresses inside the interior's polls, and the completing region alone holds only what is left of it.
+    balance = statistics.mean(users) / max(users) if len(users) > 1 and max(users) > 0 else None
+    material = balance is None or balance < MATERIAL_BALANCE
     for r in regions:
         if r.kind == "comm" and r.mpi_avg and exposed:
             r.excess = excess
             r.explained = excess / exposed
-            r.cause = "imbalance" if r.explained >= IMBALANCE_SHARE else "network"
+            r.cause = "imbalance" if r.explained >= IMBALANCE_SHARE and material else "network"
     gaps = [g for p, g in comm_gaps.items() if p.startswith(loop + "/") and g is not None]
     ranks = sorted(rank_groups)
     corr = _corr([g[1] for g in ranks], [g[2] for g in ranks])
-    balance = statistics.mean(users) / max(users) if len(users) > 1 and max(users) > 0 else None
     return RunOverlap(run_id, label, info, loop, loop_time, exposed, loop_time - exposed, regions,
                       statistics.mean(gaps) if gaps else None, corr, balance)
 
