@@ -36,8 +36,8 @@ def test_load_thicket_selects_runs_and_carries_their_metadata(store):
     assert set(tk.metadata["system"]) == {"testbox"}
     assert {"time", "time (inc)", "time (max)", "imbalance"} <= set(tk.dataframe.columns)
     assert len(tk.profile) == len(expected)
-    # Adiak metadata comes along
-    assert set(tk.metadata["pml_width"]) == {"3"}
+    # Adiak metadata comes along: the runtime-profile pair ran with --pml-width 3, the 2-rank comm-stats pair with 32
+    assert set(tk.metadata["pml_width"]) == {"3", "32"}
 
 
 def test_stored_call_tree_equals_hatchet_on_the_original_file(store):
