@@ -55,8 +55,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "ci"))
-import mpi_stacks  # noqa: E402
 import suite  # noqa: E402
+from _caliper_build import caliper_build  # noqa: E402
 
 from commscope import advise_barriers as ab, profiles, records  # noqa: E402
 
@@ -81,16 +81,7 @@ def main():
                          "hatchet-region-profile,profile.mpi,region.count,output.format=cali)")
     ap.add_argument("--store", action="store_true", help="ingest the profiles and run commscope advise barriers")
     args = ap.parse_args()
-    if not args.caliper_prefix:
-        sys.exit("bench: error: set --caliper-prefix or COMMSCOPE_CALIPER_PREFIX to a Caliper+Adiak install")
-    stack = mpi_stacks.by_name(args.stack)
-    if not stack.present():
-        sys.exit(f"bench: error: --stack {stack.name} is not installed; run bash ci/setup.sh")
-    bdir = suite.build(stack, caliper="ON", build_dir=suite.BUILD / f"{stack.name}-caliper-bench",
-                       extra=[f"-DCMAKE_PREFIX_PATH={args.caliper_prefix}"])
-    args.out.mkdir(parents=True, exist_ok=True)
-    for f in args.out.iterdir():
-        f.unlink()
+    stack, bdir = caliper_build(args.stack, args.caliper_prefix, args.out)
     load0 = os.getloadavg()
     t0 = time.monotonic()
     # (barriers, under Caliper) -> runs; the four settings alternate, their order reversed every other repeat

@@ -37,8 +37,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "ci"))
-import mpi_stacks  # noqa: E402
 import suite  # noqa: E402
+from _caliper_build import caliper_build  # noqa: E402
 
 from commscope import advise_overlap as ao, db  # noqa: E402
 
@@ -59,16 +59,7 @@ def main():
     ap.add_argument("--json", type=Path, help="write every run's figures here")
     ap.add_argument("--out", type=Path, default=Path("/tmp/commscope-overlap-advice"))
     args = ap.parse_args()
-    if not args.caliper_prefix:
-        sys.exit("bench: error: set --caliper-prefix or COMMSCOPE_CALIPER_PREFIX to a Caliper+Adiak install")
-    stack = mpi_stacks.by_name(args.stack)
-    if not stack.present():
-        sys.exit(f"bench: error: --stack {stack.name} is not installed; run bash ci/setup.sh")
-    bdir = suite.build(stack, caliper="ON", build_dir=suite.BUILD / f"{stack.name}-caliper-bench",
-                       extra=[f"-DCMAKE_PREFIX_PATH={args.caliper_prefix}"])
-    args.out.mkdir(parents=True, exist_ok=True)
-    for f in args.out.iterdir():
-        f.unlink()
+    stack, bdir = caliper_build(args.stack, args.caliper_prefix, args.out)
     settings = {"imbalanced": args.imbalanced_faces, "balanced": args.balanced_faces}
     load0, t0, loads = os.getloadavg(), time.monotonic(), []
     for i in range(args.repeats):
