@@ -208,6 +208,19 @@ IMBALANCED = DATA / "halo3d-blocking-pml16-n4.comm-stats.cali"
 BALANCED = DATA / "halo3d-blocking-pml0-n4.comm-stats.cali"
 
 
+def advise_pair(dsn, imbalanced: Path, balanced: Path):
+    """Ingest two real runs as one campaign and advise on it: (the CLI's result,
+    the imbalanced run's stored summary, the balanced one's), each summary
+    checked against its Caliper records."""
+    campaign, ids = ingest_campaign(dsn, [imbalanced, balanced])
+    r = advise(dsn, f"campaign:{campaign}")
+    assert r.returncode == 0, r.stderr
+    rows = {run_id: s for _, run_id, s, _ in stored(dsn)}
+    for src in (imbalanced, balanced):
+        check_run(rows[ids[str(src)]], expected(src))
+    return r, rows[ids[str(imbalanced)]], rows[ids[str(balanced)]]
+
+
 def test_an_immaterial_imbalance_is_not_blamed(dsn):
     """Two real 4-rank runs that differ only in --pml-width (16: the end
     subdomains of a 4x1x1 grid carry the absorbing layer's x planes; 0: no
@@ -216,13 +229,7 @@ def test_an_immaterial_imbalance_is_not_blamed(dsn):
     0.81 against 0.82. The imbalance explains most of the first run's wait,
     but it is not material (balance above 0.8), so neither wait is blamed on
     it; the end ranks are still named the slowest."""
-    campaign, ids = ingest_campaign(dsn, [IMBALANCED, BALANCED])
-    r = advise(dsn, f"campaign:{campaign}")
-    assert r.returncode == 0, r.stderr
-    rows = {run_id: s for _, run_id, s, _ in stored(dsn)}
-    for src in (IMBALANCED, BALANCED):
-        check_run(rows[ids[str(src)]], expected(src))
-    imb, bal = rows[ids[str(IMBALANCED)]], rows[ids[str(BALANCED)]]
+    r, imb, bal = advise_pair(dsn, IMBALANCED, BALANCED)
     assert 0.8 < imb["load_balance"] < 0.82 and 0.8 < bal["load_balance"] < 0.83, (imb["load_balance"],
                                                                                     bal["load_balance"])
     halo = next(g for g in imb["regions"] if g["path"] == "main/timestep/halo_exchange")
@@ -246,13 +253,7 @@ def test_overlap_at_two_ranks_blames_the_one_sided_layer_and_not_the_two_sided_o
     imbalance, the second one's on the network. overlap polls the exchange
     inside its interior compute, so the loop's MPI time, not the completing
     region's alone, is what the excess is set against."""
-    campaign, ids = ingest_campaign(dsn, [OVERLAP_IMBALANCED, OVERLAP_BALANCED])
-    r = advise(dsn, f"campaign:{campaign}")
-    assert r.returncode == 0, r.stderr
-    rows = {run_id: s for _, run_id, s, _ in stored(dsn)}
-    for src in (OVERLAP_IMBALANCED, OVERLAP_BALANCED):
-        check_run(rows[ids[str(src)]], expected(src))
-    imb, bal = rows[ids[str(OVERLAP_IMBALANCED)]], rows[ids[str(OVERLAP_BALANCED)]]
+    r, imb, bal = advise_pair(dsn, OVERLAP_IMBALANCED, OVERLAP_BALANCED)
     assert imb["variant"] == bal["variant"] == "overlap"
     assert imb["waits"] == {"main/timestep/halo_exchange": "imbalance"}
     assert bal["waits"] == {"main/timestep/halo_exchange": "network"}
