@@ -164,9 +164,10 @@ def test_collsweep_sizes_range_list_and_iteration_cut():
             lo, avg, hi = (r.out.foms[f"{c}_{s}B_t_{k}"][0] for k in ("min", "avg", "max"))
             assert 0 < lo <= avg <= hi, (c, s, lo, avg, hi)
             assert r.out.foms[f"{c}_{s}B_busbw"][1] == "MB/s"
-    # 30 timed + 10% (at least --warmup 1) warm-up calls per size, each checked.
+    # 30 timed + 10% (at least --warmup 1) warm-up calls per size, plus one
+    # untimed call checked in full, each checked.
     assert r.out.params["iterations.allreduce_8B"] == "30 timed, 3 warm-up"
-    assert r.out.verify["checked_calls"][1] == str(2 * 4 * 33)
+    assert r.out.verify["checked_calls"][1] == str(2 * 4 * 34)
     # IMB's cut: a 64 KiB size with --volume 1 MiB runs 16 timed calls.
     cut = suite.run(stack, bdir, "collsweep", ["--coll", "alltoall", "--sizes", "8,64K", "--volume", "1048576"], 2)
     assert not suite.problems(cut), suite.problems(cut)
@@ -222,9 +223,27 @@ def test_collsweep_forced_algorithm_is_the_one_that_runs(name, env, args):
 def test_collsweep_verification_catches_a_wrong_reduction(tmp_path):
     stack = stack_or_skip("debian-openmpi4")
     bdir = suite.build(stack, build_dir=tmp_path / "faulty", extra=["-DCMAKE_C_FLAGS=-DCOMMSCOPE_CORRUPT_REDUCTION"])
-    r = suite.run(stack, bdir, "collsweep", ["--coll", "allreduce,bcast", "--sizes", "8,64", "--iters", "10"], 2)
-    assert r.returncode == 0
-    assert r.out.verify["wrong_elements"][0] == "FAIL" and int(r.out.verify["wrong_elements"][1]) > 0
+    for datatype in ("double", "float"):
+        r = suite.run(stack, bdir, "collsweep", ["--coll", "allreduce,bcast", "--sizes", "8,64", "--iters", "10",
+                                                 "--datatype", datatype], 2)
+        assert r.returncode == 0
+        assert r.out.verify["wrong_elements"][0] == "FAIL" and int(r.out.verify["wrong_elements"][1]) > 0, datatype
+
+
+# IMB-MPI1's way (float reductions, buffers from MPI_Alloc_mem), on every
+# stack and on 3 ranks, where Allgather and Alltoall blocks are not a power of
+# two apart: every collective still verifies, and the header says how it ran.
+@pytest.mark.parametrize("name", STACK_NAMES)
+def test_collsweep_float_payload_in_mpi_alloc_mem_verifies(name):
+    stack = stack_or_skip(name)
+    bdir = suite.build(stack)
+    r = suite.run(stack, bdir, "collsweep", ["--sizes", "8,4K,12K", "--iters", "20", "--datatype", "float",
+                                             "--alloc", "mpi"], 3, timeout=120)
+    assert not suite.problems(r), suite.problems(r)
+    assert r.out.params["datatype"] == "float" and r.out.params["alloc"] == "mpi"
+    # 6 collectives: Barrier 20 timed + 10 warm-up; 5 with payload x 3 sizes x (20 + 10 + 1 full check)
+    assert r.out.verify["checked_calls"][1] == str(30 + 5 * 3 * 31)
+    assert set(r.out.foms) >= {f"{c}_12288B_t_avg" for c in ("bcast", "reduce", "allreduce", "allgather", "alltoall")}
 
 
 # ---- cgsolve ----------------------------------------------------------------

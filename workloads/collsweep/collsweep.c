@@ -12,8 +12,9 @@
  * Iteration counts and timing follow IMB-MPI1: at most --iters timed calls,
  * cut to --volume / size for large sizes, after a warm-up of a tenth of them
  * (at least --warmup); each call timed on its own, with a barrier between
- * calls. Every call's result is checked, outside the timed interval. The
- * payload changes with the call, so a stale buffer cannot pass. */
+ * calls. Every call's result is checked, outside the timed interval: the
+ * receive buffer is marked as not received before each call, so a stale
+ * buffer cannot pass. */
 #include "commscope.h"
 
 #include <ctype.h>
@@ -65,7 +66,7 @@ static long parse_bytes(const char *s, const char *whole)
     if (*end == 'B' || *end == 'b') end++;
     if (*end != '\0') cs_fail("--sizes: '%s' in '%s' is not a size (bytes, or with a K or M suffix)", s, whole);
     if (v < 8 || v % 8 != 0)
-        cs_fail("--sizes: %ld in '%s' is not a positive multiple of 8 bytes (payloads are doubles)", v, whole);
+        cs_fail("--sizes: %ld in '%s' is not a positive multiple of 8 bytes (a whole number of doubles)", v, whole);
     if (v > MAX_BYTES) cs_fail("--sizes: %ld in '%s' is above the limit of %ld bytes", v, whole, MAX_BYTES);
     return v;
 }
@@ -219,158 +220,145 @@ static void echo_library_controls(void)
 
 /* ---- the sweep -------------------------------------------------------------- */
 
-/* Payload value of element i from source a in call it: small integers, so
- * any reduction order sums them exactly. */
-static inline double pattern(long a, long i, long it) { return (double)((a * 131 + i * 7 + it * 13) % 1024); }
+/* Payload value of element i from source a: small integers, so any reduction
+ * order sums them exactly. */
+static inline double pattern(long a, long i) { return (double)((a * 131 + i * 7) % 1024); }
 
-/* Only the stamp elements of a payload change from call to call: the first
- * element of every 4 KiB and the last one. IMB sends the same buffer every
- * time, so the sender's data sits clean in the caches; rewriting all of it
- * before each call left it dirty in the sender's core and made large Bcasts
- * up to several times slower than IMB's. Changing one cache line per page
- * still makes every call's payload different, so a stale or missing result
- * fails the check, which reads every element. */
-#define STAMP 512
-static inline int stamped(long i, long n) { return i % STAMP == 0 || i == n - 1; }
-static inline double payload(long a, long i, long n, long it) { return pattern(a, i, stamped(i, n) ? it : 0); }
+/* The payload is written once per size and then left alone, as IMB leaves its
+ * buffers: the sender's data sits clean in the caches. Writing even one
+ * element per 4 KiB of the root's Bcast payload before each call left those
+ * lines dirty in the root's core, for the receiver to fetch from there, and
+ * made Bcasts of 4 KiB and more 1.2x slower than IMB's. What proves that each
+ * call delivered its result is the receive side: before each call, every rank
+ * marks its receive buffer as not received (-1) at the stamps, the first
+ * element of every 4 KiB and the last one, and after the call it compares the
+ * stamps with the expected result. Marking them costs the receiver nothing
+ * measurable: the lines are its own. */
+#define STAMP_BYTES 4096
 
+/* The payload's element type (--datatype): double, or float as IMB-MPI1
+ * reduces (MPICH 4.0's small float Allreduces are up to 1.25x slower than
+ * double ones of the same bytes). Every value is a small integer, exact in
+ * both. The expected result (ref) is kept as doubles. */
 typedef struct {
     MPI_Comm comm;
     int me, np;
-    double *send, *recv, *ref;
+    int is_float, esize, stamp; /* element type and size; elements per stamp */
+    MPI_Datatype type;
+    void *send, *recv;
+    double *ref;
     long wrong, calls;
     double t_comm;
 } sweep;
 
-/* Writes block[0..n) = add + mul x payload of source a in call it: every
- * element when `full`, else the stamps only (the rest does not depend on the
- * call). */
-static void fill(double *block, long a, long n, long it, double add, double mul, int full)
+static inline void put(const sweep *s, void *b, long i, double v)
 {
-    if (full) {
-        for (long i = 0; i < n; i++) block[i] = add + mul * payload(a, i, n, it);
-        return;
-    }
-    for (long i = 0; i < n; i += STAMP) block[i] = add + mul * payload(a, i, n, it);
-    block[n - 1] = add + mul * payload(a, n - 1, n, it);
+    if (s->is_float) ((float *)b)[i] = (float)v;
+    else ((double *)b)[i] = v;
+}
+static inline double get(const sweep *s, const void *b, long i)
+{
+    return s->is_float ? ((const float *)b)[i] : ((const double *)b)[i];
+}
+/* Block b of n elements in buffer `buf`. */
+static inline void *block_of(const sweep *s, void *buf, long b, long n) { return (char *)buf + b * n * s->esize; }
+
+/* Writes block[0..n) = add + mul x payload of source a. */
+static void fill(const sweep *s, void *block, long a, long n, double add, double mul)
+{
+    for (long i = 0; i < n; i++) put(s, block, i, add + mul * pattern(a, i));
+}
+static void fill_ref(double *block, long a, long n, double add, double mul)
+{
+    for (long i = 0; i < n; i++) block[i] = add + mul * pattern(a, i);
 }
 
 /* Marks block[0..n) as not received: -1 in every element when `full`, else
- * in the stamps only. Every call's stamps differ, so a call that leaves any
- * 4 KiB of the result unwritten still fails the check; rewriting all of the
- * receive buffer before each call, as this did before, left it dirty in the
- * receiver's core, which IMB's is not (its receive buffer is only written by
- * the previous call), and made large Bcasts 1.2-1.5x slower than IMB's. */
-static void poison(double *block, long n, int full)
+ * in the stamps only. Marking all of a large receive buffer before each call,
+ * as this once did, left it dirty in the receiver's core, which IMB's is not
+ * (it is only written by the previous call), and made large Bcasts 1.2-1.5x
+ * slower than IMB's. */
+static void poison(const sweep *s, void *block, long n, int full)
 {
-    if (full) {
-        for (long i = 0; i < n; i++) block[i] = -1.0;
-        return;
-    }
-    for (long i = 0; i < n; i += STAMP) block[i] = -1.0;
-    block[n - 1] = -1.0;
+    for (long i = 0; i < n; i += full ? 1 : s->stamp) put(s, block, i, -1.0);
+    put(s, block, n - 1, -1.0);
 }
 
-/* Prepares the buffers of call `it`: the send payload (all of it the first
- * time, `full`, then its stamps) and the receive buffer marked as not
- * received (poison). Returns the root it uses. */
-static int prepare(const sweep *s, double *snd, double *rcv, int coll, long n, long it, int full)
+/* The receive blocks of this rank in `coll`, as (first, count of blocks). */
+static void *received(const sweep *s, int coll, int root, int *blocks)
 {
-    int root = ROOT;
-    switch (coll) {
-    case BCAST:
-        if (s->me == root) fill(snd, root, n, it, 0.0, 1.0, full);
-        else poison(snd, n, full);
-        break;
-    case REDUCE:
-    case ALLREDUCE:
-        fill(snd, 0, n, it, (double)(s->me + 1), 1.0, full);
-        poison(rcv, n, full);
-        break;
-    case ALLGATHER:
-        fill(snd, s->me, n, it, 0.0, 1.0, full);
-        for (int r = 0; r < s->np; r++) poison(rcv + r * n, n, full);
-        break;
-    case ALLTOALL:
-        for (int d = 0; d < s->np; d++) fill(snd + d * n, (long)s->me * s->np + d, n, it, 0.0, 1.0, full);
-        for (int r = 0; r < s->np; r++) poison(rcv + r * n, n, full);
-        break;
-    }
-    return root;
+    *blocks = coll == ALLGATHER || coll == ALLTOALL ? s->np : 1;
+    if (coll == BCAST) return s->me == root ? NULL : s->send;
+    if (coll == REDUCE && s->me != root) return NULL;
+    return s->recv;
 }
 
-static void call(const sweep *s, double *snd, double *rcv, int coll, long n, int root)
-{
-    switch (coll) {
-    case BARRIER: MPI_Barrier(s->comm); break;
-    case BCAST: MPI_Bcast(snd, (int)n, MPI_DOUBLE, root, s->comm); break;
-    case REDUCE: MPI_Reduce(snd, rcv, (int)n, MPI_DOUBLE, MPI_SUM, root, s->comm); break;
-    case ALLREDUCE: MPI_Allreduce(snd, rcv, (int)n, MPI_DOUBLE, MPI_SUM, s->comm); break;
-    case ALLGATHER: MPI_Allgather(snd, (int)n, MPI_DOUBLE, rcv, (int)n, MPI_DOUBLE, s->comm); break;
-    case ALLTOALL: MPI_Alltoall(snd, (int)n, MPI_DOUBLE, rcv, (int)n, MPI_DOUBLE, s->comm); break;
-    }
-}
-
-/* Brings s->ref to the result this rank must hold after call `it` (all of
- * it when `full`, else its stamps); returns how many elements it covers. */
-static long expect(const sweep *s, int coll, long n, long it, int root, int full)
+/* Writes the payload of every rank's send buffer and the result this rank
+ * must receive (s->ref), once per size; returns how many elements the result
+ * has on this rank (0 where it receives nothing). */
+static long load_size(sweep *s, int coll, long n, int root)
 {
     double ranksum = (double)s->np * (s->np + 1) / 2;
     switch (coll) {
     case BCAST:
-        fill(s->ref, root, n, it, 0.0, 1.0, full);
-        return n;
+        if (s->me == root) fill(s, s->send, root, n, 0.0, 1.0);
+        fill_ref(s->ref, root, n, 0.0, 1.0);
+        return s->me == root ? 0 : n;
     case REDUCE:
-        if (s->me != root) return 0;
-        /* fall through */
     case ALLREDUCE:
-        fill(s->ref, 0, n, it, ranksum, s->np, full);
-        return n;
+        fill(s, s->send, 0, n, (double)(s->me + 1), 1.0);
+        fill_ref(s->ref, 0, n, ranksum, s->np);
+        return coll == REDUCE && s->me != root ? 0 : n;
     case ALLGATHER:
-        for (int r = 0; r < s->np; r++) fill(s->ref + r * n, r, n, it, 0.0, 1.0, full);
+        fill(s, s->send, s->me, n, 0.0, 1.0);
+        for (int r = 0; r < s->np; r++) fill_ref(s->ref + r * n, r, n, 0.0, 1.0);
         return n * s->np;
     case ALLTOALL:
-        for (int r = 0; r < s->np; r++) fill(s->ref + r * n, (long)r * s->np + s->me, n, it, 0.0, 1.0, full);
+        for (int d = 0; d < s->np; d++) fill(s, block_of(s, s->send, d, n), (long)s->me * s->np + d, n, 0.0, 1.0);
+        for (int r = 0; r < s->np; r++) fill_ref(s->ref + r * n, (long)r * s->np + s->me, n, 0.0, 1.0);
         return n * s->np;
     }
     return 0;
 }
 
-/* Counts wrong elements of this rank's result of call `it`, against the
- * expected result kept in s->ref: every element when `every`, else the stamps
- * of each block, which are what changes from call to call. Reading all of a
- * large result and of s->ref after every call evicted the message buffers from
- * the caches that IMB leaves warm between its calls (large Bcasts 1.1-1.3x
- * slower than IMB's); run_size reads every element on the first and the last
- * timed call of each size. */
-static long check(sweep *s, const double *snd, const double *rcv, int coll, long n, long it, int root, int full,
-                  int every)
+static void call(const sweep *s, void *snd, void *rcv, int coll, long n, int root)
 {
-    long m = expect(s, coll, n, it, root, full), bad = 0;
-    const double *got = coll == BCAST ? snd : rcv;
+    MPI_Datatype t = s->type;
+    switch (coll) {
+    case BARRIER: MPI_Barrier(s->comm); break;
+    case BCAST: MPI_Bcast(snd, (int)n, t, root, s->comm); break;
+    case REDUCE: MPI_Reduce(snd, rcv, (int)n, t, MPI_SUM, root, s->comm); break;
+    case ALLREDUCE: MPI_Allreduce(snd, rcv, (int)n, t, MPI_SUM, s->comm); break;
+    case ALLGATHER: MPI_Allgather(snd, (int)n, t, rcv, (int)n, t, s->comm); break;
+    case ALLTOALL: MPI_Alltoall(snd, (int)n, t, rcv, (int)n, t, s->comm); break;
+    }
+}
+
+/* Counts wrong elements of this rank's result against s->ref: every element
+ * when `every`, else the stamps of each block. */
+static long check(const sweep *s, const void *got, long m, long n, int every)
+{
+    long bad = 0;
     if (every)
-        for (long i = 0; i < m; i++) bad += got[i] != s->ref[i];
+        for (long i = 0; i < m; i++) bad += get(s, got, i) != s->ref[i];
     else
         for (long b = 0; b < m; b += n) {
-            for (long j = 0; j < n; j += STAMP) bad += got[b + j] != s->ref[b + j];
-            bad += got[b + n - 1] != s->ref[b + n - 1];
+            for (long j = 0; j < n; j += s->stamp) bad += get(s, got, b + j) != s->ref[b + j];
+            bad += get(s, got, b + n - 1) != s->ref[b + n - 1];
         }
-#ifdef COMMSCOPE_CORRUPT_REDUCTION
-    /* Test builds prove the check can fail: one wrong element per call. */
-    if (coll == ALLREDUCE) bad++;
-#endif
     return bad;
 }
 
 /* Per-rank mean time of one timed call, in seconds, over `iters` calls,
  * timed as IMB-MPI1 times its collectives (IMB_allreduce.c, IMB_bcast.c, ...):
  * each call between its own two MPI_Wtime calls, an MPI_Barrier between
- * calls (IMB's default -sync 1) and one buffer reused by every call (IMB's
- * default, off_cache off). What IMB does not do happens outside the timed
- * interval, before the barrier: this call's payload is stamped into the
- * buffers (prepare), and after the call its result is checked. So every call is
- * verified and none of that work is timed. Barrier moves no payload and is
- * timed as IMB times it, back to back. */
+ * calls (IMB's default -sync 1) and one send buffer reused by every call
+ * (IMB's default, off_cache off). What IMB does not do happens outside the
+ * timed interval, before the barrier: the receive buffer is marked at its
+ * stamps, and after the call they are checked. The first call of a size
+ * (warm-up) and one untimed call after the timed ones mark and check every
+ * element. So every call is verified and none of that work is timed. Barrier
+ * moves no payload and is timed as IMB times it, back to back. */
 static double run_size(sweep *s, int coll, long n, long iters, long warmup)
 {
     double t = 0;
@@ -382,27 +370,36 @@ static double run_size(sweep *s, int coll, long n, long iters, long warmup)
         for (long k = 0; k < iters; k++) MPI_Barrier(s->comm);
         t = MPI_Wtime() - t0;
         s->calls += warmup + iters;
-    } else {
-        long first_call = s->calls;
-        for (int timed = 0; timed < 2; timed++) {
-            long total = timed ? iters : warmup;
-            /* IMB's N_BARR: two barriers before the first call */
+        s->t_comm += t;
+        return t / iters;
+    }
+    int blocks;
+    void *got = received(s, coll, ROOT, &blocks);
+    long m = load_size(s, coll, n, ROOT);
+    /* warm-up, timed, then one untimed call; the first and the last call
+     * mark and check every element */
+    long phases[3] = {warmup, iters, 1};
+    int first = 1;
+    for (int phase = 0; phase < 3; phase++) {
+        /* IMB's N_BARR: two barriers before the first call */
+        MPI_Barrier(s->comm);
+        MPI_Barrier(s->comm);
+        for (long k = 0; k < phases[phase]; k++) {
+            int every = first || phase == 2;
+            first = 0;
+            if (got)
+                for (int b = 0; b < blocks; b++) poison(s, block_of(s, got, b, n), n, every);
             MPI_Barrier(s->comm);
-            MPI_Barrier(s->comm);
-            for (long k = 0; k < total; k++) {
-                /* warm-up payloads differ from the timed ones */
-                long it = timed ? k : iters + k;
-                prepare(s, s->send, s->recv, coll, n, it, s->calls == first_call);
-                MPI_Barrier(s->comm);
-                double t0 = MPI_Wtime();
-                call(s, s->send, s->recv, coll, n, ROOT);
-                double dt = MPI_Wtime() - t0;
-                if (timed) t += dt;
-                int full = s->calls == first_call;
-                s->wrong += check(s, s->send, s->recv, coll, n, it, ROOT, full,
-                                  full || (timed && k == total - 1));
-                s->calls++;
-            }
+            double t0 = MPI_Wtime();
+            call(s, s->send, s->recv, coll, n, ROOT);
+            double dt = MPI_Wtime() - t0;
+            if (phase == 1) t += dt;
+            if (got) s->wrong += check(s, got, m, n, every);
+#ifdef COMMSCOPE_CORRUPT_REDUCTION
+            /* Test builds prove the check can fail: one wrong element per call. */
+            if (coll == ALLREDUCE) s->wrong++;
+#endif
+            s->calls++;
         }
     }
     s->t_comm += t;
@@ -411,7 +408,22 @@ static double run_size(sweep *s, int coll, long n, long iters, long warmup)
 
 /* ---- main ------------------------------------------------------------------- */
 
-enum { O_COLL, O_SIZES, O_ITERS, O_WARMUP, O_VOLUME, NOPT };
+enum { O_COLL, O_SIZES, O_ITERS, O_WARMUP, O_VOLUME, O_DATATYPE, O_ALLOC, NOPT };
+
+/* --alloc: where the send and receive buffers come from. IMB-MPI1 takes its
+ * buffers from MPI_Alloc_mem; with Open MPI 4.1, Allreduces of 16-64 KiB on
+ * such memory take about 2x as long as on malloc'd memory here. */
+static void *buffer(int mpi, long bytes)
+{
+    void *p = NULL;
+    if (!mpi) return malloc(bytes);
+    return MPI_Alloc_mem(bytes, MPI_INFO_NULL, &p) == MPI_SUCCESS ? p : NULL;
+}
+static void release(int mpi, void *p)
+{
+    if (mpi) MPI_Free_mem(p);
+    else free(p);
+}
 
 int main(int argc, char **argv)
 {
@@ -422,6 +434,10 @@ int main(int argc, char **argv)
         [O_ITERS] = {"--iters", CS_INT, "1000", NULL, "timed calls per size, before the --volume cut", 1},
         [O_WARMUP] = {"--warmup", CS_INT, "10", NULL, "least untimed warm-up calls per size; a tenth of the timed calls when more, never more than the timed calls", 0},
         [O_VOLUME] = {"--volume", CS_INT, "41943040", NULL, "timed calls per size are cut to volume/size (IMB: 40 MiB)", 1},
+        [O_DATATYPE] = {"--datatype", CS_CHOICE, "double", "double|float",
+                        "payload element type (IMB-MPI1 reduces floats)", 0},
+        [O_ALLOC] = {"--alloc", CS_CHOICE, "malloc", "malloc|mpi",
+                     "send and receive buffers from malloc, or from MPI_Alloc_mem as IMB-MPI1's", 0},
     };
     cs_init(&argc, &argv, "collsweep");
     CS_BEGIN("setup");
@@ -434,17 +450,22 @@ int main(int argc, char **argv)
     sweep s = {.comm = MPI_COMM_WORLD};
     s.me = cs_rank();
     s.np = cs_size();
+    s.is_float = !strcmp(o[O_DATATYPE].sval, "float");
+    s.type = s.is_float ? MPI_FLOAT : MPI_DOUBLE;
+    s.esize = s.is_float ? (int)sizeof(float) : (int)sizeof(double);
+    s.stamp = STAMP_BYTES / s.esize;
+    int mpi_alloc = !strcmp(o[O_ALLOC].sval, "mpi");
     long maxn = sizes[0];
     for (int k = 1; k < nsizes; k++)
         if (sizes[k] > maxn) maxn = sizes[k];
-    maxn /= 8;
+    maxn /= s.esize;
     /* Allgather and Alltoall need size x ranks on both sides. */
     long elems = maxn * s.np > 0 ? maxn * s.np : 1;
-    s.send = malloc(elems * sizeof(double));
-    s.recv = malloc(elems * sizeof(double));
+    s.send = buffer(mpi_alloc, elems * s.esize);
+    s.recv = buffer(mpi_alloc, elems * s.esize);
     s.ref = malloc(elems * sizeof(double));
     if (!s.send || !s.recv || !s.ref) {
-        fprintf(stderr, "collsweep: out of memory for three buffers of %ld bytes\n", elems * 8);
+        fprintf(stderr, "collsweep: out of memory for buffers of %ld bytes\n", elems * s.esize);
         MPI_Abort(MPI_COMM_WORLD, 1);
     }
 
@@ -456,6 +477,8 @@ int main(int argc, char **argv)
     cs_meta_str("variant", o[O_COLL].sval);
     cs_meta_str("sizes", o[O_SIZES].sval);
     cs_meta_long("iterations", o[O_ITERS].ival);
+    cs_meta_str("datatype", o[O_DATATYPE].sval);
+    cs_meta_str("alloc", o[O_ALLOC].sval);
     CS_END("setup");
 
     MPI_Barrier(s.comm);
@@ -466,7 +489,7 @@ int main(int argc, char **argv)
         /* Barrier moves no payload: it is timed once, not per size. */
         int nk = c == BARRIER ? 1 : nsizes;
         for (int k = 0; k < nk; k++) {
-            long bytes = c == BARRIER ? 0 : sizes[k], n = bytes / 8;
+            long bytes = c == BARRIER ? 0 : sizes[k], n = bytes / s.esize;
             long iters = bytes ? o[O_VOLUME].ival / bytes : o[O_ITERS].ival;
             if (iters > o[O_ITERS].ival) iters = o[O_ITERS].ival;
             if (iters < 1) iters = 1;
@@ -522,8 +545,8 @@ int main(int argc, char **argv)
     cs_verify("checked_calls", calls > 0, "%ld", calls / s.np);
     CS_END("verify");
 
-    free(s.send);
-    free(s.recv);
+    release(mpi_alloc, s.send);
+    release(mpi_alloc, s.recv);
     free(s.ref);
     MPI_T_finalize();
     cs_finalize();
