@@ -215,6 +215,12 @@ def problems(r: Run, allow_skip: bool = False) -> list[str]:
     for need in ("total_time", "time_per_iter", "comm_time_avg", "comm_time_max"):
         if need not in r.out.foms:
             bad.append(f"no FOM {need}")
+    # Every workload reports its most-delayed rank's wait for a core where Linux's schedstat says it.
+    share = r.out.foms.get("runqueue_wait_share_max")
+    if share is None and Path("/proc/thread-self/schedstat").exists():
+        bad.append("no FOM runqueue_wait_share_max")
+    elif share is not None and not 0.0 <= share[0] <= 1.0:
+        bad.append(f"FOM runqueue_wait_share_max {share[0]} is not a share of the run")
     if (r.workload, r.case) == ("collsweep", "forced"):
         bad += forcing_problems(r, mpi_stacks.by_name(r.stack).family)
     return bad

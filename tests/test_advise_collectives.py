@@ -189,17 +189,78 @@ def test_chooser_picks_the_fastest_per_band_from_real_output(sweep):
     assert bands[0].lo == 0 and bands[-1].hi is None
     assert all(b.lo == a.hi + 1 for a, b in zip(bands, bands[1:]))
     assert sum(len(b.sizes) for b in bands) == 10  # 8 B .. 4 KiB
-    table = t.table["allreduce"]
+    table, worst = t.table["allreduce"], t.worst["allreduce"]
     for b in bands:
         for s in b.sizes:
             algs = table[s]
+            # an algorithm replaces the default only when its slowest run beats the default's fastest
+            beats = {a: us for a, us in algs.items()
+                     if a != ac.DEFAULT and worst[s][a] < algs[ac.DEFAULT] * (1 - ac.MIN_GAIN)}
             if b.algorithm == ac.DEFAULT:
-                assert min(algs.values()) >= algs[ac.DEFAULT] * (1 - ac.MIN_GAIN)
+                assert not beats, (s, beats)
             else:
-                assert algs[b.algorithm] == min(algs.values()) < algs[ac.DEFAULT] * (1 - ac.MIN_GAIN)
+                assert algs[b.algorithm] == min(beats.values())
+                assert worst[s][b.algorithm] >= algs[b.algorithm]
     p = t.predicted()["allreduce"]
     assert p["tuned_us"] <= p["default_us"]
     assert p["default_us"] == pytest.approx(sum(table[s][ac.DEFAULT] for s in table))
+
+
+def _points(runs: dict) -> list:
+    """Points of an Intel MPI 2-rank Allreduce sweep: {algorithm: [{bytes: us} per run]}."""
+    return [ac.Point("impi", "impi-2021", 2, "allreduce", b, alg, us, f"{alg}-{i}")
+            for alg, reps in runs.items() for i, rep in enumerate(reps) for b, us in rep.items()]
+
+
+def test_an_algorithm_must_win_in_every_run_and_intel_presets_must_not_slow_the_default_bands():
+    """The t_avgs (us) are those of the session-5 PyPI Intel MPI 2021 sweep,
+    both runs of each (tests/data has no Intel MPI sweep). Best against best,
+    preset 1 won 1024 B (0.96 against 1.12); its other run took 2.16, and in
+    validation the string with it lost 2x there. Now an algorithm replaces the
+    default only if its slowest run beats the default's fastest. And because
+    Intel MPI has no fall-back, the default's 8 B band must run a preset once
+    the variable is set: every preset took 4-62 us there against 0.38, so
+    Allreduce is left unset and said so."""
+    runs = {ac.DEFAULT: [{8: 0.449, 64: 5.08, 1024: 1.116}, {8: 0.383, 64: 45.78, 1024: 1.458}],
+            "1": [{8: 23.53, 64: 0.719, 1024: 0.959}, {8: 62.08, 64: 0.903, 1024: 2.155}],
+            "3": [{8: 28.28, 64: 6.48, 1024: 3.30}, {8: 4.20, 64: 2.14, 1024: 2.60}],
+            "6": [{8: 7.36, 64: 2.09, 1024: 2.81}, {8: 42.85, 64: 0.657, 1024: 1.108}]}
+    [t] = ac.choose(_points(runs))
+    assert [(b.algorithm, b.sizes) for b in t.bands["allreduce"]] == [(ac.DEFAULT, [8]), ("6", [64]),
+                                                                      (ac.DEFAULT, [1024])]
+    table = t.table["allreduce"]
+    assert table[1024]["1"] < table[1024][ac.DEFAULT] * (1 - ac.MIN_GAIN)   # best against best: preset 1
+    ac.impi_express(t)
+    assert not any(t.tuned_bands().values()) and ac.impi_env(t) == {}
+    assert len(t.unexpressible) == 1 and "0-8 B (preset 3: 4.2 us against the default's 0.383 us)" in \
+        t.unexpressible[0]
+    assert t.predicted()["allreduce"]["speedup"] == pytest.approx(1.0)
+    # Without the 8 B size, the 1024 B band's preset 1 matches its default (0.959 <= 1.116): the string is kept,
+    # covers every size, and the prediction carries the preset's cost.
+    for rep in runs.values():
+        for r in rep:
+            del r[8]
+    [t] = ac.choose(_points(runs))
+    ac.impi_express(t)
+    assert [b.algorithm for b in t.bands["allreduce"]] == ["6", "1"]
+    assert ac.impi_env(t)["I_MPI_ADJUST_ALLREDUCE"] == f"6:0-64@2-2;1:65-{ac.INF_BYTES}@2-2"
+    assert t.predicted()["allreduce"]["tuned_us"] == pytest.approx(0.657 + 0.959)
+
+
+def test_advice_states_the_measured_verdict_a_loss_included(sweep):
+    """The validation's verdict (the regression gate's test over its runs)
+    reaches the advice text: a loss is said, a difference within the noise is
+    not called a win or a loss; records with the ratio alone keep the ratio's."""
+    [t] = ac.choose(ac.points_from_files([sweep]))
+    text = ac.advice_text(t, {
+        "cgsolve allreduce_time_avg": {"speedup": 0.81, "verdict": "LOSES", "p": 0.01},
+        "cgsolve total_time": {"speedup": 0.96, "verdict": "no measurable difference", "p": 0.4},
+        "collsweep bcast (sum over sizes, us)": {"speedup": 1.21, "verdict": "wins", "p": 0.002},
+        "older record": {"speedup": 0.9}})
+    assert "Measured cgsolve allreduce_time_avg: 0.81x, the tuning LOSES to the default." in text
+    assert "Measured cgsolve total_time: 0.96x, the tuning shows no measurable difference." in text
+    assert "Measured collsweep bcast (sum over sizes, us): 1.21x, the tuning wins." in text
+    assert "Measured older record: 0.90x, the tuning LOSES to the default." in text
 
 
 def test_cli_writes_the_files_and_stores_the_advice_from_a_campaign(sweep, dsn, tmp_path, monkeypatch):

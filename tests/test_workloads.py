@@ -3,7 +3,9 @@ verifies against its serial reference, and the VERIFY values agree across
 variants, rank counts and stacks."""
 from __future__ import annotations
 
-import math
+import os
+import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -244,6 +246,29 @@ def test_collsweep_float_payload_in_mpi_alloc_mem_verifies(name):
     # 6 collectives: Barrier 20 timed + 10 warm-up; 5 with payload x 3 sizes x (20 + 10 + 1 full check)
     assert r.out.verify["checked_calls"][1] == str(30 + 5 * 3 * 31)
     assert set(r.out.foms) >= {f"{c}_12288B_t_avg" for c in ("bcast", "reduce", "allreduce", "allgather", "alltoall")}
+
+
+# ---- the ranks' wait for a core ----------------------------------------------
+
+@pytest.mark.skipif(not Path("/proc/thread-self/schedstat").exists(), reason="no Linux schedstat for this thread")
+def test_a_run_beside_busy_tasks_reports_its_ranks_waiting_for_a_core():
+    """Every workload reports runqueue_wait_share_max (suite.problems checks it
+    is there and a share). Beside one busy task per core, every rank shares its
+    core, so the most-delayed rank waits for it far beyond the advisor's 5%
+    line (0.34-0.45 measured here; alone, 0.005-0.009)."""
+    stack, bdir = _first_built()
+    args = ["--n", "64,64,64", "--iters", "40", "--dims", "2,1,1"]
+    alone = suite.run(stack, bdir, "halo3d", args, 2)
+    hogs = [subprocess.Popen(["yes"], stdout=subprocess.DEVNULL) for _ in range(os.cpu_count() or 2)]
+    try:
+        shared = suite.run(stack, bdir, "halo3d", args, 2)
+    finally:
+        for h in hogs:
+            h.kill()
+            h.wait()
+    for r in (alone, shared):
+        assert not suite.problems(r), suite.problems(r)
+    assert shared.out.foms["runqueue_wait_share_max"][0] >= 0.05, shared.out.foms["runqueue_wait_share_max"]
 
 
 # ---- cgsolve ----------------------------------------------------------------

@@ -34,6 +34,11 @@ repeats of the 12x12x12 grid, the fastest tenth gave intervals that spanned
 zero (10 runs a side, the lowest order statistics of two disturbed
 distributions) while the all-runs medians' interval was +-15%.
 
+--undisturbed keeps only the runs in which no rank waited for a core for 5%
+of the run or more (the workload's FOM runqueue_wait_share_max, the overlap
+advisor's DESCHEDULED_SHARE): a direct test of what --fastest guesses from
+the times. It prints how many runs of each setting it kept.
+
 With --store the profiles are ingested as one campaign into the store
 (COMMSCOPE_DB_URL, PG* or the embedded server) and `commscope advise barriers
 campaign:ID` records predicted and measured in the advice table.
@@ -59,6 +64,7 @@ import suite  # noqa: E402
 from _caliper_build import caliper_build  # noqa: E402
 
 from commscope import advise_barriers as ab, profiles, records  # noqa: E402
+from commscope.advise_overlap import DESCHEDULED_SHARE  # noqa: E402
 
 
 def main():
@@ -80,6 +86,8 @@ def main():
                     help="CALI_CONFIG without output= (Caliper 2.12 has no runtime-profile: there use "
                          "hatchet-region-profile,profile.mpi,region.count,output.format=cali)")
     ap.add_argument("--store", action="store_true", help="ingest the profiles and run commscope advise barriers")
+    ap.add_argument("--undisturbed", action="store_true",
+                    help=f"compare only runs whose ranks waited for a core under {DESCHEDULED_SHARE:.0%} of the run")
     args = ap.parse_args()
     stack, bdir = caliper_build(args.stack, args.caliper_prefix, args.out)
     load0 = os.getloadavg()
@@ -100,6 +108,15 @@ def main():
                 Path(f"{stem}.out").write_text(r.stdout)   # only the profiled runs go into the store
             runs[b, c].append((stem, r.out.foms))
     load1 = os.getloadavg()
+    if args.undisturbed:
+        total = {k: len(v) for k, v in runs.items()}
+        runs = {k: [(stem, f) for stem, f in v if f.get("runqueue_wait_share_max", (1.0,))[0] < DESCHEDULED_SHARE]
+                for k, v in runs.items()}
+        print("undisturbed runs kept (barriers, Caliper): " + ", ".join(
+            f"{'with' if b else 'without'} barriers, {'Caliper' if c else 'plain'}: {len(runs[b, c])} of {total[b, c]}"
+            for b, c in runs))
+        if any(len(v) < 3 for v in runs.values()):
+            sys.exit("bench: fewer than 3 undisturbed runs in some setting; the machine is too busy for this")
     # every run's FOMs, the ones without Caliper included, next to (not in) the directory the store ingests
     args.out.with_name(args.out.name + "-foms.json").write_text(json.dumps(
         [{"barriers": b, "caliper": c, "stem": str(stem), "foms": foms} for (b, c), rs in runs.items()

@@ -20,6 +20,12 @@ per setting and variant, how many runs were judged right (imbalanced:
 rests on, and the load average (`uptime`) before and after every repeat.
 --json writes every run's figures.
 
+--competing-task runs one `yes` beside the ranks for the whole campaign, so
+the ranks share the 2 cores with another runnable task, as on a shared
+machine. Every rank then waits for a core part of the run, which the
+workloads record (runqueue_wait_share_max), and the right verdict is
+`descheduled` (no verdict on the cause) in both settings.
+
 Caliper is in no registry: point --caliper-prefix (or COMMSCOPE_CALIPER_PREFIX)
 at a Caliper+Adiak install built with the stack's MPI. The store is the one
 commscope commands use (COMMSCOPE_DB_URL, PG* or the embedded server)."""
@@ -57,11 +63,24 @@ def main():
     ap.add_argument("--variants", default="blocking,nonblocking,overlap,rma")
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--json", type=Path, help="write every run's figures here")
+    ap.add_argument("--competing-task", action="store_true",
+                    help="run one `yes` beside the ranks for the whole campaign")
     ap.add_argument("--out", type=Path, default=Path("/tmp/commscope-overlap-advice"))
     args = ap.parse_args()
     stack, bdir = caliper_build(args.stack, args.caliper_prefix, args.out)
     settings = {"imbalanced": args.imbalanced_faces, "balanced": args.balanced_faces}
     load0, t0, loads = os.getloadavg(), time.monotonic(), []
+    hog = subprocess.Popen(["yes"], stdout=subprocess.DEVNULL) if args.competing_task else None
+    try:
+        campaign_runs(args, stack, bdir, settings, loads)
+    finally:
+        if hog:
+            hog.kill()
+            hog.wait()
+    report(args, stack, settings, load0, t0, loads)
+
+
+def campaign_runs(args, stack, bdir, settings, loads):
     for i in range(args.repeats):
         before = os.getloadavg()[0]
         for setting in (("imbalanced", "balanced") if i % 2 == 0 else ("balanced", "imbalanced")):
@@ -77,6 +96,9 @@ def main():
                 Path(f"{stem}.out").write_text(r.stdout)
         loads.append((before, os.getloadavg()[0]))
         print(f"repeat {i}: load average {before:.2f} -> {loads[-1][1]:.2f}", flush=True)
+
+
+def report(args, stack, settings, load0, t0, loads):
     load1 = os.getloadavg()
     cli = [sys.executable, "-m", "commscope.cli"]
     p = subprocess.run([*cli, "ingest", str(args.out)], capture_output=True, text=True)
@@ -91,10 +113,12 @@ def main():
         results, _ = ao.from_store(conn, f"campaign:{campaign}")
     print(f"halo3d --dims {args.dims} --n {args.n} --iters {args.iters} --pml-width {args.pml_width}, "
           f"--pml-faces {args.imbalanced_faces} (imbalanced) vs {args.balanced_faces} (balanced), {args.ranks} ranks, "
-          f"{stack.name}, {args.repeats} repeats in {time.monotonic() - t0:.0f} s; load average {load0[0]:.2f} -> "
+          f"{stack.name}, {args.repeats} repeats in {time.monotonic() - t0:.0f} s"
+          f"{', beside a competing task' if args.competing_task else ''}; load average {load0[0]:.2f} -> "
           f"{load1[0]:.2f}; campaign {campaign}")
     setting_of = {v: k for k, v in settings.items()}
-    right_cause = {"imbalanced": "imbalance", "balanced": "network"}
+    right_cause = ({"imbalanced": "descheduled", "balanced": "descheduled"} if args.competing_task
+                   else {"imbalanced": "imbalance", "balanced": "network"})
     groups, rows = defaultdict(list), []
     for o in results:
         setting = setting_of[o.info["pml_faces"]]
@@ -104,9 +128,11 @@ def main():
         rows.append({"run_id": o.run_id, "setting": setting, "variant": o.label, "cause": halo.cause,
                      "excess": halo.excess, "exposed": o.exposed, "halo_wait": halo.mpi_avg,
                      "explained": halo.explained, "loop": o.loop_time, "efficiency": o.efficiency,
-                     "corr": o.rank_corr, "load_balance": o.load_balance, "compute_imbalance": max((u.imbalance or 0) for u in users)})
-    print(f"{'setting':11}{'variant':12}{'right':>6}{'imbalance':>10}{'network':>8}{'max/avg':>8}{'excess ms':>10}"
-          f"{'MPI ms':>8}{'halo ms':>8}{'explained':>10}{'loop ms':>8}{'eff.':>6}{'corr':>6}")
+                     "corr": o.rank_corr, "load_balance": o.load_balance, "runqueue_share": o.runqueue_share,
+                     "compute_imbalance": max((u.imbalance or 0) for u in users)})
+    print(f"{'setting':11}{'variant':12}{'right':>6}{'imbalance':>10}{'network':>8}{'desched.':>9}{'runq':>6}"
+          f"{'max/avg':>8}{'excess ms':>10}{'MPI ms':>8}{'halo ms':>8}{'explained':>10}{'loop ms':>8}{'eff.':>6}"
+          f"{'corr':>6}")
     med = statistics.median
     for (setting, label), runs in sorted(groups.items(), key=lambda kv: (kv[0][0] != "imbalanced", kv[0][1])):
         mine = [r for r in rows if r["setting"] == setting and r["variant"] == label]
@@ -114,6 +140,8 @@ def main():
         corr = [r["corr"] for r in mine if r["corr"] is not None]
         print(f"{setting:11}{label:12}{sum(r['cause'] == right_cause[setting] for r in mine):>3}/{len(mine):<2}"
               f"{sum(r['cause'] == 'imbalance' for r in mine):>10}{sum(r['cause'] == 'network' for r in mine):>8}"
+              f"{sum(r['cause'] == 'descheduled' for r in mine):>9}"
+              f"{med(r['runqueue_share'] if r['runqueue_share'] is not None else float('nan') for r in mine):6.1%}"
               f"{med(r['compute_imbalance'] for r in mine):8.2f}{med(r['excess'] for r in mine) * 1e3:10.1f}"
               f"{med(r['exposed'] for r in mine) * 1e3:8.1f}{med(r['halo_wait'] for r in mine) * 1e3:8.1f}"
               f"{med(r['explained'] for r in mine):10.0%}{med(r['loop'] for r in mine) * 1e3:8.1f}"

@@ -58,6 +58,15 @@ inclusive time), its comm.stats (v_comm_stats) and its per-rank groups
   collectors/README.md for what that did to the measured verdicts). The
   run-level check beside it: across ranks, the correlation of USER time with
   MPI time is strongly negative when the ranks that compute most wait least.
+- Descheduled ranks. The workloads record, per run, the largest share of the
+  run that any rank spent runnable but waiting for a core (Adiak
+  `runqueue_wait_share_max`, from Linux's schedstat). With a core each it is
+  under 1% here; beside one `yes` process on 2 cores it is 34-36%. At or above
+  DESCHEDULED_SHARE the waits are flagged `descheduled` instead: a partner's
+  lost core time then sits in the MPI wait, and neither the excess nor the
+  floor can be trusted (measured: with the `yes` process the rule above
+  called 23 of 32 imbalanced runs `network`). Runs without the value (older
+  profiles) get the rule above.
 """
 from __future__ import annotations
 
@@ -70,6 +79,7 @@ from .advise_barriers import SERIES, stored_runs
 POLLS = {"MPI_Test", "MPI_Testall", "MPI_Testany", "MPI_Testsome", "MPI_Iprobe", "MPI_Win_test"}
 IMBALANCE_SHARE = 0.5   # excess / wait at or above which a wait is blamed on imbalance
 MATERIAL_BALANCE = 0.8  # POP load balance below which an imbalance is worth fixing
+DESCHEDULED_SHARE = 0.05  # a rank waited for a core this share of the run or more: no verdict on the cause
 
 
 class NoOverlapData(LookupError):
@@ -99,7 +109,7 @@ class Region:
     mpi_min: float = 0.0          # the rank that waits least (sum of per-call-path minima)
     excess: float | None = None   # comm only: the loop's compute excess, max - mean USER over ranks
     explained: float | None = None   # excess / the loop's MPI time (avg over ranks)
-    cause: str | None = None      # comm only: imbalance | network
+    cause: str | None = None      # comm only: imbalance | network | descheduled
 
     def as_dict(self) -> dict:
         return dict(self.__dict__)
@@ -118,6 +128,7 @@ class RunOverlap:
     irecv_gap: float | None
     rank_corr: float | None       # corr(USER, MPI) across ranks
     load_balance: float | None = None   # POP: mean / max over ranks of USER time
+    runqueue_share: float | None = None  # most-delayed rank's share of the run waiting for a core
     efficiency: float | None = None
     baseline_exposed: float | None = None
     baseline_runs: list = field(default_factory=list)
@@ -129,11 +140,13 @@ class RunOverlap:
                 "overlap_efficiency": self.efficiency, "blocking_exposed_comm_avg": self.baseline_exposed,
                 "blocking_run_ids": self.baseline_runs, "irecv_gap_avg": self.irecv_gap,
                 "rank_corr_user_mpi": self.rank_corr, "load_balance": self.load_balance,
+                "runqueue_wait_share_max": self.runqueue_share,
                 "waits": {r.path: r.cause for r in self.regions if r.kind == "comm"},
                 "regions": [r.as_dict() for r in self.regions],
                 "model": "efficiency = 1 - exposed/exposed_blocking; the waits are 'imbalance' when max - mean over "
                          f"ranks of USER time is >= {IMBALANCE_SHARE} of the loop's average MPI time and the POP load "
-                         f"balance mean/max of USER time is below {MATERIAL_BALANCE}"}
+                         f"balance mean/max of USER time is below {MATERIAL_BALANCE}; 'descheduled' (no verdict) when a "
+                         f"rank spent >= {DESCHEDULED_SHARE} of the run waiting for a core"}
 
     def text(self) -> str:
         i = self.info
@@ -155,10 +168,17 @@ class RunOverlap:
                 continue
             parts.append(f"{r.path.rsplit('/', 1)[-1]} waits {r.mpi_avg * 1e3:.3g} ms per rank "
                          f"(the least-waiting rank {r.mpi_min * 1e3:.3g} ms); compute imbalance explains "
-                         f"{r.explained:.0%} of the loop's {self.exposed * 1e3:.3g} ms of MPI time: {'IMBALANCE, not the network' if r.cause == 'imbalance' else 'network'}.")
+                         f"{r.explained:.0%} of the loop's {self.exposed * 1e3:.3g} ms of MPI time: {CAUSE_TEXT[r.cause]}.")
+        if self.runqueue_share is not None and self.runqueue_share >= DESCHEDULED_SHARE:
+            parts.append(f"A rank waited for a core {self.runqueue_share:.0%} of the run (another task shared it): its "
+                         "lost time sits in its partners' MPI waits, so imbalance cannot be told from the network.")
         if self.rank_corr is not None:
             parts.append(f"Across ranks, USER and MPI time correlate at {self.rank_corr:+.2f}.")
         return " ".join(parts)
+
+
+CAUSE_TEXT = {"imbalance": "IMBALANCE, not the network", "network": "network",
+              "descheduled": "DESCHEDULED ranks, no verdict"}
 
 
 def _corr(xs: list, ys: list) -> float | None:
@@ -171,8 +191,9 @@ def _corr(xs: list, ys: list) -> float | None:
 
 
 def analyse(nodes: list[Node], rank_groups: list[tuple], comm_gaps: dict, run_id=None, info=None,
-            label="") -> RunOverlap:
-    """rank_groups: (rank, user, mpi + sync) per rank; comm_gaps: comm region path -> Irecv gap avg."""
+            label="", runqueue_share: float | None = None) -> RunOverlap:
+    """rank_groups: (rank, user, mpi + sync) per rank; comm_gaps: comm region path -> Irecv gap avg;
+    runqueue_share: the most-delayed rank's share of the run spent waiting for a core, if known."""
     info = info or {}
     by_path = {n.path: n for n in nodes}
     loops = sorted((p for p in by_path if p.rsplit("/", 1)[-1] == "timestep"), key=len)
@@ -206,16 +227,18 @@ def analyse(nodes: list[Node], rank_groups: list[tuple], comm_gaps: dict, run_id
     # progresses inside the interior's polls, and the completing region alone holds only what is left of it.
     balance = statistics.mean(users) / max(users) if len(users) > 1 and max(users) > 0 else None
     material = balance is None or balance < MATERIAL_BALANCE
+    descheduled = runqueue_share is not None and runqueue_share >= DESCHEDULED_SHARE
     for r in regions:
         if r.kind == "comm" and r.mpi_avg and exposed:
             r.excess = excess
             r.explained = excess / exposed
-            r.cause = "imbalance" if r.explained >= IMBALANCE_SHARE and material else "network"
+            r.cause = ("descheduled" if descheduled else
+                       "imbalance" if r.explained >= IMBALANCE_SHARE and material else "network")
     gaps = [g for p, g in comm_gaps.items() if p.startswith(loop + "/") and g is not None]
     ranks = sorted(rank_groups)
     corr = _corr([g[1] for g in ranks], [g[2] for g in ranks])
     return RunOverlap(run_id, label, info, loop, loop_time, exposed, loop_time - exposed, regions,
-                      statistics.mean(gaps) if gaps else None, corr, balance)
+                      statistics.mean(gaps) if gaps else None, corr, balance, runqueue_share)
 
 
 # ---- the store ---------------------------------------------------------------------
@@ -223,6 +246,13 @@ def analyse(nodes: list[Node], rank_groups: list[tuple], comm_gaps: dict, run_id
 def _label(variant, metadata: dict) -> str:
     fused = str(metadata.get("fused", "0")).lower() in ("1", "true", "yes")
     return f"{variant or 'default'}{'-fused' if fused else ''}"
+
+
+def _share(metadata: dict) -> float | None:
+    try:
+        return float(metadata["runqueue_wait_share_max"])
+    except (KeyError, TypeError, ValueError):
+        return None
 
 
 def load(conn, run_id: int) -> RunOverlap:
@@ -242,7 +272,7 @@ def load(conn, run_id: int) -> RunOverlap:
         "SELECT rank, user_time, mpi_time, mpi_sync_time FROM v_rank_groups WHERE run_id = %s", (run_id,))]
     gaps = dict(conn.execute("SELECT region, irecv_gap_avg FROM v_comm_stats WHERE run_id = %s", (run_id,)).fetchall())
     try:
-        return analyse(nodes, groups, gaps, run_id, info, _label(info["variant"], meta))
+        return analyse(nodes, groups, gaps, run_id, info, _label(info["variant"], meta), _share(meta))
     except NoOverlapData as e:
         raise NoOverlapData(f"run {run_id}: {e}") from None
 

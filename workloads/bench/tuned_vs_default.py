@@ -10,9 +10,14 @@ the tuned library against its defaults, on collsweep and on cgsolve.
    JSON, Intel MPI I_MPI_ADJUST strings) and prints the predicted gain.
 3. Validate: default and tuned runs alternate --repeats times: collsweep on
    the same collectives and sizes, and cgsolve (textbook CG, two 8-byte
-   Allreduces per iteration). Reported: the median of each figure and
-   default/tuned (>1 = the tuning wins). A tuning that loses is printed as
-   such and stored as such.
+   Allreduces per iteration). Reported: the median of each figure,
+   default/tuned (>1 = the tuning wins), and the verdict of the regression
+   gate's own test (`commscope check`: one-sided Mann-Whitney at --alpha over
+   the runs, and an effect of at least --min-effect): `wins`, `LOSES`, or
+   `no measurable difference`. One launch's latency here can differ 2x from
+   the next launch of the same binary, so a ratio of medians over a few runs
+   alone does not say which is faster. A tuning that loses is printed as such
+   and stored as such.
 4. With --store, the advice is written to the `advice` table (kind
    'collectives') with predicted and measured figures, through COMMSCOPE_DB_URL
    or the embedded server.
@@ -27,7 +32,7 @@ from coll_algorithms import algorithms  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "collectors"))
-from commscope import advise_collectives as ac  # noqa: E402
+from commscope import advise_collectives as ac, regressions  # noqa: E402
 
 # Intel MPI presets have no names here; the valid ranges are in workloads/README.md.
 IMPI_PRESETS = {"allreduce": 12, "bcast": 12, "reduce": 10, "allgather": 6, "alltoall": 6, "barrier": 8}
@@ -78,7 +83,7 @@ def sweep(stack, bdir, args, outdir):
 
 
 def validate(stack, bdir, args, tuned_env):
-    """Alternating default and tuned runs; {figure: (default median, tuned median)}."""
+    """Alternating default and tuned runs; {figure: {"default": [...], "tuned": [...]}}, one value per run."""
     figs = {}
     coll_args = ["--coll", args.coll, "--sizes", args.sizes, "--iters", str(args.iters)]
     cg_args = suite.CGSOLVE + ["--allreduce", "direct"]
@@ -98,7 +103,15 @@ def validate(stack, bdir, args, tuned_env):
                 sys.exit(f"bench: cgsolve ({which}) failed: {'; '.join(bad)}")
             for f in ("allreduce_time_avg", "total_time"):
                 figs.setdefault(("cgsolve", f, 0), {"default": [], "tuned": []})[which].append(r.out.foms[f][0])
-    return {k: (statistics.median(v["default"]), statistics.median(v["tuned"])) for k, v in figs.items()}
+    return figs
+
+
+def judged(default: list, tuned: list, args) -> dict:
+    """Medians, default/tuned, and the gate's verdict on tuned against default (times: larger is worse)."""
+    verdict, effect, p = regressions.compare(tuned, default, args.min_effect, args.alpha)
+    d, t = statistics.median(default), statistics.median(tuned)
+    return {"default": d, "tuned": t, "speedup": d / t, "runs": len(tuned), "p": p,
+            "verdict": {"regression": "LOSES", "improvement": "wins"}.get(verdict, "no measurable difference")}
 
 
 def load():
@@ -115,6 +128,8 @@ def main():
     ap.add_argument("--max-presets", type=int, default=8, help="Intel MPI: presets 1..N per collective")
     ap.add_argument("--out", type=Path, default=Path("build/tuned_vs_default"))
     ap.add_argument("--store", action="store_true", help="record the advice with its measured speedup in the store")
+    ap.add_argument("--alpha", type=float, default=0.05, help="significance of the tuned-vs-default test")
+    ap.add_argument("--min-effect", type=float, default=0.05, help="smallest relative difference that counts")
     args = ap.parse_args()
     stack, bdir = setup(args)
     lo, hi = (ac_size(x) for x in args.sizes.split(":")) if ":" in args.sizes else (None, None)
@@ -132,25 +147,29 @@ def main():
         measured = {}
     else:
         figs = validate(stack, bdir, args, written["env"])
-        print(f"\n{'workload':9} {'figure':22} {'bytes':>8} {'default':>12} {'tuned':>12} {'default/tuned':>14}")
+        print(f"\n{'workload':9} {'figure':22} {'bytes':>8} {'default':>12} {'tuned':>12} {'default/tuned':>14}"
+              f"  verdict (p)")
         measured = {}
         per_coll: dict = {}
-        for (w, f, s), (d, t) in sorted(figs.items()):
+        for (w, f, s), v in sorted(figs.items()):
             unit = "us" if w == "collsweep" else "s"
-            print(f"{w:9} {f:22} {s:8} {d:10.4g}{unit:>2} {t:10.4g}{unit:>2} {d / t:14.2f}"
-                  f"{'' if d / t >= 1 else '  tuned loses'}")
+            j = judged(v["default"], v["tuned"], args)
+            print(f"{w:9} {f:22} {s:8} {j['default']:10.4g}{unit:>2} {j['tuned']:10.4g}{unit:>2} {j['speedup']:14.2f}"
+                  f"  {j['verdict']} ({j['p']:.2g})")
             if w == "collsweep":
-                pc = per_coll.setdefault(f, [0.0, 0.0])
-                pc[0] += d
-                pc[1] += t
+                # per run, the sum over sizes
+                pc = per_coll.setdefault(f, {"default": [0.0] * len(v["default"]), "tuned": [0.0] * len(v["tuned"])})
+                for which in ("default", "tuned"):
+                    pc[which] = [a + b for a, b in zip(pc[which], v[which])]
             else:
-                measured[f"cgsolve {f}"] = {"default": d, "tuned": t, "speedup": d / t}
-        for coll, (d, t) in per_coll.items():
-            measured[f"collsweep {coll} (sum over sizes)"] = {"default_us": d, "tuned_us": t, "speedup": d / t}
+                measured[f"cgsolve {f}"] = j
+        for coll, v in per_coll.items():
+            measured[f"collsweep {coll} (sum over sizes, us)"] = judged(v["default"], v["tuned"], args)
         print()
         for name, m in measured.items():
-            verdict = "tuned wins" if m["speedup"] > 1 else "TUNED LOSES to the default"
-            print(f"{name}: default/tuned = {m['speedup']:.3f}  ({verdict})")
+            print(f"{name}: default/tuned = {m['speedup']:.3f} over {m['runs']} runs each: "
+                  f"{'TUNED LOSES to the default' if m['verdict'] == 'LOSES' else 'tuned ' + m['verdict']}"
+                  f" (p = {m['p']:.2g})")
         pred = tuning.predicted()
         print("predicted (from the sweep): " + ", ".join(f"{c} {p['speedup']:.2f}x" for c, p in pred.items()))
     print(f"load average {load()} at the end")

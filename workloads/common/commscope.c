@@ -15,6 +15,20 @@ int cs_annotations_off = 0;
 static int g_rank = 0, g_size = 1;
 static const char *g_prog = "workload";
 static MPI_Comm g_world;
+static double g_start;          /* MPI_Wtime at cs_init */
+static double g_runqueue_start; /* seconds this thread had waited for a core at cs_init; < 0: unknown */
+
+/* Seconds the calling (main) thread has spent runnable but waiting for a
+ * core (the second field of Linux's /proc/thread-self/schedstat, in ns);
+ * -1 where the kernel does not say. */
+static double runqueue_wait(void)
+{
+    FILE *f = fopen("/proc/thread-self/schedstat", "r");
+    unsigned long long on_cpu, waiting;
+    int got = f ? fscanf(f, "%llu %llu", &on_cpu, &waiting) : 0;
+    if (f) fclose(f);
+    return got == 2 ? (double)waiting * 1e-9 : -1.0;
+}
 
 int cs_rank(void) { return g_rank; }
 int cs_size(void) { return g_size; }
@@ -75,6 +89,8 @@ void cs_init(int *argc, char ***argv, const char *prog)
     MPI_Comm_rank(g_world, &g_rank);
     MPI_Comm_size(g_world, &g_size);
     g_prog = prog;
+    g_start = MPI_Wtime();
+    g_runqueue_start = runqueue_wait();
 #ifdef COMMSCOPE_HAVE_CALIPER
     adiak_init(&g_world);
     adiak_collect_all();
@@ -92,9 +108,32 @@ void cs_init(int *argc, char ***argv, const char *prog)
     CS_BEGIN("main");
 }
 
+/* The share of the run that the most-delayed rank spent waiting for a core:
+ * on a machine shared with other work, a rank's descheduled time looks like
+ * waiting in MPI to its partners, and wall-clock profiles cannot tell it from
+ * the transfer or from load imbalance. A rank with a core of its own waits
+ * almost never (well under 1%); one sharing its core with another runnable
+ * task waits for a third of the run or more. The overlap advisor reads it
+ * (Adiak runqueue_wait_share_max) before it names a cause. Not printed where
+ * the kernel has no schedstat. */
+static void cs_runqueue_share(void)
+{
+    double wall = MPI_Wtime() - g_start, now = runqueue_wait();
+    double mine = g_runqueue_start >= 0 && now >= 0 && wall > 0 ? (now - g_runqueue_start) / wall : -1.0, most;
+    MPI_Allreduce(&mine, &most, 1, MPI_DOUBLE, MPI_MAX, g_world);
+    double least;
+    MPI_Allreduce(&mine, &least, 1, MPI_DOUBLE, MPI_MIN, g_world);
+    if (least < 0) return; /* some rank could not tell */
+    cs_fom("runqueue_wait_share_max", most, "share");
+#ifdef COMMSCOPE_HAVE_CALIPER
+    adiak_namevalue("runqueue_wait_share_max", adiak_general, NULL, "%f", most);
+#endif
+}
+
 void cs_finalize(void)
 {
     CS_END("main");
+    cs_runqueue_share();
 #ifdef COMMSCOPE_HAVE_CALIPER
     adiak_fini();
 #endif
