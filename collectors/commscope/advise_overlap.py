@@ -59,9 +59,9 @@ inclusive time), its comm.stats (v_comm_stats) and its per-rank groups
   run-level check beside it: across ranks, the correlation of USER time with
   MPI time is strongly negative when the ranks that compute most wait least.
 - Descheduled ranks. The workloads record, per run, the largest share of the
-  run that any rank spent runnable but waiting for a core (Adiak
+  timed loop that any rank spent runnable but waiting for a core (Adiak
   `runqueue_wait_share_max`, from Linux's schedstat). With a core each it is
-  under 1% here; beside one `yes` process on 2 cores it is 34-36%. At or above
+  under 2% here; beside one `yes` process on 2 cores it is 35-45%. At or above
   DESCHEDULED_SHARE the waits are flagged `descheduled` instead: a partner's
   lost core time then sits in the MPI wait, and neither the excess nor the
   floor can be trusted (measured: with the `yes` process the rule above

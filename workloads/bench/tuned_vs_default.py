@@ -3,8 +3,8 @@
 the tuned library against its defaults, on collsweep and on cgsolve.
 
 1. Sweep: collsweep once per algorithm (forced through the stack's control,
-   as coll_algorithms.py does) and once with the defaults, --sweep-repeats
-   times, each stdout kept under --out/sweep.
+   as coll_algorithms.py does), each after a run with the defaults,
+   --sweep-repeats times, each stdout kept under --out/sweep.
 2. Advise: `commscope advise collectives` on those files writes the stack's
    tuning input under --out/tuning (Open MPI rules file, MPICH selection
    JSON, Intel MPI I_MPI_ADJUST strings) and prints the predicted gain.
@@ -63,15 +63,23 @@ def run_ok(stack, bdir, workload, args, ranks, env):
 
 def sweep(stack, bdir, args, outdir):
     outdir.mkdir(parents=True, exist_ok=True)
+    for old in outdir.glob("*.out"):  # an earlier sweep's runs would join this one's
+        old.unlink()
     base = ["--iters", str(args.iters)]
     for rep in range(args.sweep_repeats):
         for coll in args.coll.split(","):
-            for label, env in [("default", {})] + sweep_envs(stack, coll, args.ranks, args.max_presets):
+            # The default runs before every forced algorithm, so it gets as many launches as all of them together:
+            # one launch here can be 2x slower than the next, and an algorithm replaces the default only if its
+            # slowest run beats the default's fastest (advise_collectives.choose).
+            runs = []
+            for k, (label, env) in enumerate(sweep_envs(stack, coll, args.ranks, args.max_presets)):
+                runs += [(f"default-{k}", {}), (label, env)]
+            for label, env in runs:
                 r, bad = run_ok(stack, bdir, "collsweep", ["--coll", coll, "--sizes", args.sizes] + base, args.ranks, env)
                 if not bad:
                     (outdir / f"{coll}-{label}-{rep}.out").write_text(r.stdout)
                     continue
-                if label == "default":
+                if label.startswith("default"):
                     sys.exit(f"bench: collsweep {coll} failed with the defaults: {'; '.join(bad)}")
                 # Some size cannot run this algorithm: keep the sizes that can.
                 for s in args.sizes_list:

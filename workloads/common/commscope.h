@@ -75,6 +75,11 @@ void cs_param(const char *name, const char *fmt, ...) __attribute__((format(prin
 void cs_fom(const char *name, double value, const char *unit);
 /* Reduces a per-rank value over comm; prints <name>_avg and <name>_max. */
 void cs_fom_avg_max(MPI_Comm comm, const char *name, double local, const char *unit);
+/* The timed loop: cs_loop_begin() returns MPI_Wtime() and cs_loop_end(start)
+ * the seconds since; between them the library also counts how long this rank
+ * waited for a core (FOM runqueue_wait_share_max, printed by cs_finalize). */
+double cs_loop_begin(void);
+double cs_loop_end(double start);
 /* status: 1 PASS, 0 FAIL, -1 SKIP (no reference could be computed). */
 void cs_verify(const char *name, int status, const char *value_fmt, ...) __attribute__((format(printf, 3, 4)));
 

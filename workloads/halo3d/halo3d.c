@@ -629,9 +629,9 @@ int main(int argc, char **argv)
     CS_END("setup");
 
     MPI_Barrier(cart);
-    double t0 = MPI_Wtime();
+    double t0 = cs_loop_begin();
     simulate(&d, &p);
-    double wall = MPI_Wtime() - t0, total;
+    double wall = cs_loop_end(t0), total;
     MPI_Allreduce(&wall, &total, 1, MPI_DOUBLE, MPI_MAX, cart);
 
     cs_fom("total_time", total, "s");

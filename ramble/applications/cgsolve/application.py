@@ -41,7 +41,7 @@ class Cgsolve(ExecutableApplication):
     figure_of_merit("mpi_library", fom_regex=r"^MPI_LIBRARY (?P<value>.+?)\s*$", group_name="value", units="")
     figure_of_merit("ranks", fom_regex=r"^RANKS (?P<value>\d+)\s*$", group_name="value", units="")
 
-    for fom, unit in [("total_time", "s"), ("time_per_iter", "s"),
+    for fom, unit in [("total_time", "s"), ("time_per_iter", "s"), ("runqueue_wait_share_max", "share"),
                       ("comm_time_avg", "s"), ("comm_time_max", "s"),
                       ("compute_time_avg", "s"), ("compute_time_max", "s"),
                       ("halo_time_avg", "s"), ("halo_time_max", "s"),

@@ -45,7 +45,7 @@ class Collsweep(ExecutableApplication):
     figure_of_merit("{coll}_{size}_busbw",
                     fom_regex=r"^FOM (?P<coll>[a-z]+)_(?P<size>\d+[KMG]?B)_busbw (?P<value>\S+) MB/s\s*$",
                     group_name="value", units="MB/s")
-    for fom, unit in [("total_time", "s"), ("time_per_iter", "s"), ("comm_time_avg", "s"), ("comm_time_max", "s")]:
+    for fom, unit in [("total_time", "s"), ("time_per_iter", "s"), ("runqueue_wait_share_max", "share"), ("comm_time_avg", "s"), ("comm_time_max", "s")]:
         figure_of_merit(fom, fom_regex=rf"^FOM {fom} (?P<value>\S+) {unit}\s*$", group_name="value", units=unit)
 
     # The algorithm controls the run really had, as the workload echoed them.

@@ -35,7 +35,7 @@ class Commgraph(ExecutableApplication):
     figure_of_merit("mpi_library", fom_regex=r"^MPI_LIBRARY (?P<value>.+?)\s*$", group_name="value", units="")
     figure_of_merit("ranks", fom_regex=r"^RANKS (?P<value>\d+)\s*$", group_name="value", units="")
 
-    for fom, unit in [("total_time", "s"), ("time_per_iter", "s"),
+    for fom, unit in [("total_time", "s"), ("time_per_iter", "s"), ("runqueue_wait_share_max", "share"),
                       ("comm_time_avg", "s"), ("comm_time_max", "s"),
                       ("bytes_sent_per_iter_avg", "B"), ("bytes_sent_per_iter_max", "B"),
                       ("internode_bytes_per_iter", "B"), ("intranode_bytes_per_iter", "B")]:

@@ -33,7 +33,7 @@ class Pio(ExecutableApplication):
     figure_of_merit("mpi_library", fom_regex=r"^MPI_LIBRARY (?P<value>.+?)\s*$", group_name="value", units="")
     figure_of_merit("ranks", fom_regex=r"^RANKS (?P<value>\d+)\s*$", group_name="value", units="")
 
-    for fom, unit in [("total_time", "s"), ("time_per_iter", "s"),
+    for fom, unit in [("total_time", "s"), ("time_per_iter", "s"), ("runqueue_wait_share_max", "share"),
                       ("write_time", "s"), ("read_time", "s"),
                       ("write_bandwidth", "MB/s"), ("read_bandwidth", "MB/s"),
                       ("comm_time_avg", "s"), ("comm_time_max", "s"),
