@@ -15,9 +15,12 @@ int cs_annotations_off = 0;
 static int g_rank = 0, g_size = 1;
 static const char *g_prog = "workload";
 static MPI_Comm g_world;
-/* The timed loop's wall time and this thread's wait for a core in it, summed
- * over cs_loop_begin/cs_loop_end pairs; < 0: the kernel does not say. */
-static double g_loop_wall, g_loop_waited, g_loop_waited_start;
+/* This thread's wait for a core during the timed loop, and the wall time of
+ * the window it was read over, summed over cs_loop_begin/cs_loop_end pairs;
+ * g_loop_waited < 0: the kernel does not say. The window brackets the two
+ * reads of the counter, so a wait inside a read (a short loop's whole wait,
+ * at 1 rank once 6x the loop) cannot count without its time. */
+static double g_loop_window, g_loop_waited, g_window_start, g_waited_start;
 
 /* Seconds the calling (main) thread has spent runnable but waiting for a
  * core (the second field of Linux's /proc/thread-self/schedstat, in ns);
@@ -109,16 +112,17 @@ void cs_init(int *argc, char ***argv, const char *prog)
 
 double cs_loop_begin(void)
 {
-    g_loop_waited_start = runqueue_wait();
+    g_window_start = MPI_Wtime();
+    g_waited_start = runqueue_wait();
     return MPI_Wtime();
 }
 
 double cs_loop_end(double start)
 {
     double wall = MPI_Wtime() - start, now = runqueue_wait();
-    g_loop_wall += wall;
-    if (g_loop_waited >= 0) g_loop_waited = now >= 0 && g_loop_waited_start >= 0
-                                                ? g_loop_waited + (now - g_loop_waited_start) : -1.0;
+    g_loop_window += MPI_Wtime() - g_window_start;
+    if (g_loop_waited >= 0)
+        g_loop_waited = now >= 0 && g_waited_start >= 0 ? g_loop_waited + (now - g_waited_start) : -1.0;
     return wall;
 }
 
@@ -134,7 +138,7 @@ double cs_loop_end(double start)
  * where the kernel has no schedstat, or where no loop was timed. */
 static void cs_runqueue_share(void)
 {
-    double mine = g_loop_wall > 0 && g_loop_waited >= 0 ? g_loop_waited / g_loop_wall : -1.0, most, least;
+    double mine = g_loop_window > 0 && g_loop_waited >= 0 ? g_loop_waited / g_loop_window : -1.0, most, least;
     MPI_Allreduce(&mine, &most, 1, MPI_DOUBLE, MPI_MAX, g_world);
     MPI_Allreduce(&mine, &least, 1, MPI_DOUBLE, MPI_MIN, g_world);
     if (least < 0) return; /* some rank could not tell */
