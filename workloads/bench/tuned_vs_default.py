@@ -114,6 +114,10 @@ def validate(stack, bdir, args, tuned_env):
     return figs
 
 
+def _p(p: float | None) -> str:
+    return "-" if p is None else f"{p:.2g}"  # None: fewer than 3 runs a side, no test
+
+
 def judged(default: list, tuned: list, args) -> dict:
     """Medians, default/tuned, and the gate's verdict on tuned against default (times: larger is worse)."""
     verdict, effect, p = regressions.compare(tuned, default, args.min_effect, args.alpha)
@@ -163,7 +167,7 @@ def main():
             unit = "us" if w == "collsweep" else "s"
             j = judged(v["default"], v["tuned"], args)
             print(f"{w:9} {f:22} {s:8} {j['default']:10.4g}{unit:>2} {j['tuned']:10.4g}{unit:>2} {j['speedup']:14.2f}"
-                  f"  {j['verdict']} ({j['p']:.2g})")
+                  f"  {j['verdict']} ({_p(j['p'])})")
             if w == "collsweep":
                 # per run, the sum over sizes
                 pc = per_coll.setdefault(f, {"default": [0.0] * len(v["default"]), "tuned": [0.0] * len(v["tuned"])})
@@ -177,7 +181,7 @@ def main():
         for name, m in measured.items():
             print(f"{name}: default/tuned = {m['speedup']:.3f} over {m['runs']} runs each: "
                   f"{'TUNED LOSES to the default' if m['verdict'] == 'LOSES' else 'tuned ' + m['verdict']}"
-                  f" (p = {m['p']:.2g})")
+                  f" (p = {_p(m['p'])})")
         pred = tuning.predicted()
         print("predicted (from the sweep): " + ", ".join(f"{c} {p['speedup']:.2f}x" for c, p in pred.items()))
     print(f"load average {load()} at the end")
