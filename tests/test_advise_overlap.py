@@ -45,6 +45,12 @@ def records_of(source: Path) -> list[tuple[int, list, dict]]:
     return out
 
 
+def globals_of(source: Path) -> dict:
+    """The run's Caliper globals (Adiak metadata), from its first file."""
+    first = sorted(source.glob("rank-*.cali"))[0] if source.is_dir() else source
+    return caliperreader.read_caliper_contents(str(first))[1]
+
+
 def expected(source: Path) -> dict:
     """The advisor's figures, computed independently from the records."""
     recs = records_of(source)
@@ -77,7 +83,10 @@ def expected(source: Path) -> dict:
     # set against all of the loop's MPI time (the polls inside overlap's interior hold part of the transfer)
     # imbalance: the larger loss (share >= 0.5) and a material one (POP load balance below 0.8)
     balance = statistics.mean(user.values()) / max(user.values())
-    causes = {n: ("imbalance" if excess / exposed >= 0.5 and balance < 0.8 else "network")
+    # descheduled (no verdict) when a rank waited for a core 5% of the loop or more (Adiak, since session 5)
+    waited = float(globals_of(source).get("runqueue_wait_share_max", 0.0))
+    causes = {n: ("descheduled" if waited >= 0.05 else
+                  "imbalance" if excess / exposed >= 0.5 and balance < 0.8 else "network")
               for n, g in regions.items() if g["kind"] == "comm" and g["mpi_avg"]}
     gaps = [float(rec["avg#cs.irecv_gap.avg"]) for _, p, rec in inside
             if p == loop + ["halo_exchange", "halo"] and "avg#cs.irecv_gap.avg" in rec]
