@@ -5,8 +5,10 @@ into a failure instead of a skip.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 import uuid
@@ -34,6 +36,18 @@ def stack_or_skip(name: str) -> mpi_stacks.Stack:
             pytest.fail(msg)
         pytest.skip(msg)
     return stack
+
+
+@contextlib.contextmanager
+def competing_tasks():
+    """One `yes` per core: every rank then shares its core with a runnable task."""
+    hogs = [subprocess.Popen(["yes"], stdout=subprocess.DEVNULL) for _ in range(os.cpu_count() or 2)]
+    try:
+        yield
+    finally:
+        for h in hogs:
+            h.kill()
+            h.wait()
 
 
 @pytest.fixture(params=STACK_NAMES)

@@ -5,7 +5,6 @@ verdict, each checked against the same figure computed here straight from the
 .cali records with caliper-reader. Bad input exits 2 and stores nothing."""
 from __future__ import annotations
 
-import contextlib
 import os
 import shutil
 import statistics
@@ -21,6 +20,7 @@ import pytest
 import suite
 from commscope.ingest import Provenance, ingest
 
+from conftest import competing_tasks
 from test_fixtures import rank_of
 
 DATA = Path(__file__).parent / "data"
@@ -297,18 +297,6 @@ def test_a_rank_waiting_for_a_core_gets_no_verdict(dsn):
     # the figures the verdict would rest on are still reported
     halo = next(g for g in imb["regions"] if g["path"] == "main/timestep/halo_exchange")
     assert halo["explained"] >= 0.5
-
-
-@contextlib.contextmanager
-def competing_tasks():
-    """One `yes` per core: every rank then shares its core with a runnable task."""
-    hogs = [subprocess.Popen(["yes"], stdout=subprocess.DEVNULL) for _ in range(os.cpu_count() or 2)]
-    try:
-        yield
-    finally:
-        for h in hogs:
-            h.kill()
-            h.wait()
 
 
 def test_live_run_beside_competing_tasks_is_flagged_descheduled(caliper_build, dsn, tmp_path):

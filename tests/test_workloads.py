@@ -3,14 +3,12 @@ verifies against its serial reference, and the VERIFY values agree across
 variants, rank counts and stacks."""
 from __future__ import annotations
 
-import os
-import subprocess
 from pathlib import Path
 
 import pytest
 
 import suite
-from conftest import STACK_NAMES, stack_or_skip
+from conftest import STACK_NAMES, competing_tasks, stack_or_skip
 
 RANKS = (1, 2, 4)
 WORKLOADS = ("halo3d", "stencil2d", "commgraph", "collsweep", "cgsolve", "pio")
@@ -259,13 +257,8 @@ def test_a_run_beside_busy_tasks_reports_its_ranks_waiting_for_a_core():
     stack, bdir = _first_built()
     args = ["--n", "64,64,64", "--iters", "40", "--dims", "2,1,1"]
     alone = suite.run(stack, bdir, "halo3d", args, 2)
-    hogs = [subprocess.Popen(["yes"], stdout=subprocess.DEVNULL) for _ in range(os.cpu_count() or 2)]
-    try:
+    with competing_tasks():
         shared = suite.run(stack, bdir, "halo3d", args, 2)
-    finally:
-        for h in hogs:
-            h.kill()
-            h.wait()
     for r in (alone, shared):
         assert not suite.problems(r), suite.problems(r)
     assert shared.out.foms["runqueue_wait_share_max"][0] >= 0.05, shared.out.foms["runqueue_wait_share_max"]
