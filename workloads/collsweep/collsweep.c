@@ -409,6 +409,8 @@ static double run_size(sweep *s, int coll, long n, long iters, long warmup)
 /* ---- main ------------------------------------------------------------------- */
 
 enum { O_COLL, O_SIZES, O_ITERS, O_WARMUP, O_VOLUME, O_DATATYPE, O_ALLOC, NOPT };
+enum { DATATYPE_DOUBLE, DATATYPE_FLOAT };   /* --datatype double|float */
+enum { ALLOC_MALLOC, ALLOC_MPI };           /* --alloc malloc|mpi */
 
 /* --alloc: where the send and receive buffers come from. IMB-MPI1 takes its
  * buffers from MPI_Alloc_mem; with Open MPI 4.1, Allreduces of 16-64 KiB on
@@ -450,11 +452,11 @@ int main(int argc, char **argv)
     sweep s = {.comm = MPI_COMM_WORLD};
     s.me = cs_rank();
     s.np = cs_size();
-    s.is_float = !strcmp(o[O_DATATYPE].sval, "float");
+    s.is_float = cs_choice(&o[O_DATATYPE]) == DATATYPE_FLOAT;
     s.type = s.is_float ? MPI_FLOAT : MPI_DOUBLE;
     s.esize = s.is_float ? (int)sizeof(float) : (int)sizeof(double);
     s.stamp = STAMP_BYTES / s.esize;
-    int mpi_alloc = !strcmp(o[O_ALLOC].sval, "mpi");
+    int mpi_alloc = cs_choice(&o[O_ALLOC]) == ALLOC_MPI;
     long maxn = sizes[0];
     for (int k = 1; k < nsizes; k++)
         if (sizes[k] > maxn) maxn = sizes[k];
