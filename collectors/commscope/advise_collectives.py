@@ -624,9 +624,11 @@ def advice_text(t: Tuning, measured: dict | None = None) -> str:
                 + ", ".join(f"{c} {pred[c]['speedup']:.2f}x" for c in tuned) + ".")
     for name, m in (measured or {}).items():
         # "verdict": the regression gate's test over the validation runs; older records have the ratio only
-        verdict = {"wins": "wins", "LOSES": "LOSES to the default"}.get(
-            m.get("verdict"), "shows no measurable difference") if "verdict" in m else (
-            "wins" if m["speedup"] > 1 else "LOSES to the default")
+        if "verdict" in m:
+            verdict = {"wins": "wins", "LOSES": "LOSES to the default"}.get(m["verdict"],
+                                                                            "shows no measurable difference")
+        else:
+            verdict = "wins" if m["speedup"] > 1 else "LOSES to the default"
         text += f" Measured {name}: {m['speedup']:.2f}x, the tuning {verdict}."
     return text
 
