@@ -69,6 +69,9 @@ def private_home() -> Path:
     return home
 
 
+_server: list[db.Embedded] = []
+
+
 @pytest.fixture(scope="session")
 def server(tmp_path_factory):
     """A private PostgreSQL for the whole session, removed afterwards."""
@@ -79,6 +82,7 @@ def server(tmp_path_factory):
     home = private_home()
     emb = db.Embedded(home)
     url = emb.start()
+    _server.append(emb)
     yield emb, url
     emb.stop()
     shutil.rmtree(home, ignore_errors=True)
@@ -86,20 +90,30 @@ def server(tmp_path_factory):
 
 @pytest.fixture
 def dsn(server):
-    """A fresh, migrated database per test."""
-    emb, url = server
+    """A fresh, migrated database per test, prepared as `commscope db start` prepares its own
+    (the schema owned by commscope's role, which is no superuser); the DSN connects as that role."""
+    emb, _ = server
     name = f"t_{uuid.uuid4().hex[:12]}"
-    admin = url.replace(f"/{db.DB_NAME}?", "/postgres?")
-    with psycopg.connect(admin, autocommit=True) as c:
+    with emb.admin("postgres") as c:
         c.execute(f'CREATE DATABASE "{name}"')
-    test_url = url.replace(f"/{db.DB_NAME}?", f"/{name}?")
+    emb.prepare_database(name)
+    test_url = emb.url(name)
     with psycopg.connect(test_url) as conn:
         db.migrate(conn)
     yield test_url
-    with psycopg.connect(admin, autocommit=True) as c:
+    with emb.admin("postgres") as c:
         c.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
 
 
+def grant_local(dsn: str, role: str, grant=db.grant_readonly) -> str:
+    """ROLE granted on the test database behind DSN as `commscope db grant-…` grants it (the
+    session server's superuser creates it); returns a DSN that connects as ROLE."""
+    emb = _server[0]
+    with psycopg.connect(dsn) as conn, emb.admin() as admin:
+        grant(conn, role, admin=admin)
+        conn.commit()
+    emb.allow_local(role)
+    return dsn.replace(f"user={db.OWNER}", f"user={role}")
 
 
 CALIPER_PREFIX = os.environ.get("COMMSCOPE_CALIPER_PREFIX", "")

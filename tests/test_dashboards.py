@@ -222,9 +222,8 @@ def filled(dsn, workload_outputs):
         conn.execute("INSERT INTO annotations (\"time\", system, app, workload, stack, interconnect, ranks, text, tags) "
                      "VALUES (%s, %s, %s, %s, %s, %s, %s, 'regression: mpi_fraction_avg +12%%', "
                      "'{commscope-check,mpi_fraction_avg}')", run)
-        db.grant_readonly(conn, "grafana_ro")
         conn.commit()
-    return dsn.replace("user=postgres", "user=grafana_ro")
+    return conftest.grant_local(dsn, "grafana_ro")
 
 
 def _time_range(conn):

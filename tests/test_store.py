@@ -13,7 +13,7 @@ import psycopg
 import pytest
 
 from commscope import db
-from conftest import private_home
+from conftest import grant_local, private_home
 from corpus import varied_copies
 from commscope.contract import parse_output
 from commscope.ingest import Provenance, ingest
@@ -211,9 +211,7 @@ def test_hostile_metadata_is_stored_verbatim_not_executed(dsn):
 def test_readonly_role_reads_views_only(dsn):
     with psycopg.connect(dsn) as conn:
         ingest(conn, [DATA / "halo3d-overlap-n2.runtime-profile.cali"], Provenance())
-        db.grant_readonly(conn, "grafana_ro")
-        conn.commit()
-    ro = dsn.replace("user=postgres", "user=grafana_ro")
+    ro = grant_local(dsn, "grafana_ro")
     with psycopg.connect(ro) as c:
         assert c.execute("SELECT count(*) FROM v_mpi_fraction").fetchone()[0] == 1
         with pytest.raises(psycopg.errors.InsufficientPrivilege):
@@ -221,13 +219,12 @@ def test_readonly_role_reads_views_only(dsn):
 
 
 def test_readonly_role_is_granted_views_that_later_migrations_add(dsn):
+    ro = grant_local(dsn, "grafana_ro2")
     with psycopg.connect(dsn) as conn:
-        db.grant_readonly(conn, "grafana_ro2")
         # what a later migration does: a new view, then migrate() finishes
         conn.execute("CREATE VIEW v_later AS SELECT run_id, app FROM v_runs")
         conn.commit()
         db.migrate(conn)
-    ro = dsn.replace("user=postgres", "user=grafana_ro2")
     with psycopg.connect(ro) as c:
         assert c.execute("SELECT count(*) FROM v_later").fetchone()[0] == 0
         assert c.execute("SELECT count(*) FROM v_system_comparison").fetchone()[0] == 0

@@ -5,6 +5,7 @@ import sys
 from pathlib import Path
 
 import click
+import psycopg
 
 from . import db
 
@@ -28,11 +29,17 @@ def db_group():
 
 
 @db_group.command("start")
-def db_start():
-    """Start the embedded PostgreSQL under COMMSCOPE_HOME and migrate it."""
+@click.option("--listen", metavar="ADDRESS",
+              help="also listen on this TCP address (scram-sha-256 passwords only; default: the socket only)")
+@click.option("--port", type=click.IntRange(1, 65535), default=5432, show_default=True, help="TCP port with --listen")
+def db_start(listen, port):
+    """Start the embedded PostgreSQL under COMMSCOPE_HOME and migrate it.
+
+    Only the user who starts it can connect (a 0700 socket, peer authentication);
+    commscope works as the role `commscope`, which owns the schema and is no superuser."""
     try:
         emb = db.Embedded()
-        url = emb.start()
+        url = emb.start(listen=listen, port=port)
         with db.connect(url) as conn:
             applied = db.migrate(conn)
     except db.DBError as e:
@@ -62,14 +69,14 @@ def db_status():
             v = conn.execute("SELECT max(version) FROM schema_version").fetchone()[0]
             click.echo(f"schema version: {v}")
     except Exception as e:  # status reports, it does not fail
-        click.echo(f"store: not reachable ({str(e).splitlines()[0]})")
+        click.echo(f"store: not reachable ({db.masked(str(e).splitlines()[0])})")
 
 
 @db_group.command("url")
 def db_url():
     """Print the libpq URI of the store (last line)."""
     try:
-        click.echo(db.url() or "(from PG* environment variables)")
+        click.echo(db.masked(db.url()) or "(from PG* environment variables)")
     except db.DBError as e:
         _fail(str(e))
 
@@ -85,16 +92,39 @@ def db_migrate():
     click.echo("\n".join(f"applied {a}" for a in applied) or "up to date")
 
 
+def _grant(grant, role: str, password_stdin: bool, what: str) -> None:
+    """Creates ROLE and grants it: on the embedded store the superuser creates
+    the role and the owner may then connect as it over the socket; on a site
+    server the connection in use must be allowed to create roles."""
+    password = sys.stdin.readline().rstrip("\n") if password_stdin else None
+    try:
+        if db.external_dsn() is None:
+            emb = db.Embedded()
+            with db.connect() as conn, emb.admin() as admin:
+                grant(conn, role, admin=admin, password=password)
+            emb.allow_local(role)
+        else:
+            with db.connect() as conn:
+                grant(conn, role, password=password)
+    except (db.DBError, psycopg.errors.InsufficientPrivilege) as e:
+        _fail(f"cannot grant {role}: {db.masked(str(e))}")
+    click.echo(f"role {role} {what}")
+
+
 @db_group.command("grant-readonly")
 @click.argument("role")
-def db_grant_readonly(role):
-    """Create ROLE (login, no password) that may read the views only."""
-    try:
-        with db.connect() as conn:
-            db.grant_readonly(conn, role)
-    except db.DBError as e:
-        _fail(str(e))
-    click.echo(f"role {role} may read the views")
+@click.option("--password-stdin", is_flag=True, help="read the role's password (for TCP logins) from standard input")
+def db_grant_readonly(role, password_stdin):
+    """Create ROLE (login) that may read the views only (for Grafana)."""
+    _grant(db.grant_readonly, role, password_stdin, "may read the views")
+
+
+@db_group.command("grant-writer")
+@click.argument("role")
+@click.option("--password-stdin", is_flag=True, help="read the role's password (for TCP logins) from standard input")
+def db_grant_writer(role, password_stdin):
+    """Create ROLE (login) that may ingest but not change the schema (for a site server's ingest jobs)."""
+    _grant(db.grant_writer, role, password_stdin, "may ingest, not change the schema")
 
 
 # ---- ingest ---------------------------------------------------------------------

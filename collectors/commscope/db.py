@@ -1,33 +1,56 @@
-"""The store: connecting, migrating, and the embedded default server.
+"""The store: connecting, migrating, roles, and the embedded default server.
 
 Connection follows libpq conventions: COMMSCOPE_DB_URL, else the PG*
 variables and ~/.pgpass, else the embedded server under COMMSCOPE_HOME.
-No password lives in code or config.
+No password lives in code or config, and none is printed: every DSN in a
+message goes through `masked`.
 
 The embedded server is PostgreSQL's own initdb/pg_ctl on a private data
-directory, listening only on a unix socket in that directory. The binaries
-are Debian's postgresql when installed, else those the PyPI `pgserver`
-package bundles (its server wrapper is not used: one start/stop path for both). As root it runs
-as the `postgres` system user, because PostgreSQL refuses to run as root.
+directory. It admits only its owner (the user who ran `db start`):
+- it listens on a unix socket in a 0700 directory, socket mode 0700, and on
+  no TCP address unless `db start --listen` asks for one (then
+  scram-sha-256 passwords on TCP);
+- every local connection is checked by peer authentication against an ident
+  map that names the owner, never `trust`;
+- commscope itself connects as the role `commscope`, which owns the schema
+  but is no superuser and cannot create roles, databases or extensions, run
+  programs or read server files. The superuser `postgres` is used only to
+  create roles and the database.
+The binaries are Debian's postgresql when installed, else those the PyPI
+`pgserver` package bundles (its server wrapper is not used: one start/stop
+path for both). As root the server runs as the `postgres` system user,
+because PostgreSQL refuses to run as root; binaries that user cannot reach
+(a venv inside a 0700 checkout) are copied beside the data first.
 """
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import pwd
+import re
 import shutil
 import subprocess
-import time
 from importlib import resources
 from pathlib import Path
 
 import psycopg
+from psycopg import sql
 
 DB_NAME = "commscope"
+OWNER = "commscope"        # the role commscope works as: owns the schema, no superuser
+SUPERUSER = "postgres"     # the embedded server's bootstrap superuser, for roles and databases only
+IDENT_MAP = "commscope"
 
 
 class DBError(RuntimeError):
     """A store problem with a message meant for the user."""
+
+
+def masked(dsn: str) -> str:
+    """The DSN with any password replaced by ***, for messages."""
+    dsn = re.sub(r"(://[^:/@?]*:)[^@/?]*@", r"\1***@", dsn)
+    return re.sub(r"(password\s*=\s*)('[^']*'|[^&\s]*)", r"\1***", dsn, flags=re.I)
 
 
 def home() -> Path:
@@ -73,14 +96,15 @@ def pg_bin(tool: str) -> str:
 
 
 class Embedded:
-    """The private server under <home>/postgres."""
+    """The private server under <home>/postgres, admitting only its owner."""
 
     def __init__(self, root: Path | None = None):
         self.root = (root or home()) / "postgres"
         self.data = self.root / "data"
         self.sock = self.root / "run"
         self.log = self.root / "server.log"
-        self.user = "postgres" if os.geteuid() == 0 else None
+        self.user = "postgres" if os.geteuid() == 0 else None   # the OS user the server runs as
+        self.owner = pwd.getpwuid(os.geteuid()).pw_name           # the OS user peer auth admits
 
     def _run(self, argv: list[str], check: bool = True) -> subprocess.CompletedProcess:
         if self.user:
@@ -95,17 +119,39 @@ class Embedded:
             pw = pwd.getpwnam(self.user)
             os.chown(path, pw.pw_uid, pw.pw_gid)
 
-    def url(self) -> str:
-        return f"postgresql:///{DB_NAME}?host={self.sock}&user=postgres"
+    def url(self, dbname: str = DB_NAME, user: str = OWNER) -> str:
+        return f"postgresql:///{dbname}?host={self.sock}&user={user}"
+
+    def bin(self, tool: str) -> str:
+        """A server binary the server's user can execute. As root, binaries
+        under a directory `postgres` cannot enter (pgserver's, inside a venv in
+        a 0700 checkout) are copied once beside the data directory."""
+        found = Path(pg_bin(tool)).resolve()
+        if not self.user or self._run(["test", "-x", str(found)], check=False).returncode == 0:
+            return str(found)
+        install = found.parent.parent            # <prefix>/bin/<tool>: copy the whole prefix (lib, share)
+        # pgserver's binaries find their libraries through RPATH $ORIGIN/../../../pgserver.libs:
+        # the copy keeps the prefix's parent folder and any *.libs beside it, so relative paths still hold.
+        copy = self.root / "pgcopy"
+        target = copy / install.parent.name / install.name
+        if not (target / "bin" / tool).exists():
+            shutil.rmtree(copy, ignore_errors=True)
+            shutil.copytree(install, target, symlinks=True)
+            for libs in install.parent.parent.glob("*.libs"):
+                shutil.copytree(libs, copy / libs.name, symlinks=True)
+            for d, _, _ in os.walk(copy):
+                os.chmod(d, 0o755)
+        return str(target / "bin" / tool)
 
     def running(self) -> bool:
         if not self.data.exists():
             return False
-        return self._run([pg_bin("pg_ctl"), "status", "-D", str(self.data)], check=False).returncode == 0
+        return self._run([self.bin("pg_ctl"), "status", "-D", str(self.data)], check=False).returncode == 0
 
-    def start(self) -> str:
-        if self.running():
-            return self.url()
+    def start(self, listen: str | None = None, port: int = 5432) -> str:
+        """Starts the server (once, however many callers race) and makes sure
+        the owner role and database exist; returns commscope's URL.
+        `listen` opens TCP on that address, with scram-sha-256 passwords."""
         if self.user:
             try:
                 pwd.getpwnam(self.user)
@@ -113,7 +159,14 @@ class Embedded:
                 raise DBError(f"as root the server must run as a system user '{self.user}', which does not exist; "
                               f"install Debian's postgresql (it creates the user) or run as a non-root user") from None
         self.root.mkdir(parents=True, exist_ok=True)
-        self.sock.mkdir(exist_ok=True)
+        with open(self.root / "start.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)     # two `db start` at once: the second waits, then finds it running
+            self._start_locked(listen, port)
+        return self.url()
+
+    def _start_locked(self, listen: str | None, port: int) -> None:
+        self.sock.mkdir(mode=0o700, exist_ok=True)
+        self.sock.chmod(0o700)
         for p in (self.root, self.sock):
             self._own(p)
         if self.user:
@@ -122,29 +175,130 @@ class Embedded:
                 raise DBError(f"as root the server runs as '{self.user}', which cannot enter {blocked[0]}; "
                               f"set COMMSCOPE_HOME to a directory it can reach, e.g. /var/lib/commscope")
         if not (self.data / "PG_VERSION").exists():
-            self._run([pg_bin("initdb"), "-D", str(self.data), "-U", "postgres", "--auth=trust",
-                       "--encoding=UTF8", "--locale=C.UTF-8"])
-        # listen_addresses='' : no TCP at all, only the socket in our own directory.
-        opts = f"-c listen_addresses='' -c unix_socket_directories='{self.sock}' -c fsync=on"
-        self._run([pg_bin("pg_ctl"), "start", "-w", "-t", "60", "-D", str(self.data), "-l", str(self.log), "-o", opts])
-        with psycopg.connect(f"postgresql:///postgres?host={self.sock}&user=postgres", autocommit=True) as c:
+            self._run([self.bin("initdb"), "-D", str(self.data), "-U", SUPERUSER, "--auth-local=peer",
+                       "--auth-host=scram-sha-256", "--encoding=UTF8", "--locale=C.UTF-8"])
+        self._write_config(listen, port)
+        if self.running():
+            self._run([self.bin("pg_ctl"), "reload", "-D", str(self.data)])
+        else:
+            self._run([self.bin("pg_ctl"), "start", "-w", "-t", "60", "-D", str(self.data), "-l", str(self.log)])
+        with psycopg.connect(self.url("postgres", SUPERUSER), autocommit=True) as c:
             if not c.execute("SELECT 1 FROM pg_database WHERE datname = %s", (DB_NAME,)).fetchone():
-                c.execute(f'CREATE DATABASE "{DB_NAME}"')
-        return self.url()
+                c.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(DB_NAME)))
+        self.prepare_database(DB_NAME)
+
+    def _write_config(self, listen: str | None, port: int) -> None:
+        """The server's settings, access rules and ident map, rewritten at every
+        start, so a store made by an older commscope (trust, a 0777 socket) is
+        closed the next time it starts."""
+        conf = [f"unix_socket_directories = '{self.sock}'", "unix_socket_permissions = 0700",
+                f"listen_addresses = '{listen or ''}'", f"port = {int(port)}",
+                "password_encryption = 'scram-sha-256'", "fsync = on"]
+        hba = [f"local all all peer map={IDENT_MAP}"]
+        if listen:
+            hba.append("host all all all scram-sha-256")
+        files = {"commscope.conf": conf, "pg_hba.conf": hba, "pg_ident.conf": self._ident_lines()}
+        for name, lines in files.items():
+            self._write(name, lines)
+        main_conf = self.data / "postgresql.conf"
+        if "include_if_exists = 'commscope.conf'" not in main_conf.read_text():
+            with main_conf.open("a") as f:
+                f.write("\ninclude_if_exists = 'commscope.conf'\n")
+
+    def _write(self, name: str, lines: list[str]) -> None:
+        path = self.data / name
+        path.write_text("# written by `commscope db start` at every start; edits are lost\n" + "\n".join(lines) + "\n")
+        self._own(path)
+        path.chmod(0o600)
+
+    def _ident_lines(self) -> list[str]:
+        """Who may connect as whom: the owner (and the server's own user) as the
+        superuser and commscope's role, plus the local roles granted since."""
+        people = sorted({self.owner, self.user or self.owner})
+        roles = [SUPERUSER, OWNER] + self.local_roles()
+        return [f"{IDENT_MAP} {p} {r}" for p in people for r in dict.fromkeys(roles)]
+
+    def local_roles(self) -> list[str]:
+        f = self.root / "local_roles"
+        return f.read_text().split() if f.exists() else []
+
+    def allow_local(self, role: str) -> None:
+        """Lets the owner connect as ROLE over the socket (a role made by grant-readonly or grant-writer)."""
+        if role in self.local_roles():
+            return
+        with (self.root / "local_roles").open("a") as f:
+            f.write(role + "\n")
+        self._write("pg_ident.conf", self._ident_lines())
+        self._run([self.bin("pg_ctl"), "reload", "-D", str(self.data)])
 
     def stop(self) -> bool:
         if not self.running():
             return False
-        self._run([pg_bin("pg_ctl"), "stop", "-w", "-m", "fast", "-D", str(self.data)])
+        self._run([self.bin("pg_ctl"), "stop", "-w", "-m", "fast", "-D", str(self.data)])
         return True
 
+    def admin(self, dbname: str = DB_NAME) -> psycopg.Connection:
+        """The superuser, for roles and databases only."""
+        return psycopg.connect(self.url(dbname, SUPERUSER), autocommit=True)
 
-def url() -> str:
-    """The DSN to use, by libpq conventions, falling back to the embedded server."""
+    def prepare_database(self, name: str) -> None:
+        """Makes the role commscope (no superuser, no CREATEROLE/CREATEDB) the
+        owner of NAME's public schema and of every object in it. The database
+        itself stays the superuser's, so commscope cannot create extensions
+        (trusted ones need CREATE on the database). Objects an older store
+        made as the superuser are handed over."""
+        with self.admin("postgres") as c:
+            if not c.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (OWNER,)).fetchone():
+                c.execute(sql.SQL("CREATE ROLE {} LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE").format(
+                    sql.Identifier(OWNER)))
+        with self.admin(name) as c:
+            c.execute(sql.SQL("ALTER SCHEMA public OWNER TO {}").format(sql.Identifier(OWNER)))
+            c.execute(HAND_OVER, prepare=False)
+
+
+# Every relation, routine and free-standing type in `public` not owned by commscope's role is handed to it.
+# Tables first: their indexes and owned sequences follow them.
+HAND_OVER = """
+DO $$
+DECLARE r record;
+BEGIN
+  FOR r IN SELECT c.oid::regclass AS name, c.relkind FROM pg_class c
+           WHERE c.relnamespace = 'public'::regnamespace AND c.relowner <> 'commscope'::regrole
+             AND c.relkind IN ('r', 'p', 'v', 'm', 'f', 'S')
+             AND NOT EXISTS (SELECT 1 FROM pg_depend d WHERE d.objid = c.oid AND d.classid = 'pg_class'::regclass
+                             AND d.deptype IN ('a', 'i') AND c.relkind = 'S')
+           ORDER BY c.relkind IN ('r', 'p') DESC
+  LOOP
+    EXECUTE format('ALTER %s %s OWNER TO commscope',
+                   CASE r.relkind WHEN 'v' THEN 'VIEW' WHEN 'm' THEN 'MATERIALIZED VIEW'
+                                  WHEN 'S' THEN 'SEQUENCE' WHEN 'f' THEN 'FOREIGN TABLE' ELSE 'TABLE' END, r.name);
+  END LOOP;
+  FOR r IN SELECT p.oid::regprocedure AS name FROM pg_proc p
+           WHERE p.pronamespace = 'public'::regnamespace AND p.proowner <> 'commscope'::regrole LOOP
+    EXECUTE format('ALTER ROUTINE %s OWNER TO commscope', r.name);
+  END LOOP;
+  FOR r IN SELECT t.oid::regtype AS name FROM pg_type t
+           WHERE t.typnamespace = 'public'::regnamespace AND t.typowner <> 'commscope'::regrole
+             AND t.typrelid = 0 AND t.typelem = 0 LOOP
+    EXECUTE format('ALTER TYPE %s OWNER TO commscope', r.name);
+  END LOOP;
+END $$"""
+
+
+def external_dsn() -> str | None:
+    """COMMSCOPE_DB_URL, or "" when PG* variables name a server; None means the embedded one."""
     if os.environ.get("COMMSCOPE_DB_URL"):
         return os.environ["COMMSCOPE_DB_URL"]
     if any(os.environ.get(v) for v in ("PGHOST", "PGDATABASE", "PGSERVICE")):
         return ""  # let libpq read PG* variables and ~/.pgpass
+    return None
+
+
+def url() -> str:
+    """The DSN to use, by libpq conventions, falling back to the embedded server."""
+    given = external_dsn()
+    if given is not None:
+        return given
     emb = Embedded()
     if not emb.running():
         raise DBError(f"no database: set COMMSCOPE_DB_URL (or PG* variables), or run 'commscope db start' "
@@ -153,11 +307,53 @@ def url() -> str:
 
 
 def connect(dsn: str | None = None, **kw) -> psycopg.Connection:
+    """A connection named `commscope` in pg_stat_activity, that gives up after
+    COMMSCOPE_CONNECT_TIMEOUT seconds (10) unless the DSN or PG* variables
+    say otherwise."""
     dsn = url() if dsn is None else dsn
+    given = psycopg.conninfo.conninfo_to_dict(dsn) if dsn else {}
+    if "application_name" not in given and not os.environ.get("PGAPPNAME"):
+        kw.setdefault("application_name", "commscope")
+    if "connect_timeout" not in given and not os.environ.get("PGCONNECT_TIMEOUT"):
+        kw.setdefault("connect_timeout", int(os.environ.get("COMMSCOPE_CONNECT_TIMEOUT", "10")))
     try:
         return psycopg.connect(dsn, **kw)
     except psycopg.OperationalError as e:
-        raise DBError(f"cannot connect to the database ({dsn or 'PG* variables'}): {e}") from e
+        raise DBError(f"cannot connect to the database ({masked(dsn) if dsn else 'PG* variables'}): "
+                      f"{masked(str(e))}") from e
+
+
+def writer_session(conn: psycopg.Connection) -> None:
+    """Timeouts for a transaction that writes: a lock held longer than
+    COMMSCOPE_LOCK_TIMEOUT (60s), a statement running longer than
+    COMMSCOPE_STATEMENT_TIMEOUT (30min), or a writer idle inside its
+    transaction longer than COMMSCOPE_IDLE_TIMEOUT (10min, a hung ingest)
+    end the transaction instead of blocking every other writer. Call inside
+    the transaction (SET LOCAL)."""
+    for setting, var, default in (("lock_timeout", "COMMSCOPE_LOCK_TIMEOUT", "60s"),
+                                  ("statement_timeout", "COMMSCOPE_STATEMENT_TIMEOUT", "30min"),
+                                  ("idle_in_transaction_session_timeout", "COMMSCOPE_IDLE_TIMEOUT", "10min")):
+        conn.execute("SELECT set_config(%s, %s, true)", (setting, os.environ.get(var, default)))
+
+
+def take_write_lock(conn: psycopg.Connection, name: str) -> None:
+    """The transaction-scoped advisory lock NAME, waiting at most the lock
+    timeout; a DBError names the session that holds it."""
+    if conn.execute("SELECT pg_try_advisory_xact_lock(hashtext(%s))", (name,)).fetchone()[0]:
+        return
+    holder = conn.execute(
+        "SELECT a.pid, a.application_name, a.client_addr, a.xact_start FROM pg_locks l "
+        "JOIN pg_stat_activity a ON a.pid = l.pid WHERE l.locktype = 'advisory' AND l.granted "
+        "AND l.objid = hashtext(%s)::oid", (name,)).fetchone()
+    try:
+        conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (name,))
+    except psycopg.errors.LockNotAvailable:
+        who = (f"session {holder[0]} ({holder[1] or 'no application name'}"
+               f"{', from ' + str(holder[2]) if holder[2] else ''}, in its transaction since {holder[3]})"
+               if holder else "another session")
+        raise DBError(f"the store's write lock '{name}' is held by {who}; gave up after "
+                      f"{os.environ.get('COMMSCOPE_LOCK_TIMEOUT', '60s')}. Wait for it to finish, end it with "
+                      f"SELECT pg_terminate_backend(pid) if it hangs, or raise COMMSCOPE_LOCK_TIMEOUT") from None
 
 
 def insert_advice(conn: psycopg.Connection, kind: str, run_id: int | None, source: str, summary: dict,
@@ -183,7 +379,8 @@ def migrate(conn: psycopg.Connection) -> list[str]:
     lock serialises concurrent migrators."""
     applied = []
     with conn.transaction():
-        conn.execute("SELECT pg_advisory_xact_lock(hashtext('commscope.migrate'))")
+        writer_session(conn)
+        take_write_lock(conn, "commscope.migrate")
         conn.execute("CREATE TABLE IF NOT EXISTS schema_version ("
                      "version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())")
         done = {r[0] for r in conn.execute("SELECT version FROM schema_version")}
@@ -200,7 +397,6 @@ def migrate(conn: psycopg.Connection) -> list[str]:
 
 
 def _grant_views(conn: psycopg.Connection, role: str) -> None:
-    from psycopg import sql
     if not conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (role,)).fetchone():
         return  # dropped by hand since
     views = [r[0] for r in conn.execute(
@@ -209,13 +405,43 @@ def _grant_views(conn: psycopg.Connection, role: str) -> None:
         conn.execute(sql.SQL("GRANT SELECT ON {} TO {}").format(sql.Identifier(v), sql.Identifier(role)))
 
 
-def grant_readonly(conn: psycopg.Connection, role: str) -> None:
-    """A login role that can read the views and nothing else (for Grafana)."""
-    from psycopg import sql
+def _create_login_role(admin: psycopg.Connection, role: str, password: str | None) -> None:
+    """ROLE as a plain login role (no superuser, no CREATEDB/CREATEROLE), with a scram password if given."""
+    verb = "ALTER" if admin.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (role,)).fetchone() else "CREATE"
+    q = sql.SQL(verb + " ROLE {} LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE").format(sql.Identifier(role))
+    if password:
+        admin.execute("SET password_encryption = 'scram-sha-256'")
+        q = q + sql.SQL(" PASSWORD {}").format(sql.Literal(password))
+    admin.execute(q)
+
+
+def grant_readonly(conn: psycopg.Connection, role: str, admin: psycopg.Connection | None = None,
+                   password: str | None = None) -> None:
+    """A login role that can read the views and nothing else (for Grafana).
+    ADMIN (a connection allowed to create roles; default CONN) creates it;
+    CONN, the schema's owner, grants the views. Views that later migrations
+    add are granted by migrate()."""
+    _create_login_role(admin or conn, role, password)
     with conn.transaction():
-        if not conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (role,)).fetchone():
-            conn.execute(sql.SQL("CREATE ROLE {} LOGIN").format(sql.Identifier(role)))
         conn.execute(sql.SQL("GRANT USAGE ON SCHEMA public TO {}").format(sql.Identifier(role)))
         _grant_views(conn, role)
-        # Views that later migrations add are granted by migrate().
         conn.execute("INSERT INTO readonly_roles (name) VALUES (%s) ON CONFLICT DO NOTHING", (role,))
+
+
+def grant_writer(conn: psycopg.Connection, role: str, admin: psycopg.Connection | None = None,
+                 password: str | None = None) -> None:
+    """A login role that can ingest (read and write every table, use the
+    sequences and functions) but not create, alter or drop anything: for the
+    ingest jobs of a site server. Default privileges carry the grants to what
+    later migrations create as the schema's owner."""
+    _create_login_role(admin or conn, role, password)
+    r = sql.Identifier(role)
+    with conn.transaction():
+        for q in ("GRANT USAGE ON SCHEMA public TO {r}",
+                  "GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA public TO {r}",
+                  "GRANT USAGE, SELECT, UPDATE ON ALL SEQUENCES IN SCHEMA public TO {r}",
+                  "GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA public TO {r}",
+                  "ALTER DEFAULT PRIVILEGES IN SCHEMA public GRANT SELECT, INSERT, UPDATE, DELETE ON TABLES TO {r}",
+                  "ALTER DEFAULT PRIVILEGES IN SCHEMA public GRANT USAGE, SELECT, UPDATE ON SEQUENCES TO {r}",
+                  "ALTER DEFAULT PRIVILEGES IN SCHEMA public GRANT EXECUTE ON FUNCTIONS TO {r}"):
+            conn.execute(sql.SQL(q).format(r=r))

@@ -6,7 +6,9 @@ no-op because runs are keyed by the content hash of their files.
 
 Concurrent ingests take one advisory lock for their campaign transaction:
 writers queue instead of interleaving, which rules out duplicate runs and
-lock-order deadlocks on the shared names (systems, stacks, call paths)."""
+lock-order deadlocks on the shared names (systems, stacks, call paths). The
+wait is bounded (db.writer_session): a hung ingest cannot block the others
+for ever, and the one that gives up names the session holding the lock."""
 from __future__ import annotations
 
 import concurrent.futures as cf
@@ -21,7 +23,7 @@ from typing import Iterable, Iterator
 import psycopg
 from psycopg.types.json import Jsonb
 
-from . import profiles
+from . import db, profiles
 from .profiles import BadProfile
 from .records import Record, as_int, clean, read_record
 
@@ -222,7 +224,8 @@ def ingest_records(conn: psycopg.Connection, records: Iterable[Record | BadProfi
     res = Result()
     seen: set[str] = set()
     with conn.transaction():
-        conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (WRITE_LOCK,))
+        db.writer_session(conn)
+        db.take_write_lock(conn, WRITE_LOCK)
         campaign_id = conn.execute(
             "INSERT INTO campaigns (kind, source, git_commit, ci_pipeline) VALUES (%s, %s, %s, %s) RETURNING id",
             (kind, clean(source), clean(prov.git_commit), clean(prov.ci_pipeline))).fetchone()[0]
