@@ -353,6 +353,22 @@ def test_daily_rollups_equal_the_on_the_fly_aggregates(filled, dsn):
         assert not any(conn.execute(f"SELECT 1 FROM {v} LIMIT 1").fetchone() for v in ROLLUP_VIEWS + ["run_day"])
 
 
+def test_updating_runs_leaves_no_rollup_stale(filled, dsn):
+    """A run marked failed leaves its group's averages; runs moved to another day and system
+    leave their old groups and join new ones: every rollup still equals the on-the-fly aggregate."""
+    with psycopg.connect(dsn) as conn:
+        before = _assert_rollups_match_on_the_fly(conn)
+        run_id = conn.execute("SELECT id FROM runs WHERE status = 'ok' AND mpi_fraction_avg IS NOT NULL "
+                              "ORDER BY id LIMIT 1").fetchone()[0]
+        conn.execute("UPDATE runs SET status = 'failed' WHERE id = %s", (run_id,))
+        after = _assert_rollups_match_on_the_fly(conn)
+        assert after["v_mpi_fraction_daily"] != before["v_mpi_fraction_daily"]
+        conn.execute("INSERT INTO systems (name) VALUES ('lab-b')")
+        conn.execute("UPDATE runs SET started_at = started_at - interval '3 days', "
+                     "system_id = (SELECT id FROM systems WHERE name = 'lab-b') WHERE app = 'halo3d'")
+        _assert_rollups_match_on_the_fly(conn)
+
+
 def _copy_runs_back(conn, app: str, days: int) -> list[int]:
     """Every run of `app` again, `days` earlier, with its FOMs: the same real rows
     arriving as another night's ingest would (the triggers see an ordinary insert)."""
