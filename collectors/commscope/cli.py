@@ -92,6 +92,31 @@ def db_migrate():
     click.echo("\n".join(f"applied {a}" for a in applied) or "up to date")
 
 
+@db_group.command("dump")
+@click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
+def db_dump(file):
+    """Write the whole store to FILE (pg_dump's custom format, no owners or grants)."""
+    try:
+        db.dump(db.url(), file)
+    except db.DBError as e:
+        _fail(str(e))
+    click.echo(f"dumped to {file}")
+
+
+@db_group.command("restore")
+@click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
+def db_restore(file):
+    """Restore FILE (from `db dump`) into the store in use, which must hold no runs, then migrate it.
+    Moves an embedded store to a site server: dump there, set COMMSCOPE_DB_URL, restore."""
+    try:
+        applied = db.restore(db.url(), file)
+    except db.DBError as e:
+        _fail(str(e))
+    for name in applied:
+        click.echo(f"applied {name}")
+    click.echo(f"restored {file}")
+
+
 def _grant(grant, role: str, password_stdin: bool, what: str) -> None:
     """Creates ROLE and grants it: on the embedded store the superuser creates
     the role and the owner may then connect as it over the socket; on a site

@@ -119,17 +119,30 @@ class Embedded:
             pw = pwd.getpwnam(self.user)
             os.chown(path, pw.pw_uid, pw.pw_gid)
 
+    def port(self) -> int:
+        """The port `db start` last wrote (it names the socket file too), 5432 before any."""
+        conf = self.data / "commscope.conf"
+        if conf.exists():
+            m = re.search(r"^port = (\d+)$", conf.read_text(), re.M)
+            if m:
+                return int(m.group(1))
+        return 5432
+
     def url(self, dbname: str = DB_NAME, user: str = OWNER) -> str:
-        return f"postgresql:///{dbname}?host={self.sock}&user={user}"
+        port = self.port()
+        return f"postgresql:///{dbname}?host={self.sock}&user={user}" + (f"&port={port}" if port != 5432 else "")
 
     def bin(self, tool: str) -> str:
         """A server binary the server's user can execute. As root, binaries
         under a directory `postgres` cannot enter (pgserver's, inside a venv in
         a 0700 checkout) are copied once beside the data directory."""
-        found = Path(pg_bin(tool)).resolve()
+        # The server's own directory first (pg_dump, psql of the server's version), else as found. Not
+        # resolved further: Debian's /usr/bin/pg_dump is a wrapper that needs the name it was called by.
+        server_dir = Path(pg_bin("pg_ctl")).resolve().parent
+        found = server_dir / tool if (server_dir / tool).exists() else Path(pg_bin(tool))
         if not self.user or self._run(["test", "-x", str(found)], check=False).returncode == 0:
             return str(found)
-        install = found.parent.parent            # <prefix>/bin/<tool>: copy the whole prefix (lib, share)
+        install = found.resolve().parent.parent  # <prefix>/bin/<tool>: copy the whole prefix (lib, share)
         # pgserver's binaries find their libraries through RPATH $ORIGIN/../../../pgserver.libs:
         # the copy keeps the prefix's parent folder and any *.libs beside it, so relative paths still hold.
         copy = self.root / "pgcopy"
@@ -161,7 +174,11 @@ class Embedded:
         self.root.mkdir(parents=True, exist_ok=True)
         with open(self.root / "start.lock", "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)     # two `db start` at once: the second waits, then finds it running
-            self._start_locked(listen, port)
+            try:
+                self._start_locked(listen, port)
+            except psycopg.OperationalError as e:
+                raise DBError(f"the embedded server under {self.root} did not accept its owner: {e}; "
+                              f"see {self.log}") from e
         return self.url()
 
     def _start_locked(self, listen: str | None, port: int) -> None:
@@ -177,9 +194,16 @@ class Embedded:
         if not (self.data / "PG_VERSION").exists():
             self._run([self.bin("initdb"), "-D", str(self.data), "-U", SUPERUSER, "--auth-local=peer",
                        "--auth-host=scram-sha-256", "--encoding=UTF8", "--locale=C.UTF-8"])
+        conf = self.data / "commscope.conf"
+        before = conf.read_text() if conf.exists() else None
         self._write_config(listen, port)
         if self.running():
-            self._run([self.bin("pg_ctl"), "reload", "-D", str(self.data)])
+            # listen_addresses and port take a restart; the access rules a reload
+            if conf.read_text() == before:
+                self._run([self.bin("pg_ctl"), "reload", "-D", str(self.data)])
+            else:
+                self._run([self.bin("pg_ctl"), "restart", "-w", "-t", "60", "-m", "fast", "-D", str(self.data),
+                           "-l", str(self.log)])
         else:
             self._run([self.bin("pg_ctl"), "start", "-w", "-t", "60", "-D", str(self.data), "-l", str(self.log)])
         with psycopg.connect(self.url("postgres", SUPERUSER), autocommit=True) as c:
@@ -445,3 +469,84 @@ def grant_writer(conn: psycopg.Connection, role: str, admin: psycopg.Connection 
                   "ALTER DEFAULT PRIVILEGES IN SCHEMA public GRANT USAGE, SELECT, UPDATE ON SEQUENCES TO {r}",
                   "ALTER DEFAULT PRIVILEGES IN SCHEMA public GRANT EXECUTE ON FUNCTIONS TO {r}"):
             conn.execute(sql.SQL(q).format(r=r))
+
+
+# ---- dump and restore ---------------------------------------------------------------
+
+def _tool(name: str) -> str:
+    """pg_dump/pg_restore/psql: the embedded server's own when it serves, else the newest found."""
+    return Embedded().bin(name) if external_dsn() is None else pg_bin(name)
+
+
+def _pg(argv: list[str], what: str, **kw) -> subprocess.CompletedProcess:
+    p = subprocess.run(argv, capture_output=True, text=True, env={**os.environ, "PGAPPNAME": "commscope"}, **kw)
+    if p.returncode != 0:
+        raise DBError(f"{what} failed: {masked(p.stderr.strip() or p.stdout.strip())}")
+    return p
+
+
+def dump(dsn: str, file: Path) -> None:
+    """The whole store into FILE with pg_dump's custom format, without owners
+    or grants, so it restores into any store whatever its roles. Written
+    beside FILE first, so a failed dump leaves no partial FILE."""
+    file = Path(file)
+    part = file.with_name(file.name + ".part")
+    try:
+        _pg([_tool("pg_dump"), "--format=custom", "--no-owner", "--no-acl", "--file", str(part),
+             *([f"--dbname={dsn}"] if dsn else [])], f"pg_dump of {masked(dsn) or 'the PG* store'}")
+        part.replace(file)
+    finally:
+        part.unlink(missing_ok=True)
+
+
+# Everything in `public` that a restore recreates: the empty store's own schema goes first.
+_DROP_ALL = """
+DO $$
+DECLARE q text;
+BEGIN
+  -- every statement is written before any runs: a cascade must not turn a later name into a bare oid
+  FOREACH q IN ARRAY coalesce((SELECT array_agg(x) FROM (
+      SELECT format('DROP %s IF EXISTS %s CASCADE',
+                    CASE c.relkind WHEN 'v' THEN 'VIEW' WHEN 'm' THEN 'MATERIALIZED VIEW' WHEN 'S' THEN 'SEQUENCE'
+                                   WHEN 'f' THEN 'FOREIGN TABLE' ELSE 'TABLE' END, c.oid::regclass) AS x
+      FROM pg_class c WHERE c.relnamespace = 'public'::regnamespace AND c.relkind IN ('r', 'p', 'v', 'm', 'S', 'f')
+        AND NOT EXISTS (SELECT 1 FROM pg_depend d WHERE d.classid = 'pg_class'::regclass AND d.objid = c.oid
+                        AND d.deptype IN ('a', 'i'))   -- owned sequences go with their tables
+      UNION ALL
+      SELECT format('DROP ROUTINE IF EXISTS %s CASCADE', p.oid::regprocedure)
+      FROM pg_proc p WHERE p.pronamespace = 'public'::regnamespace
+      UNION ALL
+      SELECT format('DROP TYPE IF EXISTS %s CASCADE', t.oid::regtype)
+      FROM pg_type t WHERE t.typnamespace = 'public'::regnamespace AND t.typrelid = 0 AND t.typelem = 0) s),
+      '{}')
+  LOOP EXECUTE q; END LOOP;
+END $$;
+"""
+
+
+def restore(dsn: str, file: Path) -> list[str]:
+    """FILE (from `dump`) into the store at DSN, which must hold no runs; then
+    the migrations a dump of an older schema lacks. One transaction: a
+    failure leaves the store as it was. Returns the migrations applied."""
+    file = Path(file)
+    if not file.is_file():
+        raise DBError(f"{file}: no such file; give a dump written by 'commscope db dump'")
+    newest = migrations()[-1][0]
+    script = _pg([_tool("pg_restore"), "--no-owner", "--no-acl", "--file=-", str(file)],
+                 f"{file}: not a dump pg_restore can read (write one with 'commscope db dump'); pg_restore").stdout
+    with connect(dsn) as conn:
+        if conn.execute("SELECT to_regclass('runs')").fetchone()[0]:
+            n = conn.execute("SELECT count(*) FROM runs").fetchone()[0]
+            if n:
+                raise DBError(f"restore into {masked(dsn) or 'the PG* store'} refused: it holds {n} runs. Restore "
+                              f"into an empty store (e.g. 'commscope db start' with a new COMMSCOPE_HOME), "
+                              f"or dump this one first")
+    check = (f"DO $$ BEGIN IF (SELECT max(version) FROM public.schema_version) > {newest} THEN RAISE EXCEPTION "
+             f"'the dump has schema version %, newer than this commscope knows ({newest}); restore it with a "
+             f"newer commscope', (SELECT max(version) FROM public.schema_version); END IF; END $$;\n")
+    sql_text = (f"SET client_min_messages = warning; SET lock_timeout = '{os.environ.get('COMMSCOPE_LOCK_TIMEOUT', '60s')}';\n" + _DROP_ALL + script + check)
+    _pg([_tool("psql"), "-X", "-q", "-v", "ON_ERROR_STOP=1", "--single-transaction", "-f", "-",
+         *([f"--dbname={dsn}"] if dsn else [])], f"restore of {file} into {masked(dsn) or 'the PG* store'}",
+        input=sql_text)
+    with connect(dsn) as conn:
+        return migrate(conn)
