@@ -183,6 +183,16 @@ def ingest_cmd(paths, system, stack, interconnect, git_commit, ci_pipeline, hard
         _fail(f"{e}; nothing was stored", 2)
     except db.DBError as e:
         _fail(str(e))
+    except psycopg.Error as e:
+        # the server went away (killed, stopped, disk full) mid-campaign: its transaction is gone with it
+        detail = db.masked(str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__)
+        why = db.Embedded().last_failure() if db.external_dsn() is None else None
+        if why:
+            detail += f" (the server's log: {why})"
+        hint = (" Free space on the store's disk, then 'commscope db start' and ingest again."
+                if "space left on device" in str(e) + (why or "")
+                else " Check the server ('commscope db status'), then ingest again.")
+        _fail(f"the store failed during ingest: {detail}. Nothing of this campaign was stored.{hint}")
     finally:
         if bar:
             bar.close()

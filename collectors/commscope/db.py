@@ -217,7 +217,7 @@ class Embedded:
         closed the next time it starts."""
         conf = [f"unix_socket_directories = '{self.sock}'", "unix_socket_permissions = 0700",
                 f"listen_addresses = '{listen or ''}'", f"port = {int(port)}",
-                "password_encryption = 'scram-sha-256'", "fsync = on"]
+                "password_encryption = 'scram-sha-256'", "fsync = on", "timezone = 'UTC'", "log_timezone = 'UTC'"]
         hba = [f"local all all peer map={IDENT_MAP}"]
         if listen:
             hba.append("host all all all scram-sha-256")
@@ -260,6 +260,15 @@ class Embedded:
             return False
         self._run([self.bin("pg_ctl"), "stop", "-w", "-m", "fast", "-D", str(self.data)])
         return True
+
+    def last_failure(self) -> str | None:
+        """The server log's newest PANIC or FATAL line (a full disk, a kill), for messages."""
+        try:
+            lines = self.log.read_text(errors="replace").splitlines()[-200:]
+        except OSError:
+            return None
+        bad = [ln for ln in lines if "PANIC:" in ln or ("FATAL:" in ln and "terminating connection" not in ln)]
+        return bad[-1].split(":", 3)[-1].strip() if bad else None
 
     def admin(self, dbname: str = DB_NAME) -> psycopg.Connection:
         """The superuser, for roles and databases only."""
@@ -331,13 +340,15 @@ def url() -> str:
 
 
 def connect(dsn: str | None = None, **kw) -> psycopg.Connection:
-    """A connection named `commscope` in pg_stat_activity, that gives up after
-    COMMSCOPE_CONNECT_TIMEOUT seconds (10) unless the DSN or PG* variables
-    say otherwise."""
+    """A connection named `commscope` in pg_stat_activity, in the UTC time
+    zone, that gives up after COMMSCOPE_CONNECT_TIMEOUT seconds (10), unless
+    the DSN or PG* variables say otherwise."""
     dsn = url() if dsn is None else dsn
     given = psycopg.conninfo.conninfo_to_dict(dsn) if dsn else {}
     if "application_name" not in given and not os.environ.get("PGAPPNAME"):
         kw.setdefault("application_name", "commscope")
+    if "options" not in given and not os.environ.get("PGOPTIONS") and "options" not in kw:
+        kw["options"] = "-c TimeZone=UTC"   # times come out in UTC, whatever the server's zone
     if "connect_timeout" not in given and not os.environ.get("PGCONNECT_TIMEOUT"):
         kw.setdefault("connect_timeout", int(os.environ.get("COMMSCOPE_CONNECT_TIMEOUT", "10")))
     try:
