@@ -98,7 +98,7 @@ def test_site_hardware_is_the_system_s_provenance(dsn):
     with psycopg.connect(dsn) as conn:
         ingest(conn, [MPI_WS], Provenance())
         rows = conn.execute("SELECT DISTINCT system, cpu_model, cores_per_node, system_interconnect FROM v_runs").fetchall()
-        hw = conn.execute("SELECT hardware FROM systems").fetchone()[0]
+        hw = conn.execute("SELECT hardware FROM v_hardware_versions").fetchone()[0]
     assert rows == [("local", "AMD EPYC", 2, "shared memory (single node)")]
     assert hw["topology"]["type"] == "single-node" and hw["memory_per_node_gb"] > 0
 
@@ -214,10 +214,19 @@ def test_cli_ingests_a_workspace_and_a_hardware_file(dsn, tmp_path):
             str(Path(__file__).parent / "data" / "halo3d-overlap-n2.runtime-profile.cali"))
     assert r.returncode == 0, r.stderr
     with psycopg.connect(dsn) as conn:
-        assert conn.execute("SELECT cpu_model, cores_per_node, interconnect FROM systems WHERE name = 'bigiron'"
+        assert conn.execute("SELECT cpu_model, cores_per_node, system_interconnect FROM v_runs WHERE system = 'bigiron'"
                             ).fetchone() == ("Test CPU 9000", 128, "HDR InfiniBand, fat tree")
+    # A new node type for the same system: the run before keeps the hardware it ran on.
+    hw.write_text("cpu_model: Test CPU 9900\ncores_per_node: 192\ninterconnect: NDR InfiniBand, dragonfly\n")
+    r = run("ingest", "--system", "bigiron", "--hardware", str(hw),
+            str(Path(__file__).parent / "data" / "halo3d-overlap-n4.runtime-profile.cali"))
+    assert r.returncode == 0, r.stderr
+    with psycopg.connect(dsn) as conn:
+        assert conn.execute("SELECT ranks, cpu_model, cores_per_node FROM v_runs WHERE system = 'bigiron' ORDER BY ranks"
+                            ).fetchall() == [(2, "Test CPU 9000", 128), (4, "Test CPU 9900", 192)]
+        assert conn.execute("SELECT count(*) FROM v_hardware_versions WHERE system = 'bigiron'").fetchone()[0] == 2
     hw.write_text("- just\n- a list\n")
-    r = run("ingest", "--hardware", str(hw), str(Path(__file__).parent / "data" / "halo3d-overlap-n4.runtime-profile.cali"))
+    r = run("ingest", "--hardware", str(hw), str(Path(__file__).parent / "data" / "halo3d-overlap-n2.comm-stats.cali"))
     assert r.returncode == 2 and "hardware.yaml: a hardware description must be a mapping" in r.stderr
 
 

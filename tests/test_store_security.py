@@ -236,3 +236,27 @@ def test_binaries_in_a_directory_the_server_user_cannot_enter_still_serve(monkey
     finally:
         e.stop()
         shutil.rmtree(home, ignore_errors=True)
+
+
+def test_times_go_in_and_out_in_utc_whatever_the_server_s_zone(dsn, server):
+    """A server (or database) set to another zone: bounds without a zone still mean UTC, and
+    commscope's connections read times in UTC."""
+    import datetime as dt
+    from commscope.ensemble import select_runs
+    emb, _ = server
+    name = dsn.split("/")[3].split("?")[0]
+    with emb.admin("postgres") as a:
+        a.execute(f'ALTER DATABASE "{name}" SET timezone = \'Pacific/Auckland\'')
+    with psycopg.connect(dsn) as c:
+        ingest(c, [PROFILE], Provenance())
+        assert c.execute("SHOW timezone").fetchone()[0] == "Pacific/Auckland"
+        (started,) = c.execute("SELECT started_at FROM runs").fetchone()
+        utc = started.astimezone(dt.timezone.utc)
+        naive_after = (utc + dt.timedelta(seconds=1)).replace(tzinfo=None).isoformat()
+        naive_before = (utc - dt.timedelta(seconds=1)).replace(tzinfo=None).isoformat()
+        # the run started inside [naive_before, naive_after) read as UTC; as Auckland time it would not
+        assert [r["run_id"] for r in select_runs(c, since=naive_before, until=naive_after)]
+        assert not select_runs(c, until=naive_before)
+    with db.connect(dsn) as c:
+        assert c.execute("SHOW timezone").fetchone()[0] == "UTC"
+        assert c.execute("SELECT started_at FROM runs").fetchone()[0].utcoffset() == dt.timedelta(0)

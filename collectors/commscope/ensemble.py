@@ -33,6 +33,16 @@ METRICS = {"time": "excl_avg", "time (inc)": "incl_avg", "time (min)": "excl_min
            "time (inc) (min)": "incl_min", "time (inc) (max)": "incl_max", "calls": "calls", "imbalance": "imbalance"}
 
 
+def as_utc(bound: Any) -> dt.datetime:
+    """A since/until bound as an aware datetime: ISO text or a datetime or date; one without a zone is UTC
+    (never the server's or the session's time zone)."""
+    if isinstance(bound, str):
+        bound = dt.datetime.fromisoformat(bound)
+    elif isinstance(bound, dt.date) and not isinstance(bound, dt.datetime):
+        bound = dt.datetime(bound.year, bound.month, bound.day)
+    return bound if bound.tzinfo else bound.replace(tzinfo=dt.timezone.utc)
+
+
 def select_runs(conn: psycopg.Connection, since: Any = None, until: Any = None, status: str | None = "ok",
                 **where) -> list[dict]:
     """Rows of v_runs (with the run's metadata) matching the selection, oldest first."""
@@ -51,7 +61,7 @@ def select_runs(conn: psycopg.Connection, since: Any = None, until: Any = None, 
     for bound, op in ((since, ">="), (until, "<")):
         if bound is not None:
             clauses.append(sql.SQL("v.started_at " + op + " %s"))
-            params.append(dt.datetime.fromisoformat(bound) if isinstance(bound, str) else bound)
+            params.append(as_utc(bound))
     query = sql.SQL("SELECT v.*, r.metadata FROM v_runs v JOIN runs r ON r.id = v.run_id {} ORDER BY v.started_at, v.run_id").format(
         sql.SQL("WHERE ") + sql.SQL(" AND ").join(clauses) if clauses else sql.SQL(""))
     with conn.cursor(row_factory=psycopg.rows.dict_row) as cur:

@@ -12,6 +12,7 @@ for ever, and the one that gives up names the session holding the lock."""
 from __future__ import annotations
 
 import concurrent.futures as cf
+import hashlib
 import json
 import multiprocessing
 import os
@@ -33,7 +34,7 @@ WRITE_LOCK = "commscope.ingest"
 RUN_COLUMNS = ("content_hash, campaign_id, system_id, stack_id, status, profile_kind, app, workload, variant, "
                "decomposition, interconnect, ranks, nodes, global_size, local_size, iterations, compiler, spack_hash, "
                "caliper_version, experiment, started_at, wall_time, mpi_time_avg, mpi_time_max, mpi_fraction_avg, "
-               "mpi_fraction_slowest, source, metadata")
+               "mpi_fraction_slowest, source, metadata, hardware_id")
 
 
 @dataclass
@@ -119,24 +120,34 @@ class Writer:
         self.node_ids: dict[str, int] = {}
         self.system_ids: dict[str, int] = {}
         self.stack_ids: dict[tuple, int] = {}
+        self.hardware_ids: dict[int, int] = {}
         self.staged = False   # the campaign's temporary runs_in table exists
 
     def _system(self, name: str) -> int:
         if name not in self.system_ids:
-            hw = self.prov.hardware
-            if hw:
-                row = self.conn.execute(
-                    "INSERT INTO systems (name, cpu_model, cores_per_node, interconnect, hardware) "
-                    "VALUES (%s, %s, %s, %s, %s) ON CONFLICT (name) DO UPDATE SET cpu_model = excluded.cpu_model, "
-                    "cores_per_node = excluded.cores_per_node, interconnect = excluded.interconnect, "
-                    "hardware = excluded.hardware RETURNING id",
-                    (name, *hardware_columns(hw), Jsonb(json.loads(json.dumps(hw, default=str))))).fetchone()
-            else:
-                row = self.conn.execute("INSERT INTO systems (name) VALUES (%s) ON CONFLICT (name) DO NOTHING "
-                                        "RETURNING id", (name,)).fetchone()
-                row = row or self.conn.execute("SELECT id FROM systems WHERE name = %s", (name,)).fetchone()
+            row = self.conn.execute("INSERT INTO systems (name) VALUES (%s) ON CONFLICT (name) DO NOTHING "
+                                    "RETURNING id", (name,)).fetchone()
+            row = row or self.conn.execute("SELECT id FROM systems WHERE name = %s", (name,)).fetchone()
             self.system_ids[name] = row[0]
         return self.system_ids[name]
+
+    def _hardware(self, system_id: int) -> int | None:
+        """The campaign's hardware description as a version of SYSTEM_ID's (migration 0011): a
+        description seen before is the same version; a new one leaves the runs before it as they were."""
+        hw = self.prov.hardware
+        if not hw:
+            return None
+        if system_id not in self.hardware_ids:
+            doc = json.loads(json.dumps(hw, default=str))
+            digest = hashlib.md5(json.dumps(doc, sort_keys=True).encode()).hexdigest()
+            row = self.conn.execute(
+                "INSERT INTO hardware_versions (system_id, digest, cpu_model, cores_per_node, interconnect, hardware) "
+                "VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (system_id, digest) DO NOTHING RETURNING id",
+                (system_id, digest, *hardware_columns(hw), Jsonb(doc))).fetchone()
+            row = row or self.conn.execute("SELECT id FROM hardware_versions WHERE system_id = %s AND digest = %s",
+                                           (system_id, digest)).fetchone()
+            self.hardware_ids[system_id] = row[0]
+        return self.hardware_ids[system_id]
 
     def _stack(self, name: str, library: str) -> int:
         key = (name, library)
@@ -167,7 +178,7 @@ class Writer:
                  r.nodes, r.global_size, r.local_size, r.iterations, r.compiler, r.spack_hash, r.caliper_version,
                  r.experiment, r.started_at, r.summary["wall_time"], r.summary["mpi_time_avg"],
                  r.summary["mpi_time_max"], r.summary["mpi_fraction_avg"], r.summary["mpi_fraction_slowest"],
-                 r.source, Jsonb(r.metadata)) for r in batch]
+                 r.source, Jsonb(r.metadata), self._hardware(self._system(r.system))) for r in batch]
         ids: dict[str, int] = {}
         with conn.cursor() as cur:
             # One INSERT per batch, not per run: the statement-level rollup triggers (migration 0010) then
