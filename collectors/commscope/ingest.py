@@ -165,8 +165,9 @@ class Writer:
         rows = [(k, k.rsplit("/", 1)[-1], k.rsplit("/", 1)[0] if "/" in k else None, k.count("/") + 1,
                  k.rsplit("/", 1)[-1].startswith("MPI_")) for k in new]
         with self.conn.cursor() as cur:
-            cur.executemany("INSERT INTO nodes (path, name, parent_path, depth, is_mpi) VALUES (%s, %s, %s, %s, %s) "
-                            "ON CONFLICT (path) DO NOTHING", rows)
+            cur.execute("INSERT INTO nodes (path, name, parent_path, depth, is_mpi) "
+                        "SELECT * FROM unnest(%s::text[], %s::text[], %s::text[], %s::int[], %s::bool[]) "
+                        "ON CONFLICT (path) DO NOTHING", [list(col) for col in zip(*rows)])
             self.node_ids.update(cur.execute("SELECT path, id FROM nodes WHERE path = ANY(%s)", (new,)).fetchall())
 
     def write(self, batch: list[Record]) -> set[str]:
