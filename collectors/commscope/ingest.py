@@ -24,17 +24,18 @@ from typing import Iterable, Iterator
 import psycopg
 from psycopg.types.json import Jsonb
 
-from . import db, profiles
+from . import db, profiles, windows
 from .profiles import BadProfile
 from .records import Record, as_int, clean, read_record
 
 BATCH = 64            # runs per round of COPYs
 PARALLEL_FROM = 32    # fewer input groups than this are read in-process
 WRITE_LOCK = "commscope.ingest"
+MODEL_VERSION = 1     # runs.model_version: measured under docs/measurement-model.md
 RUN_COLUMNS = ("content_hash, campaign_id, system_id, stack_id, status, profile_kind, app, workload, variant, "
                "decomposition, interconnect, ranks, nodes, global_size, local_size, iterations, compiler, spack_hash, "
                "caliper_version, experiment, started_at, wall_time, mpi_time_avg, mpi_time_max, mpi_fraction_avg, "
-               "mpi_fraction_slowest, source, metadata, hardware_id")
+               "mpi_fraction_slowest, source, metadata, hardware_id, series_id, model_version")
 
 
 @dataclass
@@ -54,7 +55,14 @@ class Provenance:
         over = {k: clean(v) for k, v in (("system", self.system), ("stack", self.stack),
                                          ("interconnect", self.interconnect), ("spack_hash", self.spack_hash),
                                          ("compiler", self.compiler)) if v}
+        if self.hardware:
+            over["hardware_digest"] = hardware_digest(self.hardware)
         return replace(rec, **over) if over else rec
+
+
+def hardware_digest(hw: dict) -> str:
+    """The identity of a hardware description: md5 of its canonical JSON."""
+    return hashlib.md5(json.dumps(json.loads(json.dumps(hw, default=str)), sort_keys=True).encode()).hexdigest()
 
 
 @dataclass
@@ -121,6 +129,7 @@ class Writer:
         self.system_ids: dict[str, int] = {}
         self.stack_ids: dict[tuple, int] = {}
         self.hardware_ids: dict[int, int] = {}
+        self.series_ids: dict[str, int] = {}
         self.staged = False   # the campaign's temporary runs_in table exists
 
     def _system(self, name: str) -> int:
@@ -131,6 +140,18 @@ class Writer:
             self.system_ids[name] = row[0]
         return self.system_ids[name]
 
+    def _series(self, rec: Record) -> int:
+        """The run's series (migration 0012), interned by its key."""
+        key = rec.series_key
+        if key not in self.series_ids:
+            row = self.conn.execute(
+                "INSERT INTO series (key, app, parameters, environment) VALUES (%s, %s, %s, %s) "
+                "ON CONFLICT (key) DO NOTHING RETURNING id",
+                (key, rec.app, Jsonb(rec.parameters), Jsonb(rec.environment))).fetchone()
+            row = row or self.conn.execute("SELECT id FROM series WHERE key = %s", (key,)).fetchone()
+            self.series_ids[key] = row[0]
+        return self.series_ids[key]
+
     def _hardware(self, system_id: int) -> int | None:
         """The campaign's hardware description as a version of SYSTEM_ID's (migration 0011): a
         description seen before is the same version; a new one leaves the runs before it as they were."""
@@ -139,7 +160,7 @@ class Writer:
             return None
         if system_id not in self.hardware_ids:
             doc = json.loads(json.dumps(hw, default=str))
-            digest = hashlib.md5(json.dumps(doc, sort_keys=True).encode()).hexdigest()
+            digest = hardware_digest(hw)
             row = self.conn.execute(
                 "INSERT INTO hardware_versions (system_id, digest, cpu_model, cores_per_node, interconnect, hardware) "
                 "VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (system_id, digest) DO NOTHING RETURNING id",
@@ -179,7 +200,8 @@ class Writer:
                  r.nodes, r.global_size, r.local_size, r.iterations, r.compiler, r.spack_hash, r.caliper_version,
                  r.experiment, r.started_at, r.summary["wall_time"], r.summary["mpi_time_avg"],
                  r.summary["mpi_time_max"], r.summary["mpi_fraction_avg"], r.summary["mpi_fraction_slowest"],
-                 r.source, Jsonb(r.metadata), self._hardware(self._system(r.system))) for r in batch]
+                 r.source, Jsonb(r.metadata), self._hardware(self._system(r.system)), self._series(r),
+                 MODEL_VERSION) for r in batch]
         ids: dict[str, int] = {}
         with conn.cursor() as cur:
             # One INSERT per batch, not per run: the statement-level rollup triggers (migration 0010) then
@@ -215,7 +237,8 @@ class Writer:
                             cp.write_row((run_id, nid[row[0]], *row[1:]))
             for table, cols, attr in (("rank_metrics", "rank, total_time, user_time, mpi_time, mpi_sync_time", "rank_rows"),
                                       ("comm_matrix", "src, dst, messages, bytes", "matrix_rows"),
-                                      ("foms", "name, repeat, value, unit", "fom_rows")):
+                                      ("foms", "name, repeat, value, unit", "fom_rows"),
+                                      ("run_windows", ", ".join(f'"{c}"' for c in windows.COLUMNS), "window_rows")):
                 with cur.copy(f"COPY {table} (run_id, {cols}) FROM STDIN") as cp:
                     for run_id, r in new:
                         for row in getattr(r, attr):

@@ -64,6 +64,12 @@ class Profile:
     matrix: dict = field(default_factory=dict)   # (src, dst) -> [messages, bytes]
     # (comm region path, rank) -> comm.stats counters (see COMM_STATS)
     comm: dict = field(default_factory=dict)
+    # rank -> seconds outside every region and outside MPI (Caliper's records without a path)
+    outside: dict = field(default_factory=dict)
+    # spot only: {min, max, avg, sum} across ranks of the time outside every region
+    spot_outside: dict | None = None
+    # whether Caliper wrapped MPI (profile.mpi): without it MPI time is not measured, not zero
+    mpi_profiled: bool = False
     output: Output | None = None                  # the workload's stdout, when kept beside the profile
 
     @functools.cached_property
@@ -199,6 +205,8 @@ def read_files(paths: list[Path]) -> Profile:
             rank = int(rec["mpi.rank"]) if "mpi.rank" in rec else file_rank
             p = _path(rec)
             if spot:
+                if not p and f"max#{SPOT_PREFIX}" in rec and "mpi.msg.dst" not in rec:
+                    prof.spot_outside = {k: float(rec[f"{k}#{SPOT_PREFIX}"]) for k in ("min", "max", "avg", "sum")}
                 if p and f"max#{SPOT_PREFIX}" in rec:
                     prof.spot[p] = {k: float(rec[f"{k}#{SPOT_PREFIX}"]) for k in ("min", "max", "avg", "sum")}
                     if f"avg#{SPOT_EXCL}" in rec:
@@ -219,19 +227,32 @@ def read_files(paths: list[Path]) -> Profile:
             if p and rank is not None and "sum#sum#total.send.count" in rec:
                 prof.comm[p, rank] = {name: float(rec[attr]) for name, attr, _ in COMM_STATS if attr in rec}
             t = _time(rec)
-            if t is None or not p:
-                continue  # time outside every region, or a record without timing
+            if t is None:
+                continue  # a record without timing
+            if not p:
+                if rank is not None:   # time outside every region
+                    prof.outside[rank] = prof.outside.get(rank, 0.0) + t
+                continue
             if rank is None:
                 raise BadProfile(f"{path}: records carry no mpi.rank and the file name does not say the rank "
                                  f"(expected rank-N.cali from output=rank-%mpi.rank%.cali)")
             prof.excl[p, rank] = prof.excl.get((p, rank), 0.0) + t
             if "sum#rc.count" in rec:
                 prof.calls[p, rank] = prof.calls.get((p, rank), 0) + int(float(rec["sum#rc.count"]))
+    prof.mpi_profiled = _mpi_profiled(g, prof)
     prof.kind = ("spot" if spot else "msgtrace" if any_msg and not prof.excl
                  else "per-rank" if len(paths) > 1 or RANK_FILE.search(paths[0].name) else g.get("cali.channel", "profile"))
     if not prof.excl and not prof.spot and not prof.matrix:
         raise BadProfile(f"{prof.source}: no timed regions and no messages: nothing to ingest")
     return prof
+
+
+def _mpi_profiled(g: dict, prof: Profile) -> bool:
+    """Caliper says whether it wrapped MPI: runtime-profile and friends as opts:profile.mpi, spot in
+    spot.options. Older files say neither; MPI functions among the nodes then show it was on."""
+    if g.get("opts:profile.mpi") == "true" or "profile.mpi" in g.get("spot.options", "").split(","):
+        return True
+    return any(is_mpi(p) for p, _r in prof.excl) or any(is_mpi(p) for p in prof.spot)
 
 
 def _read_json_split(path: Path) -> Profile:
@@ -250,10 +271,14 @@ def _read_json_split(path: Path) -> Profile:
     prof = Profile(kind="json-split", files=[path], content_hash=file_hash([path]), meta=g,
                    ranks=int(g["jobsize"]), output=_sidecar([path]))
     for row in data:
-        if row[pi] is None or row[ti] is None:
+        if row[ti] is None:
+            continue
+        if row[pi] is None:   # time outside every region
+            prof.outside[int(row[ri])] = prof.outside.get(int(row[ri]), 0.0) + float(row[ti])
             continue
         key = (paths[row[pi]], int(row[ri]))
         prof.excl[key] = prof.excl.get(key, 0.0) + float(row[ti])
+    prof.mpi_profiled = _mpi_profiled(g, prof)
     return prof
 
 

@@ -113,7 +113,13 @@ class Workspace:
                 fname = f"{label}::{f['name']}" if label else f["name"]
                 foms.append((clean(fname, 200), repeat, value, clean(f.get("units"), 50)))
         axes = {k: clean(self._var(exp, *names)) for k, names in AXES.items()}
+        ranks = int(self._var(exp, "n_ranks", default=recs[0].ranks) or recs[0].ranks)
+        nodes = int(self._var(exp, "n_nodes", default=recs[0].nodes or 1) or 1)
         for rec in recs:
+            # The experiment's parameters: the workload's own (its PARAM lines or Adiak values), Ramble's
+            # workload, ranks and nodes; not its name, repeat index or paths, so repeats are one series.
+            params = {**rec.parameters, "ranks": ranks, "nodes": nodes,
+                      "ramble_workload": clean(exp.get("workload_name") or rec.workload)}
             meta = dict(rec.metadata)
             meta.update({"ramble_status": exp["RAMBLE_STATUS"], "ramble_workspace": clean(self.results.get("workspace_name")),
                          "ramble_variables": {k: clean(v) for k, v in exp["RAMBLE_VARIABLES"].items()}})
@@ -122,8 +128,7 @@ class Workspace:
             yield replace(
                 rec, experiment=clean(name), status="failed" if status == "failed" or rec.status == "failed" else "ok",
                 app=clean(exp.get("application_name") or rec.app), workload=clean(exp.get("workload_name") or rec.workload),
-                ranks=int(self._var(exp, "n_ranks", default=rec.ranks) or rec.ranks),
-                nodes=int(self._var(exp, "n_nodes", default=rec.nodes or 1) or 1),
+                ranks=ranks, nodes=nodes, parameters=params,
                 stack=axes["stack"] or rec.stack, interconnect=axes["interconnect"] or rec.interconnect,
                 variant=axes["variant"] or rec.variant, fom_rows=foms or rec.fom_rows, metadata=meta,
                 spack_hash=clean(self._var(exp, "spack_hash")) or self._spack_hash(exp) or rec.spack_hash)

@@ -5,10 +5,12 @@ send them to the one process that writes (ingest.py)."""
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import profiles
+from . import profiles, windows
 from .contract import parse_output
 from .profiles import BadProfile, Profile
 
@@ -66,6 +68,27 @@ class Record:
     fom_rows: list = field(default_factory=list)
     # (comm region path, *profiles.COMM_STATS values combined over ranks)
     comm_rows: list = field(default_factory=list)
+    # windows.COLUMNS, one tuple per window (run, focus)
+    window_rows: list = field(default_factory=list)
+    # every input that defines the experiment, and the environment it ran in (docs/measurement-model.md)
+    parameters: dict = field(default_factory=dict)
+    caliper_config: str = "none"    # the Caliper channel and options the profile was recorded with
+    mpi_identity: str | None = None  # the MPI library as the profile's Adiak names it, whatever sits beside the file
+    hardware_digest: str | None = None   # the site's hardware description given at ingest
+
+    @property
+    def environment(self) -> dict:
+        """Where and how the run ran: system and hardware, MPI library, interconnect, compiler, Spack spec
+        hash, Caliper configuration."""
+        return {"system": self.system, "hardware": self.hardware_digest, "stack": self.stack,
+                "mpi_library": self.mpi_identity or self.mpi_library, "interconnect": self.interconnect or "default",
+                "compiler": self.compiler, "spack_hash": self.spack_hash, "caliper": self.caliper_config}
+
+    @property
+    def series_key(self) -> str:
+        """Runs with equal application, parameters and environment are one series."""
+        doc = json.dumps([self.app, self.parameters, self.environment], sort_keys=True, default=str)
+        return hashlib.sha256(doc.encode()).hexdigest()
 
     def paths(self) -> set[str]:
         return {r[0] for r in self.node_rows} | {r[0] for r in self.mpi_rows} | {r[0] for r in self.comm_rows}
@@ -134,7 +157,29 @@ def from_profile(prof: Profile) -> Record:
     if out:
         rec.fom_rows = [(clean(name, 200), 0, value, clean(unit, 50)) for name, (value, unit) in out.foms.items()]
     rec.comm_rows = _comm_rows(prof)
+    rec.window_rows = [tuple(w[c] for c in windows.COLUMNS) for w in windows.profile_windows(prof, windows.WORKLOAD_FOCUS)]
+    rec.parameters = {"ranks": prof.ranks, "nodes": rec.nodes,
+                      **{k: clean(g[k]) for k in WORKLOAD_ADIAK_PARAMETERS if k in g}}
+    rec.caliper_config = caliper_config(g)
+    rec.mpi_identity = clean(f"{vendor} {version}".strip()) if "mpi_library_vendor" in g else None
     return rec
+
+
+# The Adiak values commscope's workloads record that define an experiment (workloads/README.md).
+WORKLOAD_ADIAK_PARAMETERS = ("workload", "variant", "decomposition", "global_size", "iterations", "pml_width",
+                             "pml_faces", "fused", "small_bytes", "large_bytes", "message_bytes", "sizes", "datatype",
+                             "alloc", "debug_barriers", "tolerance", "group_size", "ramble_workload")
+
+
+def caliper_config(g: dict) -> str:
+    """The Caliper configuration a profile was recorded with: its channel and options, sorted."""
+    opts = sorted(k[5:] + ("" if v == "true" else f"={v}") for k, v in g.items()
+                  if k.startswith("opts:") and k != "opts:output")
+    if not opts and g.get("spot.options"):
+        opts = sorted(g["spot.options"].split(","))
+    return ",".join([g.get("cali.channel", "profile")] + opts)
+
+
 
 
 def _comm_rows(prof: Profile) -> list[tuple]:
@@ -197,6 +242,8 @@ def from_output(path) -> Record:
     if total and total[1] == "s":
         rec.summary["wall_time"] = total[0]
     rec.fom_rows = [(clean(name, 200), 0, value, clean(unit, 50)) for name, (value, unit) in out.foms.items()]
+    rec.window_rows = [tuple(w[c] for c in windows.COLUMNS) for w in windows.output_window(out.foms)]
+    rec.parameters = {"ranks": out.ranks, "nodes": None, **{f"param.{k}": clean(v) for k, v in p.items()}}
     return rec
 
 

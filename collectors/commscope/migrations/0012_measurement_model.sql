@@ -1,0 +1,60 @@
+-- The measurement model (docs/measurement-model.md): series by experiment
+-- parameters and environment, and per-window measurements, read through
+-- v_run_metrics.
+--
+-- A series is the runs whose application, parameters and environment are
+-- equal; the loader computes its key (records.Record.series_key) and interns it
+-- here. runs.wall_time and the fractions on runs keep their old meaning for the
+-- panels that still read them (0001-0011); v_run_metrics is the one definition
+-- new readers use.
+
+CREATE TABLE series (
+    id            integer GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    key           text NOT NULL UNIQUE,       -- sha256 of [app, parameters, environment], canonical JSON
+    app           text NOT NULL,
+    parameters    jsonb NOT NULL,
+    environment   jsonb NOT NULL
+);
+
+-- model_version: 1 for runs measured under this model; NULL for runs stored before it, whose
+-- windows were never computed (their inputs are not kept): v_runs_needing_reingest lists them.
+ALTER TABLE runs ADD COLUMN series_id integer REFERENCES series (id),
+                 ADD COLUMN model_version smallint;
+CREATE INDEX runs_by_series ON runs (series_id, started_at);
+
+CREATE TABLE run_windows (
+    run_id        bigint NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
+    "window"      text NOT NULL CHECK ("window" IN ('run', 'focus')),
+    focus_region  text,
+    time_s        double precision,           -- the slowest rank's
+    mpi_time_avg_s double precision,          -- NULL: MPI was not measured
+    mpi_time_max_s double precision,
+    mpi_fraction_avg double precision,        -- sum over ranks of MPI time / of time
+    mpi_fraction_slowest double precision,
+    user_time_avg_s double precision,         -- useful (non-MPI) time, mean rank
+    mpi_sync_time_avg_s double precision,     -- the MPI_SYNC group's part of the MPI time
+    load_balance  double precision,           -- POP, multiplicative: mean(useful) / max(useful)
+    communication_efficiency double precision, -- max(useful) / time
+    parallel_efficiency double precision,     -- mean(useful) / time
+    ranks_measured integer,
+    PRIMARY KEY (run_id, "window")
+);
+
+CREATE VIEW v_run_metrics AS
+SELECT r.id AS run_id, r.series_id, r.started_at, r.app, r.ranks, r.nodes, w."window", w.focus_region,
+       w.time_s, w.mpi_time_avg_s, w.mpi_time_max_s, w.mpi_fraction_avg, w.mpi_fraction_slowest,
+       w.user_time_avg_s, w.mpi_sync_time_avg_s, w.load_balance, w.communication_efficiency,
+       w.parallel_efficiency, w.ranks_measured, s.parameters, s.environment, r.status, r.campaign_id,
+       r.profile_kind
+FROM runs r
+JOIN run_windows w ON w.run_id = r.id
+LEFT JOIN series s ON s.id = r.series_id;
+
+CREATE VIEW v_experiment_series AS
+SELECT s.id AS series_id, s.app, s.parameters, s.environment, count(r.id) AS runs,
+       min(r.started_at) AS first_run, max(r.started_at) AS last_run
+FROM series s LEFT JOIN runs r ON r.series_id = s.id
+GROUP BY s.id;
+
+CREATE VIEW v_runs_needing_reingest AS
+SELECT id AS run_id, source, started_at FROM runs WHERE model_version IS NULL;

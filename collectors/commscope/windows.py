@@ -1,0 +1,140 @@
+"""The measurement model's numbers for one run, per window (docs/measurement-model.md).
+
+A window is an interval every rank spends: `run`, everything the profile
+recorded including the time outside every region; `focus`, the subtrees of the
+one region a study is about (for commscope's workloads their timed loop,
+`timestep`). Per window and rank: time, MPI time (exclusive time of MPI
+functions, barrier and wait-type ones apart as MPI_SYNC) and useful time (the
+rest). Over ranks:
+
+- time: the slowest rank's;
+- MPI time: mean and max; MPI fraction: over the mean rank (sum MPI / sum time)
+  and on the slowest rank;
+- POP's efficiencies, multiplicative form: load balance = mean(useful) /
+  max(useful), communication efficiency = max(useful) / time, parallel
+  efficiency = mean(useful) / time = their product.
+
+What the data cannot give is None (NULL in the store): every MPI figure when
+Caliper did not wrap MPI; the slowest rank and POP from spot, which keeps only
+aggregates across ranks; a focus time from spot when the focus region sits at
+more than one call path (a max of sums is not a sum of maxes)."""
+from __future__ import annotations
+
+from collections import defaultdict
+
+from .profiles import MPI_SYNC, Profile, is_mpi
+
+# The workloads' timed loop (workloads/README.md, "Caliper regions"): cs_loop_begin..cs_loop_end
+# brackets the `timestep` regions, and the FOM total_time is that interval on the slowest rank.
+WORKLOAD_FOCUS = "timestep"
+COLUMNS = ("window", "focus_region", "time_s", "mpi_time_avg_s", "mpi_time_max_s", "mpi_fraction_avg",
+           "mpi_fraction_slowest", "user_time_avg_s", "mpi_sync_time_avg_s", "load_balance",
+           "communication_efficiency", "parallel_efficiency", "ranks_measured")
+
+
+def in_focus(path: tuple, focus: str) -> bool:
+    return focus in path
+
+
+def _focus_roots(paths, focus: str) -> set[tuple]:
+    """The call paths where the focus region starts (its outermost occurrences)."""
+    return {p[:p.index(focus) + 1] for p in paths if focus in p}
+
+
+def _summarise(window: str, focus: str | None, per_rank: dict[int, list[float]], mpi_measured: bool) -> dict:
+    """per_rank: rank -> [time, mpi (not sync), mpi_sync]."""
+    ranks = sorted(per_rank)
+    time = {r: per_rank[r][0] for r in ranks}
+    mpi = {r: per_rank[r][1] + per_rank[r][2] for r in ranks}
+    sync = {r: per_rank[r][2] for r in ranks}
+    n = len(ranks)
+    slowest = max(ranks, key=time.get)
+    t = time[slowest]
+    row = dict.fromkeys(COLUMNS)
+    row.update(window=window, focus_region=focus, time_s=t, ranks_measured=n)
+    if not mpi_measured:
+        return row
+    useful = {r: time[r] - mpi[r] for r in ranks}
+    mean_useful, max_useful = sum(useful.values()) / n, max(useful.values())
+    row.update(mpi_time_avg_s=sum(mpi.values()) / n, mpi_time_max_s=max(mpi.values()),
+               mpi_fraction_avg=sum(mpi.values()) / sum(time.values()) if sum(time.values()) else None,
+               mpi_fraction_slowest=mpi[slowest] / t if t else None,
+               user_time_avg_s=mean_useful, mpi_sync_time_avg_s=sum(sync.values()) / n,
+               load_balance=mean_useful / max_useful if max_useful > 0 else None,
+               communication_efficiency=max_useful / t if t else None,
+               parallel_efficiency=mean_useful / t if t else None)
+    return row
+
+
+def _per_rank(prof: Profile, focus: str | None) -> dict[int, list[float]]:
+    out: dict = defaultdict(lambda: [0.0, 0.0, 0.0])
+    for (p, r), t in prof.excl.items():
+        if focus is not None and not in_focus(p, focus):
+            continue
+        acc = out[r]
+        acc[0] += t
+        if is_mpi(p):
+            acc[2 if p[-1] in MPI_SYNC else 1] += t
+    if focus is None:
+        for r, t in prof.outside.items():
+            out[r][0] += t
+    return dict(out)
+
+
+def _spot(prof: Profile, focus: str | None) -> dict | None:
+    """Across-rank aggregates: the mean rank's times, and the slowest rank's time only where one
+    node's inclusive max is the window."""
+    stats = prof.stats
+    paths = [p for p in stats if focus is None or in_focus(p, focus)]
+    if not paths:
+        return None
+    mean_time = sum(stats[p].excl_avg for p in paths)
+    if focus is None:
+        mean_time += (prof.spot_outside or {}).get("avg", 0.0)
+        slowest_time = None
+    else:
+        roots = _focus_roots(paths, focus)
+        slowest_time = stats[next(iter(roots))].incl_max if len(roots) == 1 else None
+    row = dict.fromkeys(COLUMNS)
+    row.update(window="focus" if focus else "run", focus_region=focus, time_s=slowest_time)
+    if prof.mpi_profiled:
+        mpi = sum(stats[p].excl_avg for p in paths if is_mpi(p))
+        row.update(mpi_time_avg_s=mpi, mpi_fraction_avg=mpi / mean_time if mean_time else None,
+                   user_time_avg_s=mean_time - mpi,
+                   mpi_sync_time_avg_s=sum(stats[p].excl_avg for p in paths if is_mpi(p) and p[-1] in MPI_SYNC))
+    return row
+
+
+def profile_windows(prof: Profile, focus: str | None) -> list[dict]:
+    """The run window and, when the focus region occurs in the profile, the focus window."""
+    if prof.spot:
+        rows = [_spot(prof, None), _spot(prof, focus) if focus else None]
+        return [r for r in rows if r]
+    if not prof.excl:
+        return []   # a message trace: no times
+    rows = [_summarise("run", None, _per_rank(prof, None), prof.mpi_profiled)]
+    if focus and any(in_focus(p, focus) for p, _r in prof.excl):
+        rows.append(_summarise("focus", focus, _per_rank(prof, focus), prof.mpi_profiled))
+    return rows
+
+
+def output_window(foms: dict) -> list[dict]:
+    """A run without a profile: the focus window from the workload's own timers (FOMs in seconds).
+    The loop's time is total_time; its MPI time the workload's comm_time; POP from compute_time,
+    the workload's useful time. Fractions over the mean rank need the mean rank's loop time, which
+    the workload does not print: None."""
+    def f(name):
+        v = foms.get(name)
+        return v[0] if v and v[1] == "s" else None
+    total = f("total_time")
+    if total is None:
+        return []
+    row = dict.fromkeys(COLUMNS)
+    row.update(window="focus", focus_region=WORKLOAD_FOCUS, time_s=total,
+               mpi_time_avg_s=f("comm_time_avg"), mpi_time_max_s=f("comm_time_max"),
+               user_time_avg_s=f("compute_time_avg"))
+    cavg, cmax = f("compute_time_avg"), f("compute_time_max")
+    if cavg is not None and cmax:
+        row.update(load_balance=cavg / cmax, communication_efficiency=cmax / total if total else None,
+                   parallel_efficiency=cavg / total if total else None)
+    return [row]

@@ -1,0 +1,209 @@
+"""The measurement model (docs/measurement-model.md) on real profiles, against
+an independent reference: caliper-reader's records read here (MPI time is the
+records carrying `mpi.function`, the focus window the records whose `region`
+stack holds `timestep`, time outside regions the records with no path), the
+json-split file read as JSON, and the workloads' own timers. Nothing here calls
+commscope's metric code; the store's v_run_metrics is compared with them."""
+from __future__ import annotations
+
+import json
+import shutil
+from collections import defaultdict
+from pathlib import Path
+
+import psycopg
+import pytest
+from caliperreader import read_caliper_contents
+
+from commscope.contract import parse_output
+from commscope.ingest import Provenance, ingest
+
+DATA = Path(__file__).parent / "data"
+TIME = ("sum#sum#time.duration", "sum#time.duration")
+SYNC = {"MPI_Barrier", "MPI_Wait", "MPI_Waitall", "MPI_Waitany", "MPI_Waitsome", "MPI_Win_wait", "MPI_Win_fence",
+        "MPI_Win_complete", "MPI_Ibarrier"}
+
+PER_RANK_PROFILES = sorted(
+    [p.name for p in DATA.glob("*.cali") if ".spot." not in p.name] +
+    [d.name for d in DATA.glob("*.per-rank")] + [p.name for p in DATA.glob("*.json-split.json")])
+
+
+def reference(name: str) -> dict:
+    """Per window, per rank: [time, mpi, mpi_sync], straight from the file."""
+    src = DATA / name
+    acc = {"run": defaultdict(lambda: [0.0, 0.0, 0.0]), "focus": defaultdict(lambda: [0.0, 0.0, 0.0])}
+    if src.suffix == ".json":
+        doc = json.loads(src.read_text())
+        cols = doc["columns"]
+        labels = [n["label"] for n in doc["nodes"]]
+        parents = [n.get("parent") for n in doc["nodes"]]
+        for row in doc["data"]:
+            t, rank, node = row[cols.index("time")], int(row[cols.index("mpi.rank")]), row[cols.index("path")]
+            if t is None:
+                continue
+            chain = []
+            while node is not None:
+                chain.append(labels[node])
+                node = parents[node]
+            fn = chain[0] if chain and chain[0].startswith("MPI_") else None
+            for w in ("run",) + (("focus",) if "timestep" in chain else ()):
+                a = acc[w][rank]
+                a[0] += t
+                if fn:
+                    a[2 if fn in SYNC else 1] += t
+        return acc
+    files = sorted(src.glob("rank-*.cali")) if src.is_dir() else [src]
+    for f in files:
+        records, _ = read_caliper_contents(str(f))
+        for r in records:
+            t = next((float(r[a]) for a in TIME if a in r), None)
+            if t is None:
+                continue
+            rank = int(r["mpi.rank"]) if "mpi.rank" in r else int(f.stem.split("-")[1])
+            regions = r.get("region") or []
+            regions = regions if isinstance(regions, list) else [regions]
+            fn = r.get("mpi.function")
+            for w in ("run",) + (("focus",) if "timestep" in regions else ()):
+                a = acc[w][rank]
+                a[0] += t
+                if fn:
+                    a[2 if fn in SYNC else 1] += t
+    return acc
+
+
+@pytest.fixture(scope="module")
+def stored(server):
+    """Every fixture ingested once into a database of this module, the v_run_metrics rows by source name."""
+    emb, _ = server
+    with emb.admin("postgres") as a:
+        a.execute('DROP DATABASE IF EXISTS "model_fixtures" WITH (FORCE)')
+        a.execute('CREATE DATABASE "model_fixtures"')
+    emb.prepare_database("model_fixtures")
+    url = emb.url("model_fixtures")
+    from commscope import db
+    with psycopg.connect(url) as conn:
+        db.migrate(conn)
+        ingest(conn, [DATA], Provenance(system="testbox"))
+        rows = conn.execute("SELECT r.source, m.* FROM v_run_metrics m JOIN runs r ON r.id = m.run_id").fetchall()
+        cols = ["source"] + [d.name for d in conn.execute("SELECT * FROM v_run_metrics LIMIT 0").description]
+    out: dict = defaultdict(dict)
+    for row in rows:
+        d = dict(zip(cols, row))
+        out[Path(d["source"]).name][d["window"]] = d
+    yield out
+    with emb.admin("postgres") as a:
+        a.execute('DROP DATABASE "model_fixtures" WITH (FORCE)')
+
+
+@pytest.mark.parametrize("name", PER_RANK_PROFILES)
+def test_windows_equal_the_records_of_the_file(stored, name):
+    ref = reference(name)
+    for window in ("run", "focus"):
+        per_rank = ref[window]
+        if not per_rank:
+            assert window not in stored[name]
+            continue
+        got = stored[name][window]
+        times = {r: v[0] for r, v in per_rank.items()}
+        mpis = {r: v[1] + v[2] for r, v in per_rank.items()}
+        slowest = max(times, key=times.get)
+        n = len(times)
+        useful = {r: times[r] - mpis[r] for r in times}
+        expect = {
+            "time_s": times[slowest], "ranks_measured": n,
+            "mpi_time_avg_s": sum(mpis.values()) / n, "mpi_time_max_s": max(mpis.values()),
+            "mpi_fraction_avg": sum(mpis.values()) / sum(times.values()),
+            "mpi_fraction_slowest": mpis[slowest] / times[slowest],
+            "mpi_sync_time_avg_s": sum(v[2] for v in per_rank.values()) / n,
+            "load_balance": (sum(useful.values()) / n) / max(useful.values()),
+            "communication_efficiency": max(useful.values()) / times[slowest],
+            "parallel_efficiency": (sum(useful.values()) / n) / times[slowest],
+        }
+        for k, v in expect.items():
+            assert got[k] == pytest.approx(v, rel=1e-9, abs=1e-12), (name, window, k)
+        # the multiplicative form: parallel efficiency is the product of the other two
+        assert got["parallel_efficiency"] == pytest.approx(got["load_balance"] * got["communication_efficiency"])
+
+
+def test_the_run_window_counts_time_outside_every_region(stored):
+    """The records without a path are in the run's time: the issue's 'setup and finalize dropped' case."""
+    name = "halo3d-overlap-n2.runtime-profile.cali"
+    records, _ = read_caliper_contents(str(DATA / name))
+    outside = defaultdict(float)
+    inside = defaultdict(float)
+    for r in records:
+        t = float(r.get("sum#sum#time.duration", 0) or 0)
+        (inside if r.get("path") else outside)[int(r["mpi.rank"])] += t
+    assert all(v > 0 for v in outside.values())
+    assert stored[name]["run"]["time_s"] == pytest.approx(max(inside[r] + outside[r] for r in inside))
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in DATA.glob("*.cali") if p.with_suffix(".out").exists())
+                         + sorted(p.name for p in DATA.glob("*.json-split.json")))
+def test_the_focus_window_is_the_workload_s_timed_loop(stored, name):
+    """Within 15 % + 2 ms of the loop's total_time FOM, and of its comm-time FOM where it has one."""
+    out = parse_output((DATA / name).with_suffix(".out").read_text())
+    if "total_time" not in out.foms:
+        pytest.skip(f"{name}: the workload prints no total_time")
+    focus = stored[name].get("focus")
+    assert focus, f"{name}: no focus window"
+    total = out.foms["total_time"][0]
+    assert abs(focus["time_s"] - total) <= 0.15 * total + 0.002, (focus["time_s"], total)
+    # pio's comm_time is its gather/scatter only; its MPI-IO calls are MPI time too (workloads/README.md)
+    if "comm_time_avg" in out.foms and out.workload != "pio":
+        comm = out.foms["comm_time_avg"][0]
+        assert abs(focus["mpi_time_avg_s"] - comm) <= 0.15 * comm + 0.002, (focus["mpi_time_avg_s"], comm)
+
+
+def test_spot_gives_what_aggregates_allow_and_null_for_the_rest(stored):
+    name = "stencil2d-row-naive-n4.spot.cali"
+    records, _ = read_caliper_contents(str(DATA / name))
+    avg = "avg#scale#sum#time.duration.ns"   # spot's exclusive time (time.exclusive), mean over ranks
+    mean_all = sum(float(r[avg]) for r in records if avg in r)
+    mean_mpi = sum(float(r[avg]) for r in records if avg in r and r.get("mpi.function"))
+    run = stored[name]["run"]
+    assert run["mpi_fraction_avg"] == pytest.approx(mean_mpi / mean_all, rel=1e-6)
+    assert run["mpi_time_avg_s"] == pytest.approx(mean_mpi, rel=1e-6)
+    for k in ("time_s", "mpi_fraction_slowest", "mpi_time_max_s", "load_balance", "communication_efficiency",
+              "parallel_efficiency"):
+        assert run[k] is None, k
+    # the focus region sits at one call path: its inclusive max is the slowest rank's loop
+    steps = [r for r in records if (r.get("path") or [None])[-1] == "timestep"]
+    assert len(steps) == 1
+    assert stored[name]["focus"]["time_s"] == pytest.approx(float(steps[0]["max#inclusive#sum#time.duration"]))
+
+
+def test_a_run_without_profile_takes_its_focus_window_from_its_timers(dsn, tmp_path):
+    out_file = tmp_path / "halo3d.out"
+    shutil.copy(DATA / "halo3d-overlap-n4.runtime-profile.out", out_file)
+    foms = parse_output(out_file.read_text()).foms
+    with psycopg.connect(dsn) as conn:
+        ingest(conn, [out_file], Provenance())
+        rows = conn.execute("SELECT \"window\", time_s, mpi_time_avg_s, mpi_fraction_avg, load_balance "
+                            "FROM v_run_metrics").fetchall()
+    assert rows == [("focus", foms["total_time"][0], foms["comm_time_avg"][0], None,
+                     pytest.approx(foms["compute_time_avg"][0] / foms["compute_time_max"][0]))]
+
+
+def test_series_split_by_problem_size_caliper_mode_and_stack_but_keep_repeats(dsn, tmp_path):
+    from corpus import varied_copies
+    a, b = varied_copies(DATA / "halo3d-overlap-n2.runtime-profile.cali", 2, tmp_path / "copies")
+    shutil.copy(DATA / "halo3d-overlap-n2.runtime-profile.out", tmp_path / "loop.out")   # no profile beside it
+    with psycopg.connect(dsn) as conn:
+        ingest(conn, [a], Provenance(stack="stack-a"))
+        ingest(conn, [b], Provenance(stack="stack-b"))                    # only the stack differs
+        ingest(conn, [DATA / "halo3d-overlap-n2.runtime-profile.cali"], Provenance(stack="stack-a"))  # a repeat of a
+        ingest(conn, [DATA / "halo3d-overlap-pml32-xboth-n2.comm-stats.cali"], Provenance(stack="stack-a"))  # 64^3
+        ingest(conn, [tmp_path / "loop.out"], Provenance(stack="stack-a"))  # the same loop without Caliper
+        ingest(conn, [DATA / "ramble" / "smoke-openmpi4-repeats"], Provenance())
+        series = conn.execute("SELECT r.source, r.series_id FROM runs r").fetchall()
+        ramble = conn.execute("SELECT r.experiment, count(DISTINCT r.series_id), count(*) FROM runs r "
+                              "JOIN campaigns c ON c.id = r.campaign_id WHERE c.kind = 'ramble' "
+                              "GROUP BY r.experiment").fetchall()
+    sid = {Path(s).name: i for s, i in series}
+    assert sid["copy-000000.cali"] == sid["halo3d-overlap-n2.runtime-profile.cali"]      # repeats: one series
+    assert sid["copy-000001.cali"] != sid["copy-000000.cali"]                            # stack
+    assert sid["halo3d-overlap-pml32-xboth-n2.comm-stats.cali"] != sid["copy-000000.cali"]  # problem size
+    assert sid["loop.out"] != sid["copy-000000.cali"]                                    # Caliper mode
+    assert ramble and all(n_series == 1 for _, n_series, _ in ramble)
+    assert any(n > 1 for *_, n in ramble)  # the workspace's repeats share their experiment's series
