@@ -207,3 +207,69 @@ def test_series_split_by_problem_size_caliper_mode_and_stack_but_keep_repeats(ds
     assert sid["loop.out"] != sid["copy-000000.cali"]                                    # Caliper mode
     assert ramble and all(n_series == 1 for _, n_series, _ in ramble)
     assert any(n > 1 for *_, n in ramble)  # the workspace's repeats share their experiment's series
+
+
+RANKMAP = DATA / "commgraph-pairs-reverse-n4.msgtrace"
+
+
+def test_a_rank_mapped_message_trace_is_stored_in_world_ranks(dsn):
+    """commgraph --rank-map reverse: world rank w is application rank 3-w. Caliper keys the sender by
+    world rank and the destination by the split communicator's rank; the stored matrix is all world."""
+    import re
+    to_world = {int(a): int(w) for a, w in re.findall(r"^RANK (\d+) world=(\d+)", (RANKMAP / "commgraph.out").read_text(),
+                                                       re.M)}
+    assert to_world == {0: 3, 1: 2, 2: 1, 3: 0}
+    expected = defaultdict(lambda: [0, 0])
+    for f in sorted(RANKMAP.glob("rank-*.cali")):
+        records, _ = read_caliper_contents(str(f))
+        for r in records:
+            if "mpi.msg.dst" in r and int(r["mpi.msg.dst"]) >= 0:
+                cell = expected[int(r["mpi.rank"]), to_world[int(r["mpi.msg.dst"])]]
+                cell[0] += int(r.get("count", 0))
+                cell[1] += int(float(r.get("sum#mpi.msg.size", 0)))
+    with psycopg.connect(dsn) as conn:
+        ingest(conn, [RANKMAP], Provenance())
+        got = {(s, d): [m, b] for s, d, m, b in conn.execute("SELECT src, dst, messages, bytes FROM comm_matrix")}
+    assert got == dict(expected)
+    assert all(s != d for s, d in got)                            # no self-messages
+    assert all(got[s, d][1] == got[d, s][1] for s, d in got)      # the pairs pattern is symmetric
+    # pairs: application rank a sends its large messages to a+2 (mod 4); in world ranks w -> 3-((3-w+2)%4)
+    for w in range(4):
+        partner = to_world[(3 - w + 2) % 4]
+        assert max(got[w, d][1] for d in range(4) if d != w) == got[w, partner][1]
+
+
+def test_a_rank_mapped_trace_without_its_mapping_is_refused_not_stored_wrong(dsn, tmp_path):
+    bare = tmp_path / "trace"
+    bare.mkdir()
+    for f in RANKMAP.glob("rank-*.cali"):
+        shutil.copy(f, bare / f.name)   # the output with the RANK lines left behind
+    from commscope.profiles import BadProfile
+    with psycopg.connect(dsn) as conn:
+        with pytest.raises(BadProfile, match="renumbered communicator") as e:
+            ingest(conn, [bare], Provenance())
+        assert str(bare) in str(e.value)
+        assert conn.execute("SELECT count(*) FROM comm_matrix").fetchone()[0] == 0
+
+
+def test_a_per_rank_set_with_a_rank_missing_is_refused_or_stored_as_partial(dsn, tmp_path):
+    import os
+    import subprocess
+    import sys
+    run = tmp_path / "halo3d-blocking-n4.per-rank"
+    shutil.copytree(DATA / "halo3d-blocking-n4.per-rank", run)
+    (run / "rank-2.cali").unlink()
+    env = {**os.environ, "COMMSCOPE_DB_URL": dsn}
+    cli = [sys.executable, "-m", "commscope.cli", "ingest", "-q"]
+    r = subprocess.run([*cli, str(run)], capture_output=True, text=True, env=env)
+    assert r.returncode == 2 and str(run) in r.stderr and "rank 2 of the 4" in r.stderr and "--allow-partial" in r.stderr
+    with psycopg.connect(dsn) as conn:
+        assert conn.execute("SELECT count(*) FROM runs").fetchone()[0] == 0
+    r = subprocess.run([*cli, "--allow-partial", str(run)], capture_output=True, text=True, env=env)
+    assert r.returncode == 0, r.stderr
+    with psycopg.connect(dsn) as conn:
+        status, missing = conn.execute("SELECT status, metadata->'missing_ranks' FROM runs").fetchone()
+        ranks = {w: n for w, n in conn.execute('SELECT "window", ranks_measured FROM v_run_metrics')}
+        kept_out = conn.execute("SELECT count(*) FROM v_mpi_fraction").fetchone()[0]
+    assert (status, missing) == ("partial", [2])
+    assert ranks == {"run": 3, "focus": 3} and kept_out == 0

@@ -73,9 +73,9 @@ class Result:
     left_out: list[str] = field(default_factory=list)  # Ramble workspaces found inside a directory
 
 
-def _read(group: list[Path]) -> Record | BadProfile:
+def _read(group: list[Path], allow_partial: bool = False) -> Record | BadProfile:
     try:
-        return read_record(group)
+        return read_record(group, allow_partial)
     except BadProfile as e:
         return e
 
@@ -95,13 +95,14 @@ def workers() -> int:
     return int(os.environ.get("COMMSCOPE_INGEST_WORKERS", 0)) or max(1, min(4, os.cpu_count() or 1))
 
 
-def read_records(groups: list, n_workers: int | None = None) -> Iterator[Record | BadProfile]:
+def read_records(groups: list, n_workers: int | None = None,
+                 allow_partial: bool = False) -> Iterator[Record | BadProfile]:
     """Records in input order. Reader processes work ahead of the writer by a
     bounded window, so at most a few dozen records are in memory at once."""
     n = n_workers or workers()
     if n == 1 or len(groups) < PARALLEL_FROM:
         for g in groups:
-            yield _read(g)
+            yield _read(g, allow_partial)
         return
     window = n * 8
     # spawn, not fork: the parent holds a database connection.
@@ -110,14 +111,14 @@ def read_records(groups: list, n_workers: int | None = None) -> Iterator[Record 
         pending: deque = deque()
         it = iter(groups)
         for g in it:
-            pending.append(pool.submit(_read, g))
+            pending.append(pool.submit(_read, g, allow_partial))
             if len(pending) >= window:
                 break
         while pending:
             yield pending.popleft().result()
             nxt = next(it, None)
             if nxt is not None:
-                pending.append(pool.submit(_read, nxt))
+                pending.append(pool.submit(_read, nxt, allow_partial))
 
 
 class Writer:
@@ -301,7 +302,7 @@ def ingest_records(conn: psycopg.Connection, records: Iterable[Record | BadProfi
 
 
 def ingest(conn: psycopg.Connection, inputs: list[Path], prov: Provenance, skip_bad: bool = False,
-           progress=None) -> Result:
+           progress=None, allow_partial: bool = False) -> Result:
     """Stores Caliper profiles (files, directories) and Ramble workspaces as one campaign."""
     from . import ramble
     inputs = [Path(i) for i in inputs]
@@ -325,7 +326,7 @@ def ingest(conn: psycopg.Connection, inputs: list[Path], prov: Provenance, skip_
                             if nested else ""))
     if progress is not None:
         progress.total = len(groups)
-    res = ingest_records(conn, read_records(groups), prov, json.dumps([str(i) for i in inputs]),
+    res = ingest_records(conn, read_records(groups, allow_partial=allow_partial), prov, json.dumps([str(i) for i in inputs]),
                          skip_bad=skip_bad, progress=progress)
     res.left_out = [str(n) for n in nested]
     return res

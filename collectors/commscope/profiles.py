@@ -70,6 +70,8 @@ class Profile:
     spot_outside: dict | None = None
     # whether Caliper wrapped MPI (profile.mpi): without it MPI time is not measured, not zero
     mpi_profiled: bool = False
+    # ranks of the job that have no data (stored only with --allow-partial; the run is then 'partial')
+    missing_ranks: list = field(default_factory=list)
     output: Output | None = None                  # the workload's stdout, when kept beside the profile
 
     @functools.cached_property
@@ -184,8 +186,9 @@ def _meta_check(path: Path, g: dict) -> None:
         raise BadProfile(f"{path}: Adiak jobsize {g['jobsize']!r} is not an integer") from None
 
 
-def read_files(paths: list[Path]) -> Profile:
-    """One run from one aggregated file or a set of per-rank files."""
+def read_files(paths: list[Path], allow_partial: bool = False) -> Profile:
+    """One run from one aggregated file or a set of per-rank files. A run some of whose ranks have no
+    data is refused, naming them, unless ALLOW_PARTIAL: then it is read with missing_ranks set."""
     paths = sorted(paths)
     if paths[0].suffix == ".out":
         raise BadProfile(f"{paths[0]}: a workload's output, not a profile")  # records.from_output reads these
@@ -240,11 +243,59 @@ def read_files(paths: list[Path]) -> Profile:
             if "sum#rc.count" in rec:
                 prof.calls[p, rank] = prof.calls.get((p, rank), 0) + int(float(rec["sum#rc.count"]))
     prof.mpi_profiled = _mpi_profiled(g, prof)
+    _check_ranks(prof, allow_partial, per_rank_files=[int(m.group(1)) for p in paths if (m := RANK_FILE.search(p.name))])
+    if prof.matrix:
+        prof.matrix = _world_matrix(prof)
     prof.kind = ("spot" if spot else "msgtrace" if any_msg and not prof.excl
                  else "per-rank" if len(paths) > 1 or RANK_FILE.search(paths[0].name) else g.get("cali.channel", "profile"))
     if not prof.excl and not prof.spot and not prof.matrix:
+        if "comm_matrix" in prof.meta:
+            raise BadProfile(f"{prof.source}: its communication matrix is {prof.meta['comm_matrix']}; ingest the "
+                             f"run directory with the workload's output in it")
         raise BadProfile(f"{prof.source}: no timed regions and no messages: nothing to ingest")
     return prof
+
+
+def _check_ranks(prof: Profile, allow_partial: bool, per_rank_files: list[int]) -> None:
+    """Every rank of the job (jobsize) must have data; spot keeps no ranks, so it cannot be checked."""
+    seen = {r for _p, r in prof.excl} | set(prof.outside) | {src for src, _d in prof.matrix} | set(per_rank_files)
+    if not seen or prof.spot:
+        return
+    missing = sorted(set(range(prof.ranks)) - seen)
+    if not missing:
+        return
+    if not allow_partial:
+        shown = ", ".join(map(str, missing[:20])) + (f" and {len(missing) - 20} more" if len(missing) > 20 else "")
+        raise BadProfile(f"{prof.source}: rank{'s' if len(missing) > 1 else ''} {shown} of the {prof.ranks} "
+                         f"(Adiak jobsize) have no data, so the run is incomplete; find the missing rank files, or "
+                         f"give --allow-partial to store it as a partial run, kept out of series statistics")
+    prof.missing_ranks = missing
+
+
+def _world_matrix(prof: Profile) -> dict:
+    """The matrix with every rank in MPI_COMM_WORLD. Caliper keys a message's sender by its world rank
+    (mpi.rank) but its destination by the rank in the communicator used (mpi.msg.dst). Where the
+    workload prints which world rank each communicator rank is (`RANK r world=w`), destinations are
+    translated; where the run says it renumbered ranks (Adiak decomposition=rank-map) and names no
+    mapping, no matrix is kept rather than a wrong one, and the metadata says why."""
+    out = prof.output
+    lines = out.rank_lines if out else []
+    if lines and all("world" in ln for ln in lines):
+        to_world = {int(ln["rank"]): int(ln["world"]) for ln in lines}
+        world: dict = {}
+        for (src, dst), (msgs, nbytes) in prof.matrix.items():
+            if dst not in to_world:
+                raise BadProfile(f"{prof.source}: messages to rank {dst}, which the workload's RANK lines "
+                                 f"do not map to a world rank")
+            cell = world.setdefault((src, to_world[dst]), [0, 0])
+            cell[0] += msgs
+            cell[1] += nbytes
+        return world
+    if prof.meta.get("decomposition") == "rank-map":
+        prof.meta["comm_matrix"] = ("not stored: its destinations are ranks of a renumbered communicator and the "
+                                    "run's output, which names each rank's world rank, is not beside the profile")
+        return {}
+    return prof.matrix
 
 
 def _mpi_profiled(g: dict, prof: Profile) -> bool:

@@ -118,7 +118,8 @@ def from_profile(prof: Profile) -> Record:
         content_hash=prof.content_hash, source=clean(prof.source), profile_kind=prof.kind,
         app=clean(g["workload"]), workload=clean(g.get("ramble_workload") or g["workload"]),
         ranks=prof.ranks, started_at=_started_at(prof),
-        status="failed" if out and any(s == "FAIL" for s, _ in out.verify.values()) else "ok",
+        status="failed" if out and any(s == "FAIL" for s, _ in out.verify.values())
+        else "partial" if prof.missing_ranks else "ok",
         variant=clean(g.get("variant")), decomposition=clean(g.get("decomposition")),
         interconnect=clean(g.get("interconnect")), nodes=as_int(g.get("numhosts")),
         global_size=clean(g.get("global_size")), local_size=clean(g.get("local_size")),
@@ -129,7 +130,8 @@ def from_profile(prof: Profile) -> Record:
         stack=clean(g.get("stack") or f"{vendor} {version}".strip()),
         mpi_library=clean(out.mpi_library if out and out.mpi_library else f"{vendor} {version}".strip()),
         summary=profiles.run_summary(prof),
-        metadata={k: clean(v) for k, v in g.items() if k != "libraries"},
+        metadata={k: clean(v) for k, v in g.items() if k != "libraries"}
+        | ({"missing_ranks": prof.missing_ranks} if prof.missing_ranks else {}),
     )
     for p, s in stats.items():
         imb = s.excl_max / s.excl_avg if s.excl_max is not None and s.excl_avg else None
@@ -247,9 +249,9 @@ def from_output(path) -> Record:
     return rec
 
 
-def read_record(files: list) -> Record:
+def read_record(files: list, allow_partial: bool = False) -> Record:
     """One input group (see profiles.discover) to one record. Runs in the
     reader processes; raises BadProfile naming the file."""
     if len(files) == 1 and str(files[0]).endswith(".out"):
         return from_output(files[0])
-    return from_profile(profiles.read_files(files))
+    return from_profile(profiles.read_files(files, allow_partial))

@@ -57,7 +57,14 @@ part2() {
 placement16() {
   msgtrace "commgraph-random-sparse-n16.msgtrace" 16 commgraph --pattern random-sparse --iters 3 --large-bytes 65536
 }
+# A rank-mapped message trace: commgraph's pairs pattern with world rank w playing application rank 3-w, so
+# mpi.msg.dst (a rank of the split communicator) differs from the world rank. ONLY=rankmap makes just it.
+rankmap() {
+  msgtrace "commgraph-pairs-reverse-n4.msgtrace" 4 commgraph --pattern pairs --iters 3 --small-bytes 512 \
+    --large-bytes 65536 --rank-map ../../ramble/studies/placement/maps/reverse-4.map
+}
 if [ "${ONLY:-}" = part2 ]; then part2; exit 0; fi
+if [ "${ONLY:-}" = rankmap ]; then rankmap; exit 0; fi
 if [ "${ONLY:-}" = placement ]; then placement16; exit 0; fi
 H=(--n 24,24,24 --iters 10 --pml-width 3)
 for n in 2 4; do

@@ -22,6 +22,10 @@ ALTER TABLE runs ADD COLUMN series_id integer REFERENCES series (id),
                  ADD COLUMN model_version smallint;
 CREATE INDEX runs_by_series ON runs (series_id, started_at);
 
+-- A run with ranks missing, stored on request (--allow-partial): kept out of every 'ok' statistic.
+ALTER TABLE runs DROP CONSTRAINT runs_status_check;
+ALTER TABLE runs ADD CONSTRAINT runs_status_check CHECK (status IN ('ok', 'failed', 'partial'));
+
 CREATE TABLE run_windows (
     run_id        bigint NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
     "window"      text NOT NULL CHECK ("window" IN ('run', 'focus')),
