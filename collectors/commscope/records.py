@@ -160,14 +160,26 @@ def from_profile(prof: Profile) -> Record:
         rec.fom_rows = [(clean(name, 200), 0, value, clean(unit, 50)) for name, (value, unit) in out.foms.items()]
     rec.comm_rows = _comm_rows(prof)
     rec.window_rows = [tuple(w[c] for c in windows.COLUMNS) for w in windows.profile_windows(prof, windows.WORKLOAD_FOCUS)]
-    rec.parameters = {"ranks": prof.ranks, "nodes": rec.nodes,
-                      **{k: clean(g[k]) for k in WORKLOAD_ADIAK_PARAMETERS if k in g}}
+    rec.parameters = ({"ranks": prof.ranks, "nodes": rec.nodes, **output_parameters(out)} if out else
+                      {"ranks": prof.ranks, "nodes": rec.nodes,
+                       **{k: clean(g[k]) for k in WORKLOAD_ADIAK_PARAMETERS if k in g}})
     rec.caliper_config = caliper_config(g)
     rec.mpi_identity = clean(f"{vendor} {version}".strip()) if "mpi_library_vendor" in g else None
     return rec
 
 
-# The Adiak values commscope's workloads record that define an experiment (workloads/README.md).
+# PARAM lines that describe the environment or say a thing twice, not the experiment.
+NOT_PARAMETERS = {"interconnect", "allreduce_scheme"}
+
+
+def output_parameters(out) -> dict:
+    """The experiment's parameters as the workload printed them (PARAM lines), the same whether or not
+    Caliper profiled the run, so profiled and unprofiled runs of one experiment differ only in environment."""
+    return {f"param.{k}": clean(v) for k, v in out.params.items() if k not in NOT_PARAMETERS}
+
+
+# The Adiak values commscope's workloads record that define an experiment (workloads/README.md), for a profile
+# whose output is not beside it.
 WORKLOAD_ADIAK_PARAMETERS = ("workload", "variant", "decomposition", "global_size", "iterations", "pml_width",
                              "pml_faces", "fused", "small_bytes", "large_bytes", "message_bytes", "sizes", "datatype",
                              "alloc", "debug_barriers", "tolerance", "group_size", "ramble_workload")
@@ -245,7 +257,7 @@ def from_output(path) -> Record:
         rec.summary["wall_time"] = total[0]
     rec.fom_rows = [(clean(name, 200), 0, value, clean(unit, 50)) for name, (value, unit) in out.foms.items()]
     rec.window_rows = [tuple(w[c] for c in windows.COLUMNS) for w in windows.output_window(out.foms)]
-    rec.parameters = {"ranks": out.ranks, "nodes": None, **{f"param.{k}": clean(v) for k, v in p.items()}}
+    rec.parameters = {"ranks": out.ranks, "nodes": None, **output_parameters(out)}
     return rec
 
 

@@ -63,7 +63,16 @@ rankmap() {
   msgtrace "commgraph-pairs-reverse-n4.msgtrace" 4 commgraph --pattern pairs --iters 3 --small-bytes 512 \
     --large-bytes 65536 --rank-map ../../ramble/studies/placement/maps/reverse-4.map
 }
+# Profiles with the `loop` region (the timed interval, commscope's focus window). ONLY=loop makes just these.
+loop() {
+  run "halo3d-blocking-loop-n2.mpi-profile" 2 \
+    "runtime-profile,profile.mpi,region.count,output=halo3d-blocking-loop-n2.mpi-profile.cali" \
+    halo3d --n 24,24,24 --iters 10 --pml-width 3 --variant blocking
+  run "cgsolve-direct-loop-n2.spot" 2 "spot(output=cgsolve-direct-loop-n2.spot.cali),profile.mpi" \
+    cgsolve --n 16,16,16 --allreduce direct
+}
 if [ "${ONLY:-}" = part2 ]; then part2; exit 0; fi
+if [ "${ONLY:-}" = loop ]; then loop; exit 0; fi
 if [ "${ONLY:-}" = rankmap ]; then rankmap; exit 0; fi
 if [ "${ONLY:-}" = placement ]; then placement16; exit 0; fi
 H=(--n 24,24,24 --iters 10 --pml-width 3)
