@@ -325,40 +325,49 @@ ORDER BY 1""", ["time", "metric", "write_mbs"], "MBs", "",
     ])
 
 # ---- 8. Procurement comparison --------------------------------------------------------------
-# Wall time of each (system, stack) against the chosen reference (system, stack) on the
-# same experiment: app, workload, variant, ranks.
+# Like with like (docs/measurement-model.md): the same application and experiment parameters on each
+# (system, stack), each run on its focus window when it has one (the workloads' timed loop, whether or not
+# Caliper profiled it), else its whole run; the window is shown. Time is the window's slowest rank.
 
-_NORMALIZED = f"""WITH t AS (
-  SELECT system, stack, app, workload, variant, ranks, sum(wall_time_sum) / sum(runs) AS wall_time
-  FROM v_wall_time_daily
-  WHERE {DAYS}
-    AND ((app IN ($app) AND workload IN ($workload) AND interconnect IN ($interconnect) AND ranks IN ($ranks)
-          AND system IN ($system) AND stack IN ($stack))
-         OR (system = '$reference_system' AND stack = '$reference_stack'))
-  GROUP BY 1, 2, 3, 4, 5, 6
+_NORMALIZED = """WITH per_run AS (
+  SELECT DISTINCT ON (run_id) run_id, environment->>'system' AS system, environment->>'stack' AS stack, app,
+         parameters, "window", time_s
+  FROM v_run_metrics
+  WHERE $__timeFilter(started_at) AND status = 'ok' AND time_s > 0
+    AND ((app IN ($app) AND environment->>'interconnect' IN ($interconnect) AND ranks IN ($ranks)
+          AND environment->>'system' IN ($system) AND environment->>'stack' IN ($stack))
+         OR (environment->>'system' = '$reference_system' AND environment->>'stack' = '$reference_stack'))
+  ORDER BY run_id, "window" = 'focus' DESC
+), t AS (
+  SELECT system, stack, app, parameters, "window", avg(time_s) AS time_s, min(time_s) AS time_min,
+         max(time_s) AS time_max, count(*) AS runs
+  FROM per_run GROUP BY 1, 2, 3, 4, 5
 ), ref AS (
-  SELECT app, workload, variant, ranks, wall_time AS ref_time FROM t
+  SELECT app, parameters, "window", time_s AS ref_time FROM t
   WHERE system = '$reference_system' AND stack = '$reference_stack'
 )
 """
 
 PROCUREMENT = Dashboard(
     "commscope-procurement", "Procurement comparison",
-    "Systems × stacks on the same experiments, wall time normalized to a chosen reference system and stack "
-    "(below 1: faster than the reference).",
+    "Systems × stacks on the same experiments (application and parameters), the time of each run's focus window "
+    "(else its whole run) normalized to a chosen reference system and stack (below 1: faster than the reference).",
     [
-        Panel("Normalized wall time per experiment", "table", _NORMALIZED + """SELECT t.system, t.stack, t.app, t.workload, t.variant, t.ranks,
-  t.wall_time, ref.ref_time, t.wall_time / ref.ref_time AS normalized
-FROM t JOIN ref USING (app, workload, variant, ranks)
-ORDER BY t.app, t.workload, t.variant, t.ranks, normalized""",
-              ["system", "stack", "app", "workload", "variant", "ranks", "wall_time", "ref_time", "normalized"], "",
-              "", {"kind": "table"}),
-        Panel("Geometric mean of normalized wall time", "barchart", _NORMALIZED + """SELECT t.system || ' ' || t.stack AS system_stack,
-  exp(avg(ln(t.wall_time / ref.ref_time))) AS normalized, count(*) AS experiments
-FROM t JOIN ref USING (app, workload, variant, ranks)
+        Panel("Normalized time per experiment", "table", _NORMALIZED + """SELECT t.system, t.stack, t.app,
+  (t.parameters - 'nodes')::text AS experiment, t."window", t.runs, t.time_s, t.time_min, t.time_max, ref.ref_time,
+  t.time_s / ref.ref_time AS normalized
+FROM t JOIN ref USING (app, parameters, "window")
+ORDER BY t.app, experiment, normalized""",
+              ["system", "stack", "app", "experiment", "window", "runs", "time_s", "time_min", "time_max", "ref_time",
+               "normalized"], "",
+              "Mean time of each experiment's runs (min and max beside it) over the reference's, on the same window.",
+              {"kind": "table"}),
+        Panel("Geometric mean of normalized time", "barchart", _NORMALIZED + """SELECT t.system || ' ' || t.stack AS system_stack,
+  exp(avg(ln(t.time_s / ref.ref_time))) AS normalized, count(*) AS experiments
+FROM t JOIN ref USING (app, parameters, "window")
 GROUP BY 1
 ORDER BY 2""", ["system_stack", "normalized", "experiments"], "",
-              "Over the experiments both ran.", {"kind": "bar", "x": "system_stack", "y": ["normalized"]}),
+              "Over the experiments both ran, each on the same window.", {"kind": "bar", "x": "system_stack", "y": ["normalized"]}),
     ],
     extra_variables=[
         {"name": "reference_system", "label": "Reference system", "query": "SELECT DISTINCT system FROM v_series ORDER BY 1"},
