@@ -28,12 +28,13 @@ PER_RANK_PROFILES = sorted(
     [d.name for d in DATA.glob("*.per-rank")] + [p.name for p in DATA.glob("*.json-split.json")])
 
 
-def reference(name: str) -> dict:
+def reference(name: str, focus: str | None = None) -> dict:
     """Per window, per rank: [time, mpi, mpi_sync], straight from the file."""
     src = DATA / name
     acc = {"run": defaultdict(lambda: [0.0, 0.0, 0.0]), "focus": defaultdict(lambda: [0.0, 0.0, 0.0])}
     # the workloads' README: `loop` is the timed interval; profiles older than it have `timestep` regions only
-    focus = "loop" if "loop" in (src.read_text() if src.is_file() else (src / "rank-0.cali").read_text()) else "timestep"
+    focus = focus or ("loop" if "loop" in (src.read_text() if src.is_file() else (src / "rank-0.cali").read_text())
+                      else "timestep")
     if src.suffix == ".json":
         doc = json.loads(src.read_text())
         cols = doc["columns"]
@@ -277,3 +278,16 @@ def test_a_per_rank_set_with_a_rank_missing_is_refused_or_stored_as_partial(dsn,
         kept_out = conn.execute("SELECT count(*) FROM v_mpi_fraction").fetchone()[0]
     assert (status, missing) == ("partial", [2])
     assert ranks == {"run": 3, "focus": 3} and kept_out == 0
+
+
+def test_focus_names_the_region_a_study_is_about(dsn):
+    """`commscope ingest --focus REGION`: the focus window is that region's subtrees."""
+    name = "halo3d-overlap-n4.runtime-profile.cali"
+    per_rank = reference(name, focus="halo_exchange")["focus"]
+    with psycopg.connect(dsn) as conn:
+        ingest(conn, [DATA / name], Provenance(), focus="halo_exchange")
+        got = conn.execute('SELECT focus_region, time_s, mpi_time_avg_s FROM v_run_metrics WHERE "window" = \'focus\''
+                           ).fetchone()
+    assert got[0] == "halo_exchange"
+    assert got[1] == pytest.approx(max(v[0] for v in per_rank.values()), rel=1e-9)
+    assert got[2] == pytest.approx(sum(v[1] + v[2] for v in per_rank.values()) / len(per_rank), rel=1e-9)

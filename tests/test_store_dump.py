@@ -125,6 +125,8 @@ def test_the_schema_9_store_migrates_with_every_run_intact(homes, tmp_path, serv
     expected = snapshot(ref)
     with psycopg.connect(ref) as c:
         assert c.execute("SELECT max(version) FROM schema_version").fetchone()[0] == 9
+        from_data = {h for (h,) in c.execute("SELECT r.content_hash FROM runs r JOIN campaigns k ON k.id = r.campaign_id "
+                                             "WHERE k.kind = 'ingest'")}   # the tests/data groups of that day
     assert expected["runs"] == 65
 
     home = homes()
@@ -138,6 +140,14 @@ def test_the_schema_9_store_migrates_with_every_run_intact(homes, tmp_path, serv
         # the old store's read-only role is remembered; the views the migrations added are granted to it
         # once the role exists on this server
         assert c.execute("SELECT name FROM readonly_roles").fetchall() == [("grafana_old",)]
+        # Runs from before the measurement model are listed, and re-ingesting their files measures them anew.
+        old_runs = c.execute("SELECT count(*) FROM v_runs_needing_reingest").fetchone()[0]
+        assert old_runs == expected["runs"]
+        again = ingest(c, [DATA], Provenance(system="testbox"))
+        assert not again.skipped and len(again.inserted) >= len(from_data) == 24
+        assert c.execute("SELECT count(*) FROM v_runs_needing_reingest").fetchone()[0] == old_runs - len(from_data)
+        remeasured = {h for (h,) in c.execute("SELECT content_hash FROM runs WHERE model_version = 1")}
+        assert from_data <= remeasured
     with emb.admin("postgres") as a:
         a.execute("DROP DATABASE schema9_reference WITH (FORCE)")
 

@@ -167,8 +167,11 @@ def db_grant_writer(role, password_stdin):
 @click.option("--allow-partial", is_flag=True,
               help="store a run with ranks missing as status 'partial' (kept out of series statistics) "
                    "instead of refusing it")
+@click.option("--focus", metavar="REGION",
+              help="the Caliper region the study is about: the focus window (default: the workloads' timed loop)")
 @click.option("--quiet", "-q", is_flag=True, help="no progress bar, only errors")
-def ingest_cmd(paths, system, stack, interconnect, git_commit, ci_pipeline, hardware, skip_bad, allow_partial, quiet):
+def ingest_cmd(paths, system, stack, interconnect, git_commit, ci_pipeline, hardware, skip_bad, allow_partial, focus,
+               quiet):
     """Store Caliper profiles (files, directories) or one Ramble workspace from PATHS as one campaign."""
     from tqdm import tqdm
 
@@ -181,7 +184,8 @@ def ingest_cmd(paths, system, stack, interconnect, git_commit, ci_pipeline, hard
         prov = Provenance(system=system, stack=stack, interconnect=interconnect, git_commit=git_commit,
                           ci_pipeline=ci_pipeline, hardware=read_hardware(hardware) if hardware else None)
         with db.connect() as conn:
-            res = ingest(conn, list(paths), prov, skip_bad=skip_bad, progress=bar, allow_partial=allow_partial)
+            res = ingest(conn, list(paths), prov, skip_bad=skip_bad, progress=bar, allow_partial=allow_partial,
+                         focus=focus)
     except BadProfile as e:
         _fail(f"{e}; nothing was stored", 2)
     except db.DBError as e:

@@ -26,7 +26,7 @@ from psycopg.types.json import Jsonb
 
 from . import db, profiles, windows
 from .profiles import BadProfile
-from .records import Record, as_int, clean, read_record
+from .records import ReadOptions, Record, as_int, clean, read_record
 
 BATCH = 64            # runs per round of COPYs
 PARALLEL_FROM = 32    # fewer input groups than this are read in-process
@@ -73,9 +73,9 @@ class Result:
     left_out: list[str] = field(default_factory=list)  # Ramble workspaces found inside a directory
 
 
-def _read(group: list[Path], allow_partial: bool = False) -> Record | BadProfile:
+def _read(group: list[Path], opts: ReadOptions = ReadOptions()) -> Record | BadProfile:
     try:
-        return read_record(group, allow_partial)
+        return read_record(group, opts)
     except BadProfile as e:
         return e
 
@@ -96,13 +96,13 @@ def workers() -> int:
 
 
 def read_records(groups: list, n_workers: int | None = None,
-                 allow_partial: bool = False) -> Iterator[Record | BadProfile]:
+                 opts: ReadOptions = ReadOptions()) -> Iterator[Record | BadProfile]:
     """Records in input order. Reader processes work ahead of the writer by a
     bounded window, so at most a few dozen records are in memory at once."""
     n = n_workers or workers()
     if n == 1 or len(groups) < PARALLEL_FROM:
         for g in groups:
-            yield _read(g, allow_partial)
+            yield _read(g, opts)
         return
     window = n * 8
     # spawn, not fork: the parent holds a database connection.
@@ -111,14 +111,14 @@ def read_records(groups: list, n_workers: int | None = None,
         pending: deque = deque()
         it = iter(groups)
         for g in it:
-            pending.append(pool.submit(_read, g, allow_partial))
+            pending.append(pool.submit(_read, g, opts))
             if len(pending) >= window:
                 break
         while pending:
             yield pending.popleft().result()
             nxt = next(it, None)
             if nxt is not None:
-                pending.append(pool.submit(_read, nxt, allow_partial))
+                pending.append(pool.submit(_read, nxt, opts))
 
 
 class Writer:
@@ -205,6 +205,10 @@ class Writer:
                  MODEL_VERSION) for r in batch]
         ids: dict[str, int] = {}
         with conn.cursor() as cur:
+            # A run stored before the measurement model (model_version NULL) is measured again: the new
+            # record replaces it (its rows go with it, and the rollups follow the delete).
+            cur.execute("DELETE FROM runs WHERE model_version IS NULL AND content_hash = ANY(%s)",
+                        ([r.content_hash for r in batch],))
             # One INSERT per batch, not per run: the statement-level rollup triggers (migration 0010) then
             # add the batch to its (series, day) groups once, so ingest stays as fast as a series fills.
             if not self.staged:
@@ -302,8 +306,9 @@ def ingest_records(conn: psycopg.Connection, records: Iterable[Record | BadProfi
 
 
 def ingest(conn: psycopg.Connection, inputs: list[Path], prov: Provenance, skip_bad: bool = False,
-           progress=None, allow_partial: bool = False) -> Result:
-    """Stores Caliper profiles (files, directories) and Ramble workspaces as one campaign."""
+           progress=None, allow_partial: bool = False, focus: str | None = None) -> Result:
+    """Stores Caliper profiles (files, directories) and Ramble workspaces as one campaign. ALLOW_PARTIAL
+    and FOCUS: see records.ReadOptions."""
     from . import ramble
     inputs = [Path(i) for i in inputs]
     for i in inputs:
@@ -317,7 +322,7 @@ def ingest(conn: psycopg.Connection, inputs: list[Path], prov: Provenance, skip_
         if ws.hardware and not prov.hardware:
             prov = replace(prov, hardware=ws.hardware,
                            system=prov.system or ws.hardware.get("system") or ws.hardware.get("site"))
-        return ingest_records(conn, ws.records(), prov, str(workspaces[0]), "ramble", skip_bad, progress)
+        return ingest_records(conn, ws.records(ReadOptions(allow_partial, focus)), prov, str(workspaces[0]), "ramble", skip_bad, progress)
     nested: list[Path] = []
     groups = profiles.discover(inputs, nested)
     if not groups:
@@ -326,7 +331,7 @@ def ingest(conn: psycopg.Connection, inputs: list[Path], prov: Provenance, skip_
                             if nested else ""))
     if progress is not None:
         progress.total = len(groups)
-    res = ingest_records(conn, read_records(groups, allow_partial=allow_partial), prov, json.dumps([str(i) for i in inputs]),
+    res = ingest_records(conn, read_records(groups, opts=ReadOptions(allow_partial, focus)), prov, json.dumps([str(i) for i in inputs]),
                          skip_bad=skip_bad, progress=progress)
     res.left_out = [str(n) for n in nested]
     return res

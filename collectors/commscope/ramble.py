@@ -19,7 +19,7 @@ from typing import Iterator
 
 from . import profiles
 from .profiles import BadProfile
-from .records import Record, clean, read_record
+from .records import ReadOptions, Record, clean, read_record
 
 RESULTS = "results.latest.json"
 # The shape this module reads: Ramble 0.5's ExperimentResult.to_dict().
@@ -49,10 +49,10 @@ class Workspace:
         # which are experiments of their own: store the repeats.
         return [e for e in self.results["experiments"] if int(e.get("N_REPEATS") or 0) == 0]
 
-    def records(self) -> Iterator[Record | BadProfile]:
+    def records(self, opts: ReadOptions = ReadOptions()) -> Iterator[Record | BadProfile]:
         for exp in self.experiments():
             try:
-                yield from self._records(exp)
+                yield from self._records(exp, opts)
             except BadProfile as e:
                 yield e
 
@@ -82,7 +82,7 @@ class Workspace:
                 return Path(d)
         return own
 
-    def _records(self, exp: dict) -> Iterator[Record]:
+    def _records(self, exp: dict, opts: ReadOptions) -> Iterator[Record]:
         name = exp["name"]
         status = "ok" if exp["RAMBLE_STATUS"] == "SUCCESS" else "failed"
         run_dir = self._run_dir(exp)
@@ -91,7 +91,7 @@ class Workspace:
         profile_error = None
         for g in groups:
             try:
-                recs.append(read_record(g))  # a profile, or the workload's output when it ran without Caliper
+                recs.append(read_record(g, opts))  # a profile, or the workload's output when it ran without Caliper
             except BadProfile as e:
                 if status == "ok":
                     raise BadProfile(f"{self.root / RESULTS}: experiment {name}: {e}") from None

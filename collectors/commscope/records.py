@@ -108,8 +108,9 @@ def _join(p: tuple) -> str:
     return "/".join(p)
 
 
-def from_profile(prof: Profile) -> Record:
-    """Every metric the store keeps for one profiled run."""
+def from_profile(prof: Profile, focus: str | None = None) -> Record:
+    """Every metric the store keeps for one profiled run. FOCUS names the focus window's region; without
+    it, the workloads' own (their timed loop)."""
     g = prof.meta
     out = prof.output
     vendor, version = g.get("mpi_library_vendor", "unknown"), g.get("mpi_library_version", "")
@@ -159,7 +160,7 @@ def from_profile(prof: Profile) -> Record:
     if out:
         rec.fom_rows = [(clean(name, 200), 0, value, clean(unit, 50)) for name, (value, unit) in out.foms.items()]
     rec.comm_rows = _comm_rows(prof)
-    rec.window_rows = [tuple(w[c] for c in windows.COLUMNS) for w in windows.profile_windows(prof, windows.WORKLOAD_FOCUS)]
+    rec.window_rows = [tuple(w[c] for c in windows.COLUMNS) for w in windows.profile_windows(prof, focus or windows.WORKLOAD_FOCUS)]
     rec.parameters = ({"ranks": prof.ranks, "nodes": rec.nodes, **output_parameters(out)} if out else
                       {"ranks": prof.ranks, "nodes": rec.nodes,
                        **{k: clean(g[k]) for k in WORKLOAD_ADIAK_PARAMETERS if k in g}})
@@ -261,9 +262,16 @@ def from_output(path) -> Record:
     return rec
 
 
-def read_record(files: list, allow_partial: bool = False) -> Record:
+@dataclass(frozen=True)
+class ReadOptions:
+    """What the user says at ingest about how to read the inputs."""
+    allow_partial: bool = False    # store a run with ranks missing as 'partial' instead of refusing it
+    focus: str | None = None       # the focus window's region (else the workloads' own: windows.WORKLOAD_FOCUS)
+
+
+def read_record(files: list, opts: ReadOptions = ReadOptions()) -> Record:
     """One input group (see profiles.discover) to one record. Runs in the
     reader processes; raises BadProfile naming the file."""
     if len(files) == 1 and str(files[0]).endswith(".out"):
         return from_output(files[0])
-    return from_profile(profiles.read_files(files, allow_partial))
+    return from_profile(profiles.read_files(files, opts.allow_partial), opts.focus)
