@@ -143,6 +143,8 @@ def test_the_schema_9_store_migrates_with_every_run_intact(homes, tmp_path, serv
         # Runs from before the measurement model are listed, and re-ingesting their files measures them anew.
         old_runs = c.execute("SELECT count(*) FROM v_runs_needing_reingest").fetchone()[0]
         assert old_runs == expected["runs"]
+        status = cli("db", "status", env={"COMMSCOPE_HOME": str(home)}).stdout
+        assert f"{old_runs} runs were stored before the measurement model" in status, status
         again = ingest(c, [DATA], Provenance(system="testbox"))
         assert not again.skipped and len(again.inserted) >= len(from_data) == 24
         assert c.execute("SELECT count(*) FROM v_runs_needing_reingest").fetchone()[0] == old_runs - len(from_data)

@@ -68,6 +68,11 @@ def db_status():
         with db.connect() as conn:
             v = conn.execute("SELECT max(version) FROM schema_version").fetchone()[0]
             click.echo(f"schema version: {v}")
+            if conn.execute("SELECT to_regclass('v_runs_needing_reingest')").fetchone()[0]:
+                old = conn.execute("SELECT count(*) FROM v_runs_needing_reingest").fetchone()[0]
+                if old:
+                    click.echo(f"{old} runs were stored before the measurement model (docs/measurement-model.md) and "
+                               f"have no windows or series: ingest their files again (v_runs_needing_reingest lists them)")
     except Exception as e:  # status reports, it does not fail
         click.echo(f"store: not reachable ({db.masked(str(e).splitlines()[0])})")
 
