@@ -2,8 +2,8 @@
 
 A window is an interval every rank spends: `run`, everything the profile
 recorded including the time outside every region; `focus`, the subtrees of the
-one region a study is about (for commscope's workloads their timed loop,
-`timestep`). Per window and rank: time, MPI time (exclusive time of MPI
+one region a study is about (for commscope's workloads their timed loop:
+the `loop` region, or `timestep` in profiles made before it). Per window and rank: time, MPI time (exclusive time of MPI
 functions, barrier and wait-type ones apart as MPI_SYNC) and useful time (the
 rest). Over ranks:
 
