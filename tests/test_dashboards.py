@@ -13,6 +13,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import math
+import re
 import socket
 import sys
 from pathlib import Path
@@ -186,7 +187,8 @@ def workload_outputs(tmp_path_factory):
     """Real runs of the workloads whose panels no committed fixture feeds:
     collsweep with the default and a forced Allreduce algorithm, pio with each
     method, halo3d weak scaling (same block per rank at 1 and 2 ranks). Their
-    stdout files are ingested like any run without Caliper."""
+    stdout files are ingested like any run without Caliper. halo3d strong scaling (same global grid at 1 and 2
+    ranks)."""
     stack = conftest.stack_or_skip("debian-openmpi4")
     if stack.name not in conftest._builds:
         conftest._builds[stack.name] = suite.build(stack)
@@ -200,6 +202,8 @@ def workload_outputs(tmp_path_factory):
     runs += [(f"pio-{m}", "pio", pio + ["--method", m, "--group-size", "2"], 2, None)
              for m in ("independent", "collective", "two-phase")]
     runs += [(f"halo3d-weak-n{n}", "halo3d", ["--local", "12,12,8", "--iters", "4", "--variant", "blocking"], n, None)
+             for n in (1, 2)]
+    runs += [(f"halo3d-strong-n{n}", "halo3d", ["--n", "24,24,16", "--iters", "4", "--variant", "blocking"], n, None)
              for n in (1, 2)]
     for name, workload, args, n, env in runs:
         r = suite.run(stack, bdir, workload, args, n, env=env)
@@ -283,7 +287,7 @@ def test_panels_show_what_the_real_runs_did(filled):
 
 # ---- the daily rollups (migration 0006) ----------------------------------------------------------
 
-ROLLUP_VIEWS = ["v_mpi_fraction_daily", "v_wall_time_daily", "v_rank_groups_daily", "v_mpi_routines_daily",
+ROLLUP_VIEWS = ["v_run_metrics_daily", "v_mpi_fraction_daily", "v_wall_time_daily", "v_rank_groups_daily", "v_mpi_routines_daily",
                 "v_comm_matrix_daily",
                 "v_collectives_daily", "v_halo_daily", "v_io_daily"]
 
@@ -448,3 +452,85 @@ def test_deploy_arguments(monkeypatch):
     monkeypatch.setenv("GRAFANA_TOKEN", "x")
     r = CliRunner().invoke(main, ["dashboards", "deploy", "--url", "grafana.local:3000", "--dir", str(JSON_DIR)])
     assert r.exit_code == 2 and "not an http(s) URL" in r.output
+
+
+# ---- the measurement model's panels (migration 0013) ------------------------------------------------------
+
+sys.path.insert(0, str(ROOT / "tests"))
+from test_measurement_model import PER_RANK_PROFILES, reference  # noqa: E402
+
+_LINE = re.compile(r"#(\d+) \[(focus|run)\]$")
+
+
+def _fom(out: Path, name: str) -> float:
+    """A FOM as the workload printed it (the output contract's `FOM name value unit` line)."""
+    (value,) = re.findall(rf"^FOM {name} (\S+) s$", out.read_text(), re.M)
+    return float(value)
+
+
+def test_mpi_fraction_panel_shows_each_series_focus_window_as_the_file_records_it(filled, dsn):
+    """Each line is one series on its focus window: its value is the mean over the series' runs of Σ MPI / Σ time
+    over ranks in the loop, computed here from each file's records with caliper-reader. Runs of another problem
+    size are other lines; runs without MPI measurements draw no line (not measured is not 0)."""
+    with psycopg.connect(dsn) as conn:
+        values = P.all_values(conn)
+        t0, t1 = _time_range(conn)
+        source_series = {Path(src).name: sid for src, sid in conn.execute("SELECT source, series_id FROM runs")}
+        series_runs = dict(conn.execute("SELECT series_id, count(*) FROM runs WHERE status = 'ok' GROUP BY 1"))
+        unmeasured = {sid for (sid,) in conn.execute(
+            "SELECT DISTINCT series_id FROM series s JOIN runs r ON r.series_id = s.id "
+            "WHERE s.environment->>'caliper' = 'none'")}
+        sql = P.expand(P.MPI_FRACTION.panels[0].sql, t0, t1, values)
+        rows = conn.execute(sql).fetchall()
+    lines: dict[int, list[tuple]] = {}
+    for _, metric, value in rows:
+        sid, window = _LINE.search(metric).groups()
+        lines.setdefault(int(sid), []).append((window, value))
+    checked = 0
+    by_series: dict[int, list[float]] = {}
+    for name in PER_RANK_PROFILES:
+        ref = reference(name)
+        per_rank = ref["focus"] or ref["run"]
+        fraction = sum(v[1] + v[2] for v in per_rank.values()) / sum(v[0] for v in per_rank.values())
+        by_series.setdefault(source_series[name], []).append((fraction, "focus" if ref["focus"] else "run"))
+    for sid, refs in by_series.items():
+        if series_runs[sid] != len(refs) or len(lines.get(sid, [])) != 1:
+            continue   # the series holds runs from elsewhere too, or spans several buckets
+        ((window, value),) = lines[sid]
+        assert window == refs[0][1], sid
+        assert value == pytest.approx(sum(f for f, _ in refs) / len(refs), rel=1e-9), sid
+        checked += 1
+    assert checked >= 5, (checked, lines)
+    # 24^3 and 64^3 halo3d overlap at 2 ranks are two series, two lines
+    assert source_series["halo3d-overlap-n2.runtime-profile.cali"] != \
+        source_series["halo3d-overlap-pml32-xboth-n2.comm-stats.cali"]
+    assert {source_series["halo3d-overlap-n2.runtime-profile.cali"],
+            source_series["halo3d-overlap-pml32-xboth-n2.comm-stats.cali"]} <= set(lines)
+    assert unmeasured and not unmeasured & set(lines), "runs without MPI measurements drew a fraction"
+
+
+def test_pop_panel_has_the_efficiencies_of_runs_measured_only_by_their_timers(filled, dsn, workload_outputs):
+    """A run without a profile has POP's efficiencies from the workload's own compute timers; the POP panel shows
+    them on its focus window (the timed loop)."""
+    out = workload_outputs / "halo3d-strong-n2.out"
+    avg, mx, total = (_fom(out, n) for n in ("compute_time_avg", "compute_time_max", "total_time"))
+    with psycopg.connect(dsn) as conn:
+        values = P.all_values(conn)
+        t0, t1 = _time_range(conn)
+        (sid,) = conn.execute("SELECT series_id FROM runs WHERE source = %s", (str(out),)).fetchone()
+        rows = conn.execute(P.expand(P.MPI_FRACTION.panels[2].sql, t0, t1, values)).fetchall()
+    ((pe, lb, ce),) = [r[2:] for r in rows if _LINE.search(r[1]).groups() == (str(sid), "focus")]
+    assert lb == pytest.approx(avg / mx) and ce == pytest.approx(mx / total) and pe == pytest.approx(avg / total)
+
+
+def test_strong_scaling_compares_the_same_experiment_on_the_workloads_timed_loop(filled, dsn, workload_outputs):
+    """Speedup at 2 ranks is the 1-rank run's loop time over the 2-rank run's, the workload's own total_time;
+    the weak-scaling runs (another global grid) are not in that line."""
+    t = {n: _fom(workload_outputs / f"halo3d-strong-n{n}.out", "total_time") for n in (1, 2)}
+    with psycopg.connect(dsn) as conn:
+        values = P.all_values(conn)
+        t0, t1 = _time_range(conn)
+        rows = conn.execute(P.expand(P.SCALING.panels[0].sql, t0, t1, values)).fetchall()
+    strong = [r for r in rows if " 24,24,16 " in r[0] and "[focus]" in r[0]]
+    assert [r[1] for r in strong] == [1, 2], rows
+    assert strong[0][2] == pytest.approx(1.0) and strong[1][2] == pytest.approx(t[1] / t[2], rel=1e-9)

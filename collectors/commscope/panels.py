@@ -75,28 +75,56 @@ WHERE $__timeFilter("time")
   AND (interconnect IS NULL OR interconnect IN ($interconnect)) AND (ranks IS NULL OR ranks IN ($ranks))
 ORDER BY 1"""
 
+# The measurement model's panels (docs/measurement-model.md) read v_run_metrics summed per day, series and
+# window (migration 0013). Each series shows its focus window where it has one, else its run window; the line's
+# name says which. A series is the runs of equal application, parameters and environment, so runs of another
+# problem size, Caliper mode or stack are never one line.
+SHOWN = "shown AND " + DAYS.replace('"time"', "day") + " AND " + SERIES
+SHOWN_LABEL = "series_label || ' [' || \"window\" || ']'"
+
+
+def _mean(measure: str) -> str:
+    """The mean of a measure over the selected runs: NULL where none measured it (not 0)."""
+    return f"sum({measure}_sum) / nullif(sum({measure}_n), 0)"
+
+
 MPI_FRACTION = Dashboard(
     "commscope-mpi-fraction", "MPI time fraction over time",
-    "Share of run time spent in MPI, per series, night after night; regressions marked when the detector wrote them.",
+    "Share of time spent in MPI and POP's efficiencies, per series (same application, parameters and environment), "
+    "night after night, on each series' focus window (else its whole run); regressions marked when the detector "
+    "wrote them.",
     [
         Panel("MPI time fraction, mean over ranks", "timeseries", f"""SELECT $__timeGroupAlias("time", $__interval),
-  {SERIES_LABEL} AS metric,
-  sum(mpi_fraction_avg_sum) / sum(runs) AS mpi_fraction
-FROM v_mpi_fraction_daily
-WHERE {DAYS} AND {SERIES}
+  metric, {_mean("mpi_fraction_avg")} AS mpi_fraction
+FROM (SELECT day AS "time", {SHOWN_LABEL} AS metric, * FROM v_run_metrics_daily) d
+WHERE {SHOWN}
 GROUP BY 1, 2
+HAVING sum(mpi_fraction_avg_n) > 0
 ORDER BY 1""", ["time", "metric", "mpi_fraction"], "percentunit",
-              "Σ MPI time / Σ run time over ranks (Caliper profile.mpi).",
+              "Σ MPI time / Σ time over ranks in the window (Caliper profile.mpi); series without MPI wrapping have "
+              "no line (not measured, not 0).",
               {"kind": "line", "x": "time", "y": "mpi_fraction", "series": "metric"}),
         Panel("MPI time fraction on the slowest rank", "timeseries", f"""SELECT $__timeGroupAlias("time", $__interval),
-  {SERIES_LABEL} AS metric,
-  sum(mpi_fraction_slowest_sum) / nullif(sum(slowest_runs), 0) AS mpi_fraction_slowest
-FROM v_mpi_fraction_daily
-WHERE {DAYS} AND {SERIES}
+  metric, {_mean("mpi_fraction_slowest")} AS mpi_fraction_slowest
+FROM (SELECT day AS "time", {SHOWN_LABEL} AS metric, * FROM v_run_metrics_daily) d
+WHERE {SHOWN}
 GROUP BY 1, 2
+HAVING sum(mpi_fraction_slowest_n) > 0
 ORDER BY 1""", ["time", "metric", "mpi_fraction_slowest"], "percentunit",
-              "MPI time / run time on the rank with the largest total.",
+              "MPI time / time on the rank slowest in the window.",
               {"kind": "line", "x": "time", "y": "mpi_fraction_slowest", "series": "metric"}),
+        Panel("POP efficiencies", "timeseries", f"""SELECT $__timeGroupAlias("time", $__interval),
+  metric, {_mean("parallel_efficiency")} AS parallel_efficiency, {_mean("load_balance")} AS load_balance,
+  {_mean("communication_efficiency")} AS communication_efficiency
+FROM (SELECT day AS "time", {SHOWN_LABEL} AS metric, * FROM v_run_metrics_daily) d
+WHERE {SHOWN}
+GROUP BY 1, 2
+HAVING sum(parallel_efficiency_n) > 0
+ORDER BY 1""", ["time", "metric", "parallel_efficiency", "load_balance", "communication_efficiency"], "percentunit",
+              "POP's multiplicative model from per-rank useful (non-MPI) time: load balance = mean / max useful, "
+              "communication efficiency = max useful / time, parallel efficiency = their product.",
+              {"kind": "line", "x": "time", "y": ["parallel_efficiency", "load_balance", "communication_efficiency"],
+               "series": "metric"}),
         Panel("Regressions", "table", f"""SELECT "time", coalesce(system, 'all') AS system, coalesce(app, 'all') AS app,
   coalesce(stack, 'all') AS stack, coalesce(interconnect, 'all') AS interconnect, ranks, text, array_to_string(tags, ',') AS tags
 FROM v_annotations
@@ -110,52 +138,67 @@ LIMIT 200""", ["time", "system", "app", "stack", "interconnect", "ranks", "text"
     annotations=True)
 
 # ---- 2. Scaling ---------------------------------------------------------------------
-# Speedup and efficiency against the smallest rank count of the same series, over
-# the days in the time range (v_scaling is the same over all history).
+# The same experiment at other rank counts: series whose application, environment and parameters are equal once
+# the rank-dependent parameters are set aside (strong_key / weak_key, migration 0013), each on the same window.
+# Speedup and efficiency are against the smallest rank count, over the days in the time range.
 
 # Weak scaling keeps the grid points per rank: the product of the global grid over ranks.
 CELLS_PER_RANK = ("(CASE WHEN global_size ~ '^[0-9]+(,[0-9]+)*$' THEN round((SELECT exp(sum(ln(x::float8))) "
                   "FROM unnest(string_to_array(global_size, ',')) AS x) / ranks)::bigint || ' points/rank' END)")
 
 
-def _scaling_sql(size_column: str, value: str) -> str:
+def _scaling_sql(key: str, size: str, value: str) -> str:
     return f"""WITH s AS (
-  SELECT system, app, workload, variant, stack, interconnect, {size_column} AS size, ranks,
-         sum(wall_time_sum) / sum(runs) AS wall_time
-  FROM v_wall_time_daily
-  WHERE {DAYS} AND {size_column} IS NOT NULL AND {SERIES}
-  GROUP BY 1, 2, 3, 4, 5, 6, 7, 8
+  SELECT {key} AS scaling_key, "window", {size} AS size, ranks,
+         min(stack || ' ' || interconnect || ' ' || app || coalesce(' ' || nullif(variant, ''), '')) AS name,
+         min(system) AS system, {_mean("time")} AS time_s, {_mean("parallel_efficiency")} AS pop_parallel_efficiency,
+         {_mean("load_balance")} AS pop_load_balance, {_mean("communication_efficiency")} AS pop_communication_efficiency
+  FROM v_run_metrics_daily
+  WHERE {SHOWN}
+  GROUP BY 1, 2, 3, 4
+  HAVING sum(time_n) > 0
 ), b AS (
-  SELECT DISTINCT ON (system, app, workload, variant, stack, interconnect, size)
-         system, app, workload, variant, stack, interconnect, size, ranks AS base_ranks, wall_time AS base_time,
-         count(*) OVER (PARTITION BY system, app, workload, variant, stack, interconnect, size) AS points
-  FROM s ORDER BY system, app, workload, variant, stack, interconnect, size, ranks
+  SELECT DISTINCT ON (scaling_key, "window", size) scaling_key, "window", size, ranks AS base_ranks, time_s AS base_time,
+         count(*) OVER (PARTITION BY scaling_key, "window", size) AS points
+  FROM s ORDER BY scaling_key, "window", size, ranks
 )
-SELECT s.stack || ' ' || s.interconnect || ' ' || s.app || coalesce(' ' || nullif(s.variant, ''), '') || ' ' || s.size
-         || CASE WHEN s.system <> '' THEN ' @' || s.system ELSE '' END AS series,
+SELECT s.name || coalesce(' ' || s.size, '') || CASE WHEN s.system <> '' THEN ' @' || s.system ELSE '' END
+         || ' [' || s."window" || '] ' || left(s.scaling_key, 6) AS series,
        s.ranks, {value}
-FROM s JOIN b USING (system, app, workload, variant, stack, interconnect, size)
-WHERE b.points > 1
+FROM s JOIN b USING (scaling_key, "window", size)
+WHERE b.points > 1 {'AND s.size IS NOT NULL' if size != 'global_size' else ''}
 ORDER BY 1, 2"""
 
 
 SCALING = Dashboard(
     "commscope-scaling", "Scaling",
-    "Strong and weak scaling per stack and interconnect: speedup and parallel efficiency against ranks.",
+    "Strong and weak scaling per stack and interconnect: speedup, parallel efficiency and POP's efficiencies "
+    "against ranks, each experiment on its focus window (else its whole run).",
     [
         Panel("Strong scaling: speedup", "xychart",
-              _scaling_sql("global_size", "b.base_time / s.wall_time AS speedup"),
-              ["series", "ranks", "speedup"], "x", "Same global size; against the smallest rank count.",
+              _scaling_sql("strong_key", "global_size", "b.base_time / s.time_s AS speedup"),
+              ["series", "ranks", "speedup"], "x",
+              "Same experiment (parameters but the rank count); time of the smallest rank count / time.",
               {"kind": "xy", "x": "ranks", "y": "speedup", "series": "series"}),
         Panel("Strong scaling: parallel efficiency", "xychart",
-              _scaling_sql("global_size", "(b.base_time / s.wall_time) / (s.ranks::double precision / b.base_ranks) AS efficiency"),
+              _scaling_sql("strong_key", "global_size",
+                           "(b.base_time / s.time_s) / (s.ranks::double precision / b.base_ranks) AS efficiency"),
               ["series", "ranks", "efficiency"], "percentunit", "Speedup / rank ratio.",
               {"kind": "xy", "x": "ranks", "y": "efficiency", "series": "series"}),
         Panel("Weak scaling: parallel efficiency", "xychart",
-              _scaling_sql(CELLS_PER_RANK, "b.base_time / s.wall_time AS efficiency"),
+              _scaling_sql("weak_key", CELLS_PER_RANK, "b.base_time / s.time_s AS efficiency"),
               ["series", "ranks", "efficiency"], "percentunit",
               "Same grid points per rank; time at the smallest rank count / time.",
               {"kind": "xy", "x": "ranks", "y": "efficiency", "series": "series"}),
+        Panel("POP efficiencies against ranks", "xychart",
+              _scaling_sql("strong_key", "global_size", "s.pop_parallel_efficiency, s.pop_load_balance, "
+                           "s.pop_communication_efficiency"),
+              ["series", "ranks", "pop_parallel_efficiency", "pop_load_balance", "pop_communication_efficiency"],
+              "percentunit",
+              "Strong scaling read through POP: where parallel efficiency goes as ranks grow, load balance or "
+              "communication. Empty for runs without per-rank MPI measurements.",
+              {"kind": "xy", "x": "ranks", "y": ["pop_parallel_efficiency", "pop_load_balance",
+                                                 "pop_communication_efficiency"], "series": "series"}),
     ], time_from="now-7d")
 
 # ---- 3. MPI routine breakdown -------------------------------------------------------
@@ -194,14 +237,17 @@ GROUP BY 1, 2, 3, 4, 5
 ORDER BY barrier_share_percent DESC NULLS LAST, 1, 2, 3, 4, 5""",
               ["app", "variant", "stack", "interconnect", "ranks", "barrier_share_percent", "barrier_calls_per_run",
                "mpi_calls_per_run", "runs"], "", "Share of MPI time in MPI_Barrier.", {"kind": "table"}),
-        Panel("USER / MPI / MPI_SYNC split", "barchart", f"""SELECT app || coalesce(' ' || nullif(variant, ''), '') || ' ' || stack || ' n' || ranks AS series,
-  sum(user_time_sum) / sum(rank_rows) AS "USER", sum(mpi_time_sum) / sum(rank_rows) AS "MPI",
-  sum(mpi_sync_time_sum) / sum(rank_rows) AS "MPI_SYNC"
-FROM v_rank_groups_daily
-WHERE {DAYS} AND {SERIES}
+        Panel("USER / MPI / MPI_SYNC split", "barchart", f"""SELECT series_label || ' [' || "window" || ']' AS series,
+  {_mean("user_time_avg")} AS "USER",
+  (sum(mpi_time_avg_sum) - sum(mpi_sync_time_avg_sum)) / nullif(sum(mpi_time_avg_n), 0) AS "MPI",
+  {_mean("mpi_sync_time_avg")} AS "MPI_SYNC"
+FROM v_run_metrics_daily
+WHERE {SHOWN}
 GROUP BY 1
+HAVING sum(mpi_time_avg_n) > 0
 ORDER BY 1""", ["series", "USER", "MPI", "MPI_SYNC"], "s",
-              "Per-rank time averaged over ranks and runs; MPI_SYNC is barrier and wait-type calls.",
+              "The mean rank's time in the window: useful (non-MPI) time, MPI other than MPI_SYNC, and MPI_SYNC "
+              "(barrier and wait-type calls); averaged over runs.",
               {"kind": "bar", "x": "series", "y": ["USER", "MPI", "MPI_SYNC"], "stacked": True}),
     ])
 
@@ -385,6 +431,31 @@ _DAY_SERIES = ("date_trunc('day', r.started_at, 'UTC') AS \"time\", r.system, r.
 _DAY_SERIES_OF = ("date_trunc('day', \"time\", 'UTC') AS \"time\", system, app, workload, "
                   "coalesce(variant, '') AS variant, stack, interconnect, ranks")
 ON_THE_FLY_VIEWS = [
+    # 0013's run_metrics_daily, from v_run_metrics and v_runs.
+    f"""CREATE OR REPLACE VIEW v_run_metrics_daily AS
+WITH d AS (
+SELECT date_trunc('day', m.started_at, 'UTC') AS day, m.series_id, m."window", coalesce(r.system, 'unknown') AS system,
+       m.app, r.workload, coalesce(r.variant, '') AS variant, coalesce(r.stack, 'unknown') AS stack, r.interconnect,
+       m.ranks, r.global_size, strong_scaling_key(m.app, m.parameters, m.environment) AS strong_key,
+       weak_scaling_key(m.app, m.parameters, m.environment) AS weak_key, count(*)::integer AS runs,
+       count(m.time_s)::integer AS time_n, sum(m.time_s) AS time_sum,
+       count(m.mpi_time_avg_s)::integer AS mpi_time_avg_n, sum(m.mpi_time_avg_s) AS mpi_time_avg_sum,
+       count(m.mpi_fraction_avg)::integer AS mpi_fraction_avg_n, sum(m.mpi_fraction_avg) AS mpi_fraction_avg_sum,
+       count(m.mpi_fraction_slowest)::integer AS mpi_fraction_slowest_n, sum(m.mpi_fraction_slowest) AS mpi_fraction_slowest_sum,
+       count(m.user_time_avg_s)::integer AS user_time_avg_n, sum(m.user_time_avg_s) AS user_time_avg_sum,
+       count(m.mpi_sync_time_avg_s)::integer AS mpi_sync_time_avg_n, sum(m.mpi_sync_time_avg_s) AS mpi_sync_time_avg_sum,
+       count(m.load_balance)::integer AS load_balance_n, sum(m.load_balance) AS load_balance_sum,
+       count(m.communication_efficiency)::integer AS communication_efficiency_n, sum(m.communication_efficiency) AS communication_efficiency_sum,
+       count(m.parallel_efficiency)::integer AS parallel_efficiency_n, sum(m.parallel_efficiency) AS parallel_efficiency_sum
+FROM v_run_metrics m JOIN v_runs r ON r.run_id = m.run_id
+WHERE m.status = 'ok' AND m.series_id IS NOT NULL
+GROUP BY 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13
+)
+SELECT d.*, (d."window" = 'focus' OR NOT EXISTS (
+           SELECT 1 FROM d f WHERE f.day = d.day AND f.series_id = d.series_id AND f."window" = 'focus')) AS shown,
+       d.system || ' ' || d.app || coalesce(' ' || nullif(d.variant, ''), '') || ' ' || d.stack || ' ' || d.interconnect
+         || ' n' || d.ranks || coalesce(' ' || d.global_size, '') || ' #' || d.series_id AS series_label
+FROM d""",
     f"""CREATE OR REPLACE VIEW v_mpi_fraction_daily AS
 SELECT {_DAY_SERIES_OF}, count(*)::integer AS runs, sum(mpi_fraction_avg) AS mpi_fraction_avg_sum,
        count(mpi_fraction_slowest)::integer AS slowest_runs, sum(mpi_fraction_slowest) AS mpi_fraction_slowest_sum

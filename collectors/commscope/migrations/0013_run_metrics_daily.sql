@@ -175,3 +175,11 @@ SELECT d.*, (d."window" = 'focus' OR NOT EXISTS (
        d.system || ' ' || d.app || coalesce(' ' || nullif(d.variant, ''), '') || ' ' || d.stack || ' ' || d.interconnect
          || ' n' || d.ranks || coalesce(' ' || d.global_size, '') || ' #' || d.series_id AS series_label
 FROM run_metrics_daily d;
+
+-- TRUNCATE runs (a benchmark's reset) fires no delete trigger: empty it too.
+CREATE FUNCTION run_metrics_daily_clear() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    TRUNCATE run_metrics_daily;
+    RETURN NULL;
+END $$;
+CREATE TRIGGER run_metrics_daily_clear AFTER TRUNCATE ON runs FOR EACH STATEMENT EXECUTE FUNCTION run_metrics_daily_clear();
