@@ -26,6 +26,7 @@ Target: p95 < 100 ms for every panel query.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import datetime as dt
 import random
@@ -73,8 +74,16 @@ def fill(conn, n_runs: int, seed: int = 1) -> dict:
                                    "(%s, 'bench CPU', 64, 'bench') RETURNING id", (s,)).fetchone()[0] for s in SYSTEMS}
         st_ids = {s: conn.execute("INSERT INTO stacks (name, library) VALUES (%s, %s) RETURNING id",
                                   (s, f"{s} library")).fetchone()[0] for s in STACKS}
+        # One series per cell of the matrix (docs/measurement-model.md): its application, parameters, environment.
+        series = {}
+        for (sy, st, ic, app, v, n) in matrix:
+            params = json.dumps({"ranks": n, "nodes": 1, "param.variant": v, "param.global": "64,64,64"})
+            env = json.dumps({"system": sy, "stack": st, "interconnect": ic, "caliper": "runtime-profile,profile.mpi"})
+            series[(sy, st, ic, app, v, n)] = conn.execute(
+                "INSERT INTO series (key, app, parameters, environment) VALUES (md5(%s || %s || %s), %s, %s, %s) "
+                "RETURNING id", (app, params, env, app, params, env)).fetchone()[0]
         t0 = time.monotonic()
-        cols = ("content_hash, campaign_id, system_id, stack_id, status, profile_kind, app, workload, variant, interconnect, "
+        cols = ("series_id, model_version, content_hash, campaign_id, system_id, stack_id, status, profile_kind, app, workload, variant, interconnect, "
                 "ranks, nodes, global_size, started_at, wall_time, mpi_time_avg, mpi_time_max, mpi_fraction_avg, "
                 "mpi_fraction_slowest, source, metadata")
         k = 0
@@ -92,7 +101,7 @@ def fill(conn, n_runs: int, seed: int = 1) -> dict:
                     elif app == "pio":
                         m, _, g = v.partition("-g")
                         meta = '{"ramble_variables": {"method": "%s", "group_size": "%s"}}' % (m, g or "2")
-                    cp.write_row((f"bench-{k}", camp, sys_ids[s], st_ids[st], "failed" if rnd.random() < 0.01 else "ok",
+                    cp.write_row((series[(s, st, ic, app, v, n)], 1, f"bench-{k}", camp, sys_ids[s], st_ids[st], "failed" if rnd.random() < 0.01 else "ok",
                                   "runtime-profile", app, app, v, ic, n, 1, "64,64,64",
                                   day + dt.timedelta(seconds=rnd.randint(0, 3600)), wall, wall * frac, wall * frac * 1.1,
                                   frac, min(0.99, frac * 1.1), "bench", meta))
@@ -126,6 +135,14 @@ def fill(conn, n_runs: int, seed: int = 1) -> dict:
         conn.execute("""INSERT INTO comm_matrix (run_id, src, dst, messages, bytes)
             SELECT r.id, s, d, 20, 65536 * 20 FROM runs r, generate_series(0, r.ranks - 1) s, generate_series(0, r.ranks - 1) d
             WHERE r.app = 'commgraph' AND s <> d""")
+        # Each run's two windows (migration 0012): the whole run, and its loop, which leaves setup out.
+        conn.execute("""INSERT INTO run_windows (run_id, "window", focus_region, time_s, mpi_time_avg_s, mpi_time_max_s,
+                mpi_fraction_avg, mpi_fraction_slowest, user_time_avg_s, mpi_sync_time_avg_s, load_balance,
+                communication_efficiency, parallel_efficiency, ranks_measured)
+            SELECT r.id, w.name, w.region, r.wall_time * w.k, r.mpi_time_avg * w.k, r.mpi_time_max * w.k,
+                   r.mpi_fraction_avg, r.mpi_fraction_slowest, (r.wall_time - r.mpi_time_avg) * w.k,
+                   r.mpi_time_avg * w.k * 0.3, 0.9, 1 - r.mpi_fraction_avg, 0.9 * (1 - r.mpi_fraction_avg), r.ranks
+            FROM runs r CROSS JOIN (VALUES ('run', NULL, 1.0), ('focus', 'loop', 0.8)) AS w(name, region, k)""")
         conn.execute("""INSERT INTO annotations ("time", system, app, stack, interconnect, ranks, text, tags)
             SELECT started_at, 'cluster-a', app, 'debian-openmpi4', interconnect, ranks, 'regression: wall_time +10 percent',
                    '{commscope-check}' FROM runs WHERE id % 997 = 0""")
@@ -263,7 +280,8 @@ def main() -> int:
             info["vacuum_analyze_s"] = time.monotonic() - t0
             info.update({t: conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
                          for t in ("runs", "foms", "mpi_metrics", "rank_metrics", "comm_matrix", "annotations", "run_series",
-                                   "runs_daily", "routines_daily", "collectives_daily", "halo_daily", "io_daily")})
+                                   "runs_daily", "routines_daily", "collectives_daily", "halo_daily", "io_daily",
+                                   "run_windows", "run_metrics_daily")})
             last = conn.execute("SELECT max(started_at) FROM runs").fetchone()[0]
         print(f"load average before measuring: {' '.join(f'{x:.1f}' for x in os.getloadavg())} on {os.cpu_count()} cores")
         print("data: " + ", ".join(f"{k}={v:.1f}" if isinstance(v, float) else f"{k}={v}" for k, v in info.items()),
