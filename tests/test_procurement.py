@@ -61,3 +61,28 @@ def test_the_procurement_panel_ranks_stacks_as_the_workloads_timers_do(dsn):
     timer_geo **= 1 / len(timers)
     assert (geo[f"{system} pypi-impi2021"] > 1) == (timer_geo > 1)
     assert abs(geo[f"{system} {REF}"] - 1) < 1e-12
+
+
+def test_the_stack_comparison_view_holds_the_experiment_and_ranks_as_the_timers_do(dsn):
+    """v_stack_comparison, for outside tools: each experiment's stacks side by side on the same window, ordered as
+    the workloads' own total_time orders them; the old view averaged wall_time, Caliper's whole run for the
+    profiled stack against the loop for the other."""
+    with psycopg.connect(dsn) as conn:
+        ingest(conn, [WS], Provenance())
+        rows = conn.execute("SELECT app, parameters, \"window\", stack, time_s, stacks_compared "
+                            "FROM v_stack_comparison").fetchall()
+    timers = own_timers()
+    groups: dict = {}
+    for app, params, window, stack, t, n in rows:
+        assert window == "focus" and n == 2, (app, params, stack)
+        groups.setdefault((app, str(params)), {})[stack] = t
+    assert len(groups) == len(timers)
+    by_view = sorted(next(t for s, t in g.items() if s != REF_STACK_NAME(g)) < g[REF_STACK_NAME(g)]
+                     for g in groups.values())
+    by_timer = sorted(v["pypi-impi2021"] < v[REF] for v in timers.values())
+    assert by_view == by_timer
+
+
+def REF_STACK_NAME(group: dict) -> str:   # noqa: N802
+    """The Open MPI stack's name as the store has it (the MPI library's own name)."""
+    return next(s for s in group if "Open MPI" in s or s == REF)
