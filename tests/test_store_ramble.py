@@ -283,3 +283,32 @@ def test_a_spack_lock_that_is_not_json_is_bad_input(dsn, tmp_path):
             ingest(conn, [ws], Provenance())
         conn.rollback()
         assert counts(conn) == before
+
+
+def test_a_ramble_experiment_declares_its_focus_region(dsn, tmp_path):
+    """The Ramble applications declare commscope_focus (the workloads' loop by default); a study that sets it to
+    another region gets that region's focus window. Here the halo3d experiment's variable names halo_exchange, as
+    a ramble.yaml setting it would record it; the window's per-rank times are summed here from the profile's
+    records with caliper-reader (test_measurement_model.reference), not by commscope's reader."""
+    sys.path.insert(0, str(Path(__file__).parent))
+    from test_measurement_model import reference
+    ws = tmp_path / "ws"
+    shutil.copytree(MPI_WS, ws)
+    doc = results(ws)
+    name = "halo3d.halo3d.halo3d-blocking-debian-openmpi4-default-n2"
+    (exp,) = [e for e in doc["experiments"] if e["name"] == name]
+    exp["RAMBLE_VARIABLES"]["commscope_focus"] = "halo_exchange"
+    (ws / "results.latest.json").write_text(json.dumps(doc))
+    with psycopg.connect(dsn) as conn:
+        ingest(conn, [ws], Provenance())
+        rows = dict(conn.execute(
+            "SELECT r.experiment, row(w.focus_region, w.time_s, w.mpi_time_avg_s) FROM run_windows w "
+            "JOIN runs r ON r.id = w.run_id WHERE w.\"window\" = 'focus'").fetchall())
+    region, time_s, mpi_avg = rows[name]
+    profile = next((ws / "experiments" / "halo3d" / "halo3d" / "halo3d-blocking-debian-openmpi4-default-n2").glob("*.cali"))
+    per_rank = reference(str(profile), focus="halo_exchange")["focus"]
+    assert region == "halo_exchange"
+    assert float(time_s) == pytest.approx(max(v[0] for v in per_rank.values()), rel=1e-9)
+    assert float(mpi_avg) == pytest.approx(sum(v[1] + v[2] for v in per_rank.values()) / len(per_rank), rel=1e-9)
+    # the other experiments keep the workloads' own focus (their loop's region in these older profiles: timestep)
+    assert rows[name.replace("blocking", "overlap")][0] == "timestep"

@@ -87,6 +87,9 @@ class Workspace:
         status = "ok" if exp["RAMBLE_STATUS"] == "SUCCESS" else "failed"
         run_dir = self._run_dir(exp)
         groups = profiles.discover([run_dir]) if run_dir.is_dir() else []
+        # The focus window's region: --focus at ingest, else what the experiment declares (the Ramble application's
+        # commscope_focus variable, or the study's), else the workloads' own.
+        opts = replace(opts, focus=opts.focus or clean(self._var(exp, "commscope_focus")) or None)
         recs: list[Record] = []
         profile_error = None
         for g in groups:

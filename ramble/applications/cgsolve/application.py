@@ -17,6 +17,10 @@ class Cgsolve(ExecutableApplication):
                " --iters {iters}",
                use_mpi=True, output_capture=OUTPUT_CAPTURE.ALL)
     workload("cgsolve", executable="cgsolve")
+    # The region commscope's focus window covers (docs/measurement-model.md): the timed loop, cs_loop_begin to
+    # cs_loop_end. A study about another region sets commscope_focus in its ramble.yaml.
+    workload_variable("commscope_focus", default="loop", description="region of commscope's focus window",
+                      workloads=["cgsolve"])
 
     workload_variable("n", default="32,32,32", description="global grid of unknowns", workloads=["cgsolve"])
     workload_variable("dims", default="0,0,0", description="process grid; 0 lets MPI_Dims_create choose",

@@ -20,6 +20,10 @@ class Collsweep(ExecutableApplication):
                " --volume {volume}",
                use_mpi=True, output_capture=OUTPUT_CAPTURE.ALL)
     workload("collsweep", executable="collsweep")
+    # The region commscope's focus window covers (docs/measurement-model.md): the timed loop, cs_loop_begin to
+    # cs_loop_end. A study about another region sets commscope_focus in its ramble.yaml.
+    workload_variable("commscope_focus", default="loop", description="region of commscope's focus window",
+                      workloads=["collsweep"])
 
     workload_variable("coll", default="barrier,bcast,reduce,allreduce,allgather,alltoall",
                       description="collectives to sweep, comma-separated", workloads=["collsweep"])

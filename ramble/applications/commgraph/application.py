@@ -16,6 +16,10 @@ class Commgraph(ExecutableApplication):
                " --large-bytes {large_bytes} --degree {degree} --seed {seed} {rank_map_args}",
                use_mpi=True, output_capture=OUTPUT_CAPTURE.ALL)
     workload("commgraph", executable="commgraph")
+    # The region commscope's focus window covers (docs/measurement-model.md): the timed loop, cs_loop_begin to
+    # cs_loop_end. A study about another region sets commscope_focus in its ramble.yaml.
+    workload_variable("commscope_focus", default="loop", description="region of commscope's focus window",
+                      workloads=["commgraph"])
 
     workload_variable("iters", default="20", description="communication rounds", workloads=["commgraph"])
     workload_variable("pattern", default="pairs", values=["pairs", "stencil4d", "random-sparse"],

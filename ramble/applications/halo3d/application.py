@@ -20,6 +20,10 @@ class Halo3d(ExecutableApplication):
                " {fused_flag} {reorder_flag} --verify-max-points {verify_max_points}",
                use_mpi=True, output_capture=OUTPUT_CAPTURE.ALL)
     workload("halo3d", executable="halo3d")
+    # The region commscope's focus window covers (docs/measurement-model.md): the timed loop, cs_loop_begin to
+    # cs_loop_end. A study about another region sets commscope_focus in its ramble.yaml.
+    workload_variable("commscope_focus", default="loop", description="region of commscope's focus window",
+                      workloads=["halo3d"])
 
     workload_variable("n", default="64,64,64", description="global grid X,Y,Z (strong scaling)", workloads=["halo3d"])
     workload_variable("local", default="16,16,16", description="grid per rank X,Y,Z (weak scaling, with grid_args)",

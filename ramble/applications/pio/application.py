@@ -16,6 +16,10 @@ class Pio(ExecutableApplication):
                " --iters {iters}",
                use_mpi=True, output_capture=OUTPUT_CAPTURE.ALL)
     workload("pio", executable="pio")
+    # The region commscope's focus window covers (docs/measurement-model.md): the timed loop, cs_loop_begin to
+    # cs_loop_end. A study about another region sets commscope_focus in its ramble.yaml.
+    workload_variable("commscope_focus", default="loop", description="region of commscope's focus window",
+                      workloads=["pio"])
 
     workload_variable("n", default="64,64,64", description="global array of doubles", workloads=["pio"])
     workload_variable("dims", default="0,0,0", description="process grid; 0 lets MPI_Dims_create choose",

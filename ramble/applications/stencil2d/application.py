@@ -16,6 +16,10 @@ class Stencil2d(ExecutableApplication):
                " --verify-max-points {verify_max_points}",
                use_mpi=True, output_capture=OUTPUT_CAPTURE.ALL)
     workload("stencil2d", executable="stencil2d")
+    # The region commscope's focus window covers (docs/measurement-model.md): the timed loop, cs_loop_begin to
+    # cs_loop_end. A study about another region sets commscope_focus in its ramble.yaml.
+    workload_variable("commscope_focus", default="loop", description="region of commscope's focus window",
+                      workloads=["stencil2d"])
 
     workload_variable("n", default="512,512", description="global grid rows,columns (strong scaling)",
                       workloads=["stencil2d"])
