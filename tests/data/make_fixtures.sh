@@ -71,6 +71,22 @@ loop() {
   run "cgsolve-direct-loop-n2.spot" 2 "spot(output=cgsolve-direct-loop-n2.spot.cali),profile.mpi" \
     cgsolve --n 16,16,16 --allreduce direct
 }
+# Edge cases of the measurement model (docs/measurement-model.md). ONLY=edges makes just these.
+# - no MPI wrapping: runtime-profile without profile.mpi, so MPI time is not measured (NULL, not 0);
+# - nested MPI: pio's collective I/O through ROMIO, whose MPI_File_write_all calls MPI_Type_size_x and others
+#   that Caliper's wrappers see inside it.
+edges() {
+  run "halo3d-blocking-n2.nompi-profile" 2 \
+    "runtime-profile,region.count,output=halo3d-blocking-n2.nompi-profile.cali" \
+    halo3d --n 24,24,24 --iters 10 --pml-width 3 --variant blocking
+  local scratch; scratch=$(mktemp -d)
+  OMPI_MCA_io=romio321 run "pio-collective-romio-n2.mpi-profile" 2 \
+    "runtime-profile,profile.mpi,region.count,output=pio-collective-romio-n2.mpi-profile.cali" \
+    pio --n 32,32,32 --method collective --iters 2 --dir "$scratch"
+  rm -rf "$scratch"
+  sed -i "s|$scratch|SCRATCH|g" "$out/pio-collective-romio-n2.mpi-profile.out"
+}
+if [ "${ONLY:-}" = edges ]; then edges; exit 0; fi
 if [ "${ONLY:-}" = part2 ]; then part2; exit 0; fi
 if [ "${ONLY:-}" = loop ]; then loop; exit 0; fi
 if [ "${ONLY:-}" = rankmap ]; then rankmap; exit 0; fi
