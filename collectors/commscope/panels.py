@@ -330,12 +330,15 @@ _LATEST_TRACED = f"""(SELECT max(last_traced_run) FROM v_comm_matrix_daily
 
 COMM_MATRIX = Dashboard(
     "commscope-comm-matrix", "Communication matrix",
-    "Bytes from rank to rank and per rank, for the latest traced run of the selection (the placement study).",
+    "Bytes from rank to rank and per rank in MPI_COMM_WORLD ranks, for the latest traced run of the selection "
+    "(the placement study).",
     [
         Panel("Bytes from rank to rank", "heatmap", f"""SELECT src, dst, bytes
 FROM v_comm_matrix
 WHERE run_id = {_LATEST_TRACED}
-ORDER BY src, dst""", ["src", "dst", "bytes"], "bytes", "Message tracing (Caliper's aggregate keyed by mpi.rank, mpi.msg.dst).",
+ORDER BY src, dst""", ["src", "dst", "bytes"], "bytes",
+              "Message tracing (Caliper's aggregate keyed by mpi.rank and mpi.msg.dst), both in world ranks: a destination "
+              "is a rank of the communicator used, translated with the workload's RANK lines (docs/measurement-model.md).",
               {"kind": "heatmap", "x": "dst", "y": "src", "z": "bytes"}),
         Panel("Bytes per rank", "barchart", f"""SELECT rank, sum(sent) AS bytes_sent, sum(received) AS bytes_received
 FROM (SELECT src AS rank, bytes AS sent, 0 AS received FROM v_comm_matrix WHERE run_id = {_LATEST_TRACED}

@@ -9,6 +9,12 @@ graph, rebalanced to the node size, the parts are placed on the topology
 greedily by traffic, and pairwise swaps then lower hop-bytes until none helps.
 Without pymetis the swaps start from block placement (the greedy fallback).
 
+Ranks are MPI_COMM_WORLD ranks of the traced run, as the store keeps them
+(docs/measurement-model.md, Ranks): the rankfile and host lists place the world
+ranks of a run launched as the traced one was. commgraph's --rank-map names
+application ranks instead, so for a traced run that was itself rank-mapped it is
+composed with the application rank each world rank played (`app_ranks`).
+
 Topology (YAML):
     nodes: 4                 # a count (hosts node0, node1, ...) or a list of host names
     ranks_per_node: 2
@@ -226,7 +232,7 @@ def _improve(node_of: list[int], w: list[list[int]], topo: Topology, max_passes:
 
 @dataclass
 class Placement:
-    node_of: list[int]          # application rank -> node index
+    node_of: list[int]          # world rank of the traced run -> node index
     method: str                 # metis+swaps | greedy swaps
     default: tuple[int, int]    # (inter-node bytes, hop-bytes) of block placement
     optimized: tuple[int, int]
@@ -271,22 +277,39 @@ def advice_text(node_names: list[str], default: tuple, optimized: tuple, random_
     """The advice in words: the node of each rank and the predicted hop-bytes against block and
     random placement (default/optimized are (inter-node bytes, hop-bytes))."""
     cut = 1 - optimized[1] / default[1] if default[1] else 0.0
-    return (f"Placing ranks by node as {' '.join(node_names)} cuts predicted hop-bytes by {cut:.0%} against block "
-            f"placement ({default[1]:,} -> {optimized[1]:,}); random placement averages {random_hop_bytes:,.0f}.")
+    return (f"Placing world ranks by node as {' '.join(node_names)} cuts predicted hop-bytes by {cut:.0%} against "
+            f"block placement ({default[1]:,} -> {optimized[1]:,}); random placement averages {random_hop_bytes:,.0f}.")
 
 
-def launcher_files(p: Placement, topo: Topology) -> dict[str, str]:
-    """The files that apply a placement, by launcher."""
+def app_ranks(rank_lines: list[dict], ranks: int) -> list[int] | None:
+    """The application rank each world rank played, from the workload's `RANK a world=w` lines (commgraph
+    --rank-map); None where the lines name no world ranks, that is where every rank played its own number."""
+    if not rank_lines or not all("world" in ln for ln in rank_lines):
+        return None
+    app = {int(ln["world"]): int(ln["rank"]) for ln in rank_lines}
+    if sorted(app) != list(range(ranks)) or sorted(app.values()) != list(range(ranks)):
+        raise ValueError(f"the RANK lines map {sorted(app.items())}, not each of {ranks} world ranks to one "
+                         f"application rank")
+    return [app[w] for w in range(ranks)]
+
+
+def launcher_files(p: Placement, topo: Topology, app_rank_of: list[int] | None = None) -> dict[str, str]:
+    """The files that apply a placement, by launcher. APP_RANK_OF: the application rank each world rank of
+    the traced run played (`app_ranks`), None if it was not rank-mapped. The rankfile and host lists apply
+    to the traced run's own command line; the commgraph rank map replaces that run's --rank-map."""
     hosts, slots = topo.hosts, p.slots()
+    app = app_rank_of or list(range(len(p.node_of)))
+    if len(app) != len(p.node_of):
+        raise ValueError(f"{len(app)} application ranks for a placement of {len(p.node_of)} ranks")
     rankfile = "".join(f"rank {r}={hosts[n]} slot={s}\n" for r, (n, s) in enumerate(zip(p.node_of, slots)))
     per_rank_hosts = "".join(f"{hosts[n]}\n" for n in p.node_of)
     # commgraph --rank-map: under block launch, world rank w sits on node w // rpn,
-    # slot w % rpn; it must play the application rank placed there.
+    # slot w % rpn; it must play the application rank of the traced rank placed there.
     where = {(n, s): r for r, (n, s) in enumerate(zip(p.node_of, slots))}
     rpn = topo.ranks_per_node
     files = {}
     if all((w // rpn, w % rpn) in where for w in range(len(p.node_of))):
-        rank_map = [where[w // rpn, w % rpn] for w in range(len(p.node_of))]
+        rank_map = [app[where[w // rpn, w % rpn]] for w in range(len(p.node_of))]
         files["commgraph.rank-map"] = ("# commgraph --rank-map: entry w is the application rank world rank w plays\n"
                                        + " ".join(map(str, rank_map)) + "\n")
     return files | {

@@ -1,0 +1,213 @@
+"""World ranks end to end (docs/measurement-model.md, Ranks; issue 14): a rank-mapped commgraph trace
+(tests/data/commgraph-pairs-reverse-n4.msgtrace: world rank w plays application rank 3-w) is stored,
+drawn by the comm-matrix heatmap and advised on in MPI_COMM_WORLD ranks.
+
+Every expected value comes from the files alone: caliper-reader's records (sender by mpi.rank, destination
+by mpi.msg.dst, a rank of the split communicator) and the `RANK a world=w` lines of commgraph.out, never
+through commscope's reader. The best placement is found by trying every balanced split of the ranks."""
+from __future__ import annotations
+
+import datetime as dt
+import itertools
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import caliperreader
+import psycopg
+import pytest
+
+from commscope import panels as P
+from commscope import placement
+from commscope.ingest import Provenance, ingest
+
+ROOT = Path(__file__).resolve().parent.parent
+DATA = ROOT / "tests" / "data"
+TRACE = DATA / "commgraph-pairs-reverse-n4.msgtrace"
+HEATMAP_JSON = ROOT / "dashboards" / "json" / "commscope-comm-matrix.json"
+MAPS = ROOT / "ramble" / "studies" / "placement" / "maps"
+CLI = [sys.executable, "-m", "commscope.cli"]
+RANKS = 4
+
+
+def world_of_app() -> dict[int, int]:
+    """Application (split-communicator) rank -> world rank, from commgraph.out's RANK lines."""
+    out = {}
+    for line in (TRACE / "commgraph.out").read_text().splitlines():
+        m = re.match(r"RANK (\d+) .*\bworld=(\d+)\b", line)
+        if m:
+            out[int(m.group(1))] = int(m.group(2))
+    assert sorted(out) == sorted(out.values()) == list(range(RANKS)), out
+    return out
+
+
+def raw_records() -> list[dict]:
+    recs = []
+    for f in sorted(TRACE.glob("rank-*.cali")):
+        recs += caliperreader.read_caliper_contents(str(f))[0]
+    return recs
+
+
+def file_matrices() -> dict[str, dict]:
+    """(src, dst) -> [messages, bytes] as the files say it: 'sent' from the senders' records with destinations
+    translated to world ranks, 'received' from the receivers' records (mpi.msg.src translated likewise),
+    'untranslated' the senders' records taken as Caliper keys them, and 'application' in application ranks."""
+    world = world_of_app()
+    app = {w: a for a, w in world.items()}
+    out: dict[str, dict] = {k: {} for k in ("sent", "received", "untranslated", "application")}
+
+    def add(which, key, rec):
+        cell = out[which].setdefault(key, [0, 0])
+        cell[0] += int(rec["count"])
+        cell[1] += int(float(rec["sum#mpi.msg.size"]))
+
+    for rec in raw_records():
+        me = int(rec["mpi.rank"])
+        if "mpi.msg.dst" in rec and int(rec["mpi.msg.dst"]) >= 0:
+            dst = int(rec["mpi.msg.dst"])
+            add("sent", (me, world[dst]), rec)
+            add("untranslated", (me, dst), rec)
+            add("application", (app[me], dst), rec)
+        if "mpi.msg.src" in rec and int(rec["mpi.msg.src"]) >= 0:
+            add("received", (world[int(rec["mpi.msg.src"])], me), rec)
+    return out
+
+
+def pair_bytes(matrix: dict) -> list[list[int]]:
+    """Bytes between each pair of ranks, both directions."""
+    w = [[0] * RANKS for _ in range(RANKS)]
+    for (s, d), (_msgs, b) in matrix.items():
+        if s != d:
+            w[s][d] += b
+            w[d][s] += b
+    return w
+
+
+def cut(w: list[list[int]], node_of: list[int]) -> int:
+    return sum(w[i][j] for i, j in itertools.combinations(range(RANKS), 2) if node_of[i] != node_of[j])
+
+
+def balanced_splits():
+    """Every way to put 4 ranks on 2 nodes x 2 (node of rank 0 fixed to 0)."""
+    for pair in itertools.combinations(range(1, RANKS), 1):
+        group = {0, *pair}
+        yield [0 if r in group else 1 for r in range(RANKS)]
+
+
+def test_the_files_themselves_need_the_translation():
+    """The premise: taken as Caliper keys them, the rows have self-messages and a one-way matrix; translated
+    with the RANK lines, what was sent is exactly what was received."""
+    m = file_matrices()
+    assert any(s == d for s, d in m["untranslated"])
+    assert m["sent"] == m["received"]
+    assert all(s != d for s, d in m["sent"])
+
+
+def test_stored_matrix_is_in_world_ranks_symmetric_and_without_self_messages(dsn):
+    with psycopg.connect(dsn) as conn:
+        ingest(conn, [TRACE], Provenance())
+        (run_id, ranks, decomposition), = conn.execute("SELECT run_id, ranks, decomposition FROM v_runs").fetchall()
+        stored = {(s, d): [m, b] for s, d, m, b in conn.execute(
+            "SELECT src, dst, messages, bytes FROM v_comm_matrix WHERE run_id = %s", (run_id,))}
+    assert (ranks, decomposition) == (RANKS, "rank-map")
+    expected = file_matrices()["sent"]
+    assert stored == expected
+    assert not [k for k in stored if k[0] == k[1]], "no rank sends to itself in commgraph pairs"
+    # pairs is symmetric: every rank sends its partner what it receives from it
+    assert all(stored[d, s] == cell for (s, d), cell in stored.items())
+    # and the heavy partners are world ranks 0-2 and 1-3 (application ranks 3-1 and 2-0)
+    heavy = {frozenset(k) for k, (_m, b) in stored.items() if b == max(c[1] for c in stored.values())}
+    assert heavy == {frozenset({0, 2}), frozenset({1, 3})}
+
+
+def test_heatmap_panel_shows_world_rank_cells(dsn):
+    """The committed dashboard's SQL, expanded as Grafana expands it, over the stored run."""
+    with psycopg.connect(dsn) as conn:
+        ingest(conn, [TRACE], Provenance())
+        lo, hi = conn.execute("SELECT min(started_at), max(started_at) FROM v_runs").fetchone()
+        values = P.all_values(conn)
+        panels = {p["title"]: p["targets"][0]["rawSql"] for p in json.loads(HEATMAP_JSON.read_text())["panels"]}
+        run = lambda title: conn.execute(P.expand(panels[title], lo - dt.timedelta(days=1),  # noqa: E731
+                                                  hi + dt.timedelta(days=1), values)).fetchall()
+        cells, per_rank = run("Bytes from rank to rank"), run("Bytes per rank")
+    expected = file_matrices()["sent"]
+    assert [(s, d, b) for s, d, b in cells] == [(s, d, b) for (s, d), (_m, b) in sorted(expected.items())]
+    assert all(s != d for s, d, _b in cells)
+    sent = {r: sum(b for (s, _d), (_m, b) in expected.items() if s == r) for r in range(RANKS)}
+    received = {r: sum(b for (_s, d), (_m, b) in expected.items() if d == r) for r in range(RANKS)}
+    assert [tuple(map(int, row)) for row in per_rank] == [(r, sent[r], received[r]) for r in range(RANKS)]
+    assert sent == received  # a symmetric pattern: each world rank receives what it sends
+
+
+def test_placement_advice_for_the_reverse_mapped_run_splits_no_pair(dsn, tmp_path):
+    """Block placement on 2 nodes x 2 puts world ranks 0,1 and 2,3 together: it cuts every heavy pair. The
+    advice must find the best split (tried exhaustively here), not call block placement optimal."""
+    w = pair_bytes(file_matrices()["sent"])
+    block_cut = cut(w, [0, 0, 1, 1])
+    best = min(balanced_splits(), key=lambda n: cut(w, n))
+    assert best == [0, 1, 0, 1] and cut(w, best) < block_cut / 10   # the premise: block placement is bad
+
+    with psycopg.connect(dsn) as conn:
+        ingest(conn, [TRACE], Provenance())
+        run_id = conn.execute("SELECT run_id FROM v_runs").fetchone()[0]
+    topo = tmp_path / "topology.yaml"
+    topo.write_text("nodes: [hostA, hostB]\nranks_per_node: 2\nnetwork: {type: flat}\n")
+    r = subprocess.run([*CLI, "advise", "placement", str(run_id), "--topology", str(topo), "-o", str(tmp_path / "out")],
+                       capture_output=True, text=True, env={**os.environ, "COMMSCOPE_DB_URL": dsn})
+    assert r.returncode == 0, r.stderr
+    with psycopg.connect(dsn) as conn:
+        summary, text = conn.execute("SELECT summary, text FROM v_advice WHERE run_id = %s", (run_id,)).fetchone()
+    assert summary["default"][0] == block_cut
+    assert summary["optimized"][0] == cut(w, best)
+    node_of = summary["node_of"]
+    assert node_of[0] == node_of[2] != node_of[1] == node_of[3]
+    assert f"by {1 - cut(w, best) / block_cut:.0%}" in text and "by 0%" not in text
+    # the rankfile places world ranks 0 and 2 on one host, 1 and 3 on the other
+    hosts = [line.split("=")[1].split()[0] for line in (tmp_path / "out" / "rankfile").read_text().splitlines()[1:]]
+    assert hosts[0] == hosts[2] != hosts[1] == hosts[3]
+    # the commgraph rank map, applied to the application graph under block launch, keeps every pair on a node
+    rank_map = [int(x) for x in (tmp_path / "out" / "commgraph.rank-map").read_text().split("\n", 1)[1].split()]
+    assert sorted(rank_map) == list(range(RANKS))
+    a = pair_bytes(file_matrices()["application"])
+    node_of_app = [rank_map.index(app) // 2 for app in range(RANKS)]
+    assert cut(a, node_of_app) == cut(w, best)
+
+
+def test_pymetis_agrees_on_the_world_rank_graph():
+    """METIS on the files' graph (an independent partitioner) splits it as the exhaustive search does."""
+    pymetis = pytest.importorskip("pymetis")
+    w = pair_bytes(file_matrices()["sent"])
+    adj = [[j for j in range(RANKS) if j != i and w[i][j]] for i in range(RANKS)]
+    xadj = [0]
+    for row in adj:
+        xadj.append(xadj[-1] + len(row))
+    _, parts = pymetis.part_graph(2, pymetis.CSRAdjacency(xadj, [j for row in adj for j in row]),
+                                  eweights=[w[i][j] for i in range(RANKS) for j in adj[i]])
+    assert parts[0] == parts[2] != parts[1] == parts[3]
+
+
+@pytest.mark.parametrize("map_name", ["reverse-4", "interleave-4"])
+def test_commgraph_rank_map_is_composed_with_the_traced_runs_own(map_name):
+    """The application graph of the trace, as a run under each of the placement study's rank maps records it
+    in world ranks. The advice's commgraph rank map replaces that run's --rank-map, so it must name the
+    application rank each placed world rank played; then it keeps every heavy pair on one node. (Under
+    interleave-4 the pairs already share nodes in world ranks; a map of world ranks taken as application
+    ranks would split them.)"""
+    played = [int(x) for line in (MAPS / f"{map_name}.map").read_text().splitlines()
+              if not line.startswith("#") for x in line.split()]
+    application = file_matrices()["application"]
+    world_of = {a: w for w, a in enumerate(played)}
+    world_matrix = {(world_of[s], world_of[d]): b for (s, d), (_m, b) in application.items()}
+    app_graph = pair_bytes(application)
+    topo = placement.Topology.from_dict({"nodes": 2, "ranks_per_node": 2})
+    p = placement.optimize(world_matrix, RANKS, topo)
+    lines = [{"rank": str(a), "world": str(w)} for w, a in enumerate(played)]
+    assert placement.app_ranks(lines, RANKS) == played
+    text = placement.launcher_files(p, topo, placement.app_ranks(lines, RANKS))["commgraph.rank-map"]
+    rank_map = [int(x) for x in text.split("\n", 1)[1].split()]
+    node_of_app = [rank_map.index(app) // 2 for app in range(RANKS)]
+    best = min(cut(app_graph, n) for n in balanced_splits())
+    assert cut(app_graph, node_of_app) == best == p.optimized[0]
