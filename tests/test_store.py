@@ -189,14 +189,23 @@ def test_bad_input_names_the_file_and_changes_nothing(dsn, tmp_path, name):
     assert counts(dsn)["runs"] == before["runs"] + 1
 
 
-def test_profile_without_adiak_metadata_is_rejected(dsn, tmp_path):
-    # A real profile whose Adiak 'workload' attribute has been renamed.
-    src = DATA / "commgraph-pairs-n2.msgtrace" / "rank-0.cali"
-    text = src.read_bytes().replace(b"data=workload", b"data=workloaX")
-    f = tmp_path / "noadiak.cali"
+def test_profile_naming_no_application_is_refused_until_app_is_given(dsn, tmp_path):
+    # A real profile whose every name source (Adiak workload, executable, executablepath, cmdline) is renamed.
+    src = DATA / "halo3d-overlap-n2.runtime-profile.cali"
+    text = src.read_bytes()
+    for key in (b"workload", b"executablepath", b"executable", b"cmdline"):
+        text = text.replace(b"data=" + key + b"\n", b"data=x" + key[1:] + b"\n").replace(b"data=" + key + b",",
+                                                                                      b"data=x" + key[1:] + b",")
+    f = tmp_path / "noname.cali"
     f.write_bytes(text)
-    with psycopg.connect(dsn) as conn, pytest.raises(BadProfile, match="'workload' is missing"):
-        ingest(conn, [f], Provenance())
+    before = counts(dsn)
+    r = cli("ingest", str(f), env={"COMMSCOPE_DB_URL": dsn})
+    assert r.returncode == 2 and str(f) in r.stderr and "--app" in r.stderr and "nothing was stored" in r.stderr
+    assert counts(dsn) == before
+    r = cli("ingest", "--app", "my-halo", str(f), env={"COMMSCOPE_DB_URL": dsn})
+    assert r.returncode == 0, r.stderr
+    with psycopg.connect(dsn) as conn:
+        assert conn.execute("SELECT app, metadata->>'app_source' FROM runs").fetchall() == [("my-halo", "--app")]
 
 
 def test_hostile_metadata_is_stored_verbatim_not_executed(dsn):

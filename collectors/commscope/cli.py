@@ -174,23 +174,43 @@ def db_grant_writer(role, password_stdin):
                    "instead of refusing it")
 @click.option("--focus", metavar="REGION",
               help="the Caliper region the study is about: the focus window (default: the workloads' timed loop)")
+@click.option("--app", metavar="NAME",
+              help="the application's name (default: Adiak's workload, Ramble's application, the executable's name)")
+@click.option("--ranks", type=click.IntRange(1), metavar="N",
+              help="the job's rank count (default: Adiak's jobsize, mpi.world.size, the largest rank + 1)")
+@click.option("--param", "params", multiple=True, metavar="KEY=VALUE",
+              help="an experiment parameter of every run ingested (repeatable)")
+@click.option("--param-keys", metavar="KEY,...",
+              help="the metadata keys (Adiak values, Caliper globals) that define the application's experiment, "
+                   "e.g. its problem size (default: its command line's arguments)")
 @click.option("--quiet", "-q", is_flag=True, help="no progress bar, only errors")
 def ingest_cmd(paths, system, stack, interconnect, git_commit, ci_pipeline, hardware, skip_bad, allow_partial, focus,
-               quiet):
-    """Store Caliper profiles (files, directories) or one Ramble workspace from PATHS as one campaign."""
+               app, ranks, params, param_keys, quiet):
+    """Store Caliper profiles of any application (files, directories), or one Ramble workspace, from PATHS
+    as one campaign."""
     from tqdm import tqdm
 
     from .ingest import Provenance, ingest
     from .profiles import BadProfile
     from .ramble import read_hardware
+    from .records import ReadOptions
 
+    pairs = []
+    for p in params:
+        key, eq, value = p.partition("=")
+        if not eq or not key.strip():
+            _fail(f"--param {p!r}: expected KEY=VALUE, e.g. --param problem_size=64", 2)
+        pairs.append((key.strip(), value))
+    keys = tuple(k.strip() for k in (param_keys or "").split(",") if k.strip())
+    if param_keys is not None and not keys:
+        _fail("--param-keys is empty: name the metadata keys, e.g. --param-keys Problem,Size-x", 2)
+    read = ReadOptions(allow_partial, focus, app, ranks, tuple(pairs), keys)
     bar = None if quiet or not sys.stderr.isatty() else tqdm(desc="ingest", unit="run", file=sys.stderr)
     try:
         prov = Provenance(system=system, stack=stack, interconnect=interconnect, git_commit=git_commit,
                           ci_pipeline=ci_pipeline, hardware=read_hardware(hardware) if hardware else None)
         with db.connect() as conn:
-            res = ingest(conn, list(paths), prov, skip_bad=skip_bad, progress=bar, allow_partial=allow_partial,
-                         focus=focus)
+            res = ingest(conn, list(paths), prov, skip_bad=skip_bad, progress=bar, read=read)
     except BadProfile as e:
         _fail(f"{e}; nothing was stored", 2)
     except db.DBError as e:

@@ -306,10 +306,13 @@ def ingest_records(conn: psycopg.Connection, records: Iterable[Record | BadProfi
 
 
 def ingest(conn: psycopg.Connection, inputs: list[Path], prov: Provenance, skip_bad: bool = False,
-           progress=None, allow_partial: bool = False, focus: str | None = None) -> Result:
+           progress=None, allow_partial: bool = False, focus: str | None = None,
+           read: ReadOptions | None = None) -> Result:
     """Stores Caliper profiles (files, directories) and Ramble workspaces as one campaign. ALLOW_PARTIAL
-    and FOCUS: see records.ReadOptions."""
+    and FOCUS, or READ with every reading option (--app, --ranks, --param, --param-keys): see
+    records.ReadOptions."""
     from . import ramble
+    opts = read or ReadOptions(allow_partial, focus)
     inputs = [Path(i) for i in inputs]
     for i in inputs:
         if not i.exists():
@@ -322,7 +325,7 @@ def ingest(conn: psycopg.Connection, inputs: list[Path], prov: Provenance, skip_
         if ws.hardware and not prov.hardware:
             prov = replace(prov, hardware=ws.hardware,
                            system=prov.system or ws.hardware.get("system") or ws.hardware.get("site"))
-        return ingest_records(conn, ws.records(ReadOptions(allow_partial, focus)), prov, str(workspaces[0]), "ramble", skip_bad, progress)
+        return ingest_records(conn, ws.records(opts), prov, str(workspaces[0]), "ramble", skip_bad, progress)
     nested: list[Path] = []
     groups = profiles.discover(inputs, nested)
     if not groups:
@@ -331,7 +334,7 @@ def ingest(conn: psycopg.Connection, inputs: list[Path], prov: Provenance, skip_
                             if nested else ""))
     if progress is not None:
         progress.total = len(groups)
-    res = ingest_records(conn, read_records(groups, opts=ReadOptions(allow_partial, focus)), prov, json.dumps([str(i) for i in inputs]),
+    res = ingest_records(conn, read_records(groups, opts=opts), prov, json.dumps([str(i) for i in inputs]),
                          skip_bad=skip_bad, progress=progress)
     res.left_out = [str(n) for n in nested]
     return res

@@ -3,6 +3,12 @@ an aggregated runtime-profile/hatchet-region-profile (.cali with mpi.rank),
 per-rank files (rank-N.cali, use.mpi=false), spot, json-split, or a
 message-tracing aggregate (rank-N.cali keyed by mpi.rank, mpi.msg.dst).
 
+Any application's profile is read, not only commscope's workloads: regions are
+whatever nested attributes the application annotated (caliper-reader resolves
+them into `path`), and the rank count comes from the first of Adiak's
+`jobsize`, Caliper's `mpi.world.size`, the rank files or the largest
+`mpi.rank` + 1, or 1 for a profile without MPI (docs/add-your-application.md).
+
 Reading uses caliper-reader, the fastest of the field's readers; the numbers
 are cross-checked against Hatchet in the tests."""
 from __future__ import annotations
@@ -28,10 +34,6 @@ SPOT_EXCL = "scale#sum#time.duration.ns"  # spot's exclusive time, in seconds de
 MPI_SYNC = {"MPI_Barrier", "MPI_Wait", "MPI_Waitall", "MPI_Waitany", "MPI_Waitsome",
             "MPI_Win_wait", "MPI_Win_fence", "MPI_Win_complete", "MPI_Ibarrier"}
 RANK_FILE = re.compile(r"rank-(\d+)\.cali$")
-# The workloads' own self-check (a serial reference on rank 0, gathers): not
-# application time, so it stays out of the run's totals and fractions. Its
-# nodes are still stored.
-NOT_APPLICATION = "verify"
 
 
 # Caliper's comm.stats option, per comm region and rank: (our name, attribute, how ranks combine).
@@ -73,6 +75,7 @@ class Profile:
     # ranks of the job that have no data (stored only with --allow-partial; the run is then 'partial')
     missing_ranks: list = field(default_factory=list)
     output: Output | None = None                  # the workload's stdout, when kept beside the profile
+    ranks_source: str = ""                        # where the rank count came from (see rank_count)
 
     @functools.cached_property
     def stats(self) -> dict:
@@ -172,40 +175,70 @@ def _sidecar(paths: list[Path]) -> Output | None:
     candidates += sorted(first.parent.glob("*.out")) if len(paths) > 1 else []
     for c in candidates:
         if c.exists():
-            return parse_output(c.read_text(errors="replace"))
+            out = parse_output(c.read_text(errors="replace"))
+            # another application's stdout has no contract lines: nothing to read from it
+            return out if out.workload else None
     return None
 
 
-def _meta_check(path: Path, g: dict) -> None:
-    for key in ("workload", "jobsize"):
-        if key not in g:
-            raise BadProfile(f"{path}: Adiak metadata '{key}' is missing; was the workload built with Caliper and Adiak?")
+def _int_meta(path: Path, g: dict, key: str) -> int | None:
+    """An integer metadata value, None when absent; a value that is not an integer is refused."""
+    if key not in g:
+        return None
     try:
-        int(g["jobsize"])
-    except ValueError:
-        raise BadProfile(f"{path}: Adiak jobsize {g['jobsize']!r} is not an integer") from None
+        n = int(g[key])
+    except (TypeError, ValueError):
+        raise BadProfile(f"{path}: {key} {g[key]!r} is not an integer; give the rank count with --ranks N") from None
+    if n < 1:
+        raise BadProfile(f"{path}: {key} {n} is not a rank count; give the rank count with --ranks N")
+    return n
 
 
-def read_files(paths: list[Path], allow_partial: bool = False) -> Profile:
+def rank_count(path: Path, g: dict, ranks_seen: set, mpi_seen: bool, given: int | None = None) -> tuple[int, str]:
+    """The job's rank count and where it came from, first found: --ranks; Adiak's jobsize; Caliper's
+    mpi.world.size; the largest rank with data + 1 (rank files or mpi.rank); 1 for a profile without MPI."""
+    if given:
+        return given, "--ranks"
+    for key in ("jobsize", "mpi.world.size"):
+        n = _int_meta(path, g, key)
+        if n is not None:
+            return n, key
+    if ranks_seen:
+        return max(ranks_seen) + 1, "largest mpi.rank + 1"
+    if not mpi_seen:
+        return 1, "no MPI in the profile"
+    raise BadProfile(f"{path}: the rank count is not recorded (no Adiak jobsize, no mpi.world.size, no mpi.rank); "
+                     f"give it with --ranks N")
+
+
+def read_files(paths: list[Path], allow_partial: bool = False, ranks: int | None = None) -> Profile:
     """One run from one aggregated file or a set of per-rank files. A run some of whose ranks have no
-    data is refused, naming them, unless ALLOW_PARTIAL: then it is read with missing_ranks set."""
+    data is refused, naming them, unless ALLOW_PARTIAL: then it is read with missing_ranks set.
+    RANKS (--ranks) overrides the rank count the profile records."""
     paths = sorted(paths)
     if paths[0].suffix == ".out":
         raise BadProfile(f"{paths[0]}: a workload's output, not a profile")  # records.from_output reads these
+    json_kind = None
     if paths[0].suffix == ".json":
-        return _read_json_split(paths[0])
-    parsed = [(p, *_read_cali(p)) for p in paths]
+        records, globals_, json_kind = _read_json(paths[0])
+        parsed = [(paths[0], records, globals_)]
+    else:
+        parsed = [(p, *_read_cali(p)) for p in paths]
     g = dict(parsed[0][2])
-    _meta_check(paths[0], g)
-    prof = Profile(kind="", files=paths, content_hash=file_hash(paths), meta=g, ranks=int(g["jobsize"]),
-                   output=_sidecar(paths))
+    prof = Profile(kind="", files=paths, content_hash=file_hash(paths), meta=g, ranks=0, output=_sidecar(paths))
     any_msg = any("mpi.msg.dst" in r or "mpi.msg.src" in r for _, recs, _ in parsed for r in recs)
     spot = any(f"max#{SPOT_PREFIX}" in r for _, recs, _ in parsed for r in recs)
+    ranked: set[int] = set()      # ranks named by mpi.rank or a rank file
+    unranked = False              # records that name no rank: a one-process profile, else refused below
     for path, records, _ in parsed:
         m = RANK_FILE.search(path.name)
         file_rank = int(m.group(1)) if m else None
         for rec in records:
             rank = int(rec["mpi.rank"]) if "mpi.rank" in rec else file_rank
+            if rank is None:
+                rank, unranked = 0, True
+            else:
+                ranked.add(rank)
             p = _path(rec)
             if spot:
                 if not p and f"max#{SPOT_PREFIX}" in rec and "mpi.msg.dst" not in rec:
@@ -232,22 +265,26 @@ def read_files(paths: list[Path], allow_partial: bool = False) -> Profile:
             t = _time(rec)
             if t is None:
                 continue  # a record without timing
-            if not p:
-                if rank is not None:   # time outside every region
-                    prof.outside[rank] = prof.outside.get(rank, 0.0) + t
+            if not p:   # time outside every region
+                prof.outside[rank] = prof.outside.get(rank, 0.0) + t
                 continue
-            if rank is None:
-                raise BadProfile(f"{path}: records carry no mpi.rank and the file name does not say the rank "
-                                 f"(expected rank-N.cali from output=rank-%mpi.rank%.cali)")
             prof.excl[p, rank] = prof.excl.get((p, rank), 0.0) + t
             if "sum#rc.count" in rec:
                 prof.calls[p, rank] = prof.calls.get((p, rank), 0) + int(float(rec["sum#rc.count"]))
     prof.mpi_profiled = _mpi_profiled(g, prof)
-    _check_ranks(prof, allow_partial, per_rank_files=[int(m.group(1)) for p in paths if (m := RANK_FILE.search(p.name))])
+    per_rank_files = [int(m.group(1)) for p in paths if (m := RANK_FILE.search(p.name))]
+    prof.ranks, prof.ranks_source = rank_count(paths[0], g, ranked | set(per_rank_files),
+                                               prof.mpi_profiled or "mpi.world.size" in g, ranks)
+    if unranked and prof.ranks > 1 and not spot:
+        raise BadProfile(f"{paths[0]}: records carry no mpi.rank and the file name does not say the rank, but the "
+                         f"job had {prof.ranks} ranks ({prof.ranks_source}); record with an MPI-enabled Caliper, or "
+                         f"one file per rank named rank-N.cali (output=rank-%mpi.rank%.cali)")
+    _check_ranks(prof, allow_partial, per_rank_files)
     if prof.matrix:
         prof.matrix = _world_matrix(prof)
     prof.kind = ("spot" if spot else "msgtrace" if any_msg and not prof.excl
-                 else "per-rank" if len(paths) > 1 or RANK_FILE.search(paths[0].name) else g.get("cali.channel", "profile"))
+                 else "per-rank" if len(paths) > 1 or RANK_FILE.search(paths[0].name)
+                 else json_kind or g.get("cali.channel", "profile"))
     if not prof.excl and not prof.spot and not prof.matrix:
         if "comm_matrix" in prof.meta:
             raise BadProfile(f"{prof.source}: its communication matrix is {prof.meta['comm_matrix']}; ingest the "
@@ -256,9 +293,13 @@ def read_files(paths: list[Path], allow_partial: bool = False) -> Profile:
     return prof
 
 
+def _ranks_seen(prof: Profile, per_rank_files: list[int]) -> set[int]:
+    return {r for _p, r in prof.excl} | set(prof.outside) | {src for src, _d in prof.matrix} | set(per_rank_files)
+
+
 def _check_ranks(prof: Profile, allow_partial: bool, per_rank_files: list[int]) -> None:
-    """Every rank of the job (jobsize) must have data; spot keeps no ranks, so it cannot be checked."""
-    seen = {r for _p, r in prof.excl} | set(prof.outside) | {src for src, _d in prof.matrix} | set(per_rank_files)
+    """Every rank of the job must have data; spot keeps no ranks, so it cannot be checked."""
+    seen = _ranks_seen(prof, per_rank_files)
     if not seen or prof.spot:
         return
     missing = sorted(set(range(prof.ranks)) - seen)
@@ -267,7 +308,7 @@ def _check_ranks(prof: Profile, allow_partial: bool, per_rank_files: list[int]) 
     if not allow_partial:
         shown = ", ".join(map(str, missing[:20])) + (f" and {len(missing) - 20} more" if len(missing) > 20 else "")
         raise BadProfile(f"{prof.source}: rank{'s' if len(missing) > 1 else ''} {shown} of the {prof.ranks} "
-                         f"(Adiak jobsize) have no data, so the run is incomplete; find the missing rank files, or "
+                         f"({prof.ranks_source}) have no data, so the run is incomplete; find the missing rank files, or "
                          f"give --allow-partial to store it as a partial run, kept out of series statistics")
     prof.missing_ranks = missing
 
@@ -306,39 +347,78 @@ def _mpi_profiled(g: dict, prof: Profile) -> bool:
     return any(is_mpi(p) for p, _r in prof.excl) or any(is_mpi(p) for p in prof.spot)
 
 
-def _read_json_split(path: Path) -> Profile:
+def _read_json(path: Path) -> tuple[list, dict, str]:
+    """A JSON profile as caliper-reader-style records and globals, so one loop reads every format:
+    Caliper's json-split (hatchet-region-profile's `output.format=json-split`, or `cali-query ... format
+    json(split)`: call paths as a node table), and cali-query's `format json(object)` (records with
+    '/'-joined nested values, plus globals) or plain `format json` (a list of records, no globals)."""
     try:
         doc = json.loads(path.read_text())
-        nodes, columns, data = doc["nodes"], doc["columns"], doc["data"]
-    except (json.JSONDecodeError, KeyError, UnicodeDecodeError) as e:
-        raise BadProfile(f"{path}: not a Caliper json-split profile ({type(e).__name__}: {e})") from None
-    g = {k: str(v) for k, v in doc.items() if k not in ("nodes", "columns", "data", "column_metadata")}
-    _meta_check(path, g)
-    paths: list[tuple] = []
-    for n in nodes:
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise BadProfile(f"{path}: not JSON ({type(e).__name__}: {e})") from None
+    if isinstance(doc, dict) and {"nodes", "columns", "data"} <= doc.keys():
+        return (*_json_split_records(path, doc), "json-split")
+    if isinstance(doc, dict) and isinstance(doc.get("records"), list):
+        return [_json_record(r) for r in doc["records"]], _json_globals(doc.get("globals") or {}), "cali-query-json"
+    if isinstance(doc, list) and all(isinstance(r, dict) for r in doc):
+        return [_json_record(r) for r in doc], {}, "cali-query-json"
+    raise BadProfile(f"{path}: not a Caliper JSON profile: expected json-split (nodes, columns, data) or "
+                     f"cali-query's json output (a list of records, or an object with 'records')")
+
+
+def _json_globals(g: dict) -> dict:
+    return {k: v if isinstance(v, list) else str(v) for k, v in g.items()
+            if k not in ("nodes", "columns", "data", "column_metadata")}
+
+
+def _json_record(r: dict) -> dict:
+    """A cali-query JSON record: nested values ('path', 'region', an application's own attribute) are
+    '/'-joined strings there, lists in caliper-reader."""
+    out = {k: v if isinstance(v, (str, list)) else str(v) for k, v in r.items()}
+    if isinstance(out.get("path"), str):
+        out["path"] = out["path"].split("/")
+    return out
+
+
+def _json_split_records(path: Path, doc: dict) -> tuple[list, dict]:
+    columns, meta = doc["columns"], doc.get("column_metadata") or [{} for _ in doc["columns"]]
+    alias = [m.get("attribute.alias", c) if isinstance(m, dict) else c for c, m in zip(columns, meta)]
+
+    def col(*names):
+        return next((i for i, (c, a) in enumerate(zip(columns, alias)) if c in names or a in names), None)
+    ti = col(*TIME_ATTRS, "time")
+    pi, ri, ci = col("path"), col("mpi.rank"), col("sum#rc.count", "rc.count", "Calls")
+    fi = col("mpi.function")
+    if ti is None or pi is None:
+        raise BadProfile(f"{path}: a json-split file without a time or a path column (columns: {columns}); "
+                         f"write it with hatchet-region-profile,output.format=json-split")
+    paths: list[list] = []
+    for n in doc["nodes"]:
         parent = n.get("parent")
-        paths.append((paths[parent] if parent is not None else ()) + (n["label"],))
-    ti, ri, pi = columns.index("time"), columns.index("mpi.rank"), columns.index("path")
-    prof = Profile(kind="json-split", files=[path], content_hash=file_hash([path]), meta=g,
-                   ranks=int(g["jobsize"]), output=_sidecar([path]))
-    for row in data:
-        if row[ti] is None:
-            continue
-        if row[pi] is None:   # time outside every region
-            prof.outside[int(row[ri])] = prof.outside.get(int(row[ri]), 0.0) + float(row[ti])
-            continue
-        key = (paths[row[pi]], int(row[ri]))
-        prof.excl[key] = prof.excl.get(key, 0.0) + float(row[ti])
-    prof.mpi_profiled = _mpi_profiled(g, prof)
-    return prof
+        paths.append((paths[parent] if parent is not None else []) + [n["label"]])
+    records = []
+    for row in doc["data"]:
+        rec = {"sum#time.duration": row[ti]} if row[ti] is not None else {}
+        if row[pi] is not None:
+            rec["path"] = paths[row[pi]]
+        if ri is not None and row[ri] is not None:
+            rec["mpi.rank"] = str(row[ri])
+        if ci is not None and row[ci] is not None:
+            rec["sum#rc.count"] = str(row[ci])
+        if fi is not None and row[fi] is not None:
+            rec["mpi.function"] = row[fi]
+        records.append(rec)
+    return records, _json_globals(doc)
 
 
-def _looks_json_split(path: Path) -> bool:
-    """In a directory, a .json is a profile only if it opens like json-split
+def _looks_caliper_json(path: Path) -> bool:
+    """In a directory, a .json is a profile only if it opens like json-split or cali-query's JSON
     (Ramble's results and other JSON files stay out)."""
     with path.open("rb") as f:
-        head = f.read(64).lstrip()
-    return head.startswith(b"{") and b'"data"' in head
+        head = f.read(4096).lstrip()
+    if head.startswith(b"{"):
+        return b'"data"' in head[:64] or (b'"records"' in head and b'"path"' in head)
+    return head.startswith(b"[") and (b'"path"' in head or b'"mpi.rank"' in head)
 
 
 def is_ramble_workspace(path: Path) -> bool:
@@ -389,7 +469,7 @@ def discover(inputs: list[Path], nested_workspaces: list | None = None) -> list[
                 per_dir[f.parent].append(f)
             elif f.suffix == ".out":
                 outs.append(f)
-            elif f.suffix == ".cali" or inp.is_file() or (f.suffix == ".json" and _looks_json_split(f)):
+            elif f.suffix == ".cali" or inp.is_file() or (f.suffix == ".json" and _looks_caliper_json(f)):
                 groups.append([f])
         for f in outs:
             beside = f.with_suffix(".cali").exists() or f.with_suffix(".json").exists() or f.parent in per_dir
@@ -467,40 +547,22 @@ def _spot_stats(prof: Profile) -> dict[tuple, NodeStats]:
 
 
 def rank_groups(prof: Profile) -> dict[int, dict]:
-    """Per rank: total, USER, MPI (not sync) and MPI_SYNC exclusive time."""
+    """Per rank over the run window: total, USER, MPI (not sync) and MPI_SYNC exclusive time. The
+    total includes the time outside every region, so it is the rank's run-window time
+    (docs/measurement-model.md); without MPI wrapping the MPI groups are None, not 0."""
     out: dict = {}
     for (p, r), t in prof.excl.items():
-        if NOT_APPLICATION in p:
-            continue
         g = out.setdefault(r, {"total": 0.0, "user": 0.0, "mpi": 0.0, "sync": 0.0})
         g["total"] += t
         if is_mpi(p):
             g["sync" if p[-1] in MPI_SYNC else "mpi"] += t
         else:
             g["user"] += t
+    for r, t in prof.outside.items():
+        if r in out:
+            out[r]["total"] += t
+            out[r]["user"] += t
+    if not prof.mpi_profiled:
+        for g in out.values():
+            g["user"] = g["mpi"] = g["sync"] = None
     return out
-
-
-def run_summary(prof: Profile) -> dict:
-    """Wall time and MPI time fraction: the mean over ranks (sum of MPI time
-    over sum of total time) and on the slowest rank (largest total), without
-    the verify subtree."""
-    groups = rank_groups(prof)
-    if groups:
-        totals = {r: g["total"] for r, g in groups.items()}
-        mpi = {r: g["mpi"] + g["sync"] for r, g in groups.items()}
-        slowest = max(totals, key=totals.get)
-        n = len(groups)
-        return {"wall_time": totals[slowest], "mpi_time_avg": sum(mpi.values()) / n, "mpi_time_max": max(mpi.values()),
-                "mpi_fraction_avg": sum(mpi.values()) / sum(totals.values()) if sum(totals.values()) else None,
-                "mpi_fraction_slowest": mpi[slowest] / totals[slowest] if totals[slowest] else None}
-    if prof.spot:
-        stats = {p: s for p, s in prof.stats.items() if NOT_APPLICATION not in p}
-        total = sum(s.excl_avg for s in stats.values())
-        mpi = sum(s.excl_avg for p, s in stats.items() if is_mpi(p))
-        roots = [s.incl_max - prof.spot.get(p + (NOT_APPLICATION,), {}).get("max", 0.0)
-                 for p, s in stats.items() if len(p) == 1]
-        return {"wall_time": max(roots) if roots else None, "mpi_time_avg": mpi, "mpi_time_max": None,
-                "mpi_fraction_avg": mpi / total if total else None, "mpi_fraction_slowest": None}
-    return {"wall_time": None, "mpi_time_avg": None, "mpi_time_max": None,
-            "mpi_fraction_avg": None, "mpi_fraction_slowest": None}

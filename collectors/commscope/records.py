@@ -7,6 +7,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -104,20 +105,111 @@ def _started_at(prof: Profile) -> dt.datetime:
     return dt.datetime.fromtimestamp(prof.files[0].stat().st_mtime, dt.timezone.utc)
 
 
+# The region of MPI calls made outside every annotated region (MPI_Init, MPI_Finalize, and every call of
+# a binary without annotations): a node of its own, so per-function MPI time has a region to hang on.
+OUTSIDE_REGIONS = "(outside regions)"
+
+
 def _join(p: tuple) -> str:
     return "/".join(p)
 
 
-def from_profile(prof: Profile, focus: str | None = None) -> Record:
-    """Every metric the store keeps for one profiled run. FOCUS names the focus window's region; without
-    it, the workloads' own (their timed loop)."""
+def app_name(prof: Profile, given: str | None = None) -> tuple[str, str]:
+    """The application and where its name came from, first found: --app; the name commscope's
+    workloads record (Adiak `workload`); Ramble's application name; the executable's base name
+    (Adiak `executable`, else `executablepath` or the first word of `cmdline`)."""
+    g = prof.meta
+    if given:
+        return clean(given, 200), "--app"
+    for key in ("workload", "ramble_application", "executable"):
+        if g.get(key):
+            return clean(Path(str(g[key])).name, 200), key
+    for key in ("executablepath", "cmdline"):
+        v = g.get(key)
+        v = v[0] if isinstance(v, list) and v else v
+        if v and str(v).strip("[]"):
+            return clean(Path(str(v).strip("[]").split(",")[0].split()[0]).name, 200), key
+    raise BadProfile(f"{prof.source}: no application name in its metadata (no Adiak workload or executable); "
+                     f"give it with --app NAME")
+
+
+# Where an MPI library's identity can be read from a profile's metadata, in order.
+LIBMPI = re.compile(r"(?:^|/)(lib(?:p?mpi|mpi_\w+|mpich|mpifort)[\w.-]*\.so[\w.]*)")
+
+
+def mpi_library(prof: Profile) -> tuple[str, str]:
+    """(MPI library, where it came from): the library version string the workload printed
+    (MPI_Get_library_version); Adiak's mpi_library_vendor/version; the libmpi among Adiak's `libraries`;
+    an application's own `mpi` value; else 'unknown'."""
+    g, out = prof.meta, prof.output
+    if out and out.mpi_library:
+        return clean(out.mpi_library), "output"
+    if g.get("mpi_library_vendor"):
+        return clean(f"{g['mpi_library_vendor']} {g.get('mpi_library_version', '')}".strip()), "adiak"
+    libs = g.get("libraries")
+    for lib in (libs if isinstance(libs, list) else str(libs or "").strip("[]").split(",")):
+        m = LIBMPI.search(str(lib).strip())
+        if m:
+            return clean(str(lib).strip()), "libraries"
+    if g.get("mpi"):
+        return clean(g["mpi"]), "mpi"
+    return "unknown", "none"
+
+
+def _meta_value(v):
+    """A metadata value as stored: lists (cmdline, libraries) stay lists, the rest strings."""
+    return [clean(x) for x in v] if isinstance(v, list) else clean(v)
+
+
+# Metadata Caliper and Adiak write for every program, not the application's own values.
+CALIPER_AND_ADIAK_KEYS = {"cali.caliper.version", "cali.channel", "mpi.world.size", "starttime.sec", "starttime.nsec",
+                          "adiakversion", "user", "uid", "launchdate", "launchday", "executable", "executablepath",
+                          "working_directory", "libraries", "cmdline", "hostname", "cluster", "jobsize", "numhosts",
+                          "hostlist", "mpi_version", "mpi_library_vendor", "mpi_library_version", "compiler",
+                          "compiler version", "walltime", "systime", "cputime", "spot.metrics", "spot.timeseries.metrics",
+                          "spot.format.version", "spot.options", "spot.channels"}
+
+
+def application_values(g: dict) -> dict:
+    """The values an application recorded itself (Adiak or Caliper globals), without Caliper's and
+    Adiak's own."""
+    return {k: v for k, v in g.items() if k not in CALIPER_AND_ADIAK_KEYS and not k.startswith(("opts:", "cali."))}
+
+
+def third_party_parameters(prof: Profile, opts: "ReadOptions") -> dict:
+    """The experiment parameters of an application that is not one of commscope's workloads
+    (docs/add-your-application.md): the metadata keys --param-keys names; without it, the command line's
+    arguments (Adiak cmdline, less the executable) where Adiak recorded it, else every value the
+    application recorded itself. --param K=V adds or overrides."""
+    g = prof.meta
+    if opts.param_keys:
+        missing = [k for k in opts.param_keys if k not in g]
+        if missing:
+            raise BadProfile(f"{prof.source}: --param-keys names {', '.join(map(repr, missing))}, which its metadata "
+                             f"does not have (it has: {', '.join(sorted(application_values(g))) or 'no application values'}); "
+                             f"give the value with --param KEY=VALUE or leave the key out")
+        return {k: _meta_value(g[k]) for k in opts.param_keys}
+    cmd = g.get("cmdline")
+    if cmd:
+        args = cmd if isinstance(cmd, list) else str(cmd).strip("[]").split(",")
+        return {"cmdline": " ".join(str(a) for a in args[1:])}
+    return {k: _meta_value(v) for k, v in sorted(application_values(g).items())}
+
+
+def from_profile(prof: Profile, focus: str | None = None, opts: "ReadOptions | None" = None) -> Record:
+    """Every metric the store keeps for one profiled run, of any application. FOCUS names the focus
+    window's region; without it, the workloads' own (their timed loop)."""
+    opts = opts or ReadOptions()
     g = prof.meta
     out = prof.output
-    vendor, version = g.get("mpi_library_vendor", "unknown"), g.get("mpi_library_version", "")
+    app, app_source = app_name(prof, opts.app)
+    library, library_source = mpi_library(prof)
     stats = prof.stats
+    window_rows = windows.profile_windows(prof, focus or windows.WORKLOAD_FOCUS)
+    run_window = next((w for w in window_rows if w["window"] == "run"), {})
     rec = Record(
         content_hash=prof.content_hash, source=clean(prof.source), profile_kind=prof.kind,
-        app=clean(g["workload"]), workload=clean(g.get("ramble_workload") or g["workload"]),
+        app=app, workload=clean(g.get("ramble_workload") or g.get("workload") or app),
         ranks=prof.ranks, started_at=_started_at(prof),
         status="failed" if out and any(s == "FAIL" for s, _ in out.verify.values())
         else "partial" if prof.missing_ranks else "ok",
@@ -128,44 +220,63 @@ def from_profile(prof: Profile, focus: str | None = None) -> Record:
         spack_hash=clean(g.get("spack_hash")), caliper_version=clean(g.get("cali.caliper.version")),
         experiment=clean(g.get("experiment")),
         system=clean(g.get("cluster") or g.get("hostname") or "unknown"),
-        stack=clean(g.get("stack") or f"{vendor} {version}".strip()),
-        mpi_library=clean(out.mpi_library if out and out.mpi_library else f"{vendor} {version}".strip()),
-        summary=profiles.run_summary(prof),
-        metadata={k: clean(v) for k, v in g.items() if k != "libraries"}
+        stack=clean(g.get("stack") or (f"{g['mpi_library_vendor']} {g.get('mpi_library_version', '')}".strip()
+                                       if g.get("mpi_library_vendor") else library)),
+        mpi_library=library,
+        # runs' legacy columns are the run window's numbers (docs/measurement-model.md)
+        summary={"wall_time": run_window.get("time_s"), "mpi_time_avg": run_window.get("mpi_time_avg_s"),
+                 "mpi_time_max": run_window.get("mpi_time_max_s"),
+                 "mpi_fraction_avg": run_window.get("mpi_fraction_avg"),
+                 "mpi_fraction_slowest": run_window.get("mpi_fraction_slowest")},
+        metadata={k: _meta_value(v) for k, v in g.items() if k != "libraries"}
+        | {"ranks_source": prof.ranks_source, "app_source": app_source, "mpi_library_source": library_source}
         | ({"missing_ranks": prof.missing_ranks} if prof.missing_ranks else {}),
     )
     for p, s in stats.items():
         imb = s.excl_max / s.excl_avg if s.excl_max is not None and s.excl_avg else None
         rec.node_rows.append((_join(p), s.excl_min, s.excl_avg, s.excl_max, s.incl_min, s.incl_avg, s.incl_max,
                               s.calls, imb, s.incl_max_rank))
-    # MPI leaves summed over ranks (spot: its across-rank sum; MPI leaves have no children).
+    # MPI calls summed over ranks (spot: its across-rank sum), by the region they were made in; calls
+    # outside every region (all of an unannotated binary's) under OUTSIDE_REGIONS.
     mpi_total: dict = {}
     for (p, _r), t in prof.excl.items():
-        if profiles.is_mpi(p) and len(p) > 1:
+        if profiles.is_mpi(p):
             mpi_total[p] = mpi_total.get(p, 0.0) + t
     for p, sp in prof.spot.items():
-        if profiles.is_mpi(p) and len(p) > 1:
+        if profiles.is_mpi(p):
             mpi_total[p] = sp.get("excl_sum", sp["sum"])
     bytes_by_path: dict = {}
     for (p, _r), b in prof.bytes_sent.items():
         bytes_by_path[p] = bytes_by_path.get(p, 0) + b
     for p, total in mpi_total.items():
-        rec.mpi_rows.append((_join(p[:-1]), p[-1], total, stats[p].excl_max, stats[p].calls, bytes_by_path.get(p)))
+        rec.mpi_rows.append((_join(p[:-1]) or OUTSIDE_REGIONS, p[-1], total, stats[p].excl_max, stats[p].calls,
+                             bytes_by_path.get(p)))
     for p, b in bytes_by_path.items():
-        if p not in mpi_total and profiles.is_mpi(p) and len(p) > 1:
-            rec.mpi_rows.append((_join(p[:-1]), p[-1], 0.0, None, None, b))
+        if p not in mpi_total and profiles.is_mpi(p):
+            rec.mpi_rows.append((_join(p[:-1]) or OUTSIDE_REGIONS, p[-1], 0.0, None, None, b))
     rec.rank_rows = [(r, gr["total"], gr["user"], gr["mpi"], gr["sync"])
                      for r, gr in sorted(profiles.rank_groups(prof).items())]
     rec.matrix_rows = [(src, dst, msgs, b) for (src, dst), (msgs, b) in sorted(prof.matrix.items())]
     if out:
         rec.fom_rows = [(clean(name, 200), 0, value, clean(unit, 50)) for name, (value, unit) in out.foms.items()]
     rec.comm_rows = _comm_rows(prof)
-    rec.window_rows = [tuple(w[c] for c in windows.COLUMNS) for w in windows.profile_windows(prof, focus or windows.WORKLOAD_FOCUS)]
-    rec.parameters = ({"ranks": prof.ranks, "nodes": rec.nodes, **output_parameters(out)} if out else
-                      {"ranks": prof.ranks, "nodes": rec.nodes,
-                       **{k: clean(g[k]) for k in WORKLOAD_ADIAK_PARAMETERS if k in g}})
+    rec.window_rows = [tuple(w[c] for c in windows.COLUMNS) for w in window_rows]
+    if out:
+        params = output_parameters(out)
+    elif "workload" in g:
+        params = {k: clean(g[k]) for k in WORKLOAD_ADIAK_PARAMETERS if k in g}
+    else:
+        params = third_party_parameters(prof, opts)
+    if out or "workload" in g:
+        missing = [k for k in opts.param_keys if k not in g]
+        if missing:
+            raise BadProfile(f"{prof.source}: --param-keys names {', '.join(map(repr, missing))}, which its "
+                             f"metadata does not have; give the value with --param KEY=VALUE or leave the key out")
+        params.update({k: _meta_value(g[k]) for k in opts.param_keys})
+    rec.parameters = {"ranks": prof.ranks, "nodes": rec.nodes, **params, **dict(opts.params)}
     rec.caliper_config = caliper_config(g)
-    rec.mpi_identity = clean(f"{vendor} {version}".strip()) if "mpi_library_vendor" in g else None
+    rec.mpi_identity = (clean(f"{g['mpi_library_vendor']} {g.get('mpi_library_version', '')}".strip())
+                        if g.get("mpi_library_vendor") else None)
     return rec
 
 
@@ -267,6 +378,10 @@ class ReadOptions:
     """What the user says at ingest about how to read the inputs."""
     allow_partial: bool = False    # store a run with ranks missing as 'partial' instead of refusing it
     focus: str | None = None       # the focus window's region (else the workloads' own: windows.WORKLOAD_FOCUS)
+    app: str | None = None         # --app: the application's name, over what the profile says
+    ranks: int | None = None       # --ranks: the job's rank count, over what the profile says
+    params: tuple = ()             # --param K=V: (key, value) pairs added to every run's parameters
+    param_keys: tuple = ()         # --param-keys: the metadata keys that define the experiment
 
 
 def read_record(files: list, opts: ReadOptions = ReadOptions()) -> Record:
@@ -274,4 +389,4 @@ def read_record(files: list, opts: ReadOptions = ReadOptions()) -> Record:
     reader processes; raises BadProfile naming the file."""
     if len(files) == 1 and str(files[0]).endswith(".out"):
         return from_output(files[0])
-    return from_profile(profiles.read_files(files, opts.allow_partial), opts.focus)
+    return from_profile(profiles.read_files(files, opts.allow_partial, opts.ranks), opts.focus, opts)
