@@ -4,14 +4,16 @@ from __future__ import annotations
 from pathlib import Path
 
 
-def varied_copies(src: Path, n: int, outdir: Path) -> list[Path]:
-    """Real profiles with one Adiak value (the user) varied, so each is a distinct run."""
+def varied_copies(src: Path, n: int, outdir: Path, value: str = "root") -> list[Path]:
+    """Real profiles with one metadata value (by default Adiak's user, `root`) varied, so each is a
+    distinct run."""
     data = src.read_bytes()
-    assert data.count(b"data=root,") >= 1, f"{src}: no Adiak user value to vary"
+    old = f"data={value},".encode()
+    assert data.count(old) >= 1, f"{src}: no metadata value {value!r} to vary"
     outdir.mkdir(parents=True, exist_ok=True)
     out = []
     for i in range(n):
         f = outdir / f"copy-{i:06d}.cali"
-        f.write_bytes(data.replace(b"data=root,", f"data=u{i:06d},".encode()))
+        f.write_bytes(data.replace(old, f"data={value}{i:06d},".encode()))
         out.append(f)
     return out

@@ -2,12 +2,19 @@
 """Ingest throughput end to end into PostgreSQL, against Thicket reading the
 same files in the same run; and peak memory of a streamed ingest.
 
-The corpus is real fixture profiles copied with one Adiak value (the user)
-varied, so each copy is a distinct run. The store is a private embedded
-PostgreSQL under a temporary COMMSCOPE_HOME, removed afterwards.
+The corpus is real fixture profiles copied with one metadata value (Adiak's
+user, or --vary) varied, so each copy is a distinct run. The store is a private
+embedded PostgreSQL under a temporary COMMSCOPE_HOME, removed afterwards.
 
     .venv/bin/python collectors/bench/ingest_throughput.py [--n 400] [--fixture NAME] [--repeat 3]
     .venv/bin/python collectors/bench/ingest_throughput.py --stream 10000
+
+Third-party profiles (issue 15): a fixture path under tests/thirdparty, with the flags a user gives:
+
+    .venv/bin/python collectors/bench/ingest_throughput.py --n 2000 \
+        --fixture tests/thirdparty/amg2023/amg2023-n4.runtime-profile.cali --param-keys Problem,Size-x,Solver
+    .venv/bin/python collectors/bench/ingest_throughput.py --n 2000 \
+        --fixture tests/thirdparty/kripke/kripke-n4.runtime-profile.cali --app kripke --vary DGZ
 
 --stream runs `commscope ingest` as a separate process and samples the summed
 resident memory of it and its reader processes every 20 ms.
@@ -25,6 +32,7 @@ import psycopg
 
 from commscope import db
 from commscope.ingest import Provenance, ingest
+from commscope.records import ReadOptions
 
 TESTS = Path(__file__).resolve().parents[2] / "tests"
 DATA = TESTS / "data"
@@ -58,8 +66,24 @@ def tree_rss_mib(pid: int) -> float:
     return total / 1024
 
 
+def fixture(args) -> Path:
+    """--fixture: a name in tests/data, or a path (tests/thirdparty/...)."""
+    p = Path(args.fixture)
+    return p if p.exists() else DATA / args.fixture
+
+
+def read_options(args) -> ReadOptions:
+    keys = tuple(k for k in (args.param_keys or "").split(",") if k)
+    return ReadOptions(app=args.app, param_keys=keys)
+
+
+def ingest_flags(args) -> list[str]:
+    return (["--app", args.app] if args.app else []) + (["--param-keys", args.param_keys] if args.param_keys else [])
+
+
 def throughput(args, tmp: Path, url: str) -> None:
-    files = varied_copies(DATA / args.fixture, args.n, tmp / "corpus")
+    src = fixture(args)
+    files = varied_copies(src, args.n, tmp / "corpus", args.vary)
     import thicket as th
     from commscope import hatchet_io
     base = [str(f) for f in files[: args.thicket_n]]
@@ -71,25 +95,26 @@ def throughput(args, tmp: Path, url: str) -> None:
         t0 = time.perf_counter()
         th.Thicket.reader_dispatch(hatchet_io.read_cali, False, True, True, base)
     thicket_rate = args.thicket_n / (time.perf_counter() - t0)
-    size = (DATA / args.fixture).stat().st_size / 1024
-    print(f"corpus: {args.n} copies of {args.fixture} ({size:.0f} KB each), {os.cpu_count()} cores")
+    size = src.stat().st_size / 1024
+    print(f"corpus: {args.n} copies of {src.name} ({size:.0f} KB each), {os.cpu_count()} cores")
     print(f"Thicket.from_caliperreader ({args.thicket_n} files): {thicket_rate:8.1f} profiles/s  1.00x")
     for i in range(args.repeat):
         with psycopg.connect(url) as conn:
             conn.execute("TRUNCATE campaigns, runs CASCADE")
             conn.commit()
             t0 = time.perf_counter()
-            res = ingest(conn, [tmp / "corpus"], Provenance(system="bench"))
+            res = ingest(conn, [tmp / "corpus"], Provenance(system="bench"), read=read_options(args))
             rate = len(res.inserted) / (time.perf_counter() - t0)
         assert len(res.inserted) == args.n, (len(res.inserted), args.n)
         print(f"commscope ingest into PostgreSQL, try {i + 1}:   {rate:8.1f} profiles/s  {rate / thicket_rate:.2f}x")
 
 
 def stream(args, tmp: Path, url: str) -> None:
-    varied_copies(DATA / args.fixture, args.stream, tmp / "corpus")
+    varied_copies(fixture(args), args.stream, tmp / "corpus", args.vary)
     env = {**os.environ, "COMMSCOPE_DB_URL": url}
     t0 = time.perf_counter()
-    p = subprocess.Popen([sys.executable, "-m", "commscope.cli", "ingest", "-q", str(tmp / "corpus")], env=env)
+    p = subprocess.Popen([sys.executable, "-m", "commscope.cli", "ingest", "-q", *ingest_flags(args),
+                          str(tmp / "corpus")], env=env)
     peak = 0.0
     while p.poll() is None:
         peak = max(peak, tree_rss_mib(p.pid))
@@ -99,7 +124,7 @@ def stream(args, tmp: Path, url: str) -> None:
     with psycopg.connect(url) as conn:
         n = conn.execute("SELECT count(*) FROM runs").fetchone()[0]
     assert n == args.stream, (n, args.stream)
-    print(f"streamed ingest of {args.stream} copies of {args.fixture}: {secs:.1f} s, {n / secs:.1f} profiles/s")
+    print(f"streamed ingest of {args.stream} copies of {fixture(args).name}: {secs:.1f} s, {n / secs:.1f} profiles/s")
     print(f"peak RSS of the ingest and its reader processes: {peak:.0f} MiB  ({peak / 1024:.3f} of the 1 GiB budget)")
 
 
@@ -110,6 +135,9 @@ def main():
     ap.add_argument("--fixture", default="stencil2d-row-naive-n2.spot.cali")
     ap.add_argument("--thicket-n", type=int, default=100, help="files Thicket reads (it is the slow baseline)")
     ap.add_argument("--stream", type=int, help="ingest this many profiles in a separate process and report peak RSS")
+    ap.add_argument("--vary", default="root", help="the metadata value varied between copies (default: Adiak's user)")
+    ap.add_argument("--app", help="ingest's --app (third-party profiles that name no application)")
+    ap.add_argument("--param-keys", help="ingest's --param-keys")
     args = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="commscope-bench-"))
     tmp.chmod(0o711)
