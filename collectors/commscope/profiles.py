@@ -22,6 +22,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 from caliperreader import caliperstreamreader
 from caliperreader.readererror import ReaderError
 
@@ -34,6 +35,9 @@ SPOT_EXCL = "scale#sum#time.duration.ns"  # spot's exclusive time, in seconds de
 MPI_SYNC = {"MPI_Barrier", "MPI_Wait", "MPI_Waitall", "MPI_Waitany", "MPI_Waitsome",
             "MPI_Win_wait", "MPI_Win_fence", "MPI_Win_complete", "MPI_Ibarrier"}
 RANK_FILE = re.compile(r"rank-(\d+)\.cali$")
+# The workloads' own self-check region (a serial reference on rank 0). It counts in every window like any
+# region; only the barrier advisor leaves it out as a candidate site.
+NOT_APPLICATION = "verify"
 
 
 # Caliper's comm.stats option, per comm region and rank: (our name, attribute, how ranks combine).
@@ -51,23 +55,28 @@ class BadProfile(ValueError):
 
 @dataclass
 class Profile:
+    """One run as read, with per-rank data held densely (one float per rank and call path), so
+    memory grows with paths x ranks at 8 bytes, not with the file's records."""
     kind: str
     files: list[Path]
     content_hash: str
     meta: dict
     ranks: int
-    # (path tuple, rank) -> exclusive seconds; rank is -1 when only aggregates exist (spot)
+    # path tuple -> exclusive seconds per rank (index = rank, 0 where the rank has no record)
     excl: dict = field(default_factory=dict)
+    # path tuple -> which ranks have a record there
+    present: dict = field(default_factory=dict)
+    # path tuple -> calls summed over ranks (region.count), absent when not counted
     calls: dict = field(default_factory=dict)
     # spot only: path -> {min, max, avg, sum} of inclusive time across ranks
     spot: dict = field(default_factory=dict)
-    # (path tuple, rank) -> bytes sent, from message tracing
+    # path tuple -> bytes sent, summed over ranks, from message tracing
     bytes_sent: dict = field(default_factory=dict)
     matrix: dict = field(default_factory=dict)   # (src, dst) -> [messages, bytes]
-    # (comm region path, rank) -> comm.stats counters (see COMM_STATS)
+    # comm region path -> comm.stats counters combined over ranks (see COMM_STATS)
     comm: dict = field(default_factory=dict)
-    # rank -> seconds outside every region and outside MPI (Caliper's records without a path)
-    outside: dict = field(default_factory=dict)
+    # seconds outside every region and outside MPI per rank (Caliper's records without a path)
+    outside: np.ndarray | None = None
     # spot only: {min, max, avg, sum} across ranks of the time outside every region
     spot_outside: dict | None = None
     # whether Caliper wrapped MPI (profile.mpi): without it MPI time is not measured, not zero
@@ -76,6 +85,7 @@ class Profile:
     missing_ranks: list = field(default_factory=list)
     output: Output | None = None                  # the workload's stdout, when kept beside the profile
     ranks_source: str = ""                        # where the rank count came from (see rank_count)
+    measured: np.ndarray | None = None            # which ranks have any record (bool per rank)
 
     @functools.cached_property
     def stats(self) -> dict:
@@ -85,6 +95,11 @@ class Profile:
     @property
     def source(self) -> str:
         return str(self.files[0].parent if len(self.files) > 1 else self.files[0])
+
+    @property
+    def measured_ranks(self) -> np.ndarray:
+        """The ranks with any record, ascending."""
+        return np.flatnonzero(self.measured) if self.measured is not None else np.zeros(0, dtype=np.int64)
 
 
 def file_hash(paths: list[Path]) -> str:
@@ -136,7 +151,8 @@ def read_caliper_contents(path: str) -> tuple[list, dict]:
     return records, reader.globals
 
 
-def _read_cali(path: Path) -> tuple[list, dict]:
+def _stream_cali(path: Path, on_record) -> dict:
+    """Hands each record of a .cali file to ON_RECORD as it is read (none is kept); returns the globals."""
     try:
         if path.stat().st_size == 0:
             raise BadProfile(f"{path}: empty file")
@@ -144,14 +160,16 @@ def _read_cali(path: Path) -> tuple[list, dict]:
             head = f.read(64)
         if not head.startswith(b"__rec="):
             raise BadProfile(f"{path}: not a Caliper .cali file (it does not start with a __rec= record)")
-        records, globals_ = read_caliper_contents(str(path))
+        reader = _StreamReader()
+        reader.read(str(path), on_record)
+        globals_ = reader.globals
     except BadProfile:
         raise
     except Exception as e:  # caliper-reader raises bare exceptions on damage
         raise BadProfile(f"{path}: unreadable Caliper file ({type(e).__name__}: {e})") from e
     if not globals_:
         raise BadProfile(f"{path}: no global metadata; the file is truncated or not a profile")
-    return records, globals_
+    return globals_
 
 
 def _path(rec) -> tuple:
@@ -211,78 +229,174 @@ def rank_count(path: Path, g: dict, ranks_seen: set, mpi_seen: bool, given: int 
                      f"give it with --ranks N")
 
 
+class _PerRank:
+    """Per call path, one float per rank, grown as higher ranks appear."""
+
+    def __init__(self):
+        self.values: dict[tuple, np.ndarray] = {}
+        self.present: dict[tuple, np.ndarray] = {}
+
+    def add(self, path: tuple, rank: int, t: float) -> None:
+        arr = self.values.get(path)
+        if arr is None or rank >= len(arr):
+            arr = self._grow(path, rank)
+        arr[rank] += t
+        self.present[path][rank] = True
+
+    def _grow(self, path: tuple, rank: int) -> np.ndarray:
+        old, had = self.values.get(path), self.present.get(path)
+        size = max(8, rank + 1, 2 * (len(old) if old is not None else 0))
+        arr, pres = np.zeros(size), np.zeros(size, dtype=bool)
+        if old is not None:
+            arr[:len(old)], pres[:len(had)] = old, had
+        self.values[path], self.present[path] = arr, pres
+        return arr
+
+    def sized(self, n: int) -> tuple[dict, dict]:
+        """Every array cut or padded to N ranks."""
+        def fit(a, dtype):
+            out = np.zeros(n, dtype=dtype)
+            out[:min(n, len(a))] = a[:n]
+            return out
+        return ({p: fit(a, float) for p, a in self.values.items()},
+                {p: fit(a, bool) for p, a in self.present.items()})
+
+
+class _Reader:
+    """Accumulates one run's records as they stream in, whatever the file layout."""
+
+    def __init__(self, prof: Profile):
+        self.prof = prof
+        self.excl = _PerRank()
+        self.outside = _PerRank()
+        self.ranked: set[int] = set()   # ranks named by mpi.rank or a rank file
+        self.unranked = False           # records that name no rank: a one-process profile, else refused
+        self.spot = False
+        self.any_msg = False
+        self.comm_acc: dict = {}        # path -> {name: [sum, count, min, max]}
+
+    def record(self, rec: dict, file_rank: int | None) -> None:
+        prof = self.prof
+        if "mpi.rank" in rec:
+            rank = int(rec["mpi.rank"])
+            self.ranked.add(rank)
+        elif file_rank is not None:
+            rank = file_rank
+        else:
+            rank, self.unranked = 0, True
+        p = _path(rec)
+        if f"max#{SPOT_PREFIX}" in rec or "spot.channel" in rec:
+            self.spot = True
+            if rec.get("spot.channel", "regionprofile") != "regionprofile":
+                return   # spot's timeseries channel: not stored (docs/add-your-application.md)
+            if not p and f"max#{SPOT_PREFIX}" in rec and "mpi.msg.dst" not in rec:
+                prof.spot_outside = {k: float(rec[f"{k}#{SPOT_PREFIX}"]) for k in ("min", "max", "avg", "sum")}
+            if p and f"max#{SPOT_PREFIX}" in rec:
+                prof.spot[p] = {k: float(rec[f"{k}#{SPOT_PREFIX}"]) for k in ("min", "max", "avg", "sum")}
+                if f"avg#{SPOT_EXCL}" in rec:
+                    prof.spot[p].update({f"excl_{k}": float(rec[f"{k}#{SPOT_EXCL}"])
+                                         for k in ("min", "max", "avg", "sum")})
+                if "sum#sum#rc.count" in rec:
+                    prof.calls[p] = int(rec["sum#sum#rc.count"])
+            return
+        if "mpi.msg.dst" in rec or "mpi.msg.src" in rec:
+            self.any_msg = True
+        if "mpi.msg.dst" in rec:
+            dst = int(rec["mpi.msg.dst"])
+            if dst >= 0:  # MPI_PROC_NULL (-2) moves nothing
+                nbytes = int(float(rec.get("sum#mpi.msg.size", 0)))
+                cell = prof.matrix.setdefault((rank, dst), [0, 0])
+                cell[0] += int(rec.get("count", 0))
+                cell[1] += nbytes
+                if p:
+                    prof.bytes_sent[p] = prof.bytes_sent.get(p, 0) + nbytes
+            return
+        if p and "sum#sum#total.send.count" in rec:
+            acc = self.comm_acc.setdefault(p, {})
+            for name, attr, _how in COMM_STATS:
+                if attr in rec:
+                    v = float(rec[attr])
+                    a = acc.get(name)
+                    if a is None:
+                        acc[name] = [v, 1, v, v]
+                    else:
+                        a[0] += v
+                        a[1] += 1
+                        a[2] = min(a[2], v)
+                        a[3] = max(a[3], v)
+        t = _time(rec)
+        if t is None:
+            return  # a record without timing
+        if not p:   # time outside every region
+            self.outside.add((), rank, t)
+            return
+        self.excl.add(p, rank, t)
+        if "sum#rc.count" in rec:
+            prof.calls[p] = prof.calls.get(p, 0) + int(float(rec["sum#rc.count"]))
+
+    def comm(self) -> dict:
+        """comm.stats per comm region, combined over ranks (sums of counts and bytes, largest message
+        and peer counts, the Irecv gap's min/mean/max)."""
+        out = {}
+        for p, acc in self.comm_acc.items():
+            row = {}
+            for name, _attr, how in COMM_STATS:
+                if name in acc:
+                    total, n, lo, hi = acc[name]
+                    row[name] = {"sum": total, "max": hi, "min": lo, "avg": total / n}[how]
+            out[p] = row
+        return out
+
+
 def read_files(paths: list[Path], allow_partial: bool = False, ranks: int | None = None) -> Profile:
-    """One run from one aggregated file or a set of per-rank files. A run some of whose ranks have no
-    data is refused, naming them, unless ALLOW_PARTIAL: then it is read with missing_ranks set.
-    RANKS (--ranks) overrides the rank count the profile records."""
+    """One run from one aggregated file or a set of per-rank files, read as a stream. A run some of
+    whose ranks have no data is refused, naming them, unless ALLOW_PARTIAL: then it is read with
+    missing_ranks set. RANKS (--ranks) overrides the rank count the profile records."""
     paths = sorted(paths)
     if paths[0].suffix == ".out":
         raise BadProfile(f"{paths[0]}: a workload's output, not a profile")  # records.from_output reads these
+    prof = Profile(kind="", files=paths, content_hash=file_hash(paths), meta={}, ranks=0, output=_sidecar(paths))
+    reader = _Reader(prof)
     json_kind = None
+    g: dict | None = None
     if paths[0].suffix == ".json":
-        records, globals_, json_kind = _read_json(paths[0])
-        parsed = [(paths[0], records, globals_)]
-    else:
-        parsed = [(p, *_read_cali(p)) for p in paths]
-    g = dict(parsed[0][2])
-    prof = Profile(kind="", files=paths, content_hash=file_hash(paths), meta=g, ranks=0, output=_sidecar(paths))
-    any_msg = any("mpi.msg.dst" in r or "mpi.msg.src" in r for _, recs, _ in parsed for r in recs)
-    spot = any(f"max#{SPOT_PREFIX}" in r for _, recs, _ in parsed for r in recs)
-    ranked: set[int] = set()      # ranks named by mpi.rank or a rank file
-    unranked = False              # records that name no rank: a one-process profile, else refused below
-    for path, records, _ in parsed:
-        m = RANK_FILE.search(path.name)
-        file_rank = int(m.group(1)) if m else None
+        records, g, json_kind = _read_json(paths[0])
         for rec in records:
-            rank = int(rec["mpi.rank"]) if "mpi.rank" in rec else file_rank
-            if rank is None:
-                rank, unranked = 0, True
-            else:
-                ranked.add(rank)
-            p = _path(rec)
-            if spot:
-                if not p and f"max#{SPOT_PREFIX}" in rec and "mpi.msg.dst" not in rec:
-                    prof.spot_outside = {k: float(rec[f"{k}#{SPOT_PREFIX}"]) for k in ("min", "max", "avg", "sum")}
-                if p and f"max#{SPOT_PREFIX}" in rec:
-                    prof.spot[p] = {k: float(rec[f"{k}#{SPOT_PREFIX}"]) for k in ("min", "max", "avg", "sum")}
-                    if f"avg#{SPOT_EXCL}" in rec:
-                        prof.spot[p].update({f"excl_{k}": float(rec[f"{k}#{SPOT_EXCL}"])
-                                             for k in ("min", "max", "avg", "sum")})
-                    if "sum#sum#rc.count" in rec:
-                        prof.calls[p, -1] = int(rec["sum#sum#rc.count"])
-                continue
-            if "mpi.msg.dst" in rec:
-                dst = int(rec["mpi.msg.dst"])
-                if dst >= 0 and rank is not None:  # MPI_PROC_NULL (-2) moves nothing
-                    cell = prof.matrix.setdefault((rank, dst), [0, 0])
-                    cell[0] += int(rec.get("count", 0))
-                    cell[1] += int(float(rec.get("sum#mpi.msg.size", 0)))
-                    if p:
-                        prof.bytes_sent[p, rank] = prof.bytes_sent.get((p, rank), 0) + int(float(rec.get("sum#mpi.msg.size", 0)))
-                continue
-            if p and rank is not None and "sum#sum#total.send.count" in rec:
-                prof.comm[p, rank] = {name: float(rec[attr]) for name, attr, _ in COMM_STATS if attr in rec}
-            t = _time(rec)
-            if t is None:
-                continue  # a record without timing
-            if not p:   # time outside every region
-                prof.outside[rank] = prof.outside.get(rank, 0.0) + t
-                continue
-            prof.excl[p, rank] = prof.excl.get((p, rank), 0.0) + t
-            if "sum#rc.count" in rec:
-                prof.calls[p, rank] = prof.calls.get((p, rank), 0) + int(float(rec["sum#rc.count"]))
-    prof.mpi_profiled = _mpi_profiled(g, prof)
+            reader.record(rec, None)
+    else:
+        for path in paths:
+            m = RANK_FILE.search(path.name)
+            file_rank = int(m.group(1)) if m else None
+            globals_ = _stream_cali(path, lambda rec, fr=file_rank: reader.record(rec, fr))
+            g = g if g is not None else dict(globals_)
+    prof.meta = g
+    prof.comm = reader.comm()
+    prof.mpi_profiled = _mpi_profiled(g, prof, reader.excl.values)
     per_rank_files = [int(m.group(1)) for p in paths if (m := RANK_FILE.search(p.name))]
-    prof.ranks, prof.ranks_source = rank_count(paths[0], g, ranked | set(per_rank_files),
-                                               prof.mpi_profiled or "mpi.world.size" in g, ranks)
-    if unranked and prof.ranks > 1 and not spot:
+    seen = reader.ranked | set(per_rank_files)
+    prof.ranks, prof.ranks_source = rank_count(paths[0], g, seen, prof.mpi_profiled or "mpi.world.size" in g, ranks)
+    if reader.unranked and prof.ranks > 1 and not reader.spot:
         raise BadProfile(f"{paths[0]}: records carry no mpi.rank and the file name does not say the rank, but the "
                          f"job had {prof.ranks} ranks ({prof.ranks_source}); record with an MPI-enabled Caliper, or "
                          f"one file per rank named rank-N.cali (output=rank-%mpi.rank%.cali)")
-    _check_ranks(prof, allow_partial, per_rank_files)
+    n = max([prof.ranks] + [r + 1 for r in seen])
+    prof.excl, prof.present = reader.excl.sized(n)
+    out_values, out_present = reader.outside.sized(n)
+    prof.outside = out_values.get((), np.zeros(n))
+    measured = np.zeros(n, dtype=bool)
+    for pres in prof.present.values():
+        measured |= pres
+    if () in out_present:
+        measured |= out_present[()]
+    for src, _dst in prof.matrix:
+        if 0 <= src < n:
+            measured[src] = True
+    measured[[r for r in per_rank_files if r < n]] = True
+    prof.measured = measured
+    _check_ranks(prof, allow_partial)
     if prof.matrix:
         prof.matrix = _world_matrix(prof)
-    prof.kind = ("spot" if spot else "msgtrace" if any_msg and not prof.excl
+    prof.kind = ("spot" if reader.spot else "msgtrace" if reader.any_msg and not prof.excl
                  else "per-rank" if len(paths) > 1 or RANK_FILE.search(paths[0].name)
                  else json_kind or g.get("cali.channel", "profile"))
     if not prof.excl and not prof.spot and not prof.matrix:
@@ -293,16 +407,11 @@ def read_files(paths: list[Path], allow_partial: bool = False, ranks: int | None
     return prof
 
 
-def _ranks_seen(prof: Profile, per_rank_files: list[int]) -> set[int]:
-    return {r for _p, r in prof.excl} | set(prof.outside) | {src for src, _d in prof.matrix} | set(per_rank_files)
-
-
-def _check_ranks(prof: Profile, allow_partial: bool, per_rank_files: list[int]) -> None:
+def _check_ranks(prof: Profile, allow_partial: bool) -> None:
     """Every rank of the job must have data; spot keeps no ranks, so it cannot be checked."""
-    seen = _ranks_seen(prof, per_rank_files)
-    if not seen or prof.spot:
+    if not prof.measured.any() or prof.spot:
         return
-    missing = sorted(set(range(prof.ranks)) - seen)
+    missing = np.flatnonzero(~prof.measured[:prof.ranks]).tolist()
     if not missing:
         return
     if not allow_partial:
@@ -339,12 +448,12 @@ def _world_matrix(prof: Profile) -> dict:
     return prof.matrix
 
 
-def _mpi_profiled(g: dict, prof: Profile) -> bool:
+def _mpi_profiled(g: dict, prof: Profile, paths) -> bool:
     """Caliper says whether it wrapped MPI: runtime-profile and friends as opts:profile.mpi, spot in
     spot.options. Older files say neither; MPI functions among the nodes then show it was on."""
     if g.get("opts:profile.mpi") == "true" or "profile.mpi" in g.get("spot.options", "").split(","):
         return True
-    return any(is_mpi(p) for p, _r in prof.excl) or any(is_mpi(p) for p in prof.spot)
+    return any(is_mpi(p) for p in paths) or any(is_mpi(p) for p in prof.spot)
 
 
 def _read_json(path: Path) -> tuple[list, dict, str]:
@@ -498,30 +607,27 @@ def is_mpi(path: tuple) -> bool:
 
 
 def node_stats(prof: Profile) -> dict[tuple, NodeStats]:
-    """Exclusive and inclusive time, min/avg/max over ranks, per call path."""
+    """Exclusive and inclusive time, min/avg/max over the measured ranks, per call path (a rank without
+    a record at a path counts 0 there, as Hatchet zero-fills)."""
     if prof.spot:
         return _spot_stats(prof)
-    ranks = sorted({r for _, r in prof.excl})
-    excl_by_path: dict = defaultdict(dict)
-    for (p, r), t in prof.excl.items():
-        excl_by_path[p][r] = t
+    ranks = prof.measured_ranks
     # Every prefix is a node, even one that only has children.
-    all_paths = set()
-    for p in excl_by_path:
-        all_paths.update(p[:i] for i in range(1, len(p) + 1))
-    incl: dict = {p: defaultdict(float) for p in all_paths}
-    for p, per_rank in excl_by_path.items():
+    incl: dict = {}
+    for p, arr in prof.excl.items():
         for i in range(1, len(p) + 1):
-            for r, t in per_rank.items():
-                incl[p[:i]][r] += t
+            q = p[:i]
+            if q in incl:
+                incl[q] = incl[q] + arr
+            else:
+                incl[q] = arr.copy()
+    zero = np.zeros(len(prof.measured))
     stats = {}
-    for p in all_paths:
-        ex = [excl_by_path.get(p, {}).get(r, 0.0) for r in ranks]
-        inc = [incl[p].get(r, 0.0) for r in ranks]
-        calls = [prof.calls[p, r] for r in ranks if (p, r) in prof.calls]
-        slowest = max(range(len(ranks)), key=inc.__getitem__)
-        stats[p] = NodeStats(min(ex), sum(ex) / len(ex), max(ex), min(inc), sum(inc) / len(inc), max(inc),
-                             sum(calls) if calls else None, ranks[slowest] if ranks[slowest] >= 0 else None)
+    for p, inc_all in incl.items():
+        ex, inc = prof.excl.get(p, zero)[ranks], inc_all[ranks]
+        slowest = int(np.argmax(inc))
+        stats[p] = NodeStats(float(ex.min()), float(ex.mean()), float(ex.max()), float(inc.min()), float(inc.mean()),
+                             float(inc.max()), prof.calls.get(p), int(ranks[slowest]))
     return stats
 
 
@@ -542,27 +648,27 @@ def _spot_stats(prof: Profile) -> dict[tuple, NodeStats]:
             kids = children.get(p, [])
             ex_avg = s["avg"] - sum(prof.spot[k]["avg"] for k in kids)
             ex_min, ex_max = (s["min"], s["max"]) if not kids else (None, None)
-        stats[p] = NodeStats(ex_min, ex_avg, ex_max, s["min"], s["avg"], s["max"], prof.calls.get((p, -1)))
+        stats[p] = NodeStats(ex_min, ex_avg, ex_max, s["min"], s["avg"], s["max"], prof.calls.get(p))
     return stats
 
 
-def rank_groups(prof: Profile) -> dict[int, dict]:
-    """Per rank over the run window: total, USER, MPI (not sync) and MPI_SYNC exclusive time. The
-    total includes the time outside every region, so it is the rank's run-window time
-    (docs/measurement-model.md); without MPI wrapping the MPI groups are None, not 0."""
-    out: dict = {}
-    for (p, r), t in prof.excl.items():
-        g = out.setdefault(r, {"total": 0.0, "user": 0.0, "mpi": 0.0, "sync": 0.0})
-        g["total"] += t
+def rank_groups(prof: Profile) -> dict[str, np.ndarray]:
+    """Per measured rank over the run window: total, USER, MPI (not sync) and MPI_SYNC exclusive time,
+    as arrays aligned with prof.measured_ranks. The total includes the time outside every region, so it
+    is the rank's run-window time (docs/measurement-model.md); without MPI wrapping the MPI groups are
+    None, not 0."""
+    ranks = prof.measured_ranks
+    n = len(prof.measured) if prof.measured is not None else 0
+    total, mpi, sync = np.zeros(n), np.zeros(n), np.zeros(n)
+    for p, arr in prof.excl.items():
+        total += arr
         if is_mpi(p):
-            g["sync" if p[-1] in MPI_SYNC else "mpi"] += t
-        else:
-            g["user"] += t
-    for r, t in prof.outside.items():
-        if r in out:
-            out[r]["total"] += t
-            out[r]["user"] += t
-    if not prof.mpi_profiled:
-        for g in out.values():
-            g["user"] = g["mpi"] = g["sync"] = None
+            (sync if p[-1] in MPI_SYNC else mpi).__iadd__(arr)
+    if prof.outside is not None:
+        total += prof.outside
+    out = {"rank": ranks, "total": total[ranks]}
+    if prof.mpi_profiled:
+        out.update(user=(total - mpi - sync)[ranks], mpi=mpi[ranks], sync=sync[ranks])
+    else:
+        out.update(user=None, mpi=None, sync=None)
     return out

@@ -238,24 +238,21 @@ def from_profile(prof: Profile, focus: str | None = None, opts: "ReadOptions | N
                               s.calls, imb, s.incl_max_rank))
     # MPI calls summed over ranks (spot: its across-rank sum), by the region they were made in; calls
     # outside every region (all of an unannotated binary's) under OUTSIDE_REGIONS.
-    mpi_total: dict = {}
-    for (p, _r), t in prof.excl.items():
-        if profiles.is_mpi(p):
-            mpi_total[p] = mpi_total.get(p, 0.0) + t
+    mpi_total: dict = {p: float(arr.sum()) for p, arr in prof.excl.items() if profiles.is_mpi(p)}
     for p, sp in prof.spot.items():
         if profiles.is_mpi(p):
             mpi_total[p] = sp.get("excl_sum", sp["sum"])
-    bytes_by_path: dict = {}
-    for (p, _r), b in prof.bytes_sent.items():
-        bytes_by_path[p] = bytes_by_path.get(p, 0) + b
+    bytes_by_path = prof.bytes_sent
     for p, total in mpi_total.items():
         rec.mpi_rows.append((_join(p[:-1]) or OUTSIDE_REGIONS, p[-1], total, stats[p].excl_max, stats[p].calls,
                              bytes_by_path.get(p)))
     for p, b in bytes_by_path.items():
         if p not in mpi_total and profiles.is_mpi(p):
             rec.mpi_rows.append((_join(p[:-1]) or OUTSIDE_REGIONS, p[-1], 0.0, None, None, b))
-    rec.rank_rows = [(r, gr["total"], gr["user"], gr["mpi"], gr["sync"])
-                     for r, gr in sorted(profiles.rank_groups(prof).items())]
+    groups = profiles.rank_groups(prof)
+    cols = [groups[k].tolist() if groups[k] is not None else [None] * len(groups["rank"])
+            for k in ("rank", "total", "user", "mpi", "sync")]
+    rec.rank_rows = list(zip(*cols))
     rec.matrix_rows = [(src, dst, msgs, b) for (src, dst), (msgs, b) in sorted(prof.matrix.items())]
     if out:
         rec.fom_rows = [(clean(name, 200), 0, value, clean(unit, 50)) for name, (value, unit) in out.foms.items()]
@@ -309,28 +306,9 @@ def caliper_config(g: dict) -> str:
 
 
 def _comm_rows(prof: Profile) -> list[tuple]:
-    """comm.stats per comm region, combined over ranks (sums of counts and
-    bytes, largest message and peer counts, the Irecv gap's min/mean/max)."""
-    by_path: dict = {}
-    for (p, _rank), values in prof.comm.items():
-        by_path.setdefault(p, []).append(values)
-    rows = []
-    for p, per_rank in sorted(by_path.items()):
-        row = [_join(p)]
-        for name, _attr, how in profiles.COMM_STATS:
-            vals = [v[name] for v in per_rank if name in v]
-            if not vals:
-                row.append(None)
-            elif how == "sum":
-                row.append(sum(vals))
-            elif how == "max":
-                row.append(max(vals))
-            elif how == "min":
-                row.append(min(vals))
-            else:
-                row.append(sum(vals) / len(vals))
-        rows.append(tuple(row))
-    return rows
+    """comm.stats per comm region, as the reader combined them over ranks."""
+    return [(_join(p), *(values.get(name) for name, _attr, _how in profiles.COMM_STATS))
+            for p, values in sorted(prof.comm.items())]
 
 
 # The option that names a workload's variant, per workload (workloads/README.md).

@@ -20,7 +20,7 @@ aggregates across ranks; a focus time from spot when the focus region sits at
 more than one call path (a max of sums is not a sum of maxes)."""
 from __future__ import annotations
 
-from collections import defaultdict
+import numpy as np
 
 from .profiles import MPI_SYNC, Profile, is_mpi
 
@@ -42,44 +42,51 @@ def _focus_roots(paths, focus: str) -> set[tuple]:
     return {p[:p.index(focus) + 1] for p in paths if focus in p}
 
 
-def _summarise(window: str, focus: str | None, per_rank: dict[int, list[float]], mpi_measured: bool) -> dict:
-    """per_rank: rank -> [time, mpi (not sync), mpi_sync]."""
-    ranks = sorted(per_rank)
-    time = {r: per_rank[r][0] for r in ranks}
-    mpi = {r: per_rank[r][1] + per_rank[r][2] for r in ranks}
-    sync = {r: per_rank[r][2] for r in ranks}
-    n = len(ranks)
-    slowest = max(ranks, key=time.get)
-    t = time[slowest]
+def _summarise(window: str, focus: str | None, time: np.ndarray, mpi: np.ndarray, sync: np.ndarray,
+               mpi_measured: bool) -> dict:
+    """time, mpi (not sync), sync: one value per measured rank of the window."""
+    n = len(time)
+    mpi = mpi + sync
+    slowest = int(np.argmax(time))
+    t = float(time[slowest])
     row = dict.fromkeys(COLUMNS)
     row.update(window=window, focus_region=focus, time_s=t, ranks_measured=n)
     if not mpi_measured:
         return row
-    useful = {r: time[r] - mpi[r] for r in ranks}
-    mean_useful, max_useful = sum(useful.values()) / n, max(useful.values())
-    row.update(mpi_time_avg_s=sum(mpi.values()) / n, mpi_time_max_s=max(mpi.values()),
-               mpi_fraction_avg=sum(mpi.values()) / sum(time.values()) if sum(time.values()) else None,
-               mpi_fraction_slowest=mpi[slowest] / t if t else None,
-               user_time_avg_s=mean_useful, mpi_sync_time_avg_s=sum(sync.values()) / n,
+    useful = time - mpi
+    mean_useful, max_useful = float(useful.mean()), float(useful.max())
+    total = float(time.sum())
+    row.update(mpi_time_avg_s=float(mpi.mean()), mpi_time_max_s=float(mpi.max()),
+               mpi_fraction_avg=float(mpi.sum()) / total if total else None,
+               mpi_fraction_slowest=float(mpi[slowest]) / t if t else None,
+               user_time_avg_s=mean_useful, mpi_sync_time_avg_s=float(sync.mean()),
                load_balance=mean_useful / max_useful if max_useful > 0 else None,
                communication_efficiency=max_useful / t if t else None,
                parallel_efficiency=mean_useful / t if t else None)
     return row
 
 
-def _per_rank(prof: Profile, focus: str | None) -> dict[int, list[float]]:
-    out: dict = defaultdict(lambda: [0.0, 0.0, 0.0])
-    for (p, r), t in prof.excl.items():
-        if focus is not None and not in_focus(p, focus):
-            continue
-        acc = out[r]
-        acc[0] += t
-        if is_mpi(p):
-            acc[2 if p[-1] in MPI_SYNC else 1] += t
+def _per_rank(prof: Profile, focus: str | None) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """(time, mpi, sync) per rank of the window: the run window's ranks are those with any record, the
+    focus window's those with a record in it. None when no rank has one."""
+    n = len(prof.measured)
+    time, mpi, sync = np.zeros(n), np.zeros(n), np.zeros(n)
     if focus is None:
-        for r, t in prof.outside.items():
-            out[r][0] += t
-    return dict(out)
+        ranks = prof.measured
+        time += prof.outside
+    else:
+        ranks = np.zeros(n, dtype=bool)
+    for p, arr in prof.excl.items():
+        if focus is not None:
+            if not in_focus(p, focus):
+                continue
+            ranks = ranks | prof.present[p]
+        time += arr
+        if is_mpi(p):
+            (sync if p[-1] in MPI_SYNC else mpi).__iadd__(arr)
+    if not ranks.any():
+        return None
+    return time[ranks], mpi[ranks], sync[ranks]
 
 
 def _spot(prof: Profile, focus: str | None) -> dict | None:
@@ -110,16 +117,16 @@ def profile_windows(prof: Profile, focus: str | tuple | None) -> list[dict]:
     """The run window and, when the focus region occurs in the profile, the focus window. FOCUS may
     name regions in order of preference: the first the profile has is the focus."""
     if isinstance(focus, tuple):
-        present = {name for p in (list(prof.spot) or [p for p, _r in prof.excl]) for name in p}
+        present = {name for p in (list(prof.spot) or list(prof.excl)) for name in p}
         focus = next((f for f in focus if f in present), None)
     if prof.spot:
         rows = [_spot(prof, None), _spot(prof, focus) if focus else None]
         return [r for r in rows if r]
     if not prof.excl:
         return []   # a message trace: no times
-    rows = [_summarise("run", None, _per_rank(prof, None), prof.mpi_profiled)]
-    if focus and any(in_focus(p, focus) for p, _r in prof.excl):
-        rows.append(_summarise("focus", focus, _per_rank(prof, focus), prof.mpi_profiled))
+    rows = [_summarise("run", None, *_per_rank(prof, None), prof.mpi_profiled)]
+    if focus and any(in_focus(p, focus) for p in prof.excl):
+        rows.append(_summarise("focus", focus, *_per_rank(prof, focus), prof.mpi_profiled))
     return rows
 
 
