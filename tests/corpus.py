@@ -1,6 +1,7 @@
 """Corpora of distinct runs made from the real fixtures, for tests and benchmarks."""
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 
@@ -17,3 +18,32 @@ def varied_copies(src: Path, n: int, outdir: Path, value: str = "root") -> list[
         f.write_bytes(data.replace(old, f"data={value}{i:06d},".encode()))
         out.append(f)
     return out
+
+
+def copy_to_ranks(src: Path, n: int, dst: Path) -> Path:
+    """SRC's rank-0 records repeated for ranks 0..N-1 (every other line kept as it is)."""
+    lines = src.read_bytes().split(b"\n")
+    rank_attr = next(re.search(rb"id=(\d+),", ln).group(1) for ln in lines
+                     if ln.startswith(b"__rec=node") and b"data=mpi.rank," in ln)
+    head, rank0, tail = [], [], []
+    for ln in lines:
+        if ln.startswith(b"__rec=ctx"):
+            attrs = re.search(rb"attr=([\d=]+)", ln).group(1).split(b"=")
+            data = re.search(rb"data=([^,]*)", ln).group(1).split(b"=")
+            if rank_attr in attrs and data[attrs.index(rank_attr)] == b"0":
+                rank0.append((ln, attrs.index(rank_attr)))
+        elif ln.startswith(b"__rec=globals"):
+            tail.append(ln)
+        elif ln:
+            head.append(ln)
+    with dst.open("wb") as f:
+        f.write(b"\n".join(head) + b"\n")
+        for r in range(n):
+            rb = str(r).encode()
+            for ln, i in rank0:
+                pre, data, post = re.split(rb"(data=[^,]*)", ln, maxsplit=1)
+                values = data[5:].split(b"=")
+                values[i] = rb
+                f.write(pre + b"data=" + b"=".join(values) + post + b"\n")
+        f.write(b"\n".join(tail) + b"\n")
+    return dst

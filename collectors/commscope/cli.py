@@ -183,9 +183,12 @@ def db_grant_writer(role, password_stdin):
 @click.option("--param-keys", metavar="KEY,...",
               help="the metadata keys (Adiak values, Caliper globals) that define the application's experiment, "
                    "e.g. its problem size (default: its command line's arguments)")
+@click.option("--rank-rows", default="1024", show_default=True, metavar="N|all",
+              help="keep one row per rank for runs of up to N ranks ('all': every run); larger runs keep the "
+                   "distributions over ranks only (v_rank_spread)")
 @click.option("--quiet", "-q", is_flag=True, help="no progress bar, only errors")
 def ingest_cmd(paths, system, stack, interconnect, git_commit, ci_pipeline, hardware, skip_bad, allow_partial, focus,
-               app, ranks, params, param_keys, quiet):
+               app, ranks, params, param_keys, rank_rows, quiet):
     """Store Caliper profiles of any application (files, directories), or one Ramble workspace, from PATHS
     as one campaign."""
     from tqdm import tqdm
@@ -204,7 +207,10 @@ def ingest_cmd(paths, system, stack, interconnect, git_commit, ci_pipeline, hard
     keys = tuple(k.strip() for k in (param_keys or "").split(",") if k.strip())
     if param_keys is not None and not keys:
         _fail("--param-keys is empty: name the metadata keys, e.g. --param-keys Problem,Size-x", 2)
-    read = ReadOptions(allow_partial, focus, app, ranks, tuple(pairs), keys)
+    if rank_rows != "all" and not (rank_rows.isdigit()):
+        _fail(f"--rank-rows {rank_rows!r}: expected a number of ranks or 'all'", 2)
+    read = ReadOptions(allow_partial, focus, app, ranks, tuple(pairs), keys,
+                       None if rank_rows == "all" else int(rank_rows))
     bar = None if quiet or not sys.stderr.isatty() else tqdm(desc="ingest", unit="run", file=sys.stderr)
     try:
         prov = Provenance(system=system, stack=stack, interconnect=interconnect, git_commit=git_commit,

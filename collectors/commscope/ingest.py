@@ -240,6 +240,12 @@ class Writer:
                     for run_id, r in new:
                         for row in r.comm_rows:
                             cp.write_row((run_id, nid[row[0]], *row[1:]))
+            if any(r.spread_rows for _, r in new):
+                with cur.copy('COPY rank_spread (run_id, "window", node_id, quantity, ranks, min, mean, max, p50, p90, '
+                              'p99, hist_lo, hist_hi, hist_counts, top_ranks, top_values) FROM STDIN') as cp:
+                    for run_id, r in new:
+                        for row in r.spread_rows:
+                            cp.write_row((run_id, row[0], nid[row[1]] if row[1] is not None else None, *row[2:]))
             for table, cols, attr in (("rank_metrics", "rank, total_time, user_time, mpi_time, mpi_sync_time", "rank_rows"),
                                       ("comm_matrix", "src, dst, messages, bytes", "matrix_rows"),
                                       ("foms", "name, repeat, value, unit", "fom_rows"),

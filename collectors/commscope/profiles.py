@@ -600,6 +600,7 @@ class NodeStats:
     incl_max: float
     calls: int | None
     incl_max_rank: int | None = None   # the rank with the most inclusive time (unknown for spot)
+    incl_spread: dict | None = None    # inclusive time over ranks: distribution() (unknown for spot)
 
 
 def is_mpi(path: tuple) -> bool:
@@ -622,13 +623,43 @@ def node_stats(prof: Profile) -> dict[tuple, NodeStats]:
             else:
                 incl[q] = arr.copy()
     zero = np.zeros(len(prof.measured))
+    paths = list(incl)
+    spreads = distributions(np.stack([incl[p][ranks] for p in paths]), ranks) if paths else []
     stats = {}
-    for p, inc_all in incl.items():
-        ex, inc = prof.excl.get(p, zero)[ranks], inc_all[ranks]
+    for p, spread in zip(paths, spreads):
+        ex, inc = prof.excl.get(p, zero)[ranks], incl[p][ranks]
         slowest = int(np.argmax(inc))
         stats[p] = NodeStats(float(ex.min()), float(ex.mean()), float(ex.max()), float(inc.min()), float(inc.mean()),
-                             float(inc.max()), prof.calls.get(p), int(ranks[slowest]))
+                             float(inc.max()), prof.calls.get(p), int(ranks[slowest]), spread)
     return stats
+
+
+TOP_K = 10          # the slowest ranks kept by name, per node and window
+HIST_BINS = 16      # equal-width bins between the minimum and the maximum
+PERCENTILES = (50, 90, 99)
+
+
+def distributions(values: np.ndarray, ranks: np.ndarray) -> list[dict]:
+    """Per row of VALUES (one column per rank of RANKS): the percentiles (numpy's linear interpolation),
+    a histogram of HIST_BINS equal bins from min to max, and the TOP_K largest values with their ranks,
+    largest first. What a store keeps of a rank distribution when it does not keep every rank."""
+    rows, n = values.shape
+    pct = np.percentile(values, PERCENTILES, axis=1)
+    lo, hi = values.min(axis=1), values.max(axis=1)
+    width = np.where(hi > lo, hi - lo, 1.0)
+    bins = np.minimum(((values - lo[:, None]) / width[:, None] * HIST_BINS).astype(np.int64), HIST_BINS - 1)
+    counts = np.zeros((rows, HIST_BINS), dtype=np.int64)
+    np.add.at(counts, (np.repeat(np.arange(rows), n), bins.ravel()), 1)
+    k = min(TOP_K, n)
+    top = np.argpartition(-values, k - 1, axis=1)[:, :k] if k < n else np.tile(np.arange(n), (rows, 1))
+    out = []
+    for i in range(rows):
+        order = top[i][np.argsort(-values[i, top[i]], kind="stable")]
+        out.append({"n": int(n), "min": float(lo[i]), "mean": float(values[i].mean()), "max": float(hi[i]),
+                    "p50": float(pct[0, i]), "p90": float(pct[1, i]), "p99": float(pct[2, i]),
+                    "hist_lo": float(lo[i]), "hist_hi": float(hi[i]), "hist_counts": counts[i].tolist(),
+                    "top_ranks": ranks[order].tolist(), "top_values": values[i, order].tolist()})
+    return out
 
 
 def _spot_stats(prof: Profile) -> dict[tuple, NodeStats]:

@@ -71,6 +71,8 @@ class Record:
     comm_rows: list = field(default_factory=list)
     # windows.COLUMNS, one tuple per window (run, focus)
     window_rows: list = field(default_factory=list)
+    # (window, node path, quantity, *SPREAD_COLUMNS): distributions over ranks (migration 0019)
+    spread_rows: list = field(default_factory=list)
     # every input that defines the experiment, and the environment it ran in (docs/measurement-model.md)
     parameters: dict = field(default_factory=dict)
     caliper_config: str = "none"    # the Caliper channel and options the profile was recorded with
@@ -250,9 +252,17 @@ def from_profile(prof: Profile, focus: str | None = None, opts: "ReadOptions | N
         if p not in mpi_total and profiles.is_mpi(p):
             rec.mpi_rows.append((_join(p[:-1]) or OUTSIDE_REGIONS, p[-1], 0.0, None, None, b))
     groups = profiles.rank_groups(prof)
-    cols = [groups[k].tolist() if groups[k] is not None else [None] * len(groups["rank"])
-            for k in ("rank", "total", "user", "mpi", "sync")]
-    rec.rank_rows = list(zip(*cols))
+    if opts.rank_rows is None or len(groups["rank"]) <= opts.rank_rows:
+        cols = [groups[k].tolist() if groups[k] is not None else [None] * len(groups["rank"])
+                for k in ("rank", "total", "user", "mpi", "sync")]
+        rec.rank_rows = list(zip(*cols))
+    else:
+        rec.metadata["rank_rows"] = (f"not kept: {len(groups['rank'])} ranks, more than --rank-rows {opts.rank_rows}; "
+                                     f"the distributions over ranks are in v_rank_spread")
+    rec.spread_rows = [(w["window"], None, q, *(d[c] for c in SPREAD_COLUMNS))
+                       for w in window_rows for q, d in (w.get("spread") or {}).items()]
+    rec.spread_rows += [(None, _join(p), "incl_time", *(s.incl_spread[c] for c in SPREAD_COLUMNS))
+                        for p, s in stats.items() if s.incl_spread]
     rec.matrix_rows = [(src, dst, msgs, b) for (src, dst), (msgs, b) in sorted(prof.matrix.items())]
     if out:
         rec.fom_rows = [(clean(name, 200), 0, value, clean(unit, 50)) for name, (value, unit) in out.foms.items()]
@@ -275,6 +285,11 @@ def from_profile(prof: Profile, focus: str | None = None, opts: "ReadOptions | N
     rec.mpi_identity = (clean(f"{g['mpi_library_vendor']} {g.get('mpi_library_version', '')}".strip())
                         if g.get("mpi_library_vendor") else None)
     return rec
+
+
+# A distribution over ranks as rank_spread stores it (profiles.distributions).
+SPREAD_COLUMNS = ("n", "min", "mean", "max", "p50", "p90", "p99", "hist_lo", "hist_hi", "hist_counts", "top_ranks",
+                  "top_values")
 
 
 # PARAM lines that describe the environment or say a thing twice, not the experiment.
@@ -360,6 +375,7 @@ class ReadOptions:
     ranks: int | None = None       # --ranks: the job's rank count, over what the profile says
     params: tuple = ()             # --param K=V: (key, value) pairs added to every run's parameters
     param_keys: tuple = ()         # --param-keys: the metadata keys that define the experiment
+    rank_rows: int | None = 1024   # --rank-rows: per-rank rows kept up to this many ranks (None: always)
 
 
 def read_record(files: list, opts: ReadOptions = ReadOptions()) -> Record:

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .profiles import MPI_SYNC, Profile, is_mpi
+from .profiles import MPI_SYNC, Profile, distributions, is_mpi
 
 # The workloads' timed loop (workloads/README.md, "Caliper regions"): the `loop` region is exactly
 # cs_loop_begin..cs_loop_end, the interval of the FOM total_time. Profiles made before it existed have
@@ -42,9 +42,10 @@ def _focus_roots(paths, focus: str) -> set[tuple]:
     return {p[:p.index(focus) + 1] for p in paths if focus in p}
 
 
-def _summarise(window: str, focus: str | None, time: np.ndarray, mpi: np.ndarray, sync: np.ndarray,
-               mpi_measured: bool) -> dict:
-    """time, mpi (not sync), sync: one value per measured rank of the window."""
+def _summarise(window: str, focus: str | None, ranks: np.ndarray, time: np.ndarray, mpi: np.ndarray,
+               sync: np.ndarray, mpi_measured: bool) -> dict:
+    """time, mpi (not sync), sync: one value per rank of RANKS, the window's measured ranks. The row's
+    "spread" holds the distribution over ranks of time, MPI time and useful time (profiles.distributions)."""
     n = len(time)
     mpi = mpi + sync
     slowest = int(np.argmax(time))
@@ -52,8 +53,10 @@ def _summarise(window: str, focus: str | None, time: np.ndarray, mpi: np.ndarray
     row = dict.fromkeys(COLUMNS)
     row.update(window=window, focus_region=focus, time_s=t, ranks_measured=n)
     if not mpi_measured:
+        row["spread"] = dict(zip(["time"], distributions(time[None, :], ranks)))
         return row
     useful = time - mpi
+    row["spread"] = dict(zip(["time", "mpi", "useful"], distributions(np.stack([time, mpi, useful]), ranks)))
     mean_useful, max_useful = float(useful.mean()), float(useful.max())
     total = float(time.sum())
     row.update(mpi_time_avg_s=float(mpi.mean()), mpi_time_max_s=float(mpi.max()),
@@ -66,8 +69,8 @@ def _summarise(window: str, focus: str | None, time: np.ndarray, mpi: np.ndarray
     return row
 
 
-def _per_rank(prof: Profile, focus: str | None) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
-    """(time, mpi, sync) per rank of the window: the run window's ranks are those with any record, the
+def _per_rank(prof: Profile, focus: str | None) -> tuple[np.ndarray, ...] | None:
+    """(ranks, time, mpi, sync) of the window: the run window's ranks are those with any record, the
     focus window's those with a record in it. None when no rank has one."""
     n = len(prof.measured)
     time, mpi, sync = np.zeros(n), np.zeros(n), np.zeros(n)
@@ -86,7 +89,7 @@ def _per_rank(prof: Profile, focus: str | None) -> tuple[np.ndarray, np.ndarray,
             (sync if p[-1] in MPI_SYNC else mpi).__iadd__(arr)
     if not ranks.any():
         return None
-    return time[ranks], mpi[ranks], sync[ranks]
+    return np.flatnonzero(ranks), time[ranks], mpi[ranks], sync[ranks]
 
 
 def _spot(prof: Profile, focus: str | None) -> dict | None:
