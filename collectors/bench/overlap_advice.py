@@ -128,16 +128,14 @@ def report(args, stack, settings, load0, t0, loads):
         rows.append({"run_id": o.run_id, "setting": setting, "variant": o.label, "cause": halo.cause,
                      "excess": halo.excess, "exposed": o.exposed, "halo_wait": halo.mpi_avg,
                      "explained": halo.explained, "loop": o.loop_time, "efficiency": o.efficiency,
-                     "corr": o.rank_corr, "load_balance": o.load_balance, "runqueue_share": o.runqueue_share,
+                     "load_balance": o.load_balance, "runqueue_share": o.runqueue_share,
                      "compute_imbalance": max((u.imbalance or 0) for u in users)})
     print(f"{'setting':11}{'variant':12}{'right':>6}{'imbalance':>10}{'network':>8}{'desched.':>9}{'runq':>6}"
-          f"{'max/avg':>8}{'excess ms':>10}{'MPI ms':>8}{'halo ms':>8}{'explained':>10}{'loop ms':>8}{'eff.':>6}"
-          f"{'corr':>6}")
+          f"{'max/avg':>8}{'excess ms':>10}{'MPI ms':>8}{'halo ms':>8}{'explained':>10}{'loop ms':>8}{'eff.':>6}")
     med = statistics.median
     for (setting, label), runs in sorted(groups.items(), key=lambda kv: (kv[0][0] != "imbalanced", kv[0][1])):
         mine = [r for r in rows if r["setting"] == setting and r["variant"] == label]
         eff = [r["efficiency"] for r in mine if r["efficiency"] is not None]
-        corr = [r["corr"] for r in mine if r["corr"] is not None]
         print(f"{setting:11}{label:12}{sum(r['cause'] == right_cause[setting] for r in mine):>3}/{len(mine):<2}"
               f"{sum(r['cause'] == 'imbalance' for r in mine):>10}{sum(r['cause'] == 'network' for r in mine):>8}"
               f"{sum(r['cause'] == 'descheduled' for r in mine):>9}"
@@ -145,7 +143,7 @@ def report(args, stack, settings, load0, t0, loads):
               f"{med(r['compute_imbalance'] for r in mine):8.2f}{med(r['excess'] for r in mine) * 1e3:10.1f}"
               f"{med(r['exposed'] for r in mine) * 1e3:8.1f}{med(r['halo_wait'] for r in mine) * 1e3:8.1f}"
               f"{med(r['explained'] for r in mine):10.0%}{med(r['loop'] for r in mine) * 1e3:8.1f}"
-              f"{med(eff) if eff else float('nan'):6.0%}{med(corr) if corr else float('nan'):6.2f}")
+              f"{med(eff) if eff else float('nan'):6.0%}")
     right = sum(r["cause"] == right_cause[r["setting"]] for r in rows)
     print(f"right verdicts: {right} of {len(rows)}")
     if args.json:
