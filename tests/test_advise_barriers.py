@@ -64,7 +64,7 @@ def test_debug_barriers_found_and_measured_against_the_run_without_them(dsn, tmp
 
     # independently, from the records
     loop_barrier, calls = per_rank(WITH, lambda p: p == ["main", "timestep", "debug_barrier", "MPI_Barrier"])
-    all_barriers, all_calls = per_rank(WITH, lambda p: p[-1] == "MPI_Barrier" and "verify" not in p)
+    all_barriers, all_calls = per_rank(WITH, lambda p: p[-1] == "MPI_Barrier")
     # the run's MPI time (its run window: every MPI call, none left out by name; docs/measurement-model.md)
     mpi, _ = per_rank(WITH, lambda p: p[-1].startswith("MPI_"))
     ranks = len(mpi)
@@ -114,6 +114,35 @@ def test_debug_barriers_found_and_measured_against_the_run_without_them(dsn, tmp
     assert r.returncode == 0, r.stderr
     advice_section = page.read_text().split("<h2>Advice</h2>", 1)[1]
     assert html.escape(text) in advice_section and html.escape(text0) in advice_section
+
+
+UNCOUNTED = DATA / "halo3d-nonblocking-n4.comm-stats.cali"     # runtime-profile,profile.mpi,comm.stats
+
+
+@pytest.mark.parametrize("how", ["store", "file"])
+def test_a_profile_without_call_counts_says_they_were_not_measured(dsn, how):
+    """A real profile recorded without region.count (its Caliper options, read here from the file's globals):
+    its barriers are reported with their time, but whether any is a debugging barrier is not measured, and
+    the advice says so instead of 'no debugging barrier'."""
+    records, g = caliperreader.read_caliper_contents(str(UNCOUNTED))
+    assert "opts:profile.mpi" in g and "opts:region.count" not in g
+    assert not any("sum#rc.count" in rec for rec in records)
+    barrier, _ = per_rank(UNCOUNTED, lambda p: p[-1] == "MPI_Barrier")
+    if how == "store":
+        with psycopg.connect(dsn) as conn:
+            ingest(conn, [UNCOUNTED], Provenance())
+            (run_id,) = conn.execute("SELECT id FROM runs").fetchone()
+        r = advise(dsn, str(run_id))
+    else:
+        r = advise(dsn, str(UNCOUNTED))
+    assert r.returncode == 0, r.stderr
+    ((_, _, s, text),) = stored(dsn)
+    assert "Call counts not measured" in text and "No barrier looks like a debugging barrier" not in text
+    assert "Call counts not measured" in r.stdout
+    assert s["calls_measured"] is False and s["barrier_calls"] is None
+    assert s["likely_debug_sites"] is None and s["predicted_saving"] is None
+    assert s["barrier_time_avg"] == pytest.approx(sum(barrier.values()) / len(barrier), rel=1e-9)
+    assert all(x["calls"] is None and not x["likely_debug"] for x in s["sites"])
 
 
 def test_a_profile_file_is_advised_without_a_stored_run(dsn):

@@ -4,7 +4,18 @@ them would save.
 
 It reads one run's call-tree rows as the store keeps them (v_node_metrics, or
 records.from_profile for a profile file): per call path, exclusive time
-min/avg/max over ranks and calls summed over ranks.
+min/avg/max over ranks and calls summed over ranks. It works on the run window
+(docs/measurement-model.md): every barrier of the run, against the run's MPI
+time, none left out by its region's name. Calls are only known when the
+profile counted them (region.count in its Caliper configuration); without
+them no barrier is judged, and the advice says the counts were not measured
+rather than that there is no debugging barrier.
+
+In a campaign, the runs of one experiment with and without debugging barriers
+are paired on their series: parameters equal except the debug-barrier switch
+(DEBUG_BARRIER_KEYS), environment equal. The barriers study's on/off
+experiments differ in their Ramble variant and name, which are not
+parameters.
 
 Likely debugging barrier: an MPI_Barrier that is called more than once per
 rank and sits next to communication with the same call count. "Next to" means
@@ -64,10 +75,10 @@ too high). collectors/bench/barrier_advice.py measures how close it is.
 """
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 
 from . import db
-from .profiles import NOT_APPLICATION
 
 COLLECTIVES = {"MPI_Allreduce", "MPI_Reduce", "MPI_Bcast", "MPI_Allgather", "MPI_Allgatherv", "MPI_Alltoall",
                "MPI_Alltoallv", "MPI_Alltoallw", "MPI_Gather", "MPI_Gatherv", "MPI_Scatter", "MPI_Scatterv",
@@ -130,6 +141,7 @@ class BarrierAdvice:
     mpi_time_avg: float | None
     wall_time: float | None
     sites: list
+    calls_measured: bool = True      # False: a profile without region.count, which cannot tell debugging barriers
 
     @property
     def barrier_time(self) -> float:
@@ -150,15 +162,20 @@ class BarrierAdvice:
         return sum(s.latency for s in self.sites if s.likely_debug)
 
     def summary(self) -> dict:
-        return {"ranks": self.ranks, "mpi_time_avg": self.mpi_time_avg, "wall_time": self.wall_time,
+        # Without call counts no barrier can be judged: which are debugging barriers, and what removing them
+        # would save, are not measured (NULL), not "none" and 0.
+        known = self.calls_measured
+        return {"window": "run", "ranks": self.ranks, "mpi_time_avg": self.mpi_time_avg, "wall_time": self.wall_time,
+                "calls_measured": known,
                 "barrier_time_avg": self.barrier_time, "barrier_calls": self.barrier_calls,
                 "barrier_share_of_mpi": self.barrier_time / self.mpi_time_avg if self.mpi_time_avg else None,
-                "likely_debug_sites": [s.region for s in self.sites if s.likely_debug],
-                "predicted_saving": self.predicted_saving,
-                "predicted_saving_without_caliper": self.predicted_saving_without_caliper,
+                "likely_debug_sites": [s.region for s in self.sites if s.likely_debug] if known else None,
+                "predicted_saving": self.predicted_saving if known else None,
+                "predicted_saving_without_caliper": self.predicted_saving_without_caliper if known else None,
                 "predicted_saving_share_of_mpi": (self.predicted_saving / self.mpi_time_avg
-                                                  if self.mpi_time_avg else None),
-                "predicted_saving_share_of_wall": self.predicted_saving / self.wall_time if self.wall_time else None,
+                                                  if self.mpi_time_avg and known else None),
+                "predicted_saving_share_of_wall": (self.predicted_saving / self.wall_time
+                                                   if self.wall_time and known else None),
                 "model": ("saving = barrier time min over ranks (latency; the skew moves to the next operation) "
                           "+ 1.5 x the barrier region's own time (its annotations)"),
                 "sites": [s.as_dict() for s in self.sites]}
@@ -184,6 +201,10 @@ class BarrierAdvice:
         share = f" ({self.barrier_time / self.mpi_time_avg:.0%} of MPI time)" if self.mpi_time_avg else ""
         head = (f"MPI_Barrier takes {self.barrier_time:.4g} s per rank{share} in {self.barrier_calls or '?'} calls "
                 f"over {self.ranks} ranks.")
+        if not self.calls_measured:
+            return head + (" Call counts not measured (the profile was recorded without region.count), so "
+                           "debugging barriers cannot be told from others: profile with call counts "
+                           "(commscope run --caliper counts, or CALI_CONFIG=...,region.count).")
         if not debug:
             return head + " No barrier looks like a debugging barrier."
         where = "; ".join(f"{s.region} ({s.why})" for s in debug)
@@ -209,10 +230,14 @@ def _kind(functions: set) -> str | None:
     return "collective" if comm & COLLECTIVES else "halo"
 
 
-def analyse(nodes: list[Node], ranks: int, mpi_time_avg: float | None, wall_time: float | None) -> BarrierAdvice:
-    """Barrier sites of one run and which look like debugging barriers.
+def analyse(nodes: list[Node], ranks: int, mpi_time_avg: float | None, wall_time: float | None,
+            calls_measured: bool | None = None) -> BarrierAdvice:
+    """Barrier sites of one run and which look like debugging barriers. calls_measured: whether the profile
+    counted calls (region.count in its Caliper configuration); None: whether any node has a count.
     Raises NoBarrierData when no MPI_Barrier was profiled."""
-    by_path = {n.path: n for n in nodes if NOT_APPLICATION not in n.path.split("/")}
+    if calls_measured is None:
+        calls_measured = any(n.calls is not None for n in nodes)
+    by_path = {n.path: n for n in nodes}    # the run window: every barrier, none left out by its region's name
     functions: dict = {}          # path -> MPI functions called in its subtree
     for p in by_path:
         name = p.rsplit("/", 1)[-1]
@@ -250,16 +275,20 @@ def analyse(nodes: list[Node], ranks: int, mpi_time_avg: float | None, wall_time
                            time_max=n.excl_max if n.excl_max is not None else n.excl_avg, region_overhead=overhead,
                            share_of_mpi=n.excl_avg / mpi_time_avg if mpi_time_avg else None,
                            parent=parent, neighbours=neighbours)
-        _judge(site)
+        if calls_measured:
+            _judge(site)
+        else:
+            site.calls = site.calls_per_rank = None
+            site.why = "call counts not measured (no region.count in the Caliper configuration)"
         sites.append(site)
     if not sites:
         raise NoBarrierData("no MPI_Barrier in the profile")
-    return BarrierAdvice(ranks, mpi_time_avg, wall_time, sites)
+    return BarrierAdvice(ranks, mpi_time_avg, wall_time, sites, calls_measured)
 
 
 def _judge(site: BarrierSite) -> None:
     if site.calls is None:
-        site.why = "no call counts (profile with region.count)"
+        site.why = "call counts not measured at this site"
         return
     if site.calls_per_rank is not None and site.calls_per_rank <= 1:
         site.why = "called once per rank: a timing or phase barrier"
@@ -347,14 +376,42 @@ def stored_runs(conn, source: str) -> list[int]:
     return [int(ident)]
 
 
-SERIES = "app, workload, variant, stack, interconnect, ranks, global_size"
+# The parameter that switches the debugging barriers: the workload's PARAM line (output beside the profile) or
+# its Adiak value. Runs that differ in nothing else are compared.
+DEBUG_BARRIER_KEYS = ("param.debug-barriers", "debug_barriers")
+
+
+def experiment_key(app, parameters: dict, environment: dict, but=()) -> str:
+    """The experiment (application, parameters, environment; docs/measurement-model.md) less the parameters
+    BUT names: runs with equal keys differ at most in those."""
+    params = {k: v for k, v in parameters.items() if k not in but}
+    return json.dumps([app, params, environment], sort_keys=True, default=str)
+
+
+def counts_measured(caliper_config: str | None) -> bool | None:
+    """Whether a profile counted calls: region.count in its Caliper configuration (records.caliper_config).
+    None when the configuration is not known (a run stored before the measurement model)."""
+    if not caliper_config:
+        return None
+    return "region.count" in caliper_config.split(",")
 
 
 def run_info(conn, run_id: int) -> dict:
-    row = conn.execute(f"SELECT run_id, {SERIES}, mpi_time_avg, wall_time FROM v_runs WHERE run_id = %s",
-                       (run_id,)).fetchone()
-    names = ["run_id"] + [c.strip() for c in SERIES.split(",")] + ["mpi_time_avg", "wall_time"]
-    return dict(zip(names, row))
+    """The run's application, parameters and environment (its series), and its run window's MPI time and
+    time (NULL MPI time: MPI was not measured)."""
+    row = conn.execute(
+        "SELECT r.app, r.ranks, r.campaign_id, s.parameters, s.environment, w.mpi_time_avg_s, w.time_s, "
+        "r.profile_kind FROM runs r LEFT JOIN series s ON s.id = r.series_id "
+        "LEFT JOIN run_windows w ON w.run_id = r.id AND w.\"window\" = 'run' WHERE r.id = %s", (run_id,)).fetchone()
+    names = ["app", "ranks", "campaign_id", "parameters", "environment", "mpi_time_avg", "wall_time", "profile_kind"]
+    info = {"run_id": run_id, **dict(zip(names, row))}
+    env = info["environment"] or {}
+    info["calls_measured"] = counts_measured(env.get("caliper"))
+    info["pair_key"] = (None if info["parameters"] is None else
+                        experiment_key(info["app"], info["parameters"], env, but=DEBUG_BARRIER_KEYS))
+    info["switch"] = next((str(info["parameters"][k]) for k in DEBUG_BARRIER_KEYS
+                           if info["parameters"] and k in info["parameters"]), None)
+    return info
 
 
 # ---- one source to advice --------------------------------------------------------
@@ -365,6 +422,9 @@ class Advice:
     source: str
     summary: dict
     text: str
+
+
+NO_MPI = "MPI calls not measured (a profile without profile.mpi), so no barrier data"
 
 
 def from_profile_path(path: str) -> Advice:
@@ -378,8 +438,11 @@ def from_profile_path(path: str) -> Advice:
     rec = records.read_record(groups[0])
     if not rec.node_rows:
         raise NoBarrierData(f"{path}: no call-tree times in this profile, so no barrier data")
+    if rec.summary["mpi_time_avg"] is None:
+        raise NoBarrierData(f"{path}: {NO_MPI}")
     try:
-        a = analyse(nodes_from_record(rec), rec.ranks, rec.summary["mpi_time_avg"], rec.summary["wall_time"])
+        a = analyse(nodes_from_record(rec), rec.ranks, rec.summary["mpi_time_avg"], rec.summary["wall_time"],
+                    counts_measured(rec.caliper_config))
     except NoBarrierData as e:
         raise NoBarrierData(f"{path}: {e}") from None
     return Advice(None, path, a.summary(), a.text())
@@ -387,10 +450,12 @@ def from_profile_path(path: str) -> Advice:
 
 def from_store(conn, source: str, fastest: float = 1.0) -> tuple[list[Advice], list[str]]:
     """Advice for each run SOURCE names that has barrier data, and notes on the
-    ones skipped. In a campaign, runs of one experiment (same app, workload,
-    variant, stack, interconnect, ranks, size) with and without likely
-    debugging barriers are compared: the measured saving goes into the
-    summary of each run with barriers."""
+    ones skipped. Runs of one experiment that differ only in the debug-barrier
+    switch (parameters equal but DEBUG_BARRIER_KEYS, same environment: the
+    barriers study's on/off pairs, whose Ramble variant differs) are compared:
+    the measured saving goes into the summary of each run with barriers, against
+    the runs with counted calls, no likely debugging barrier and the switch not
+    on."""
     ids = stored_runs(conn, source)
     analysed, skipped, plain = [], [], []     # plain: runs with a call tree and no debugging barrier
     for run_id in ids:
@@ -400,29 +465,31 @@ def from_store(conn, source: str, fastest: float = 1.0) -> tuple[list[Advice], l
             skipped.append(f"run {run_id}: no call-tree times (a run stored from its output alone, or a "
                            "message-tracing profile), so no barrier data")
             continue
+        if info["mpi_time_avg"] is None and info["environment"] is not None:
+            skipped.append(f"run {run_id}: {NO_MPI}")
+            continue
         try:
-            a = analyse(nodes, info["ranks"], info["mpi_time_avg"], info["wall_time"])
+            a = analyse(nodes, info["ranks"], info["mpi_time_avg"], info["wall_time"], info["calls_measured"])
         except NoBarrierData as e:
             skipped.append(f"run {run_id}: {e}")
             plain.append((info, None, nodes))
             continue
         analysed.append((info, a, nodes))
-        if not a.predicted_saving:
+        if a.calls_measured and not a.predicted_saving:
             plain.append((info, a, nodes))
     if not analysed:
         raise NoBarrierData(f"{source}: " + "; ".join(skipped))
-    key = lambda info: tuple(info[c.strip()] for c in SERIES.split(","))  # noqa: E731
     out = []
     for info, a, nodes in analysed:
         summary = a.summary()
-        if a.predicted_saving:
-            same = [(b, n) for i, b, n in analysed if key(i) == key(info) and b.predicted_saving]
-            without = [n for i, _, n in plain if key(i) == key(info)]
+        if a.predicted_saving and info["pair_key"] is not None:
+            same = [(i, b, n) for i, b, n in analysed if i["pair_key"] == info["pair_key"] and b.predicted_saving]
+            without = [(i, n) for i, b, n in plain if i["pair_key"] == info["pair_key"] and i["switch"] != "on"
+                       and (b is None or b.calls_measured)]
             if without:
-                summary["measured"] = compare(same, without, fastest)
-                summary["measured"]["with_run_ids"] = [i["run_id"] for i, b, _ in analysed
-                                                       if key(i) == key(info) and b.predicted_saving]
-                summary["measured"]["without_run_ids"] = [i["run_id"] for i, _, _ in plain if key(i) == key(info)]
+                summary["measured"] = compare([(b, n) for _, b, n in same], [n for _, n in without], fastest)
+                summary["measured"]["with_run_ids"] = [i["run_id"] for i, _, _ in same]
+                summary["measured"]["without_run_ids"] = [i["run_id"] for i, _ in without]
         text = a.text()
         m = summary.get("measured")
         if m and m["measured_saving"]:
