@@ -132,10 +132,11 @@ def test_site_defines_the_launch_line(site):
 
 def test_caliper_modifier_modes_and_environment():
     mod = rs.load(rs.RAMBLE / "modifiers" / "caliper" / "modifier.py")
-    assert mod.name == "caliper" and set(mod.modes) == {"time", "mpi", "comm", "matrix"}
+    assert mod.name == "caliper" and set(mod.modes) == {"time", "mpi", "counts", "comm", "matrix"}
     by_mode = {m: {n: v for n, v, meth, modes in mod.env_mods if m in modes and meth == "set"} for m in mod.modes}
     assert "profile.mpi" not in by_mode["time"]["CALI_CONFIG"]
     assert "profile.mpi" in by_mode["mpi"]["CALI_CONFIG"]
+    assert {"profile.mpi", "region.count"} <= set(by_mode["counts"]["CALI_CONFIG"].split(","))
     assert "comm.stats" in by_mode["comm"]["CALI_CONFIG"] and "mpi.message.size" in by_mode["comm"]["CALI_CONFIG"]
     m = by_mode["matrix"]
     assert m["CALI_SERVICES_ENABLE"] == "adiak_import,aggregate,mpi,recorder"

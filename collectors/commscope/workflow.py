@@ -41,7 +41,9 @@ STUDIES_DIR = RAMBLE_DIR / "studies"
 SITES_DIR = RAMBLE_DIR / "sites"
 CI_DIR = ROOT / "ci"
 VERSIONS = ROOT / "versions.yaml"
-CALIPER_MODES = ("off", "time", "mpi", "comm", "matrix")
+# The Caliper modifier's modes (ramble/modifiers/caliper): `counts` is `mpi` plus call counts (region.count),
+# which the barrier advisor needs to tell debugging barriers from others.
+CALIPER_MODES = ("off", "time", "mpi", "counts", "comm", "matrix")
 SLURM_WAIT_LIMIT = 6 * 3600  # seconds; a queue that never drains is reported, not waited on forever
 
 
@@ -57,6 +59,18 @@ def studies() -> list[str]:
 
 def sites() -> list[str]:
     return sorted(p.parent.name for p in SITES_DIR.glob("*/site.yaml"))
+
+
+def study_caliper_mode(study: str) -> str | None:
+    """The Caliper mode a study needs by default, from its `commscope.yaml` (`caliper: MODE`) beside its
+    ramble.yaml (the barriers study: `counts`), or None."""
+    f = STUDIES_DIR / study / "commscope.yaml"
+    if not f.is_file():
+        return None
+    mode = (yaml.safe_load(f.read_text()) or {}).get("caliper")
+    if mode is not None and mode not in CALIPER_MODES:
+        raise WorkflowError(f"{f}: caliper: {mode!r} is not a Caliper mode; valid: {', '.join(CALIPER_MODES)}")
+    return mode
 
 
 def local_site_dir() -> Path:
@@ -463,7 +477,7 @@ def plan_run(study: str, site: str = "local", stacks: list[str] | None = None,
     catalog = interconnect_catalog(stacks, site)
     pairs = select_interconnects(stacks, catalog, interconnects or ["default"])
     if caliper is None:
-        caliper = "mpi" if any_cali else "off"
+        caliper = (study_caliper_mode(study) or "mpi") if any_cali else "off"
     stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     ws = workspace or workspaces_dir() / f"{study}-{stamp}"
     return Plan(study, site, stacks, sorted({i for _, i in pairs}), caliper, where, dry_run, ws, site_conf,
@@ -845,7 +859,8 @@ def setup_cmd(stacks, caliper_prefixes, no_build, spack_source_mirror, spack_ins
 @click.option("--interconnects", help="comma-separated interconnect selections (default: default)")
 @click.option("--where", help="Ramble filter on experiments, e.g. '{n_ranks} == 2'")
 @click.option("--caliper", type=click.Choice(CALIPER_MODES), default=None,
-              help="Caliper modifier mode (default: mpi when the workloads were built with Caliper)")
+              help="Caliper modifier mode; counts is mpi plus call counts (default: the study's own, counts for "
+                   "barriers, else mpi, when the workloads were built with Caliper)")
 @click.option("--spack/--no-spack", "spack", default=None,
               help="Ramble's spack package manager, building spack.yaml per stack (the default when Spack is "
                    "there), or its null one with the builds of `commscope setup` (the default without Spack)")

@@ -10,8 +10,8 @@ interconnect and commit made it.
 """
 from ramble.modkit import *  # noqa: F403
 
-ALL_MODES = ["time", "mpi", "comm", "matrix"]
-PROFILE_MODES = ["time", "mpi", "comm"]
+ALL_MODES = ["time", "mpi", "counts", "comm", "matrix"]
+PROFILE_MODES = ["time", "mpi", "counts", "comm"]
 
 
 class Caliper(BasicModifier):
@@ -22,6 +22,7 @@ class Caliper(BasicModifier):
 
     mode("time", description="region profile: runtime-profile")
     mode("mpi", description="region and MPI-function profile: runtime-profile,profile.mpi")
+    mode("counts", description="MPI profile plus call counts: runtime-profile,profile.mpi,region.count")
     mode("comm", description="MPI profile plus comm.stats and message counts/sizes per region")
     mode("matrix", description="rank-to-rank message tracing: one aggregate .cali per rank")
     default_mode("mpi")
@@ -41,6 +42,10 @@ class Caliper(BasicModifier):
                          method="set", modes=["time"])
     env_var_modification("CALI_CONFIG", "{caliper_profile_config},profile.mpi,output={caliper_file}{caliper_options}",
                          method="set", modes=["mpi"])
+    # Call counts (region.count): the barrier advisor tells debugging barriers by them (the barriers study).
+    env_var_modification("CALI_CONFIG",
+                         "{caliper_profile_config},profile.mpi,region.count,output={caliper_file}{caliper_options}",
+                         method="set", modes=["counts"])
     env_var_modification("CALI_CONFIG",
                          "{caliper_profile_config},profile.mpi,comm.stats,mpi.message.count,mpi.message.size,"
                          "output={caliper_file}{caliper_options}",
@@ -69,6 +74,7 @@ class Caliper(BasicModifier):
 
     modifier_variable("caliper_mode", default="time", mode="time", description="this modifier's mode")
     modifier_variable("caliper_mode", default="mpi", mode="mpi", description="this modifier's mode")
+    modifier_variable("caliper_mode", default="counts", mode="counts", description="this modifier's mode")
     modifier_variable("caliper_mode", default="comm", mode="comm", description="this modifier's mode")
     modifier_variable("caliper_mode", default="matrix", mode="matrix", description="this modifier's mode")
 
