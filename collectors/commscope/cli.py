@@ -391,7 +391,8 @@ def advise_placement(source, topology_file, output, no_store):
 @click.option("--no-store", is_flag=True, help="do not record the advice in the store")
 def advise_barriers(source, fastest, no_store):
     """Barrier time, likely debugging barriers and the predicted saving of SOURCE: a stored run id, campaign:ID
-    (runs with and without the barriers are compared), or a profile file."""
+    (runs that differ only in the debug-barrier switch are compared), or a profile file. Needs call counts
+    (region.count; commscope run --caliper counts)."""
     from . import advise_barriers as ab, profiles
     try:
         if Path(source).exists():
@@ -451,7 +452,8 @@ def advise_collectives(source, output, stack, mpich_library, no_store):
 @click.option("--no-store", is_flag=True, help="do not record the advice in the store")
 def advise_overlap(source, no_store):
     """Exposed communication, overlap efficiency against blocking, the Irecv gap, and per region the imbalance and
-    whether waiting comes from imbalance or the network, for SOURCE: a stored run id or campaign:ID."""
+    whether waiting comes from imbalance or the network, over each run's focus window (its loop), for SOURCE: a
+    stored run id or campaign:ID."""
     from . import advise_overlap as ao
     try:
         with db.connect() as conn:
