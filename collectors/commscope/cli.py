@@ -265,8 +265,10 @@ main.add_command(report_cmd)
 # ---- check ------------------------------------------------------------------------
 
 @main.command("check")
-@click.option("--metric", default="wall_time", show_default=True,
-              help="wall_time, mpi_fraction_avg, mpi_fraction_slowest, mpi_time_avg, or fom:NAME")
+@click.option("--metric", default="time_s", show_default=True,
+              help="a v_run_metrics column (time_s, mpi_fraction_avg, mpi_fraction_slowest, mpi_time_avg_s, "
+                   "load_balance, ...) on each series' focus window, else its run window; wall_time means time_s; "
+                   "or fom:NAME")
 @click.option("--campaign", type=int, help="the campaign to judge (default: the newest)")
 @click.option("--baseline", type=click.IntRange(1), default=10, show_default=True,
               help="earlier campaigns of each series to compare against")

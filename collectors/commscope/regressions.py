@@ -1,13 +1,17 @@
-"""The regression gate: for every series (system, app, workload, variant,
-stack, interconnect, ranks) in the newest campaign, compare its runs with the
-same series in the campaigns before it.
+"""The regression gate: for every series (docs/measurement-model.md: runs of equal application, parameters and
+environment, one series_id) in the newest campaign, compare its runs with the runs of the same series in the
+campaigns before it. Runs of another problem size, Caliper configuration or stack are other series, so they are
+never each other's baseline.
 
-The test is robust, not a fixed threshold: with three or more new samples a
-one-sided Mann-Whitney U test against the baseline window, else a robust
-z-score (median and MAD of the baseline) of the new median. A change counts
-only when it is significant (p < alpha) AND at least min_effect in size, so
-tiny but consistent shifts on a quiet machine do not fail a pipeline.
-Benchpark's gate is a fixed baseline x 1.05; min_effect=0.05 with alpha plays
+The measurement is a column of v_run_metrics on the series' focus window where its runs have one (the workloads'
+timed loop), else on its run window, as the dashboards show a series (v_run_metrics_daily's `shown`); or a FOM
+(fom:NAME). Only runs with status 'ok' count: partial runs (ranks missing) and failed runs are neither baseline
+nor judged.
+
+The test is robust, not a fixed threshold: with three or more new samples a one-sided Mann-Whitney U test against
+the baseline window, else a robust z-score (median and MAD of the baseline) of the new median. A change counts
+only when it is significant (p < alpha) AND at least min_effect in size, so tiny but consistent shifts on a quiet
+machine do not fail a pipeline. Benchpark's gate is a fixed baseline x 1.05; min_effect=0.05 with alpha plays
 that role while ignoring noise."""
 from __future__ import annotations
 
@@ -16,16 +20,24 @@ import statistics
 from dataclasses import dataclass
 
 import psycopg
+from psycopg import sql
 
-SERIES = ("system", "app", "workload", "variant", "stack", "interconnect", "ranks")
-RUN_METRICS = {"wall_time": "lower", "mpi_fraction_avg": "lower", "mpi_fraction_slowest": "lower",
-               "mpi_time_avg": "lower"}
+# v_run_metrics columns the gate can judge, and which way is worse.
+METRICS = {"time_s": "lower", "mpi_time_avg_s": "lower", "mpi_time_max_s": "lower", "mpi_fraction_avg": "lower",
+           "mpi_fraction_slowest": "lower", "user_time_avg_s": "lower", "mpi_sync_time_avg_s": "lower",
+           "load_balance": "higher", "communication_efficiency": "higher", "parallel_efficiency": "higher"}
+# The names the gate had before the measurement model, for pipelines that still pass them.
+ALIASES = {"wall_time": "time_s", "mpi_time_avg": "mpi_time_avg_s"}
+# What a selection may filter on: v_runs columns (the dashboards' template variables).
+FILTERS = ("system", "app", "workload", "variant", "stack", "interconnect", "ranks")
+# What a finding says about its series (v_runs columns of its newest run), for the label and the annotation.
+DESCRIBE = FILTERS + ("global_size",)
 LOWER_BETTER_UNITS = {"s", "ms", "us", "ns"}
 
 
 @dataclass
 class Finding:
-    series: dict
+    series: dict          # series_id, window, and DESCRIBE's columns
     metric: str
     verdict: str          # regression | improvement | ok | no baseline
     baseline_median: float | None
@@ -37,7 +49,11 @@ class Finding:
     time: object = None   # the newest run's start
 
     def label(self) -> str:
-        return "/".join(str(self.series[k]) for k in SERIES)
+        """As the dashboards name a series (v_run_metrics_daily.series_label) and the window judged."""
+        s = self.series
+        return (f"{s['system'] or 'unknown'} {s['app']}{' ' + s['variant'] if s['variant'] else ''} {s['stack'] or 'unknown'} "
+                f"{s['interconnect']} n{s['ranks']}{' ' + s['global_size'] if s['global_size'] else ''} "
+                f"#{s['series_id']} [{s['window']}]")
 
 
 def _mann_whitney_greater(new: list[float], base: list[float]) -> float:
@@ -71,15 +87,24 @@ def compare(new: list[float], base: list[float], min_effect: float, alpha: float
     return "ok", effect, min(p_worse, p_better)
 
 
+def canonical_metric(metric: str) -> str:
+    """The v_run_metrics column (or fom:NAME) a --metric names."""
+    metric = ALIASES.get(metric, metric)
+    if metric.startswith("fom:") or metric in METRICS:
+        return metric
+    raise ValueError(f"unknown metric {metric!r}; choose a v_run_metrics column ({', '.join(METRICS)}), "
+                     f"{', '.join(f'{a} (= {c})' for a, c in ALIASES.items())}, or fom:NAME")
+
+
 def _values(conn: psycopg.Connection, metric: str, where: dict) -> tuple[list[tuple], str]:
-    """Rows (series..., campaign_id, started_at, value) and the metric's direction."""
-    from psycopg import sql
-    clauses, params = [sql.SQL("status = 'ok'")], []
+    """Rows (series_id, window, campaign_id, started_at, run_id, value) of the ok runs with a series, and the
+    metric's direction."""
+    clauses, params = [sql.SQL("r.status = 'ok'"), sql.SQL("r.series_id IS NOT NULL")], []
     for k, v in where.items():
         if v is not None:
-            clauses.append(sql.SQL("{} = %s").format(sql.Identifier(k)))
+            clauses.append(sql.SQL("v.{} = %s").format(sql.Identifier(k)))
             params.append(v)
-    keys = sql.SQL(", ").join(sql.Identifier(k) for k in SERIES)
+    selected = sql.SQL(" AND ").join(clauses)
     if metric.startswith("fom:"):
         name = metric[4:]
         units = {r[0] for r in conn.execute("SELECT DISTINCT unit FROM foms WHERE name = %s", (name,))}
@@ -88,72 +113,88 @@ def _values(conn: psycopg.Connection, metric: str, where: dict) -> tuple[list[tu
         direction = "lower" if units <= LOWER_BETTER_UNITS else "higher" if all("/s" in (u or "") for u in units) else None
         if direction is None:
             raise ValueError(f"FOM {name!r} has units {sorted(map(str, units))}: cannot tell whether larger is worse")
-        q = sql.SQL("SELECT {}, v.campaign_id, v.started_at, f.value FROM v_runs v JOIN foms f ON f.run_id = v.run_id "
-                    "WHERE f.name = %s AND {}").format(
-            sql.SQL(", ").join(sql.Identifier("v", k) for k in SERIES),
-            sql.SQL(" AND ").join(sql.SQL("v.") + c for c in clauses))
+        # A FOM is the workload's own figure: no window of commscope's.
+        q = sql.SQL("SELECT r.series_id, 'fom', v.campaign_id, v.started_at, r.id, f.value "
+                    "FROM runs r JOIN v_runs v ON v.run_id = r.id JOIN foms f ON f.run_id = r.id "
+                    "WHERE f.name = %s AND {}").format(selected)
         return conn.execute(q, [name, *params]).fetchall(), direction
-    if metric not in RUN_METRICS:
-        raise ValueError(f"unknown metric {metric!r}; choose from {', '.join(RUN_METRICS)} or fom:NAME")
-    q = sql.SQL("SELECT {}, campaign_id, started_at, {} FROM v_runs WHERE {} AND {} IS NOT NULL").format(
-        keys, sql.Identifier(metric), sql.SQL(" AND ").join(clauses), sql.Identifier(metric))
-    return conn.execute(q, params).fetchall(), RUN_METRICS[metric]
+    # Each series on one window: focus where its runs have one, else run (v_run_metrics_daily's `shown`).
+    q = sql.SQL("""WITH m AS (
+  SELECT r.series_id, m."window", v.campaign_id, v.started_at, r.id AS run_id, m.{col} AS value
+  FROM runs r JOIN v_runs v ON v.run_id = r.id JOIN v_run_metrics m ON m.run_id = r.id
+  WHERE {selected}
+), shown AS (
+  SELECT series_id, CASE WHEN bool_or("window" = 'focus') THEN 'focus' ELSE 'run' END AS "window"
+  FROM m GROUP BY series_id
+)
+SELECT m.series_id, m."window", m.campaign_id, m.started_at, m.run_id, m.value
+FROM m JOIN shown USING (series_id, "window")
+WHERE m.value IS NOT NULL""").format(col=sql.Identifier(metric), selected=selected)
+    return conn.execute(q, params).fetchall(), METRICS[metric]
 
 
-def check(conn: psycopg.Connection, metric: str = "wall_time", campaign: int | None = None, baseline: int = 10,
+def check(conn: psycopg.Connection, metric: str = "time_s", campaign: int | None = None, baseline: int = 10,
           min_effect: float = 0.05, alpha: float = 0.01, **where) -> list[Finding]:
-    """Findings for every series of the newest (or the given) campaign."""
-    unknown = set(where) - set(SERIES)
+    """Findings for every series of the newest (or the given) campaign: its ok runs there against its ok runs
+    in the `baseline` campaigns before it that have any."""
+    metric = canonical_metric(metric)
+    unknown = set(where) - set(FILTERS)
     if unknown:
-        raise ValueError(f"cannot filter series by {', '.join(sorted(unknown))}; choose from {', '.join(SERIES)}")
+        raise ValueError(f"cannot filter series by {', '.join(sorted(unknown))}; choose from {', '.join(FILTERS)}")
     rows, direction = _values(conn, metric, where)
     if not rows:
-        raise LookupError("no successful runs match; nothing to check")
-    newest = campaign if campaign is not None else max(r[len(SERIES)] for r in rows)
-    if campaign is not None and not any(r[len(SERIES)] == campaign for r in rows):
+        raise LookupError(f"no successful runs with {metric} match; nothing to check")
+    newest = campaign if campaign is not None else max(r[2] for r in rows)
+    if campaign is not None and not any(r[2] == campaign for r in rows):
         raise LookupError(f"campaign {campaign} has no successful runs of {metric} matching the selection")
     series: dict[tuple, dict[int, list]] = {}
-    when: dict[tuple, object] = {}
-    for *key, cid, started, value in rows:
-        key = tuple(key)
+    last: dict[tuple, tuple] = {}   # the series' newest run in the judged campaign: (started_at, run_id)
+    for sid, window, cid, started, run_id, value in rows:
         if cid > newest:
             continue
+        key = (sid, window)
         series.setdefault(key, {}).setdefault(cid, []).append(float(value))
         if cid == newest:
-            when[key] = max(when.get(key, started), started)
+            last[key] = max(last.get(key, (started, run_id)), (started, run_id))
+    described = _describe(conn, [run_id for _, run_id in last.values()])
     sign = 1.0 if direction == "lower" else -1.0
     findings = []
-    for key, by_campaign in sorted(series.items(), key=lambda kv: tuple(map(str, kv[0]))):
+    for key, by_campaign in sorted(series.items()):
         if newest not in by_campaign:
             continue
         earlier = sorted(c for c in by_campaign if c < newest)[-baseline:]
         base = [v for c in earlier for v in by_campaign[c]]
         new = by_campaign[newest]
         verdict, effect, p = compare([sign * v for v in new], [sign * v for v in base], min_effect, alpha)
-        findings.append(Finding(dict(zip(SERIES, key)), metric, verdict,
+        started, run_id = last[key]
+        findings.append(Finding({"series_id": key[0], "window": key[1], **described[run_id]}, metric, verdict,
                                 statistics.median(base) if base else None, statistics.median(new),
-                                effect, p, len(base), len(new), when[key]))
+                                effect, p, len(base), len(new), started))
     return findings
 
 
+def _describe(conn: psycopg.Connection, run_ids: list[int]) -> dict[int, dict]:
+    cols = sql.SQL(", ").join(sql.Identifier(c) for c in DESCRIBE)
+    q = sql.SQL("SELECT run_id, {} FROM v_runs WHERE run_id = ANY(%s)").format(cols)
+    return {r[0]: dict(zip(DESCRIBE, r[1:])) for r in conn.execute(q, (run_ids,))}
+
+
 def annotate(conn: psycopg.Connection, findings: list[Finding]) -> int:
-    """One annotation per regression or improvement, shown by the dashboards;
-    re-checking the same campaign replaces its annotations."""
+    """One annotation per regression or improvement, shown by the dashboards; re-checking the same campaign
+    replaces its annotations (one per series, metric and time: tag series:ID)."""
     n = 0
     with conn.transaction():
         for f in findings:
             if f.verdict not in ("regression", "improvement"):
                 continue
-            keys = [f.series[k] for k in SERIES]
-            conn.execute("DELETE FROM annotations WHERE \"time\" = %s AND tags @> %s AND system IS NOT DISTINCT FROM %s "
-                         "AND app IS NOT DISTINCT FROM %s AND workload IS NOT DISTINCT FROM %s "
-                         "AND variant IS NOT DISTINCT FROM %s AND stack IS NOT DISTINCT FROM %s "
-                         "AND interconnect IS NOT DISTINCT FROM %s AND ranks IS NOT DISTINCT FROM %s",
-                         (f.time, ["commscope-check", f.metric], *keys))
+            tag = f"series:{f.series['series_id']}"
+            conn.execute("DELETE FROM annotations WHERE \"time\" = %s AND tags @> %s",
+                         (f.time, ["commscope-check", f.metric, tag]))
             conn.execute("INSERT INTO annotations (\"time\", system, app, workload, variant, stack, interconnect, ranks, "
                          "text, tags) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
-                         (f.time, *keys, f"{f.verdict}: {f.metric} {f.effect:+.1%} against the median of "
-                                         f"{f.n_baseline} earlier runs (p={f.p_value:.2g})",
-                          ["commscope-check", f.metric, f.verdict]))
+                         (f.time, *(f.series[k] for k in FILTERS),
+                          f"{f.verdict}: {f.metric} [{f.series['window']}] {f.effect:+.1%} against the median of "
+                          f"{f.n_baseline} earlier runs of series #{f.series['series_id']} (p={f.p_value:.2g})",
+                          ["commscope-check", f.metric, f.verdict, tag]))
             n += 1
     return n
