@@ -12,6 +12,7 @@ import itertools
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -211,3 +212,86 @@ def test_commgraph_rank_map_is_composed_with_the_traced_runs_own(map_name):
     node_of_app = [rank_map.index(app) // 2 for app in range(RANKS)]
     best = min(cut(app_graph, n) for n in balanced_splits())
     assert cut(app_graph, node_of_app) == best == p.optimized[0]
+
+
+# ---- commscope advise placement on a run traced under a rank map ---------------------------------------------
+# tests/world-ranks/commgraph-pairs-interleave-n4.msgtrace (README there): commgraph pairs traced under the placement
+# study's interleave-4 map, world rank w playing application rank [0, 2, 1, 3][w]. In world ranks its heavy pairs
+# already share a node under block placement; a commgraph rank map that took those world ranks for application ranks
+# would split them.
+
+INTERLEAVE = ROOT / "tests" / "world-ranks" / "commgraph-pairs-interleave-n4.msgtrace"
+
+
+def played_by_world(trace: Path) -> list[int]:
+    """The application rank each world rank played, from the trace's RANK lines."""
+    app_of = {}
+    for line in (trace / "commgraph.out").read_text().splitlines():
+        m = re.match(r"RANK (\d+) .*\bworld=(\d+)\b", line)
+        if m:
+            app_of[int(m.group(2))] = int(m.group(1))
+    return [app_of[w] for w in range(RANKS)]
+
+
+def application_graph(trace: Path) -> list[list[int]]:
+    """Bytes between application ranks, from caliper-reader's records: the sender's world rank (mpi.rank) taken
+    to the application rank it played, the destination (mpi.msg.dst) already one."""
+    app_of = played_by_world(trace)
+    w = [[0] * RANKS for _ in range(RANKS)]
+    for f in sorted(trace.glob("rank-*.cali")):
+        for rec in caliperreader.read_caliper_contents(str(f))[0]:
+            if "mpi.msg.dst" in rec and int(rec["mpi.msg.dst"]) >= 0:
+                s, d = app_of[int(rec["mpi.rank"])], int(rec["mpi.msg.dst"])
+                if s != d:
+                    nbytes = int(float(rec["sum#mpi.msg.size"]))
+                    w[s][d] += nbytes
+                    w[d][s] += nbytes
+    return w
+
+
+def advise(source: str, dsn: str, out: Path) -> subprocess.CompletedProcess:
+    topo = out.parent / "topology.yaml"
+    topo.write_text("nodes: [hostA, hostB]\nranks_per_node: 2\nnetwork: {type: flat}\n")
+    return subprocess.run([*CLI, "advise", "placement", source, "--topology", str(topo), "-o", str(out)],
+                          capture_output=True, text=True, env={**os.environ, "COMMSCOPE_DB_URL": dsn})
+
+
+@pytest.mark.parametrize("given", ["run directory", "stored run"])
+def test_cli_rank_map_for_a_run_traced_under_a_rank_map_keeps_every_pair_on_a_node(dsn, tmp_path, given):
+    """The advice's commgraph.rank-map, launched by block (world rank w on node w // 2), puts the application ranks
+    that talk most on one node: the best balanced split of the application graph, tried exhaustively."""
+    app_graph = application_graph(INTERLEAVE)
+    best = min(cut(app_graph, n) for n in balanced_splits())
+    assert cut(app_graph, [0, 0, 1, 1]) > 10 * best   # the premise: identity launch splits the heavy pairs
+    source = str(INTERLEAVE)
+    if given == "stored run":
+        with psycopg.connect(dsn) as conn:
+            ingest(conn, [INTERLEAVE], Provenance())
+            (source,) = (str(r) for (r,) in conn.execute("SELECT run_id FROM v_runs"))
+    r = advise(source, dsn, tmp_path / "out")
+    assert r.returncode == 0, r.stderr
+    rank_map = [int(x) for x in (tmp_path / "out" / "commgraph.rank-map").read_text().split("\n", 1)[1].split()]
+    assert sorted(rank_map) == list(range(RANKS))
+    node_of_app = [rank_map.index(a) // 2 for a in range(RANKS)]
+    assert cut(app_graph, node_of_app) == best
+    assert ("application rank each traced world rank played: "
+            + " ".join(map(str, played_by_world(INTERLEAVE)))) in r.stdout
+    with psycopg.connect(dsn) as conn:
+        (summary,) = conn.execute("SELECT summary FROM v_advice").fetchone()
+    assert summary["app_rank_of"] == played_by_world(INTERLEAVE)
+
+
+def test_cli_writes_no_rank_map_for_a_stored_rank_mapped_run_whose_output_is_gone(dsn, tmp_path):
+    """The store keeps no RANK lines. When the traced run's files are gone, the mapping is unknown: the advice says
+    so and writes the rankfile and host lists (world ranks), but no commgraph rank map, rather than a wrong one."""
+    copy = tmp_path / "trace" / INTERLEAVE.name
+    shutil.copytree(INTERLEAVE, copy)
+    with psycopg.connect(dsn) as conn:
+        ingest(conn, [copy], Provenance())
+        (run_id,) = conn.execute("SELECT run_id FROM v_runs").fetchone()
+    shutil.rmtree(copy)
+    r = advise(str(run_id), dsn, tmp_path / "out")
+    assert r.returncode == 0, r.stderr
+    assert f"no longer at {copy}" in r.stdout and "no commgraph.rank-map written" in r.stdout
+    written = sorted(p.name for p in (tmp_path / "out").iterdir())
+    assert written == ["hydra.hosts", "rankfile", "slurm.hostfile"]

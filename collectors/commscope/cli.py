@@ -333,10 +333,31 @@ def _store_advice(write) -> None:
               help="write the rankfile, host lists and rank map into this directory")
 @click.option("--no-store", is_flag=True, help="do not record the advice in the store")
 def advise_placement(source, topology_file, output, no_store):
-    """Rank-to-node placement from the communication matrix of SOURCE: a stored run id, or a message-tracing profile."""
+    """Rank-to-node placement from the communication matrix of SOURCE: a stored run id, or a message-tracing profile.
+    A run traced under commgraph --rank-map gets a commgraph.rank-map composed with the application rank each world
+    rank played (its RANK lines; for a stored run, read again from its source files)."""
     import yaml
 
     from . import placement, profiles
+
+    def played(out, ranks: int, where: str) -> list[int] | None:
+        """placement.app_ranks of a workload output's RANK lines; a bad mapping is a bad profile."""
+        try:
+            return placement.app_ranks(out.rank_lines if out else [], ranks)
+        except ValueError as e:
+            raise profiles.BadProfile(f"{where}: {e}") from None
+
+    def stored_played(source: str, content_hash: str, ranks: int) -> tuple[list[int] | None, bool]:
+        """The store keeps no RANK lines: they are read from the run's source files when these are still there
+        and unchanged (same content hash). (mapping, whether the files were found)."""
+        path = Path(source)
+        if path.exists():
+            for group in profiles.discover([path]):
+                if profiles.file_hash(group) == content_hash:
+                    return played(profiles.read_files(group, allow_partial=True).output, ranks, source), True
+        return None, False
+
+    unknown_map = None   # why no commgraph rank map can be written
     try:
         try:
             topo = placement.Topology.from_dict(yaml.safe_load(topology_file.read_text()), str(topology_file))
@@ -349,14 +370,21 @@ def advise_placement(source, topology_file, output, no_store):
                 raise profiles.BadProfile(f"{source}: expected one run's message-tracing profile, found {len(groups)} runs")
             prof = profiles.read_files(groups[0])
             matrix, ranks = {k: v[1] for k, v in prof.matrix.items()}, prof.ranks
+            app_rank_of = played(prof.output, ranks, source)
         else:
             with db.connect() as conn:
-                row = conn.execute("SELECT ranks FROM runs WHERE id = %s", (run_id,)).fetchone()
+                row = conn.execute("SELECT ranks, source, content_hash, decomposition FROM runs WHERE id = %s",
+                                   (run_id,)).fetchone()
                 if not row:
                     raise LookupError(f"no run {run_id} in the store")
-                ranks = row[0]
+                ranks, run_source, content_hash, decomposition = row
                 matrix = {(s, d): b for s, d, b in conn.execute(
                     "SELECT src, dst, bytes FROM v_comm_matrix WHERE run_id = %s", (run_id,))}
+            app_rank_of, found = stored_played(run_source, content_hash, ranks) if matrix else (None, False)
+            if not found and decomposition == "rank-map":
+                unknown_map = (f"run {run_id} was traced under a rank map, and its output, which says which application "
+                               f"rank each world rank played, is no longer at {run_source}: no commgraph.rank-map "
+                               f"written (give the run directory as SOURCE for one)")
         if not matrix:
             raise LookupError(f"{source}: no communication matrix (profile it with the Caliper modifier's matrix mode)")
         p = placement.optimize(matrix, ranks, topo)
@@ -364,7 +392,9 @@ def advise_placement(source, topology_file, output, no_store):
         _fail(str(e), 2)
     except db.DBError as e:
         _fail(str(e))
-    files = placement.launcher_files(p, topo)
+    files = placement.launcher_files(p, topo, app_rank_of)
+    if unknown_map:
+        files.pop("commgraph.rank-map", None)
     rnd_i, rnd_h = p.random_mean
     lines = [f"placement of {ranks} ranks on {topo.nodes} nodes x {topo.ranks_per_node} ({topo.kind}), {p.method}",
              f"{'':12}{'inter-node bytes':>18}{'hop-bytes':>16}",
@@ -372,6 +402,10 @@ def advise_placement(source, topology_file, output, no_store):
              f"{'random':12}{rnd_i:>18,.0f}{rnd_h:>16,.0f}",
              f"{'optimized':12}{p.optimized[0]:>18,}{p.optimized[1]:>16,}",
              "node of each rank: " + " ".join(topo.hosts[n] for n in p.node_of)]
+    if app_rank_of:
+        lines.append("application rank each traced world rank played: " + " ".join(map(str, app_rank_of)))
+    if unknown_map:
+        lines.append(unknown_map)
     click.echo("\n".join(lines))
     if output:
         output.mkdir(parents=True, exist_ok=True)
@@ -381,7 +415,7 @@ def advise_placement(source, topology_file, output, no_store):
     if not no_store:
         summary = {"ranks": ranks, "nodes": topo.nodes, "ranks_per_node": topo.ranks_per_node, "network": topo.kind,
                    "method": p.method, "node_of": p.node_of, "default": p.default, "optimized": p.optimized,
-                   "random_mean": p.random_mean}
+                   "random_mean": p.random_mean, "app_rank_of": app_rank_of}
         text = placement.advice_text([topo.hosts[n] for n in p.node_of], p.default, p.optimized, rnd_h)
         _store_advice(lambda conn: db.insert_advice(conn, "placement", run_id, source, summary, text))
 
