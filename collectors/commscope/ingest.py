@@ -332,6 +332,19 @@ def ingest(conn: psycopg.Connection, inputs: list[Path], prov: Provenance, skip_
             prov = replace(prov, hardware=ws.hardware,
                            system=prov.system or ws.hardware.get("system") or ws.hardware.get("site"))
         return ingest_records(conn, ws.records(opts), prov, str(workspaces[0]), "ramble", skip_bad, progress)
+    # ReFrame run reports and perflogs (reframe_results.py): one campaign of their own, as a workspace is.
+    from . import reframe_results
+    kinds = {i: reframe_results.classify(i) for i in inputs}
+    neither = [i for i, k in kinds.items() if k == "neither"]
+    if neither and not skip_bad:
+        raise BadProfile(reframe_results.NEITHER.format(path=neither[0]))
+    if "reframe" in kinds.values():
+        other = [i for i, k in kinds.items() if k != "reframe"]
+        if other:
+            raise BadProfile(f"{other[0]}: not ReFrame results, given with ReFrame results; ingest ReFrame reports "
+                             f"and perflogs on their own")
+        return ingest_records(conn, reframe_results.records(inputs, opts), prov, json.dumps([str(i) for i in inputs]),
+                              "reframe", skip_bad, progress)
     nested: list[Path] = []
     groups = profiles.discover(inputs, nested)
     if not groups:
