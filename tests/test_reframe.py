@@ -176,6 +176,12 @@ def test_bad_input_names_the_file_and_stores_nothing(dsn, tmp_path):
     cut.write_text("\n".join([head, first, second.rsplit("|", 3)[0]]) + "\n")   # a line cut short
     r = cli("ingest", str(cut.parent), dsn=dsn)
     assert r.returncode == 2 and f"{cut}:3" in r.stderr and "fields" in r.stderr
+    per_variable = tmp_path / "compat" / "PingPong.log"   # a site format with one line per variable
+    per_variable.parent.mkdir()
+    per_variable.write_text("job_completion_time|result|system|partition|environ|name|num_tasks|perf_var|perf_value|"
+                            "perf_unit\n2026-11-24T10:22:34|pass|local|mpirun|debian-openmpi4|PingPong|2|latency|0.23|us\n")
+    r = cli("ingest", str(per_variable), dsn=dsn)
+    assert r.returncode == 2 and str(per_variable) in r.stderr and "one line per performance variable" in r.stderr
     profile = ROOT / "tests" / "thirdparty" / "kripke" / "kripke-n1.runtime-profile.cali"
     r = cli("ingest", str(REPORTS[0]), str(profile), dsn=dsn)
     assert r.returncode == 2 and str(profile) in r.stderr and "ReFrame" in r.stderr
@@ -242,3 +248,17 @@ def test_a_live_reframe_run_is_stored_with_the_workload_s_numbers(dsn, tmp_path)
     assert check_against_stdout(dsn, cases) == 2
     # the perflog of the same session adds nothing
     assert _store(dsn, [tmp_path / "rfm" / "perflogs"]).inserted == []
+
+
+def test_param_keys_and_app_name_the_experiment(dsn):
+    """--param-keys takes a test variable into the parameters (iters, equal to the PARAM line the workload printed),
+    --app names the application; runs differing only in it are other series."""
+    _store(dsn, [REPORTS[0]], param_keys=("iters",), app="pingpong-latency")
+    runs = stored_runs(dsn)
+    for case, stdout, _ in report_cases(REPORTS[0], DATA):
+        params = runs[case["jobid"]][3]
+        assert params["iters"] == int(re.search(r"^PARAM iters (\d+)$", stdout.read_text(), re.M).group(1))
+    with psycopg.connect(dsn) as conn:
+        assert conn.execute("SELECT DISTINCT app FROM runs").fetchall() == [("pingpong-latency",)]
+    r = cli("ingest", "--param-keys", "no_such_variable", str(REPORTS[1]), dsn=dsn)
+    assert r.returncode == 2 and str(REPORTS[1]) in r.stderr and "no_such_variable" in r.stderr and "--param" in r.stderr

@@ -1,14 +1,15 @@
 """ReFrame results -> records. ReFrame (reframe-hpc) writes two things a store can read:
 
-- the **run report** (`reframe --report-file FILE`, JSON): `session_info` (with `data_version`, 4.x for ReFrame
-  4.7 and later; 4.2 for 4.10) and `runs[].testcases[]`, one entry per test case (test, system:partition,
-  programming environment), with its `result`, its loggable attributes and `perfvalues`
+- the **run report** (`reframe --report-file FILE`, JSON): `session_info` (with `data_version`: reframe-hpc 4.10.4
+  writes 4.2; other 4.x versions are read too, older ones refused) and `runs[].testcases[]`, one entry per test case
+  (test, system:partition, programming environment), with its `result`, its loggable attributes and `perfvalues`
   (`{"<system>:<partition>:<var>": [value, ref, lower, upper, unit, result]}`);
 - **perflogs** from its `filelog` handler: one file per test under `<perflogdir>/<system>/<partition>/`, a header
   line naming the fields, then one line per test case, fields separated by the format's delimiter (`|` in
   ReFrame's default format), each performance variable as the fields `<var>_value`, `<var>_unit`, `<var>_ref`,
-  `<var>_lower_thres`, `<var>_upper_thres` (the default `format_perfvars`). When a test's header changes, ReFrame
-  moves the old file to `<test>.log.h<N>`; those are read too.
+  `<var>_lower_thres`, `<var>_upper_thres` (the default `format_perfvars`; a `<var>_value` without its `<var>_unit`
+  is not read as one). Perflogs with one line per variable (`perf_var`, `perf_value`) are refused. When a test's
+  header changes, ReFrame moves the old file to `<test>.log.h<N>`; those are read too.
 
 One test case is one run. Its performance variables are its FOMs (name, value, unit), with the reference and
 thresholds kept in the run's metadata (`reframe_perfvars`). `system:partition` is the run's system and the
@@ -321,7 +322,15 @@ def perflog_records(path: Path, opts: ReadOptions) -> Iterator[Record | BadProfi
                          f"{', '.join(PERFLOG_FIELDS)} and name (ReFrame 4's filelog format)")
         return
     delim, fields = head
-    perf = {f[: -len("_value")] for f in fields if f.endswith("_value") and f[: -len("_value")]}
+    if "perf_var" in fields or "perf_value" in fields:
+        yield BadProfile(f"{path}: a perflog with one line per performance variable (perf_var, perf_value: a custom "
+                         f"format or perflog_compat) is not read; use ReFrame 4's default filelog format (all "
+                         f"variables on one line, %(check_#ALL)s or %(check_perfvalues)s) or ingest the run report")
+        return
+    # a performance variable is a <var>_value field with its <var>_unit beside it (ReFrame's format_perfvars);
+    # a test variable that happens to end in _value is not one
+    perf = {f[: -len("_value")] for f in fields
+            if f.endswith("_value") and f[: -len("_value")] and f"{f[: -len('_value')]}_unit" in fields}
     perf_cols = {f"{v}{s}" for v in perf for s in PERF_SUFFIXES}
     started = dt.datetime.fromtimestamp(path.stat().st_mtime, dt.timezone.utc)
     for lineno, line in enumerate(lines[1:], start=2):
