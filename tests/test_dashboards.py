@@ -15,6 +15,7 @@ import json
 import math
 import re
 import socket
+import statistics
 import sys
 from pathlib import Path
 
@@ -534,3 +535,122 @@ def test_strong_scaling_compares_the_same_experiment_on_the_workloads_timed_loop
     strong = [r for r in rows if " 24,24,16 " in r[0] and "[focus]" in r[0]]
     assert [r[1] for r in strong] == [1, 2], rows
     assert strong[0][2] == pytest.approx(1.0) and strong[1][2] == pytest.approx(t[1] / t[2], rel=1e-9)
+
+
+# ---- the halo exchange and MPI routine panels per series (migration 0017) ---------------------------------------
+
+_SERIES_LABEL = re.compile(r"#(\d+) \[(loop|run)\]$")
+
+
+def _output_of(source: str) -> Path | None:
+    """The workload's stdout of a stored run: the run itself, beside its profile, or in its per-rank directory."""
+    p = Path(source)
+    if p.suffix == ".out":
+        return p
+    if p.is_dir():
+        outs = sorted(p.glob("*.out"))
+        return outs[0] if len(outs) == 1 else None
+    return p.with_suffix(".out") if p.with_suffix(".out").exists() else None
+
+
+def _halo_foms(out: Path) -> dict | None:
+    """The loop's communication, compute and total times as the workload printed them (FOM lines)."""
+    foms = dict(re.findall(r"^FOM (comm_time_avg|comm_time_max|compute_time_avg|compute_time_max|total_time) (\S+) s$",
+                           out.read_text(), re.M))
+    return {k: float(v) for k, v in foms.items()} if "comm_time_avg" in foms else None
+
+
+def _series_runs(conn) -> dict[int, list[str]]:
+    """The sources of each series' ok runs."""
+    runs: dict[int, list[str]] = {}
+    for sid, src in conn.execute("SELECT series_id, source FROM runs WHERE status = 'ok' AND series_id IS NOT NULL"):
+        runs.setdefault(sid, []).append(src)
+    return runs
+
+
+def _panel_rows(conn, board, i):
+    values = P.all_values(conn)
+    t0, t1 = _time_range(conn)
+    return conn.execute(P.expand(board.panels[i].sql, t0, t1, values)).fetchall()
+
+
+def test_halo_panels_show_each_series_as_its_runs_timers_say(filled, dsn):
+    """One bar per series: its mean communication time (average and slowest rank) and exposed fraction are the means
+    over the series' runs of the FOMs in their .out files, read here with a regex; runs of another problem size
+    (halo3d overlap 24^3 and 64^3 at 2 ranks, one series each before 0017) are other bars."""
+    with psycopg.connect(dsn) as conn:
+        comm, exposed, skew = (_panel_rows(conn, P.HALO, i) for i in range(3))
+        series = _series_runs(conn)
+        source_series = {Path(src).name: sid for sid, srcs in series.items() for src in srcs}
+    bars = {int(_SERIES_LABEL.search(r[0]).group(1)): r[1:] for r in comm}
+    fractions = {int(_SERIES_LABEL.search(r[0]).group(1)): r[1] for r in exposed}
+    assert all(_SERIES_LABEL.search(r[0]).group(2) == "loop" for r in comm)
+    checked = 0
+    for sid, (avg, mx) in bars.items():
+        outs = [_output_of(src) for src in series[sid]]
+        foms = [_halo_foms(o) for o in outs if o]
+        if len(foms) != len(outs) or not all(foms):
+            continue   # a run whose output is not beside it
+        assert avg == pytest.approx(statistics.mean(f["comm_time_avg"] for f in foms), rel=1e-9), sid
+        assert mx == pytest.approx(statistics.mean(f["comm_time_max"] for f in foms), rel=1e-9), sid
+        assert fractions[sid] == pytest.approx(
+            statistics.mean(f["comm_time_max"] / f["total_time"] for f in foms), rel=1e-9), sid
+        if len(foms) == 1:   # one run: one point, its own skew and imbalance
+            (point,) = [r[2:] for r in skew if _SERIES_LABEL.search(r[1]).group(1) == str(sid)]
+            assert point == pytest.approx((foms[0]["comm_time_max"] / foms[0]["comm_time_avg"],
+                                           foms[0]["compute_time_max"] / foms[0]["compute_time_avg"]), rel=1e-9)
+        checked += 1
+    assert checked >= 8, (checked, bars)
+    small, large = (source_series[n] for n in ("halo3d-overlap-n2.runtime-profile.cali",
+                                               "halo3d-overlap-pml32-xboth-n2.comm-stats.cali"))
+    assert small != large and {small, large} <= set(bars)
+
+
+def _routine_times(name: str) -> dict[str, float]:
+    """Exclusive time per MPI function summed over ranks, from the profile's records with caliper-reader (the
+    innermost MPI function of a record, outside regions included)."""
+    from caliperreader import read_caliper_contents
+    src = DATA / name
+    total: dict[str, float] = {}
+    for f in (sorted(src.glob("rank-*.cali")) if src.is_dir() else [src]):
+        for r in read_caliper_contents(str(f))[0]:
+            t = next((float(r[a]) for a in ("sum#sum#time.duration", "sum#time.duration") if a in r), None)
+            fn = r.get("mpi.function")
+            fn = fn[-1] if isinstance(fn, list) else fn
+            if t is not None and fn:
+                total[fn] = total.get(fn, 0.0) + t
+    return total
+
+
+def test_routine_panels_show_each_series_as_its_profiles_records_say(filled, dsn):
+    """Per series on the whole run: each routine's time per run (mean over the runs that called it of its time summed
+    over ranks), its share of the series' MPI time, and MPI_Barrier's share, against caliper-reader's records of the
+    fixture profiles; series whose runs are all such fixtures are checked."""
+    with psycopg.connect(dsn) as conn:
+        top, barrier = _panel_rows(conn, P.ROUTINES, 0), _panel_rows(conn, P.ROUTINES, 1)
+        series = _series_runs(conn)
+    files = {str(DATA / n): n for n in PER_RANK_PROFILES if not n.endswith(".json")}
+    by_series: dict[int, dict] = {}
+    for series_name, fn, per_run, share, _calls in top:
+        m = _SERIES_LABEL.search(series_name)
+        assert m.group(2) == "run"
+        by_series.setdefault(int(m.group(1)), {})[fn] = (per_run, share)
+    shares = {int(_SERIES_LABEL.search(r[0]).group(1)): r[1] for r in barrier}
+    checked = 0
+    for sid, shown in by_series.items():
+        if not all(src in files for src in series[sid]):
+            continue
+        times = [_routine_times(files[src]) for src in series[sid]]
+        everything = sum(sum(t.values()) for t in times)
+        expected = {}
+        for fn in {fn for t in times for fn in t}:
+            called = [t[fn] for t in times if fn in t]
+            expected[fn] = (sum(called) / len(called), 100 * sum(called) / everything)
+        top15 = sorted(expected, key=lambda fn: -expected[fn][0])[:15]
+        assert set(shown) == set(top15), sid
+        for fn in top15:
+            assert shown[fn] == pytest.approx(expected[fn], rel=1e-6), (sid, fn)
+        barrier_time = sum(t.get("MPI_Barrier", 0.0) for t in times)
+        assert shares[sid] == pytest.approx(100 * barrier_time / everything, rel=1e-6, abs=1e-12), sid
+        checked += 1
+    assert checked >= 8, (checked, sorted(by_series))

@@ -203,40 +203,49 @@ SCALING = Dashboard(
 
 # ---- 3. MPI routine breakdown -------------------------------------------------------
 
+# The routine panels read Caliper's MPI functions over the whole run (mpi_metrics), per series (migration 0017).
+ROUTINES_LABEL = "series_label || ' [run]'"
+
 ROUTINES = Dashboard(
     "commscope-mpi-routines", "MPI routine breakdown",
     "Top MPI routines by time, MPI_Barrier's share and call counts (the reservoir study's tables 1-3), "
     "and the USER / MPI / MPI_SYNC split per rank (the groundwater study).",
     [
-        Panel("Top MPI routines by time", "barchart", f"""SELECT function,
-  sum(time_total) / sum(runs) AS time_per_run,
-  100 * sum(time_total) / nullif(sum(sum(time_total)) OVER (), 0) AS share_percent,
-  sum(calls) / sum(runs) AS calls_per_run
-FROM v_mpi_routines_daily
-WHERE {DAYS} AND {SERIES}
-GROUP BY function
-ORDER BY time_per_run DESC
-LIMIT 15""", ["function", "time_per_run", "share_percent", "calls_per_run"], "s",
-              "Time summed over ranks, averaged over runs.",
-              {"kind": "bar", "x": "function", "y": ["time_per_run"]}),
+        Panel("Top MPI routines by time", "table", f"""WITH f AS (
+  SELECT {ROUTINES_LABEL} AS series, function, sum(time_total) / sum(runs) AS time_per_run,
+    100 * sum(time_total) / nullif(sum(sum(time_total)) OVER (PARTITION BY series_label), 0) AS share_percent,
+    sum(calls) / sum(runs) AS calls_per_run,
+    row_number() OVER (PARTITION BY series_label ORDER BY sum(time_total) / sum(runs) DESC, function) AS place
+  FROM v_mpi_routines_daily
+  WHERE {DAYS} AND {SERIES}
+  GROUP BY series_label, function
+)
+SELECT series, function, time_per_run, share_percent, calls_per_run
+FROM f
+WHERE place <= 15
+ORDER BY series, time_per_run DESC, function""", ["series", "function", "time_per_run", "share_percent", "calls_per_run"],
+              "s", "Per series (same application, parameters and environment), over the whole run: the 15 routines "
+              "with the most time, summed over ranks and averaged over the runs that called them; share of the "
+              "series' MPI time.", {"kind": "table"}),
         Panel("MPI_Barrier share and call counts", "table", f"""WITH d AS (  -- one row per series and day
-  SELECT "time", system, app, workload, variant, stack, interconnect, ranks, max(group_runs) AS runs,
+  SELECT "time", series_label, max(group_runs) AS runs,
     sum(time_total) FILTER (WHERE function = 'MPI_Barrier') AS barrier_time, sum(time_total) AS mpi_time,
     sum(calls) FILTER (WHERE function = 'MPI_Barrier') AS barrier_calls, sum(calls) AS calls
   FROM v_mpi_routines_daily
   WHERE {DAYS} AND {SERIES}
-  GROUP BY 1, 2, 3, 4, 5, 6, 7, 8
+  GROUP BY 1, 2
 )
-SELECT app, variant, stack, interconnect, ranks,
+SELECT {ROUTINES_LABEL} AS series,
   100 * sum(barrier_time) / nullif(sum(mpi_time), 0) AS barrier_share_percent,
   sum(barrier_calls) / sum(runs) AS barrier_calls_per_run,
   sum(calls) / sum(runs) AS mpi_calls_per_run,
   sum(runs) AS runs
 FROM d
-GROUP BY 1, 2, 3, 4, 5
-ORDER BY barrier_share_percent DESC NULLS LAST, 1, 2, 3, 4, 5""",
-              ["app", "variant", "stack", "interconnect", "ranks", "barrier_share_percent", "barrier_calls_per_run",
-               "mpi_calls_per_run", "runs"], "", "Share of MPI time in MPI_Barrier.", {"kind": "table"}),
+GROUP BY series_label
+ORDER BY barrier_share_percent DESC NULLS LAST, 1""",
+              ["series", "barrier_share_percent", "barrier_calls_per_run", "mpi_calls_per_run", "runs"], "",
+              "Per series, over the whole run: share of MPI time in MPI_Barrier, and calls per run (empty where "
+              "Caliper did not count calls: region.count).", {"kind": "table"}),
         Panel("USER / MPI / MPI_SYNC split", "barchart", f"""SELECT series_label || ' [' || "window" || ']' AS series,
   {_mean("user_time_avg")} AS "USER",
   (sum(mpi_time_avg_sum) - sum(mpi_sync_time_avg_sum)) / nullif(sum(mpi_time_avg_n), 0) AS "MPI",
@@ -289,37 +298,42 @@ ORDER BY collective, stack, ranks, bytes, latency_us""",
 
 # ---- 5. Halo exchange ----------------------------------------------------------------
 
+# The workloads' own timers over their timed loop (FOMs comm_time_*, compute_time_*, total_time), per series
+# (migration 0017): runs of another problem size or environment are other bars and lines.
+HALO_LABEL = "series_label || ' [loop]'"
+
 HALO = Dashboard(
     "commscope-halo", "Halo exchange",
-    "Average against slowest-rank communication time, exposed communication per variant, imbalance and skew "
-    "(the seismic study).",
+    "Average against slowest-rank communication time, exposed communication, imbalance and skew per series "
+    "(the seismic study), from the workloads' own timers over their timed loop.",
     [
-        Panel("Communication time: average against slowest rank", "barchart", f"""SELECT app || coalesce(' ' || nullif(variant, ''), '') || ' ' || stack || ' n' || ranks AS series,
+        Panel("Communication time: average against slowest rank", "barchart", f"""SELECT {HALO_LABEL} AS series,
   sum(comm_time_avg_sum) / sum(n) AS comm_time_avg,
   sum(comm_time_max_sum) / nullif(sum(comm_time_max_n), 0) AS comm_time_max
 FROM v_halo_daily
 WHERE {DAYS} AND {SERIES}
 GROUP BY 1
 ORDER BY 1""", ["series", "comm_time_avg", "comm_time_max"], "s",
-              "The workload's own communication timer, mean over ranks and on the slowest rank.",
+              "The workload's own communication timer over its loop, mean over ranks and on the slowest rank.",
               {"kind": "bar", "x": "series", "y": ["comm_time_avg", "comm_time_max"]}),
-        Panel("Exposed communication per variant", "barchart", f"""SELECT app || ' ' || coalesce(nullif(variant, ''), '-') AS variant,
+        Panel("Exposed communication per series", "barchart", f"""SELECT {HALO_LABEL} AS series,
   sum(exposed_fraction_sum) / nullif(sum(exposed_fraction_n), 0) AS exposed_fraction
 FROM v_halo_daily
 WHERE {DAYS} AND {SERIES}
 GROUP BY 1
-ORDER BY 1""", ["variant", "exposed_fraction"], "percentunit",
+ORDER BY 1""", ["series", "exposed_fraction"], "percentunit",
               "Slowest rank's communication time / total time; for overlap and rma it is the exposed time only.",
-              {"kind": "bar", "x": "variant", "y": ["exposed_fraction"]}),
+              {"kind": "bar", "x": "series", "y": ["exposed_fraction"]}),
         Panel("Imbalance and skew", "timeseries", f"""SELECT $__timeGroupAlias("time", $__interval),
+  {HALO_LABEL} AS metric,
   sum(skew_sum) / nullif(sum(skew_n), 0) AS comm_skew,
   sum(imbalance_sum) / nullif(sum(imbalance_n), 0) AS compute_imbalance
 FROM v_halo_daily
 WHERE {DAYS} AND {SERIES}
-GROUP BY 1
-ORDER BY 1""", ["time", "comm_skew", "compute_imbalance"], "",
-              "Slowest / average rank: communication (skew) and compute (imbalance).",
-              {"kind": "line", "x": "time", "y": ["comm_skew", "compute_imbalance"]}),
+GROUP BY 1, 2
+ORDER BY 1""", ["time", "metric", "comm_skew", "compute_imbalance"], "",
+              "Slowest / average rank: communication (skew) and compute (imbalance), per series.",
+              {"kind": "line", "x": "time", "y": ["comm_skew", "compute_imbalance"], "series": "metric"}),
     ])
 
 # ---- 6. Communication matrix ------------------------------------------------------------
@@ -433,6 +447,10 @@ _DAY_SERIES = ("date_trunc('day', r.started_at, 'UTC') AS \"time\", r.system, r.
                "coalesce(r.variant, '') AS variant, r.stack, r.interconnect, r.ranks")
 _DAY_SERIES_OF = ("date_trunc('day', \"time\", 'UTC') AS \"time\", system, app, workload, "
                   "coalesce(variant, '') AS variant, stack, interconnect, ranks")
+# v_run_metrics_daily's series_label, from v_runs' columns (0017's rollups name series so).
+_OTF_LABEL = ("coalesce(system, 'unknown') || ' ' || app || coalesce(' ' || nullif(variant, ''), '') || ' ' "
+              "|| coalesce(stack, 'unknown') || ' ' || interconnect || ' n' || ranks || coalesce(' ' || {gs}, '') "
+              "|| ' #' || {sid}")
 ON_THE_FLY_VIEWS = [
     # 0013's run_metrics_daily, from v_run_metrics and v_runs.
     f"""CREATE OR REPLACE VIEW v_run_metrics_daily AS
@@ -475,20 +493,23 @@ SELECT {_DAY_SERIES}, count(*)::integer AS rank_rows, sum(g.user_time) AS user_t
 FROM v_rank_groups g JOIN v_runs r ON r.run_id = g.run_id
 WHERE r.status = 'ok'
 GROUP BY 1, 2, 3, 4, 5, 6, 7, 8""",
+    # 0017's v_mpi_routines_daily: per run_series, day and series.
     f"""CREATE OR REPLACE VIEW v_mpi_routines_daily AS
 WITH m AS (
-  SELECT {_DAY_SERIES}, m.run_id, m.function, m.time_total, m.calls
-  FROM v_mpi_routines m JOIN v_runs r ON r.run_id = m.run_id
-  WHERE r.status = 'ok'
+  SELECT {_DAY_SERIES}, rr.series_id, rr.global_size AS gs, m.run_id, m.function, m.time_total, m.calls
+  FROM v_mpi_routines m JOIN v_runs r ON r.run_id = m.run_id JOIN runs rr ON rr.id = m.run_id
+  WHERE r.status = 'ok' AND rr.series_id IS NOT NULL
 )
 SELECT f."time", f.system, f.app, f.workload, f.variant, f.stack, f.interconnect, f.ranks, f.function, f.runs,
-       f.time_total, f.calls, g.group_runs
-FROM (SELECT "time", system, app, workload, variant, stack, interconnect, ranks, function,
+       f.time_total, f.calls, g.group_runs, f.series_id, g.global_size,
+       {_OTF_LABEL.format(gs="g.global_size", sid="f.series_id")} AS series_label
+FROM (SELECT "time", system, app, workload, variant, stack, interconnect, ranks, series_id, function,
              count(DISTINCT run_id)::integer AS runs, sum(time_total) AS time_total, sum(calls) AS calls
-      FROM m GROUP BY 1, 2, 3, 4, 5, 6, 7, 8, 9) f
-JOIN (SELECT "time", system, app, workload, variant, stack, interconnect, ranks, count(DISTINCT run_id)::integer AS group_runs
-      FROM m GROUP BY 1, 2, 3, 4, 5, 6, 7, 8) g
-  USING ("time", system, app, workload, variant, stack, interconnect, ranks)""",
+      FROM m GROUP BY 1, 2, 3, 4, 5, 6, 7, 8, 9, 10) f
+JOIN (SELECT "time", system, app, workload, variant, stack, interconnect, ranks, series_id,
+             count(DISTINCT run_id)::integer AS group_runs, max(gs) AS global_size
+      FROM m GROUP BY 1, 2, 3, 4, 5, 6, 7, 8, 9) g
+  USING ("time", system, app, workload, variant, stack, interconnect, ranks, series_id)""",
     f"""CREATE OR REPLACE VIEW v_comm_matrix_daily AS
 SELECT {_DAY_SERIES}, max(r.run_id) AS last_traced_run
 FROM v_runs r
@@ -509,14 +530,17 @@ FROM v_collectives_daily
 WHERE "time" > t_from - interval '1 day' AND "time" <= t_to
 GROUP BY 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11
 $$""",
+    # 0017's v_halo_daily: per run_series, day and series.
     f"""CREATE OR REPLACE VIEW v_halo_daily AS
-SELECT {_DAY_SERIES_OF}, count(*)::integer AS n, sum(comm_time_avg) AS comm_time_avg_sum,
+SELECT d.*, {_OTF_LABEL.format(gs="d.global_size", sid="d.series_id")} AS series_label
+FROM (SELECT {_DAY_SERIES_OF}, count(*)::integer AS n, sum(comm_time_avg) AS comm_time_avg_sum,
        count(comm_time_max)::integer AS comm_time_max_n, sum(comm_time_max) AS comm_time_max_sum,
        count(skew)::integer AS skew_n, sum(skew) AS skew_sum, count(imbalance)::integer AS imbalance_n,
        sum(imbalance) AS imbalance_sum, count(exposed_fraction)::integer AS exposed_fraction_n,
-       sum(exposed_fraction) AS exposed_fraction_sum
-FROM v_halo
-GROUP BY 1, 2, 3, 4, 5, 6, 7, 8""",
+       sum(exposed_fraction) AS exposed_fraction_sum, series_id, max(global_size) AS global_size
+      FROM (SELECT h.*, r.series_id, r.global_size FROM v_halo h JOIN runs r ON r.id = h.run_id
+            WHERE r.series_id IS NOT NULL) h
+      GROUP BY 1, 2, 3, 4, 5, 6, 7, 8, series_id) d""",
     f"""CREATE OR REPLACE VIEW v_io_daily AS
 SELECT {_DAY_SERIES_OF}, method, group_size, count(write_mbs)::integer AS write_n, sum(write_mbs) AS write_mbs_sum,
        count(read_mbs)::integer AS read_n, sum(read_mbs) AS read_mbs_sum
