@@ -239,7 +239,8 @@ def test_a_live_reframe_run_is_stored_with_the_workload_s_numbers(dsn, tmp_path)
     r = subprocess.run([reframe, "-C", str(ROOT / "reframe" / "config" / "local.py"),
                         "-c", str(ROOT / "reframe" / "checks" / "pingpong.py"), "-r", "--nocolor",
                         "--prefix", str(tmp_path / "rfm"), "--report-file", str(report)],
-                       capture_output=True, text=True, cwd=tmp_path, timeout=300)
+                       capture_output=True, text=True, cwd=tmp_path, timeout=300,
+                       env={**os.environ, "TMPDIR": str(tmp_path)})   # ReFrame's own log file goes there
     assert r.returncode == 0, r.stdout + r.stderr
     cases = report_cases(report)
     assert len(cases) == 2
