@@ -44,8 +44,8 @@ from .records import ReadOptions, Record, as_int, clean
 DATA_VERSION_MAJOR = "4"
 STATUS = {"pass": "ok", "xfail": "ok", "fail": "failed", "xpass": "failed", "abort": "failed", "fail_deps": "failed"}
 NOT_RUN = {"skip"}
-# What a perflog header must name to be read as one (besides at least one `<var>_value` field, unless every line failed
-# before its performance stage): the test case's identity and its result.
+# What a perflog header must name to be read as one, besides `name` or `display_name`: the test case's identity and
+# its result.
 PERFLOG_FIELDS = ("result", "system", "partition", "environ")
 PERFLOG_NAME = re.compile(r"\.log(\.h\d+)?$")
 PERF_SUFFIXES = ("_value", "_unit", "_ref", "_lower_thres", "_upper_thres", "_result")
@@ -103,10 +103,18 @@ def find(inputs: list[Path], caliper: list | None = None) -> tuple[list[Path], l
                 reports.append(f)
             elif is_perflog(f):
                 perflogs.append(f)
-            elif caliper is not None and (f.suffix == ".cali" or (f.suffix == ".json" and
-                                                                  profiles._looks_caliper_json(f))):
+            elif caliper is not None and (f.suffix == ".cali" or (f.suffix == ".json" and _caliper_json(f))):
                 caliper.append(f)
     return reports, perflogs
+
+
+def _caliper_json(path: Path) -> bool:
+    """A JSON file that opens like a Caliper profile (profiles.discover's own test); an unreadable one is left to
+    the profile reader, which names the error."""
+    try:
+        return profiles._looks_caliper_json(path)
+    except OSError:
+        return True
 
 
 def classify(path: Path) -> str:
@@ -122,7 +130,7 @@ def classify(path: Path) -> str:
         return "reframe" if reports or perflogs else "other"
     if is_report(path) or is_perflog(path):
         return "reframe"
-    if path.is_file() and path.suffix == ".json" and not profiles._looks_caliper_json(path):
+    if path.is_file() and path.suffix == ".json" and not _caliper_json(path):
         try:
             doc = json.loads(path.read_text())
         except (OSError, UnicodeDecodeError, ValueError):
