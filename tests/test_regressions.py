@@ -122,6 +122,16 @@ def test_bad_arguments_exit_2_and_name_the_problem(history, args, message):
     assert r.returncode == 2 and message in r.stderr, (r.returncode, r.stderr)
 
 
+def test_runs_stored_before_the_model_are_not_judged_and_the_message_says_why(history):
+    """Runs without a series (stored before migration 0012) cannot be put in one: the gate names them and the way out."""
+    with psycopg.connect(history) as conn:
+        (n,) = conn.execute("SELECT count(*) FROM runs").fetchone()
+        conn.execute("UPDATE runs SET series_id = NULL, model_version = NULL")
+    r = subprocess.run([*CLI, "check"], capture_output=True, text=True, env={**os.environ, "COMMSCOPE_DB_URL": history})
+    assert r.returncode == 2, r.stdout
+    assert f"{n} runs stored before the measurement model have no series: re-ingest" in r.stderr, r.stderr
+
+
 # ---- a real history (tests/gate-history/README.md) ----------------------------------------------------------
 # Three series of halo3d blocking at 2 ranks that the gate before the measurement model took for one (same system,
 # app, workload, variant, stack, interconnect, ranks): 24^3 and 48^3 with MPI wrapped, 24^3 without MPI wrapping;

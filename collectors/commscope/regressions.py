@@ -143,7 +143,10 @@ def check(conn: psycopg.Connection, metric: str = "time_s", campaign: int | None
         raise ValueError(f"cannot filter series by {', '.join(sorted(unknown))}; choose from {', '.join(FILTERS)}")
     rows, direction = _values(conn, metric, where)
     if not rows:
-        raise LookupError(f"no successful runs with {metric} match; nothing to check")
+        (old,) = conn.execute("SELECT count(*) FROM runs WHERE series_id IS NULL").fetchone()
+        hint = (f" ({old} runs stored before the measurement model have no series: re-ingest their files, "
+                f"v_runs_needing_reingest lists them)" if old else "")
+        raise LookupError(f"no successful runs with {metric} match; nothing to check{hint}")
     newest = campaign if campaign is not None else max(r[2] for r in rows)
     if campaign is not None and not any(r[2] == campaign for r in rows):
         raise LookupError(f"campaign {campaign} has no successful runs of {metric} matching the selection")
