@@ -248,11 +248,13 @@ class Writer:
                             cp.write_row((run_id, row[0], nid[row[1]] if row[1] is not None else None, *row[2:]))
             for table, cols, attr in (("rank_metrics", "rank, total_time, user_time, mpi_time, mpi_sync_time", "rank_rows"),
                                       ("comm_matrix", "src, dst, messages, bytes", "matrix_rows"),
-                                      ("foms", "name, repeat, value, unit", "fom_rows"),
+                                      ("foms", "name, repeat, value, unit, context", "fom_rows"),
                                       ("run_windows", ", ".join(f'"{c}"' for c in windows.COLUMNS), "window_rows")):
                 with cur.copy(f"COPY {table} (run_id, {cols}) FROM STDIN") as cp:
                     for run_id, r in new:
                         for row in getattr(r, attr):
+                            if table == "foms" and len(row) == 4:
+                                row = (*row, None)   # a FOM outside every context (migration 0015)
                             cp.write_row((run_id, *row))
         return set(ids)
 

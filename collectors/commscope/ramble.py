@@ -4,10 +4,23 @@ status, its key-level names (application_name, workload_name, n_ranks,
 n_nodes, ...), RAMBLE_VARIABLES and the FOMs per context. Each experiment's
 run directory holds the profile the Caliper modifier wrote.
 
-One experiment is one run. A profiled experiment takes its metrics from the
-profile and its names and FOMs from Ramble; an experiment without a profile
-(Caliper off, or it failed before writing one) is stored from its FOMs and
-status alone. A failed experiment is stored as failed, never dropped."""
+One experiment is one run, of any application (commscope's own workloads,
+Ramble's builtin ones such as intel-mpi-benchmarks, a site's own). A profiled
+experiment takes its metrics from the profile and its names and FOMs from
+Ramble; an experiment without a profile (Caliper off, an application without
+Caliper, or it failed before writing one) is stored from its FOMs and status
+alone. A failed experiment is stored as failed, never dropped.
+
+Every FOM Ramble reports is kept with its name, unit and context (migration
+0015): IMB reports "Latency min" once per message size, in contexts such as
+"Bytes: 4 (Latency)". Numeric FOMs go to the foms table; text FOMs, which have
+no number to store there, to the run's metadata (ramble_text_foms).
+
+The parameters of an application that is not one of commscope's workloads are
+its Ramble variables (those that define the experiment: not Ramble's own
+bookkeeping keywords, nor paths, which name where it ran, not what). A
+commscope workload declares its parameters itself (its PARAM lines or Adiak
+values), which the Ramble variables only repeat."""
 from __future__ import annotations
 
 import datetime as dt
@@ -29,6 +42,17 @@ REQUIRED = ("name", "RAMBLE_STATUS", "CONTEXTS", "RAMBLE_VARIABLES", "N_REPEATS"
 AXES = {"stack": ("stack", "mpi_stack"), "interconnect": ("interconnect_name", "interconnect"), "variant": ("variant",)}
 # The Spack package of the workloads (packages/spack_repo/commscope): its hash is a run's spack_hash.
 APP_PACKAGE = "commscope-workloads"
+# Ramble's own keywords (ramble/keywords.py of Ramble 0.5) and the variables its pipelines add: names,
+# directories, indexes and launch commands of the workspace, never an input of the application. They stay
+# in metadata.ramble_variables, but are no parameters. n_ranks and n_nodes are (as ranks and nodes).
+RAMBLE_KEYWORDS = {
+    "workspace_name", "application_name", "application_run_dir", "application_input_dir", "application_namespace",
+    "simplified_application_namespace", "workload_name", "workload_run_dir", "workload_input_dir",
+    "workload_namespace", "simplified_workload_namespace", "license_input_dir", "experiments_file",
+    "experiment_name", "experiment_run_dir", "experiment_status", "experiment_index", "experiment_namespace",
+    "simplified_experiment_namespace", "log_dir", "log_file", "err_file", "env_path", "input_name", "repeat_index",
+    "spec_name", "env_name", "n_ranks", "n_nodes", "batch_submit", "mpi_command", "experiment_template_name",
+    "unformatted_command", "execute_experiment", "command", "spack_env", "spack_hash"}
 
 
 def _number(v):
@@ -105,27 +129,22 @@ class Workspace:
         # The repeats of one experiment share its name, so views can group them; FOMs carry the repeat index.
         if repeat and name.endswith(f".{repeat}"):
             name = name[: -len(f".{repeat}")]
-        foms = []
-        for ctx in exp["CONTEXTS"]:
-            # FOMs outside any FOM context sit in Ramble's "null" context.
-            label = None if ctx.get("name") in (None, "null", "") else (ctx.get("display_name") or ctx["name"])
-            for f in ctx.get("foms", []):
-                value = _number(f.get("value"))
-                if value is None:
-                    continue  # text FOMs (the MPI library string) are in the run's metadata already
-                fname = f"{label}::{f['name']}" if label else f["name"]
-                foms.append((clean(fname, 200), repeat, value, clean(f.get("units"), 50)))
+        foms, text_foms = fom_rows(exp, repeat)
         axes = {k: clean(self._var(exp, *names)) for k, names in AXES.items()}
         ranks = int(self._var(exp, "n_ranks", default=recs[0].ranks) or recs[0].ranks)
         nodes = int(self._var(exp, "n_nodes", default=recs[0].nodes or 1) or 1)
         for rec in recs:
-            # The experiment's parameters: the workload's own (its PARAM lines or Adiak values), Ramble's
-            # workload, ranks and nodes; not its name, repeat index or paths, so repeats are one series.
-            params = {**rec.parameters, "ranks": ranks, "nodes": nodes,
+            # The experiment's parameters: the workload's own (its PARAM lines or Adiak values), or, for any
+            # other application, its Ramble variables; Ramble's workload, ranks and nodes; not its name,
+            # repeat index or paths, so repeats are one series.
+            own = {} if is_commscope_workload(rec) else experiment_variables(exp)
+            params = {**rec.parameters, **own, "ranks": ranks, "nodes": nodes,
                       "ramble_workload": clean(exp.get("workload_name") or rec.workload)}
             meta = dict(rec.metadata)
             meta.update({"ramble_status": exp["RAMBLE_STATUS"], "ramble_workspace": clean(self.results.get("workspace_name")),
                          "ramble_variables": {k: clean(v) for k, v in exp["RAMBLE_VARIABLES"].items()}})
+            if text_foms:
+                meta["ramble_text_foms"] = text_foms
             if profile_error:
                 meta["profile_error"] = clean(profile_error)
             yield replace(
@@ -157,12 +176,47 @@ class Workspace:
     def _bare(self, exp: dict, run_dir: Path) -> Record:
         """An experiment with no profile: its identity is its result entry."""
         h = hashlib.sha256(json.dumps([self.results.get("workspace_hash"), exp], sort_keys=True).encode()).hexdigest()
-        log = run_dir / f"{exp['name']}.out"
+        # Ramble's log of the experiment (the application's output): {experiment_run_dir}/{experiment_name}.out
+        log = run_dir / f"{exp.get('experiment_name') or exp['name'].rsplit('.', 1)[-1]}.out"
         when = log.stat().st_mtime if log.exists() else (self.root / RESULTS).stat().st_mtime
         return Record(content_hash=h, source=clean(str(run_dir)), profile_kind="none",
                       app=clean(exp.get("application_name", "unknown")), workload=clean(exp.get("workload_name", "unknown")),
                       ranks=int(self._var(exp, "n_ranks", default=1)),
                       started_at=dt.datetime.fromtimestamp(when, dt.timezone.utc))
+
+
+def fom_rows(exp: dict, repeat: int) -> tuple[list[tuple], list[dict]]:
+    """The experiment's FOMs as (name, repeat, value, unit, context) rows, every context Ramble reports,
+    and its text FOMs (no number) as dicts for the metadata. Ramble's "null" context is context NULL."""
+    rows, text = [], []
+    for ctx in exp["CONTEXTS"]:
+        context = None if ctx.get("name") in (None, "null", "") else clean(ctx["name"], 200)
+        for f in ctx.get("foms", []):
+            value = _number(f.get("value"))
+            if value is None:
+                text.append({"name": clean(f.get("name"), 200), "context": context, "value": clean(f.get("value")),
+                             "unit": clean(f.get("units"), 50)})
+                continue
+            rows.append((clean(f["name"], 200), repeat, value, clean(f.get("units"), 50), context))
+    return rows, text
+
+
+def is_commscope_workload(rec: Record) -> bool:
+    """Whether the record is of one of commscope's workloads, which declare their parameters themselves:
+    read from their own output (from_output keeps its VERIFY lines) or from a profile that names its
+    workload in Adiak."""
+    return "verify" in rec.metadata or rec.metadata.get("app_source") == "workload"
+
+
+def experiment_variables(exp: dict) -> dict:
+    """The Ramble variables that define an experiment of any application: RAMBLE_VARIABLES less Ramble's
+    own keywords and less absolute paths (where it ran, not what), plus the thread count. Values as
+    strings, as Ramble reports them."""
+    out = {k: clean(v) for k, v in exp["RAMBLE_VARIABLES"].items()
+           if k not in RAMBLE_KEYWORDS and not str(v).startswith("/")}
+    if exp.get("n_threads") not in (None, ""):
+        out["n_threads"] = clean(exp["n_threads"])
+    return out
 
 
 def read_workspace(root: Path) -> Workspace:

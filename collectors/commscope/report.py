@@ -158,6 +158,26 @@ def advice_html(conn, campaigns: tuple[int, ...]) -> str:
     return head + "<div class='panel advice'>" + table_html(cols, rows) + "</div>"
 
 
+def foms_html(conn, campaigns: tuple[int, ...]) -> str:
+    """Every FOM of the newest run of each application and experiment (v_foms), with its context and unit:
+    the one place the report shows an application that has none of commscope's own fields (a Ramble builtin
+    application, a ReFrame test), for the selected campaigns' runs, or all of them."""
+    where, args = ("campaign_id = ANY(%s)", [list(campaigns)]) if campaigns else ("TRUE", [])
+    cur = conn.execute(
+        "WITH newest AS (SELECT DISTINCT ON (app, workload, coalesce(experiment, '')) run_id FROM v_runs "
+        f"WHERE {where} ORDER BY app, workload, coalesce(experiment, ''), started_at DESC, run_id DESC) "
+        "SELECT f.app, f.workload, f.experiment, f.system, f.ranks, f.time, f.context, f.name, f.value, f.unit "
+        "FROM v_foms f JOIN newest n ON n.run_id = f.run_id "
+        "ORDER BY f.app, f.workload, f.experiment, f.repeat, f.context NULLS FIRST, f.name", args)
+    cols = [c.name for c in cur.description]
+    rows = cur.fetchall()
+    head = ("<h2>Figures of merit</h2><p class='note'>The FOMs of the newest run of each application and experiment "
+            "(v_foms), as the application, Ramble or ReFrame reported them, per context (e.g. message size).</p>")
+    if not rows:
+        return head + "<p class='note'>No FOMs stored for this selection.</p>"
+    return head + "<div class='panel foms'>" + table_html(cols, rows, limit=1000) + "</div>"
+
+
 STYLE = """
 body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1200px; color: #222; }
 h1 { margin-bottom: 0.2em; } h2 { border-bottom: 1px solid #ccc; margin-top: 2em; }
@@ -194,6 +214,7 @@ def render(conn, campaigns: tuple[int, ...] = (), compare: tuple[str, ...] = ())
                 parts.append(fig.to_html(full_html=False, include_plotlyjs=False, div_id=f"plot-{n}",
                                          config={"displaylogo": False, "responsive": True}))
             parts.append("</div>")
+    parts.append(foms_html(conn, campaigns))
     parts.append(advice_html(conn, campaigns))
     generated = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     return (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>commscope report</title>"

@@ -1,0 +1,249 @@
+"""A Ramble workspace of one of Ramble's builtin applications, intel-mpi-benchmarks (issue 15, item 2): every
+experiment a run of that application, its Ramble variables its parameters, every FOM kept with its unit and
+context (one IMB latency per message size). tests/thirdparty/ramble-imb/ is a real workspace (README.md says how
+it was made); its FOMs are checked against the numbers in IMB's own tables in each experiment's output, read
+here by their column headers (not through Ramble's or commscope's regexes), and its parameters against the
+workspace config and IMB's own "Calling sequence" line. A live test runs Ramble on the same config when
+RAMBLE_ROOT is set and a hand-built IMB is found."""
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import psycopg
+import pytest
+import yaml
+
+from commscope.ingest import Provenance, ingest
+from conftest import ROOT, grant_local, stack_or_skip
+
+WS = Path(__file__).parent / "thirdparty" / "ramble-imb"
+APP = "intel-mpi-benchmarks"
+# What Ramble's builtin application (var/ramble/repos/builtin/applications/intel-mpi-benchmarks, Ramble 0.5)
+# reports for each kind of IMB table, by the table's columns: FOM name -> (IMB column, unit), and the
+# context's format. Its latency regex names its groups t_min, t_avg, t_max in that order, while IMB prints
+# t_min, t_max, t_avg: Ramble's "Latency avg" is IMB's t_max column and its "Latency max" IMB's t_avg.
+# commscope stores what Ramble reports, under Ramble's names.
+TABLES = {
+    ("#bytes", "#repetitions", "t[usec]", "Mbytes/sec"):
+        ("Bytes: {} (BW)", {"Bandwidth": ("Mbytes/sec", "Mbytes/sec")}),
+    ("#bytes", "#repetitions", "t_min[usec]", "t_max[usec]", "t_avg[usec]"):
+        ("Bytes: {} (Latency)", {"Latency min": ("t_min[usec]", "usec"), "Latency avg": ("t_max[usec]", "usec"),
+                                 "Latency max": ("t_avg[usec]", "usec")}),
+    ("#bytes", "#repetitions", "t_min[usec]", "t_max[usec]", "t_avg[usec]", "Mbytes/sec"):
+        ("Bytes: {} (Combo)", {"Combo": ("Mbytes/sec", "Mbytes/sec")}),
+}
+
+
+def imb_tables(text: str) -> list[tuple[str, tuple, list[dict]]]:
+    """(benchmark, header, rows) of every result table IMB printed: the '# Benchmarking X' block, its
+    column header and the rows of numbers below it, each row a dict column -> text."""
+    out, bench, header = [], None, None
+    for line in text.splitlines():
+        words = line.split()
+        if line.startswith("# Benchmarking "):
+            bench, header = words[2], None
+        elif bench and words and words[0] == "#bytes":
+            header = tuple(words)
+            out.append((bench, header, []))
+        elif header and words and all(re.fullmatch(r"[0-9.]+", w) for w in words) and len(words) == len(header):
+            out[-1][2].append(dict(zip(header, words)))
+        elif header and not words and out[-1][2]:
+            bench = header = None
+    return out
+
+
+def expected_foms(out_file: Path) -> dict[tuple[str, str], tuple[float, str]]:
+    """(context, FOM name) -> (value, unit) that Ramble's builtin application defines for this output."""
+    exp = {}
+    for _bench, header, rows in imb_tables(out_file.read_text()):
+        ctx_format, foms = TABLES[header]
+        for row in rows:
+            for name, (column, unit) in foms.items():
+                exp[(ctx_format.format(row["#bytes"]), name)] = (float(row[column]), unit)
+    return exp
+
+
+def calling_sequence(out_file: Path) -> list[str]:
+    """The command line IMB says it was called with (its '# Calling sequence was:' block)."""
+    lines = out_file.read_text().splitlines()
+    i = next(i for i, line in enumerate(lines) if line.startswith("# Calling sequence was:"))
+    cmd = next(line for line in lines[i + 1:] if line.strip("# "))
+    return cmd.lstrip("# ").split()
+
+
+def experiments(ws: Path) -> list[dict]:
+    return json.loads((ws / "results.latest.json").read_text())["experiments"]
+
+
+def out_file(ws: Path, exp: dict) -> Path:
+    return ws / "experiments" / exp["application_name"] / exp["workload_name"] / exp["experiment_name"] / \
+        f"{exp['experiment_name']}.out"
+
+
+def configured_variables(ws: Path, exp: dict) -> dict:
+    """The variables the workspace config (configs/ramble.yaml) sets for this experiment: the workspace's,
+    then its workload's experiment entry; a list is the experiment's own element, found by its name."""
+    conf = yaml.safe_load((ws / "configs" / "ramble.yaml").read_text())["ramble"]
+    found = dict(conf.get("variables") or {})
+    entries = conf["applications"][exp["application_name"]]["workloads"][exp["workload_name"]]["experiments"]
+    for template, entry in entries.items():
+        for k, v in ((entry or {}).get("variables") or {}).items():
+            for one in (v if isinstance(v, list) else [v]):
+                name = template.format(**{**found, k: one})
+                if name == exp["experiment_name"]:
+                    found[k] = one
+    return {k: str(v) for k, v in found.items()}
+
+
+def check_store(dsn: str, ws: Path) -> None:
+    """Every experiment of WS is one run of intel-mpi-benchmarks whose FOMs equal IMB's tables and whose
+    parameters are its configured variables; nothing measured by commscope is made up."""
+    exps = experiments(ws)
+    with psycopg.connect(dsn) as conn:
+        runs = {r[0]: r[1:] for r in conn.execute(
+            "SELECT r.experiment, r.id, r.app, r.workload, r.status, r.ranks, r.nodes, r.profile_kind, s.parameters, "
+            "r.wall_time, r.mpi_time_avg, r.mpi_fraction_avg FROM runs r JOIN series s ON s.id = r.series_id "
+            "WHERE r.app = %s", (APP,))}
+        assert sorted(runs) == sorted(e["name"] for e in exps)
+        for exp in exps:
+            run_id, app, workload, status, ranks, nodes, kind, params, wall, mpi, frac = runs[exp["name"]]
+            assert (app, workload, status, ranks, nodes) == (APP, exp["workload_name"], "ok", 2, 1)
+            # no Caliper in these experiments: commscope measured nothing, and says so with NULL
+            assert kind == "none" and (wall, mpi, frac) == (None, None, None)
+            stored = {(c, n): (v, u) for c, n, v, u in conn.execute(
+                "SELECT context, name, value, unit FROM v_foms WHERE run_id = %s", (run_id,))}
+            expected = expected_foms(out_file(ws, exp))
+            assert len(expected) >= 12 and stored.keys() == expected.keys()
+            for key, (value, unit) in expected.items():
+                assert stored[key] == (pytest.approx(value), unit), key
+
+            config = configured_variables(ws, exp)
+            cmd = calling_sequence(out_file(ws, exp))
+            assert params["ranks"] == int(config["n_ranks"]) == 2 and params["nodes"] == int(config["n_nodes"])
+            assert params["ramble_workload"] == exp["workload_name"]
+            # every variable the config sets is a parameter with the configured value, except Ramble's own
+            # launch settings and paths (where it ran, not what)
+            not_params = {"n_ranks", "n_nodes", "mpi_command", "batch_submit", "processes_per_node"}
+            for k, v in config.items():
+                if k in not_params or v.startswith("/"):
+                    assert k not in params, k
+                else:
+                    assert params[k] == v, k
+            # what ran is what the parameters say: IMB's own record of its command line
+            assert f"-msglog {params['msglog_min']}:{params['msglog_max']}" in " ".join(cmd)
+            assert cmd[cmd.index("-iter") + 1] == params["num_iterations"]
+            benchmark = params.get("collective_type") or params.get("pingpong_type") or "Exchange"
+            assert cmd[1] == benchmark
+            # the other parameters are the application's workload variables at their defaults, each seen in
+            # the command IMB ran, and none is a path or one of Ramble's bookkeeping names
+            rest = {k: v for k, v in params.items() if k not in config and k not in ("ranks", "nodes", "ramble_workload")}
+            assert "experiment_run_dir" not in params and "repeat_index" not in params
+            for k, v in rest.items():
+                assert not str(v).startswith("/"), k
+                assert v == "" or str(v) in cmd or k == "n_threads", (k, v, cmd)
+
+
+def test_every_experiment_is_a_run_with_every_fom_and_its_context(dsn):
+    with psycopg.connect(dsn) as conn:
+        res = ingest(conn, [WS], Provenance())
+        assert len(res.inserted) == len(experiments(WS)) == 4 and not res.bad
+        assert conn.execute("SELECT DISTINCT c.kind FROM campaigns c JOIN runs r ON r.campaign_id = c.id").fetchall() \
+            == [("ramble",)]
+    check_store(dsn, WS)
+
+
+def test_reingesting_the_workspace_stores_nothing_new(dsn):
+    with psycopg.connect(dsn) as conn:
+        ingest(conn, [WS], Provenance())
+        n = conn.execute("SELECT count(*) FROM foms").fetchone()[0]
+        again = ingest(conn, [WS], Provenance())
+        assert not again.inserted and len(again.skipped) == 4
+        assert conn.execute("SELECT count(*) FROM foms").fetchone()[0] == n
+
+
+def test_a_moved_copy_of_the_workspace_reads_its_own_files(dsn, tmp_path):
+    """Ramble records absolute paths; a copy elsewhere stores the same runs from its own files."""
+    copy = tmp_path / "moved"
+    shutil.copytree(WS, copy)
+    with psycopg.connect(dsn) as conn:
+        assert len(ingest(conn, [copy], Provenance()).inserted) == 4
+    check_store(dsn, copy)
+
+
+def test_report_and_panels_take_the_runs_without_commscope_fields(dsn, tmp_path):
+    """No workload, variant, profile or window: every panel query runs, the dashboards' variables offer the
+    application, Grafana's read-only role reads the FOMs with their contexts, and the report names the
+    application and shows its FOMs."""
+    from click.testing import CliRunner
+
+    from commscope import panels as P
+    from commscope.cli import main
+    with psycopg.connect(dsn) as conn:
+        ingest(conn, [WS], Provenance(system="imb-test-node"))
+        values = P.all_values(conn)
+        lo, hi = conn.execute("SELECT min(started_at), max(started_at) FROM runs").fetchone()
+        for board in P.DASHBOARDS:
+            for panel in board.panels:
+                conn.execute(P.expand(panel.sql, lo - dt.timedelta(days=1), hi + dt.timedelta(days=1), values)).fetchall()
+    assert APP in values["app"]
+    with psycopg.connect(grant_local(dsn, "grafana_reader")) as conn:
+        n = conn.execute("SELECT count(*) FROM v_foms WHERE app = %s AND context = 'Bytes: 4096 (Latency)' "
+                         "AND name = 'Latency min'", (APP,)).fetchone()[0]
+    assert n == 2   # Allreduce and Bcast
+    out = tmp_path / "report.html"
+    r = CliRunner(env={"COMMSCOPE_DB_URL": dsn}).invoke(main, ["report", "-o", str(out)])
+    assert r.exit_code == 0, r.output
+    page = out.read_text()
+    assert APP in page and "imb-test-node" in page
+    # the newest PingPong's bandwidth at 4 KiB, as IMB printed it, is in the report's FOM table
+    ping = next(e for e in experiments(WS) if e["workload_name"] == "pingpong")
+    bw = expected_foms(out_file(WS, ping))[("Bytes: 4096 (BW)", "Bandwidth")][0]
+    assert re.search(rf"<td>Bytes: 4096 \(BW\)</td><td>Bandwidth</td><td>{bw:.4g}</td>", page)
+
+
+# ---- live: Ramble for real ------------------------------------------------------------------------------
+
+RAMBLE_ROOT = os.environ.get("RAMBLE_ROOT")
+
+
+def imb_prefix() -> Path | None:
+    """The install prefix of a hand-built IMB-MPI1 (COMMSCOPE_IMB_PREFIX, else the IMB-MPI1 on PATH)."""
+    if os.environ.get("COMMSCOPE_IMB_PREFIX"):
+        return Path(os.environ["COMMSCOPE_IMB_PREFIX"])
+    found = shutil.which("IMB-MPI1")
+    return Path(found).resolve().parent.parent if found else None
+
+
+@pytest.mark.skipif(not RAMBLE_ROOT or not Path(RAMBLE_ROOT, "bin", "ramble").exists(),
+                    reason="Ramble is in no package registry: set RAMBLE_ROOT to a checkout of "
+                           "GoogleCloudPlatform/ramble at the commit in versions.yaml to run Ramble for real")
+def test_a_live_ramble_run_of_imb_is_stored_with_imb_s_numbers(dsn, tmp_path):
+    """The committed config, pointed at this machine's IMB, run through Ramble (setup, on, analyze) and
+    ingested: the same checks as the committed workspace, on fresh output."""
+    stack_or_skip("debian-openmpi4")
+    prefix = imb_prefix()
+    if not prefix or not (prefix / "bin" / "IMB-MPI1").exists():
+        pytest.skip("no Intel MPI Benchmarks here: build IMB-MPI1 2021.11 with mpicc.openmpi "
+                    "(tests/thirdparty/ramble-imb/README.md) and set COMMSCOPE_IMB_PREFIX to its prefix or put it on PATH")
+    conf = yaml.safe_load((WS / "configs" / "ramble.yaml").read_text())
+    conf["ramble"]["variables"]["intel-mpi-benchmarks_path"] = str(prefix)
+    cfg = tmp_path / "ramble.yaml"
+    cfg.write_text(yaml.safe_dump(conf))
+    ws = tmp_path / "ws"
+    ramble = [sys.executable, str(Path(RAMBLE_ROOT) / "bin" / "ramble")]
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+    for args in (["workspace", "create", "-d", str(ws), "-c", str(cfg)], ["-D", str(ws), "workspace", "setup"],
+                 ["-D", str(ws), "on"], ["-D", str(ws), "workspace", "analyze", "-f", "json"]):
+        p = subprocess.run([*ramble, *args], capture_output=True, text=True, env=env, timeout=300, cwd=ROOT)
+        assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    assert all(e["RAMBLE_STATUS"] == "SUCCESS" for e in experiments(ws))
+    with psycopg.connect(dsn) as conn:
+        assert len(ingest(conn, [ws], Provenance()).inserted) == 4
+    check_store(dsn, ws)
