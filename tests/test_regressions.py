@@ -123,7 +123,8 @@ def test_bad_arguments_exit_2_and_name_the_problem(history, args, message):
 
 
 def test_runs_stored_before_the_model_are_not_judged_and_the_message_says_why(history):
-    """Runs without a series (stored before migration 0012) cannot be put in one: the gate names them and the way out."""
+    """Runs without a series (stored before migration 0012) cannot be put in one: the gate counts them and says
+    what to do."""
     with psycopg.connect(history) as conn:
         (n,) = conn.execute("SELECT count(*) FROM runs").fetchone()
         conn.execute("UPDATE runs SET series_id = NULL, model_version = NULL")
@@ -181,7 +182,8 @@ def real_history(dsn, tmp_path):
             assert len(res.inserted) == len(paths), res
         sids = {s: conn.execute("SELECT series_id FROM runs WHERE source LIKE %s",
                                 (f"%{files[5]}",)).fetchone()[0] for s, files in NIGHTS.items()}
-        partial = conn.execute("SELECT status, series_id FROM runs WHERE source LIKE %s", ("%/without-rank-_/%",)).fetchall()
+        partial = conn.execute("SELECT status, series_id FROM runs WHERE source LIKE %s",
+                               ("%/without-rank-_/%",)).fetchall()
     # the premise: four series, and the partial runs are stored as such, in the per-rank series
     assert len(set(sids.values())) == 4
     assert partial == [("partial", sids["24-per-rank"])] * 2

@@ -51,9 +51,10 @@ class Finding:
     def label(self) -> str:
         """As the dashboards name a series (v_run_metrics_daily.series_label) and the window judged."""
         s = self.series
-        return (f"{s['system'] or 'unknown'} {s['app']}{' ' + s['variant'] if s['variant'] else ''} {s['stack'] or 'unknown'} "
-                f"{s['interconnect']} n{s['ranks']}{' ' + s['global_size'] if s['global_size'] else ''} "
-                f"#{s['series_id']} [{s['window']}]")
+        variant = f" {s['variant']}" if s["variant"] else ""
+        size = f" {s['global_size']}" if s["global_size"] else ""
+        return (f"{s['system'] or 'unknown'} {s['app']}{variant} {s['stack'] or 'unknown'} {s['interconnect']} "
+                f"n{s['ranks']}{size} #{s['series_id']} [{s['window']}]")
 
 
 def _mann_whitney_greater(new: list[float], base: list[float]) -> float:
