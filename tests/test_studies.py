@@ -132,7 +132,7 @@ def test_site_defines_the_launch_line(site):
 
 def test_caliper_modifier_modes_and_environment():
     mod = rs.load(rs.RAMBLE / "modifiers" / "caliper" / "modifier.py")
-    assert mod.name == "caliper" and set(mod.modes) == {"time", "mpi", "counts", "comm", "matrix"}
+    assert mod.name == "caliper" and set(mod.modes) == {"time", "mpi", "counts", "comm", "matrix", "preload"}
     by_mode = {m: {n: v for n, v, meth, modes in mod.env_mods if m in modes and meth == "set"} for m in mod.modes}
     assert "profile.mpi" not in by_mode["time"]["CALI_CONFIG"]
     assert "profile.mpi" in by_mode["mpi"]["CALI_CONFIG"]
@@ -142,7 +142,11 @@ def test_caliper_modifier_modes_and_environment():
     assert m["CALI_SERVICES_ENABLE"] == "adiak_import,aggregate,mpi,recorder"
     assert m["CALI_MPI_MSG_TRACING"] == "true" and m["CALI_AGGREGATE_KEY"] == "mpi.rank,mpi.msg.dst,mpi.msg.src"
     assert "%mpi.rank%" in mod.modifier_variables["matrix"]["caliper_rank_files"]
-    for mode in mod.modes:
+    # preload: an application without Caliper (tests/test_thirdparty_ramble.py runs it); no COMMSCOPE_META_*,
+    # which only commscope's workloads read
+    assert "profile.mpi" in by_mode["preload"]["CALI_CONFIG"]
+    assert ("LD_PRELOAD", "{caliper_preload_lib}", "prepend", ["preload"]) in mod.env_mods
+    for mode in set(mod.modes) - {"preload"}:
         for key in ("experiment", "stack", "git_commit"):
             assert f"COMMSCOPE_META_{key}" in by_mode[mode]
 

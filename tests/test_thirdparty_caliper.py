@@ -24,8 +24,10 @@ THIRD = Path(__file__).parent / "thirdparty"
 CLI = [sys.executable, "-m", "commscope.cli"]
 TIME = ("sum#sum#time.duration", "sum#time.duration")
 AMG_KEYS = ("Problem", "Size-x", "Size-y", "Size-z", "Solver")
-RUNTIME = sorted(p for p in THIRD.rglob("*.cali") if ".spot." not in p.name)
-SPOT = sorted(THIRD.rglob("*.spot.cali"))
+# The folders of Caliper profiles (ramble-imb-preload/ is a Ramble workspace: tests/test_thirdparty_ramble.py)
+CALI = sorted(p for d in ("amg2023", "kripke", "imb-unannotated") for p in (THIRD / d).rglob("*.cali"))
+RUNTIME = [p for p in CALI if ".spot." not in p.name]
+SPOT = [p for p in CALI if p.name.endswith(".spot.cali")]
 
 
 def cli(*args, dsn):
@@ -171,7 +173,7 @@ def test_an_unannotated_binary_keeps_its_mpi_time_per_function(stored):
 
 
 # hypre prints the maximum over ranks; Kripke prints rank 0's, which is the slowest only in one-rank runs
-TIMED = [p for p in sorted(THIRD.rglob("*.cali")) if app_timer(p) is not None
+TIMED = [p for p in CALI if app_timer(p) is not None
          and ("kripke" not in p.name or "-n1." in p.name)]
 
 

@@ -4,7 +4,12 @@ context (one IMB latency per message size). tests/thirdparty/ramble-imb/ is a re
 it was made); its FOMs are checked against the numbers in IMB's own tables in each experiment's output, read
 here by their column headers (not through Ramble's or commscope's regexes), and its parameters against the
 workspace config and IMB's own "Calling sequence" line. A live test runs Ramble on the same config when
-RAMBLE_ROOT is set and a hand-built IMB is found."""
+RAMBLE_ROOT is set and a hand-built IMB is found.
+
+Item 4: tests/thirdparty/ramble-imb-preload/ is the same application profiled by commscope's Caliper modifier
+in mode `preload` (a Caliper built without GOTCHA, preloaded into the unmodified IMB). Its MPI time per function
+and MPI fraction are checked against the profiles' records read with caliper-reader; a live test runs it when
+RAMBLE_ROOT and COMMSCOPE_CALIPER_NOGOTCHA_PREFIX are set."""
 from __future__ import annotations
 
 import datetime as dt
@@ -24,7 +29,9 @@ from commscope.ingest import Provenance, ingest
 from conftest import ROOT, grant_local, stack_or_skip
 
 WS = Path(__file__).parent / "thirdparty" / "ramble-imb"
+PRELOAD_WS = Path(__file__).parent / "thirdparty" / "ramble-imb-preload"
 APP = "intel-mpi-benchmarks"
+TIME = "sum#sum#time.duration"   # a runtime-profile's exclusive time per record (seconds)
 # What Ramble's builtin application (var/ramble/repos/builtin/applications/intel-mpi-benchmarks, Ramble 0.5)
 # reports for each kind of IMB table, by the table's columns: FOM name -> (IMB column, unit), and the
 # context's format. Its latency regex names its groups t_min, t_avg, t_max in that order, while IMB prints
@@ -102,9 +109,9 @@ def configured_variables(ws: Path, exp: dict) -> dict:
     return {k: str(v) for k, v in found.items()}
 
 
-def check_store(dsn: str, ws: Path) -> None:
+def check_store(dsn: str, ws: Path, profiled: bool = False) -> None:
     """Every experiment of WS is one run of intel-mpi-benchmarks whose FOMs equal IMB's tables and whose
-    parameters are its configured variables; nothing measured by commscope is made up."""
+    parameters are its configured variables; without a profile nothing measured by commscope is made up."""
     exps = experiments(ws)
     with psycopg.connect(dsn) as conn:
         runs = {r[0]: r[1:] for r in conn.execute(
@@ -115,8 +122,11 @@ def check_store(dsn: str, ws: Path) -> None:
         for exp in exps:
             run_id, app, workload, status, ranks, nodes, kind, params, wall, mpi, frac = runs[exp["name"]]
             assert (app, workload, status, ranks, nodes) == (APP, exp["workload_name"], "ok", 2, 1)
-            # no Caliper in these experiments: commscope measured nothing, and says so with NULL
-            assert kind == "none" and (wall, mpi, frac) == (None, None, None)
+            if profiled:
+                assert kind == "runtime-profile" and None not in (wall, mpi, frac)
+            else:
+                # no Caliper in these experiments: commscope measured nothing, and says so with NULL
+                assert kind == "none" and (wall, mpi, frac) == (None, None, None)
             stored = {(c, n): (v, u) for c, n, v, u in conn.execute(
                 "SELECT context, name, value, unit FROM v_foms WHERE run_id = %s", (run_id,))}
             expected = expected_foms(out_file(ws, exp))
@@ -130,7 +140,8 @@ def check_store(dsn: str, ws: Path) -> None:
             assert params["ramble_workload"] == exp["workload_name"]
             # every variable the config sets is a parameter with the configured value, except Ramble's own
             # launch settings and paths (where it ran, not what)
-            not_params = {"n_ranks", "n_nodes", "mpi_command", "batch_submit", "processes_per_node"}
+            not_params = {"n_ranks", "n_nodes", "mpi_command", "batch_submit", "processes_per_node",
+                          "caliper_preload_prefix"}
             for k, v in config.items():
                 if k in not_params or v.startswith("/"):
                     assert k not in params, k
@@ -146,8 +157,55 @@ def check_store(dsn: str, ws: Path) -> None:
             rest = {k: v for k, v in params.items() if k not in config and k not in ("ranks", "nodes", "ramble_workload")}
             assert "experiment_run_dir" not in params and "repeat_index" not in params
             for k, v in rest.items():
-                assert not str(v).startswith("/"), k
+                assert not str(v).startswith("/") and not k.startswith("caliper_"), k
                 assert v == "" or str(v) in cmd or k == "n_threads", (k, v, cmd)
+
+
+def profile_reference(cali: Path) -> tuple[dict[int, float], dict[int, float], dict[str, float]]:
+    """(rank -> time, rank -> MPI time, MPI function -> time summed over ranks) from the profile's records
+    read with caliper-reader: every record's exclusive time counts (the one without a path is the time outside
+    MPI), MPI time is the records carrying mpi.function."""
+    from caliperreader import read_caliper_contents
+    records, _globals = read_caliper_contents(str(cali))
+    total: dict = {}
+    mpi: dict = {}
+    per_function: dict = {}
+    for r in records:
+        rank, t = int(r["mpi.rank"]), float(r[TIME])
+        total[rank] = total.get(rank, 0.0) + t
+        if "mpi.function" in r:
+            mpi[rank] = mpi.get(rank, 0.0) + t
+            per_function[r["mpi.function"]] = per_function.get(r["mpi.function"], 0.0) + t
+    return total, mpi, per_function
+
+
+def check_profiles(dsn: str, ws: Path) -> None:
+    """Each experiment's profile is attached to its run: MPI time per function and the run window's MPI time
+    and fractions equal the profile's records."""
+    with psycopg.connect(dsn) as conn:
+        for exp in experiments(ws):
+            cali = out_file(ws, exp).with_suffix(".cali")
+            total, mpi, per_function = profile_reference(cali)
+            run_id, source, app_source, caliper = conn.execute(
+                "SELECT r.id, r.source, r.metadata->>'app_source', s.environment->>'caliper' "
+                "FROM runs r JOIN series s ON s.id = r.series_id WHERE r.experiment = %s", (exp["name"],)).fetchone()
+            assert Path(source).resolve() == cali.resolve() and app_source == "ramble"
+            assert "profile.mpi" in caliper
+            stored = dict(conn.execute("SELECT function, time_total FROM mpi_metrics WHERE run_id = %s", (run_id,)))
+            assert stored.keys() == per_function.keys() and len(stored) >= 10
+            for fn, t in per_function.items():
+                assert stored[fn] == pytest.approx(t, rel=1e-9), fn
+            # IMB's own work is MPI: PingPong's sends and receives, Allreduce's reductions
+            main = {"pingpong": "MPI_Send", "collective": "MPI_Allreduce"}[exp["workload_name"]]
+            assert stored[main] > 0
+            cur = conn.execute("SELECT * FROM v_run_metrics WHERE run_id = %s AND \"window\" = 'run'", (run_id,))
+            row = dict(zip([d.name for d in cur.description], cur.fetchone()))
+            slowest = max(total, key=total.get)
+            assert row["time_s"] == pytest.approx(total[slowest], rel=1e-9)
+            assert row["mpi_time_avg_s"] == pytest.approx(sum(mpi.values()) / len(mpi), rel=1e-9)
+            assert row["mpi_fraction_avg"] == pytest.approx(sum(mpi.values()) / sum(total.values()), rel=1e-9)
+            assert row["mpi_fraction_slowest"] == pytest.approx(mpi[slowest] / total[slowest], rel=1e-9)
+            assert 0 < row["mpi_fraction_avg"] < 1   # the time outside MPI is counted
 
 
 def test_every_experiment_is_a_run_with_every_fom_and_its_context(dsn):
@@ -208,6 +266,33 @@ def test_report_and_panels_take_the_runs_without_commscope_fields(dsn, tmp_path)
     assert re.search(rf"<td>Bytes: 4096 \(BW\)</td><td>Bandwidth</td><td>{bw:.4g}</td>", page)
 
 
+def test_preloaded_caliper_profiles_of_an_unannotated_application_are_attached(dsn):
+    """Mode preload of the Caliper modifier on the unmodified IMB: each experiment's profile is its run's, with
+    MPI time per function and the MPI fraction; FOMs and parameters as without Caliper."""
+    with psycopg.connect(dsn) as conn:
+        assert len(ingest(conn, [PRELOAD_WS], Provenance()).inserted) == 2
+    check_store(dsn, PRELOAD_WS, profiled=True)
+    check_profiles(dsn, PRELOAD_WS)
+
+
+def test_profiled_and_unprofiled_experiments_differ_only_in_environment(dsn):
+    """The same IMB experiments with and without the preloaded Caliper: equal parameters, different series
+    (the Caliper configuration is part of the environment)."""
+    with psycopg.connect(dsn) as conn:
+        ingest(conn, [WS], Provenance())
+        ingest(conn, [PRELOAD_WS], Provenance())
+        rows = conn.execute("SELECT r.experiment, r.profile_kind, s.id, s.parameters, s.environment->>'caliper' "
+                            "FROM runs r JOIN series s ON s.id = r.series_id "
+                            "WHERE r.experiment IN (SELECT experiment FROM runs GROUP BY 1 HAVING count(*) = 2)").fetchall()
+    by_exp: dict = {}
+    for exp, kind, sid, params, caliper in rows:
+        by_exp.setdefault(exp, {})[kind] = (sid, params, caliper)
+    assert len(by_exp) == 2   # pingpong and Allreduce ran both ways
+    for exp, kinds in by_exp.items():
+        (s0, p0, c0), (s1, p1, c1) = kinds["none"], kinds["runtime-profile"]
+        assert p0 == p1 and s0 != s1 and c0 == "none" and "profile.mpi" in c1, exp
+
+
 # ---- live: Ramble for real ------------------------------------------------------------------------------
 
 RAMBLE_ROOT = os.environ.get("RAMBLE_ROOT")
@@ -247,3 +332,37 @@ def test_a_live_ramble_run_of_imb_is_stored_with_imb_s_numbers(dsn, tmp_path):
     with psycopg.connect(dsn) as conn:
         assert len(ingest(conn, [ws], Provenance()).inserted) == 4
     check_store(dsn, ws)
+
+
+@pytest.mark.skipif(not RAMBLE_ROOT or not os.environ.get("COMMSCOPE_CALIPER_NOGOTCHA_PREFIX"),
+                    reason="needs RAMBLE_ROOT (a checkout of GoogleCloudPlatform/ramble at versions.yaml's commit) and "
+                           "COMMSCOPE_CALIPER_NOGOTCHA_PREFIX (a Caliper 2.14 built with -DWITH_GOTCHA=OFF against Debian "
+                           "Open MPI 4.1, tests/thirdparty/README.md); neither is in a package registry")
+def test_a_live_ramble_run_profiles_the_unannotated_imb_with_a_preloaded_caliper(dsn, tmp_path):
+    """The committed preload config, pointed at this machine's IMB, no-GOTCHA Caliper and this repository's
+    Ramble repo, run through Ramble and ingested: profiles attached, checked against their records."""
+    stack_or_skip("debian-openmpi4")
+    prefix = imb_prefix()
+    if not prefix or not (prefix / "bin" / "IMB-MPI1").exists():
+        pytest.skip("no Intel MPI Benchmarks here: build IMB-MPI1 2021.11 with mpicc.openmpi "
+                    "(tests/thirdparty/ramble-imb/README.md) and set COMMSCOPE_IMB_PREFIX to its prefix or put it on PATH")
+    conf = yaml.safe_load((PRELOAD_WS / "configs" / "ramble.yaml").read_text())
+    conf["ramble"]["variables"]["intel-mpi-benchmarks_path"] = str(prefix)
+    conf["ramble"]["variables"]["caliper_preload_prefix"] = os.environ["COMMSCOPE_CALIPER_NOGOTCHA_PREFIX"]
+    cfg = tmp_path / "ramble.yaml"
+    cfg.write_text(yaml.safe_dump(conf))
+    ws = tmp_path / "ws"
+    ramble = [sys.executable, str(Path(RAMBLE_ROOT) / "bin" / "ramble")]
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+    p = subprocess.run([*ramble, "workspace", "create", "-d", str(ws), "-c", str(cfg)], capture_output=True,
+                       text=True, env=env, timeout=300, cwd=ROOT)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    (ws / "configs" / "modifier_repos.yaml").write_text(yaml.safe_dump({"modifier_repos": [str(ROOT / "ramble")]}))
+    for args in (["workspace", "setup"], ["on"], ["workspace", "analyze", "-f", "json"]):
+        p = subprocess.run([*ramble, "-D", str(ws), *args], capture_output=True, text=True, env=env, timeout=300, cwd=ROOT)
+        assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    assert all(e["RAMBLE_STATUS"] == "SUCCESS" for e in experiments(ws))
+    with psycopg.connect(dsn) as conn:
+        assert len(ingest(conn, [ws], Provenance()).inserted) == 2
+    check_store(dsn, ws, profiled=True)
+    check_profiles(dsn, ws)

@@ -53,6 +53,9 @@ RAMBLE_KEYWORDS = {
     "simplified_experiment_namespace", "log_dir", "log_file", "err_file", "env_path", "input_name", "repeat_index",
     "spec_name", "env_name", "n_ranks", "n_nodes", "batch_submit", "mpi_command", "experiment_template_name",
     "unformatted_command", "execute_experiment", "command", "spack_env", "spack_hash"}
+# The Caliper modifier's variables (ramble/modifiers/caliper): how the run was measured, which is its
+# environment (the profile's Caliper configuration), not an input of the application.
+MODIFIER_PREFIX = "caliper_"
 
 
 def _number(v):
@@ -112,13 +115,21 @@ class Workspace:
         run_dir = self._run_dir(exp)
         groups = profiles.discover([run_dir]) if run_dir.is_dir() else []
         # The focus window's region: --focus at ingest, else what the experiment declares (the Ramble application's
-        # commscope_focus variable, or the study's), else the workloads' own.
-        opts = replace(opts, focus=opts.focus or clean(self._var(exp, "commscope_focus")) or None)
+        # commscope_focus variable, or the study's), else the workloads' own. The application's name, for a
+        # profile that records none (an application without Adiak, profiled by the Caliper modifier's preload
+        # mode): Ramble's, unless --app says otherwise.
+        app, given_app = clean(exp.get("application_name")), opts.app
+        opts = replace(opts, focus=opts.focus or clean(self._var(exp, "commscope_focus")) or None,
+                       app=given_app or app or None)
         recs: list[Record] = []
         profile_error = None
         for g in groups:
             try:
-                recs.append(read_record(g, opts))  # a profile, or the workload's output when it ran without Caliper
+                rec = read_record(g, opts)  # a profile, or the workload's output when it ran without Caliper
+                if rec.metadata.get("app_source") == "--app" and not given_app:
+                    # named by Ramble, not by --app; a workload's Adiak name (equal to Ramble's) comes first
+                    rec.metadata["app_source"] = "workload" if rec.metadata.get("workload") else "ramble"
+                recs.append(rec)
             except BadProfile as e:
                 if status == "ok":
                     raise BadProfile(f"{self.root / RESULTS}: experiment {name}: {e}") from None
@@ -210,10 +221,10 @@ def is_commscope_workload(rec: Record) -> bool:
 
 def experiment_variables(exp: dict) -> dict:
     """The Ramble variables that define an experiment of any application: RAMBLE_VARIABLES less Ramble's
-    own keywords and less absolute paths (where it ran, not what), plus the thread count. Values as
-    strings, as Ramble reports them."""
+    own keywords, the Caliper modifier's variables and absolute paths (where and how it ran, not what),
+    plus the thread count. Values as strings, as Ramble reports them."""
     out = {k: clean(v) for k, v in exp["RAMBLE_VARIABLES"].items()
-           if k not in RAMBLE_KEYWORDS and not str(v).startswith("/")}
+           if k not in RAMBLE_KEYWORDS and not k.startswith(MODIFIER_PREFIX) and not str(v).startswith("/")}
     if exp.get("n_threads") not in (None, ""):
         out["n_threads"] = clean(exp["n_threads"])
     return out

@@ -7,11 +7,21 @@ run directory beside the experiment's log, <experiment_name>.out, which the coll
 the profile's sidecar. COMMSCOPE_META_<name> variables become Adiak values <name> in the
 workload (workloads/common/commscope.c), so each profile says which experiment, stack,
 interconnect and commit made it.
+
+Mode `preload` profiles an application that has neither Caliper nor annotations (Ramble's builtin
+intel-mpi-benchmarks, say): it preloads (LD_PRELOAD) the libcaliper.so of a Caliper built with
+-DWITH_GOTCHA=OFF against the application's MPI. Such a Caliper wraps MPI through PMPI, and its
+MPI_Init/MPI_Init_thread wrapper starts Caliper, which then reads CALI_CONFIG: every MPI function is
+profiled per rank, and the time outside MPI is the profile's record without a path. A default
+(GOTCHA) Caliper preloaded does nothing: its wrappers are installed only once Caliper is started,
+and an unannotated program never starts it (no profile is written, and nothing says so). Set
+caliper_preload_prefix to the no-GOTCHA install.
 """
 from ramble.modkit import *  # noqa: F403
 
+# The modes for commscope's workloads (built with Caliper and Adiak), and `preload` for any other MPI application.
 ALL_MODES = ["time", "mpi", "counts", "comm", "matrix"]
-PROFILE_MODES = ["time", "mpi", "counts", "comm"]
+PROFILE_MODES = ["time", "mpi", "counts", "comm", "preload"]
 
 
 class Caliper(BasicModifier):
@@ -25,6 +35,8 @@ class Caliper(BasicModifier):
     mode("counts", description="MPI profile plus call counts: runtime-profile,profile.mpi,region.count")
     mode("comm", description="MPI profile plus comm.stats and message counts/sizes per region")
     mode("matrix", description="rank-to-rank message tracing: one aggregate .cali per rank")
+    mode("preload", description="an application without Caliper or annotations: a no-GOTCHA Caliper preloaded, "
+                                "runtime-profile,profile.mpi")
     default_mode("mpi")
 
     # runtime-profile is Caliper >= 2.13's name; set caliper_profile_config to
@@ -50,6 +62,17 @@ class Caliper(BasicModifier):
                          "{caliper_profile_config},profile.mpi,comm.stats,mpi.message.count,mpi.message.size,"
                          "output={caliper_file}{caliper_options}",
                          method="set", modes=["comm"])
+
+    # An application without Caliper: the PMPI wrappers of a no-GOTCHA Caliper, preloaded into every process
+    # the experiment starts (the launcher is no MPI program, so Caliper stays idle in it).
+    modifier_variable("caliper_preload_prefix", default="/caliper-without-gotcha-is-not-set", modes=["preload"],
+                      description="install prefix of a Caliper built with -DWITH_GOTCHA=OFF against the "
+                                  "application's MPI")
+    modifier_variable("caliper_preload_lib", default="{caliper_preload_prefix}/lib/libcaliper.so", modes=["preload"],
+                      description="the library preloaded")
+    env_var_modification("LD_PRELOAD", "{caliper_preload_lib}", method="prepend", modes=["preload"])
+    env_var_modification("CALI_CONFIG", "{caliper_profile_config},profile.mpi,output={caliper_file}{caliper_options}",
+                         method="set", modes=["preload"])
 
     # No built-in config gives a rank-to-rank matrix: aggregate MPI messages keyed by
     # (rank, destination, source). Message tracing needs some MPI wrap list, hence the blacklist.
@@ -77,5 +100,6 @@ class Caliper(BasicModifier):
     modifier_variable("caliper_mode", default="counts", mode="counts", description="this modifier's mode")
     modifier_variable("caliper_mode", default="comm", mode="comm", description="this modifier's mode")
     modifier_variable("caliper_mode", default="matrix", mode="matrix", description="this modifier's mode")
+    modifier_variable("caliper_mode", default="preload", mode="preload", description="this modifier's mode")
 
     archive_pattern("*.cali")
