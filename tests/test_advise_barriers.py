@@ -116,25 +116,27 @@ def test_debug_barriers_found_and_measured_against_the_run_without_them(dsn, tmp
     assert html.escape(text) in advice_section and html.escape(text0) in advice_section
 
 
-UNCOUNTED = DATA / "halo3d-nonblocking-n4.comm-stats.cali"     # runtime-profile,profile.mpi,comm.stats
+# runtime-profile,profile.mpi without region.count: cgsolve --debug-barriers, and halo3d with its timing barrier
+UNCOUNTED = [DATA / "cgsolve-direct-barriers-uncounted-n2.mpi-profile.cali", DATA / "halo3d-nonblocking-n4.comm-stats.cali"]
 
 
 @pytest.mark.parametrize("how", ["store", "file"])
-def test_a_profile_without_call_counts_says_they_were_not_measured(dsn, how):
-    """A real profile recorded without region.count (its Caliper options, read here from the file's globals):
-    its barriers are reported with their time, but whether any is a debugging barrier is not measured, and
-    the advice says so instead of 'no debugging barrier'."""
-    records, g = caliperreader.read_caliper_contents(str(UNCOUNTED))
+@pytest.mark.parametrize("uncounted", UNCOUNTED, ids=lambda p: p.name.split(".")[0])
+def test_a_profile_without_call_counts_says_they_were_not_measured(dsn, how, uncounted):
+    """Real profiles recorded without region.count (their Caliper options, read here from the file's globals),
+    one of them with cgsolve's debugging barriers: their barriers are reported with their time, but whether
+    any is a debugging barrier is not measured, and the advice says so instead of 'no debugging barrier'."""
+    records, g = caliperreader.read_caliper_contents(str(uncounted))
     assert "opts:profile.mpi" in g and "opts:region.count" not in g
     assert not any("sum#rc.count" in rec for rec in records)
-    barrier, _ = per_rank(UNCOUNTED, lambda p: p[-1] == "MPI_Barrier")
+    barrier, _ = per_rank(uncounted, lambda p: p[-1] == "MPI_Barrier")
     if how == "store":
         with psycopg.connect(dsn) as conn:
-            ingest(conn, [UNCOUNTED], Provenance())
+            ingest(conn, [uncounted], Provenance())
             (run_id,) = conn.execute("SELECT id FROM runs").fetchone()
         r = advise(dsn, str(run_id))
     else:
-        r = advise(dsn, str(UNCOUNTED))
+        r = advise(dsn, str(uncounted))
     assert r.returncode == 0, r.stderr
     ((_, _, s, text),) = stored(dsn)
     assert "Call counts not measured" in text and "No barrier looks like a debugging barrier" not in text
@@ -143,6 +145,8 @@ def test_a_profile_without_call_counts_says_they_were_not_measured(dsn, how):
     assert s["likely_debug_sites"] is None and s["predicted_saving"] is None
     assert s["barrier_time_avg"] == pytest.approx(sum(barrier.values()) / len(barrier), rel=1e-9)
     assert all(x["calls"] is None and not x["likely_debug"] for x in s["sites"])
+    if "barriers" in uncounted.name:     # the run has cgsolve's debugging barriers, in every iteration
+        assert "main/loop/timestep/debug_barrier" in {x["region"] for x in s["sites"]}
 
 
 def test_a_profile_file_is_advised_without_a_stored_run(dsn):

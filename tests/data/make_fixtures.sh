@@ -86,6 +86,36 @@ edges() {
   rm -rf "$scratch"
   sed -i "s|$scratch|SCRATCH|g" "$out/pio-collective-romio-n2.mpi-profile.out"
 }
+# The advisors' fixtures (issue 14). ONLY=advisors makes just these.
+# - three halo3d variants of one experiment at 2 ranks (one rank per core), recorded with one Caliper
+#   configuration, so they are one environment and the overlap advisor compares each with blocking;
+# - cgsolve with debug barriers recorded without region.count: the barrier advisor cannot count its calls.
+advisors() {
+  for v in blocking nonblocking overlap; do
+    run "halo3d-$v-loop-n2.comm-stats" 2 \
+      "runtime-profile,profile.mpi,region.count,comm.stats,output=halo3d-$v-loop-n2.comm-stats.cali" \
+      halo3d --n 64,64,64 --iters 40 --pml-width 3 --variant "$v"
+  done
+  run "cgsolve-direct-barriers-uncounted-n2.mpi-profile" 2 \
+    "runtime-profile,profile.mpi,output=cgsolve-direct-barriers-uncounted-n2.mpi-profile.cali" \
+    cgsolve --n 16,16,16 --allreduce direct --debug-barriers
+}
+# A real `commscope run barriers` workspace (tests/data/ramble/barriers-openmpi4-counts), cut down as the other
+# workspaces there. It needs RAMBLE_ROOT and a COMMSCOPE_HOME where `commscope setup --stacks debian-openmpi4
+# --caliper-prefix debian-openmpi4=<caliper prefix>` ran. ONLY=barriers-workspace makes just it.
+barriers_workspace() {
+  local log ws dst="$out/ramble/barriers-openmpi4-counts"
+  log=$("${COMMSCOPE:-commscope}" run barriers --stacks debian-openmpi4 --where '{n_ranks} == 2' --no-ingest)
+  echo "$log"
+  ws=$(echo "$log" | sed -n 's/^workspace: //p')
+  rm -rf "$dst"; mkdir -p "$dst/configs"
+  cp "$ws/results.latest.json" "$ws/hardware.yaml" "$ws/commscope-run.json" "$dst/"
+  cp "$ws/configs/ramble.yaml" "$dst/configs/"
+  (cd "$ws" && find experiments \( -name '*.out' -o -name '*.cali' -o -name exit-status -o -name execute_experiment \) \
+     -exec cp --parents {} "$dst/" \;)
+}
+if [ "${ONLY:-}" = advisors ]; then advisors; exit 0; fi
+if [ "${ONLY:-}" = barriers-workspace ]; then barriers_workspace; exit 0; fi
 if [ "${ONLY:-}" = edges ]; then edges; exit 0; fi
 if [ "${ONLY:-}" = part2 ]; then part2; exit 0; fi
 if [ "${ONLY:-}" = loop ]; then loop; exit 0; fi
