@@ -217,6 +217,36 @@ def test_every_experiment_is_a_run_with_every_fom_and_its_context(dsn):
     check_store(dsn, WS)
 
 
+def test_the_ingest_command_stores_the_workspace(dsn):
+    env = {**os.environ, "COMMSCOPE_DB_URL": dsn}
+    r = subprocess.run([sys.executable, "-m", "commscope.cli", "ingest", str(WS)], capture_output=True, text=True, env=env)
+    assert r.returncode == 0, r.stderr
+    assert "stored 4 runs" in r.stdout
+    check_store(dsn, WS)
+
+
+def test_text_foms_are_kept_in_the_run_s_metadata(dsn):
+    """A FOM without a number (commscope's workloads report their MPI library so) is kept too, with its
+    context and unit, in metadata.ramble_text_foms: here on a workspace of commscope's own smoke study."""
+    ws = Path(__file__).parent / "data" / "ramble" / "smoke-openmpi4-mpi"
+    with psycopg.connect(dsn) as conn:
+        ingest(conn, [ws], Provenance())
+        kept = dict(conn.execute("SELECT experiment, metadata->'ramble_text_foms' FROM runs").fetchall())
+    checked = 0
+    for exp in experiments(ws):
+        text = []
+        for ctx in exp["CONTEXTS"]:
+            for f in ctx["foms"]:
+                try:
+                    float(f["value"])
+                except ValueError:
+                    text.append({"name": f["name"], "context": None if ctx["name"] == "null" else ctx["name"],
+                                 "value": f["value"], "unit": f["units"]})
+        assert (kept[exp["name"]] or []) == text, exp["name"]
+        checked += len(text)
+    assert checked >= 5   # every experiment's mpi_library
+
+
 def test_reingesting_the_workspace_stores_nothing_new(dsn):
     with psycopg.connect(dsn) as conn:
         ingest(conn, [WS], Provenance())
