@@ -4,9 +4,11 @@ them would save.
 
 It reads one run's call-tree rows as the store keeps them (v_node_metrics, or
 records.from_profile for a profile file): per call path, exclusive time
-min/avg/max over ranks and calls summed over ranks. It works on the run window
-(docs/measurement-model.md): every barrier of the run, against the run's MPI
-time, none left out by its region's name. Calls are only known when the
+min/avg/max over ranks and calls summed over ranks. It works on the run's focus
+window when it has one, else its run window (docs/measurement-model.md): the
+barriers on the call paths through the focus region (the workloads' loop),
+against that window's MPI time and time; none is left out by its region's
+name. Calls are only known when the
 profile counted them (region.count in its Caliper configuration); without
 them no barrier is judged, and the advice says the counts were not measured
 rather than that there is no debugging barrier.
@@ -138,10 +140,11 @@ class BarrierSite:
 @dataclass
 class BarrierAdvice:
     ranks: int
-    mpi_time_avg: float | None
-    wall_time: float | None
+    mpi_time_avg: float | None       # the window's, per rank
+    window_time: float | None        # the window's slowest rank's time
     sites: list
     calls_measured: bool = True      # False: a profile without region.count, which cannot tell debugging barriers
+    focus: str | None = None         # the focus region the window covers; None: the run window
 
     @property
     def barrier_time(self) -> float:
@@ -165,7 +168,8 @@ class BarrierAdvice:
         # Without call counts no barrier can be judged: which are debugging barriers, and what removing them
         # would save, are not measured (NULL), not "none" and 0.
         known = self.calls_measured
-        return {"window": "run", "ranks": self.ranks, "mpi_time_avg": self.mpi_time_avg, "wall_time": self.wall_time,
+        return {"window": "focus" if self.focus else "run", "focus_region": self.focus, "ranks": self.ranks,
+                "mpi_time_avg": self.mpi_time_avg, "window_time": self.window_time,
                 "calls_measured": known,
                 "barrier_time_avg": self.barrier_time, "barrier_calls": self.barrier_calls,
                 "barrier_share_of_mpi": self.barrier_time / self.mpi_time_avg if self.mpi_time_avg else None,
@@ -174,8 +178,8 @@ class BarrierAdvice:
                 "predicted_saving_without_caliper": self.predicted_saving_without_caliper if known else None,
                 "predicted_saving_share_of_mpi": (self.predicted_saving / self.mpi_time_avg
                                                   if self.mpi_time_avg and known else None),
-                "predicted_saving_share_of_wall": (self.predicted_saving / self.wall_time
-                                                   if self.wall_time and known else None),
+                "predicted_saving_share_of_window": (self.predicted_saving / self.window_time
+                                                     if self.window_time and known else None),
                 "model": ("saving = barrier time min over ranks (latency; the skew moves to the next operation) "
                           "+ 1.5 x the barrier region's own time (its annotations)"),
                 "sites": [s.as_dict() for s in self.sites]}
@@ -198,9 +202,10 @@ class BarrierAdvice:
 
     def text(self) -> str:
         debug = [s for s in self.sites if s.likely_debug]
-        share = f" ({self.barrier_time / self.mpi_time_avg:.0%} of MPI time)" if self.mpi_time_avg else ""
-        head = (f"MPI_Barrier takes {self.barrier_time:.4g} s per rank{share} in {self.barrier_calls or '?'} calls "
-                f"over {self.ranks} ranks.")
+        where = f"in the focus window ({self.focus})" if self.focus else "in the run"
+        share = f" ({self.barrier_time / self.mpi_time_avg:.0%} of its MPI time)" if self.mpi_time_avg else ""
+        head = (f"MPI_Barrier takes {self.barrier_time:.4g} s per rank {where}{share} in {self.barrier_calls or '?'} "
+                f"calls over {self.ranks} ranks.")
         if not self.calls_measured:
             return head + (" Call counts not measured (the profile was recorded without region.count), so "
                            "debugging barriers cannot be told from others: profile with call counts "
@@ -208,7 +213,8 @@ class BarrierAdvice:
         if not debug:
             return head + " No barrier looks like a debugging barrier."
         where = "; ".join(f"{s.region} ({s.why})" for s in debug)
-        wall = f", {self.predicted_saving / self.wall_time:.1%} of wall time" if self.wall_time else ""
+        wall = (f", {self.predicted_saving / self.window_time:.1%} of the {'focus window' if self.focus else 'run'}"
+                if self.window_time else "")
         return (f"{head} Likely debugging barriers: {where}. Removing them is predicted to save "
                 f"{self.predicted_saving:.4g} s per rank{wall}.")
 
@@ -230,14 +236,16 @@ def _kind(functions: set) -> str | None:
     return "collective" if comm & COLLECTIVES else "halo"
 
 
-def analyse(nodes: list[Node], ranks: int, mpi_time_avg: float | None, wall_time: float | None,
-            calls_measured: bool | None = None) -> BarrierAdvice:
-    """Barrier sites of one run and which look like debugging barriers. calls_measured: whether the profile
-    counted calls (region.count in its Caliper configuration); None: whether any node has a count.
-    Raises NoBarrierData when no MPI_Barrier was profiled."""
+def analyse(nodes: list[Node], ranks: int, mpi_time_avg: float | None, window_time: float | None,
+            calls_measured: bool | None = None, focus: str | None = None) -> BarrierAdvice:
+    """Barrier sites of one run's window and which look like debugging barriers. mpi_time_avg and window_time
+    are the window's; focus: the focus region (the window is every call path through it), None for the run
+    window. calls_measured: whether the profile counted calls (region.count in its Caliper configuration);
+    None: whether any node has a count. Raises NoBarrierData when the window has no MPI_Barrier."""
     if calls_measured is None:
         calls_measured = any(n.calls is not None for n in nodes)
-    by_path = {n.path: n for n in nodes}    # the run window: every barrier, none left out by its region's name
+    # the window's call paths; none is left out by its region's name
+    by_path = {n.path: n for n in nodes if focus is None or focus in n.path.split("/")}
     functions: dict = {}          # path -> MPI functions called in its subtree
     for p in by_path:
         name = p.rsplit("/", 1)[-1]
@@ -282,8 +290,8 @@ def analyse(nodes: list[Node], ranks: int, mpi_time_avg: float | None, wall_time
             site.why = "call counts not measured (no region.count in the Caliper configuration)"
         sites.append(site)
     if not sites:
-        raise NoBarrierData("no MPI_Barrier in the profile")
-    return BarrierAdvice(ranks, mpi_time_avg, wall_time, sites, calls_measured)
+        raise NoBarrierData(f"no MPI_Barrier in the focus window ({focus})" if focus else "no MPI_Barrier in the profile")
+    return BarrierAdvice(ranks, mpi_time_avg, window_time, sites, calls_measured, focus)
 
 
 def _judge(site: BarrierSite) -> None:
@@ -397,13 +405,14 @@ def counts_measured(caliper_config: str | None) -> bool | None:
 
 
 def run_info(conn, run_id: int) -> dict:
-    """The run's application, parameters and environment (its series), and its run window's MPI time and
-    time (NULL MPI time: MPI was not measured)."""
+    """The run's application, parameters and environment (its series), and the MPI time and time of its focus
+    window, else its run window (NULL MPI time: MPI was not measured)."""
     row = conn.execute(
         "SELECT r.app, r.ranks, r.campaign_id, s.parameters, s.environment, w.mpi_time_avg_s, w.time_s, "
-        "r.profile_kind FROM runs r LEFT JOIN series s ON s.id = r.series_id "
-        "LEFT JOIN run_windows w ON w.run_id = r.id AND w.\"window\" = 'run' WHERE r.id = %s", (run_id,)).fetchone()
-    names = ["app", "ranks", "campaign_id", "parameters", "environment", "mpi_time_avg", "wall_time", "profile_kind"]
+        "w.focus_region FROM runs r LEFT JOIN series s ON s.id = r.series_id "
+        "LEFT JOIN LATERAL (SELECT * FROM run_windows x WHERE x.run_id = r.id "
+        "                   ORDER BY x.\"window\" = 'focus' DESC LIMIT 1) w ON true WHERE r.id = %s", (run_id,)).fetchone()
+    names = ["app", "ranks", "campaign_id", "parameters", "environment", "mpi_time_avg", "window_time", "focus"]
     info = {"run_id": run_id, **dict(zip(names, row))}
     env = info["environment"] or {}
     info["calls_measured"] = counts_measured(env.get("caliper"))
@@ -432,17 +441,20 @@ def from_profile_path(path: str) -> Advice:
     from pathlib import Path
 
     from . import profiles, records
+    from .windows import COLUMNS
     groups = profiles.discover([Path(path)])
     if len(groups) != 1:
         raise LookupError(f"{path}: expected one run's profile, found {len(groups)} runs")
     rec = records.read_record(groups[0])
     if not rec.node_rows:
         raise NoBarrierData(f"{path}: no call-tree times in this profile, so no barrier data")
-    if rec.summary["mpi_time_avg"] is None:
+    windows = {row[0]: dict(zip(COLUMNS, row)) for row in rec.window_rows}
+    w = windows.get("focus") or windows.get("run") or {}
+    if w.get("mpi_time_avg_s") is None:
         raise NoBarrierData(f"{path}: {NO_MPI}")
     try:
-        a = analyse(nodes_from_record(rec), rec.ranks, rec.summary["mpi_time_avg"], rec.summary["wall_time"],
-                    counts_measured(rec.caliper_config))
+        a = analyse(nodes_from_record(rec), rec.ranks, w["mpi_time_avg_s"], w["time_s"],
+                    counts_measured(rec.caliper_config), w["focus_region"])
     except NoBarrierData as e:
         raise NoBarrierData(f"{path}: {e}") from None
     return Advice(None, path, a.summary(), a.text())
@@ -469,7 +481,8 @@ def from_store(conn, source: str, fastest: float = 1.0) -> tuple[list[Advice], l
             skipped.append(f"run {run_id}: {NO_MPI}")
             continue
         try:
-            a = analyse(nodes, info["ranks"], info["mpi_time_avg"], info["wall_time"], info["calls_measured"])
+            a = analyse(nodes, info["ranks"], info["mpi_time_avg"], info["window_time"], info["calls_measured"],
+                        info["focus"])
         except NoBarrierData as e:
             skipped.append(f"run {run_id}: {e}")
             plain.append((info, None, nodes))
