@@ -23,7 +23,9 @@ no load balance, no excess and no verdict.
   the share of blocking's communication time the variant hides. Medians over
   repeats. Negative means the variant exposes more.
 - Irecv gap: comm.stats' average time from posting a receive to its data
-  arriving (present when profiled with comm.stats).
+  arriving (present when profiled with comm.stats): per comm region inside
+  the focus the mean over ranks, then the mean over those regions (the loop's
+  first exchange and the per-step one).
 - Per region (each child of the step: the `timestep` region inside the focus,
   or the focus region itself when it has none): max/avg imbalance of inclusive
   time and the slowest rank (the one with the most time in it). A region is a
