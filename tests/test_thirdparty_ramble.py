@@ -247,6 +247,25 @@ def test_text_foms_are_kept_in_the_run_s_metadata(dsn):
     assert checked >= 5   # every experiment's mpi_library
 
 
+def test_the_regression_gate_takes_a_fom_of_one_context(dsn):
+    """commscope check --metric fom:NAME compares a series' values of one FOM: IMB's "Latency min" of every message
+    size are no one series, so a context must be named (fom:NAME@CONTEXT), and its values are that size's."""
+    from commscope import regressions
+    with psycopg.connect(dsn) as conn:
+        ingest(conn, [WS], Provenance())
+        with pytest.raises(ValueError, match=r"'Latency min' is stored in 14 contexts .*fom:Latency min@"):
+            regressions.check(conn, metric="fom:Latency min")
+        with pytest.raises(ValueError, match=r"no context 'Bytes: 3 \(Latency\)'"):
+            regressions.check(conn, metric="fom:Latency min@Bytes: 3 (Latency)")
+        rows, direction = regressions._values(conn, "fom:Latency min@Bytes: 4096 (Latency)", {})
+        assert direction == "lower"
+        runs = dict(conn.execute("SELECT id, experiment FROM runs").fetchall())
+    got = {runs[r[4]]: r[5] for r in rows}
+    want = {e["name"]: expected_foms(out_file(WS, e))[("Bytes: 4096 (Latency)", "Latency min")][0]
+            for e in experiments(WS) if e["workload_name"] == "collective"}
+    assert got == pytest.approx(want) and len(got) == 2
+
+
 def test_reingesting_the_workspace_stores_nothing_new(dsn):
     with psycopg.connect(dsn) as conn:
         ingest(conn, [WS], Provenance())

@@ -5,7 +5,7 @@ never each other's baseline.
 
 The measurement is a column of v_run_metrics on the series' focus window where its runs have one (the workloads'
 timed loop), else on its run window, as the dashboards show a series (v_run_metrics_daily's `shown`); or a FOM
-(fom:NAME). Only runs with status 'ok' count: partial runs (ranks missing) and failed runs are neither baseline
+(fom:NAME, or fom:NAME@CONTEXT for a FOM Ramble reports per context). Only runs with status 'ok' count: partial runs (ranks missing) and failed runs are neither baseline
 nor judged.
 
 The test is robust, not a fixed threshold: with three or more new samples a one-sided Mann-Whitney U test against
@@ -32,7 +32,7 @@ ALIASES = {"wall_time": "time_s", "mpi_time_avg": "mpi_time_avg_s"}
 FILTERS = ("system", "app", "workload", "variant", "stack", "interconnect", "ranks")
 # What a finding says about its series (v_runs columns of its newest run), for the label and the annotation.
 DESCRIBE = FILTERS + ("global_size",)
-LOWER_BETTER_UNITS = {"s", "ms", "us", "ns"}
+LOWER_BETTER_UNITS = {"s", "ms", "us", "ns", "sec", "msec", "usec", "nsec", "seconds"}  # usec: IMB through Ramble
 
 
 @dataclass
@@ -97,6 +97,25 @@ def canonical_metric(metric: str) -> str:
                      f"{', '.join(f'{a} (= {c})' for a, c in ALIASES.items())}, or fom:NAME")
 
 
+def _fom_and_context(conn: psycopg.Connection, spec: str) -> tuple[str, str | None]:
+    """(FOM name, context) of fom:NAME or fom:NAME@CONTEXT. A FOM stored in several contexts (migration 0015:
+    one IMB latency per message size) must name one; values of different contexts are no one series."""
+    name, at, context = spec, "", None
+    if "@" in spec and not conn.execute("SELECT 1 FROM foms WHERE name = %s LIMIT 1", (spec,)).fetchone():
+        name, at, context = spec.partition("@")
+    contexts = sorted((r[0] for r in conn.execute("SELECT DISTINCT context FROM foms WHERE name = %s", (name,))),
+                      key=lambda c: (c is not None, str(c)))
+    if at and context not in contexts:
+        raise ValueError(f"FOM {name!r} has no context {context!r} in the store"
+                         + (f" (it has: {', '.join(map(str, contexts[:8]))})" if contexts else ""))
+    if not at and len(contexts) > 1:
+        raise ValueError(f"FOM {name!r} is stored in {len(contexts)} contexts ({', '.join(map(str, contexts[:8]))}"
+                         f"{', ...' if len(contexts) > 8 else ''}); name one: fom:{name}@{contexts[-1]}")
+    if not at and contexts:
+        context = contexts[0]   # its one context
+    return name, context
+
+
 def _values(conn: psycopg.Connection, metric: str, where: dict) -> tuple[list[tuple], str]:
     """Rows (series_id, window, campaign_id, started_at, run_id, value) of the ok runs with a series, and the
     metric's direction."""
@@ -107,8 +126,9 @@ def _values(conn: psycopg.Connection, metric: str, where: dict) -> tuple[list[tu
             params.append(v)
     selected = sql.SQL(" AND ").join(clauses)
     if metric.startswith("fom:"):
-        name = metric[4:]
-        units = {r[0] for r in conn.execute("SELECT DISTINCT unit FROM foms WHERE name = %s", (name,))}
+        name, context = _fom_and_context(conn, metric[4:])
+        units = {r[0] for r in conn.execute("SELECT DISTINCT unit FROM foms WHERE name = %s AND context IS NOT "
+                                            "DISTINCT FROM %s", (name, context))}
         if not units:
             raise ValueError(f"no FOM named {name!r} in the store")
         direction = "lower" if units <= LOWER_BETTER_UNITS else "higher" if all("/s" in (u or "") for u in units) else None
@@ -117,8 +137,8 @@ def _values(conn: psycopg.Connection, metric: str, where: dict) -> tuple[list[tu
         # A FOM is the workload's own figure: no window of commscope's.
         q = sql.SQL("SELECT r.series_id, 'fom', v.campaign_id, v.started_at, r.id, f.value "
                     "FROM runs r JOIN v_runs v ON v.run_id = r.id JOIN foms f ON f.run_id = r.id "
-                    "WHERE f.name = %s AND {}").format(selected)
-        return conn.execute(q, [name, *params]).fetchall(), direction
+                    "WHERE f.name = %s AND f.context IS NOT DISTINCT FROM %s AND {}").format(selected)
+        return conn.execute(q, [name, context, *params]).fetchall(), direction
     # Each series on one window: focus where its runs have one, else run (v_run_metrics_daily's `shown`).
     q = sql.SQL("""WITH m AS (
   SELECT r.series_id, m."window", v.campaign_id, v.started_at, r.id AS run_id, m.{col} AS value
