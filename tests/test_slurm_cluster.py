@@ -344,3 +344,5 @@ def test_commscope_run_places_ranks_where_the_advice_says(cluster, site_env, dsn
     assert moved["advised"] < moved["block"] / 2, moved
     runs = _runs(dsn)
     assert len(runs) == 2 and all(r[1:4] == ("ok", 4, 2) for r in runs), runs
+    if CALIPER_PREFIX:      # Adiak's host list: the advised nodes, which Slurm would not have picked
+        assert all(set(r[4].strip("[]").split(",")) == set(nodes) and r[5] == "2" for r in runs), runs
