@@ -253,13 +253,14 @@ class _PerRank:
         return arr
 
     def sized(self, n: int) -> tuple[dict, dict]:
-        """Every array cut or padded to N ranks."""
-        def fit(a, dtype):
-            out = np.zeros(n, dtype=dtype)
-            out[:min(n, len(a))] = a[:n]
-            return out
-        return ({p: fit(a, float) for p, a in self.values.items()},
-                {p: fit(a, bool) for p, a in self.present.items()})
+        """Every array cut or padded to N ranks, in place (one array's copy at a time)."""
+        for d in (self.values, self.present):
+            for p, a in d.items():
+                if len(a) != n:
+                    out = np.zeros(n, dtype=a.dtype)
+                    out[:min(n, len(a))] = a[:n]
+                    d[p] = out
+        return self.values, self.present
 
 
 class _Reader:
@@ -624,7 +625,10 @@ def node_stats(prof: Profile) -> dict[tuple, NodeStats]:
                 incl[q] = arr.copy()
     zero = np.zeros(len(prof.measured))
     paths = list(incl)
-    spreads = distributions(np.stack([incl[p][ranks] for p in paths]), ranks) if paths else []
+    spreads = []
+    step = max(1, 1_000_000 // max(len(ranks), 1))
+    for first in range(0, len(paths), step):
+        spreads += distributions(np.stack([incl[p][ranks] for p in paths[first:first + step]]), ranks)
     stats = {}
     for p, spread in zip(paths, spreads):
         ex, inc = prof.excl.get(p, zero)[ranks], incl[p][ranks]
@@ -642,7 +646,17 @@ PERCENTILES = (50, 90, 99)
 def distributions(values: np.ndarray, ranks: np.ndarray) -> list[dict]:
     """Per row of VALUES (one column per rank of RANKS): the percentiles (numpy's linear interpolation),
     a histogram of HIST_BINS equal bins from min to max, and the TOP_K largest values with their ranks,
-    largest first. What a store keeps of a rank distribution when it does not keep every rank."""
+    largest first. What a store keeps of a rank distribution when it does not keep every rank. Rows go
+    in chunks of about a million values, so the temporaries stay small however many ranks there are."""
+    rows, n = values.shape
+    step = max(1, 1_000_000 // max(n, 1))
+    out: list[dict] = []
+    for first in range(0, rows, step):
+        out += _distributions(values[first:first + step], ranks)
+    return out
+
+
+def _distributions(values: np.ndarray, ranks: np.ndarray) -> list[dict]:
     rows, n = values.shape
     pct = np.percentile(values, PERCENTILES, axis=1)
     lo, hi = values.min(axis=1), values.max(axis=1)
@@ -650,6 +664,7 @@ def distributions(values: np.ndarray, ranks: np.ndarray) -> list[dict]:
     bins = np.minimum(((values - lo[:, None]) / width[:, None] * HIST_BINS).astype(np.int64), HIST_BINS - 1)
     counts = np.zeros((rows, HIST_BINS), dtype=np.int64)
     np.add.at(counts, (np.repeat(np.arange(rows), n), bins.ravel()), 1)
+    del bins
     k = min(TOP_K, n)
     top = np.argpartition(-values, k - 1, axis=1)[:, :k] if k < n else np.tile(np.arange(n), (rows, 1))
     out = []
