@@ -2,36 +2,70 @@
 workloads' own timers do. The workspace (tests/data/ramble/smoke-mixed-caliper)
 ran halo3d and cgsolve on Debian Open MPI 4.1 with Caliper and on Intel MPI
 without: the old panel compared Caliper's whole-run time with the unprofiled
-runs' loop time and showed Intel MPI 4-7x faster, where its loops were slower."""
+runs' loop time and showed Intel MPI 4-7x faster, where its loops were slower.
+
+The reference is each experiment's stdout, read here: its application (the
+COMMSCOPE header), its PARAM lines and its `FOM total_time`. Runs whose PARAM
+lines are equal but for the interconnect (which names the stack's transport) are
+one experiment on two stacks; per experiment, the stacks' order by total_time is
+what the panel and the view must show."""
 from __future__ import annotations
 
 import datetime as dt
+import json
 import re
 from pathlib import Path
 
 import psycopg
+import pytest
 
 from commscope import panels as P
 from commscope.ingest import Provenance, ingest
 
 WS = Path(__file__).parent / "data" / "ramble" / "smoke-mixed-caliper"
 REF = "debian-openmpi4"
+STACKS = (REF, "pypi-impi2021")
 
 
-def own_timers() -> dict[tuple, dict[str, float]]:
-    """(app, experiment without its stack) -> stack -> total_time, from each experiment's stdout."""
-    out: dict = {}
-    for f in WS.glob("experiments/*/*/*/*.out"):
-        m = re.search(r"^FOM total_time (\S+) s$", f.read_text(), re.M)
-        exp = f.parent.name
-        stack = next(s for s in (REF, "pypi-impi2021") if s in exp)
-        out.setdefault((f.parts[-4], exp.replace(stack, "STACK")), {})[stack] = float(m.group(1))
-    return out
+def own_experiments() -> list[dict]:
+    """One entry per experiment of the workspace: {app, params, total: {stack: total_time}}, from the stdout
+    of each Ramble experiment (its directory name says which stack ran it)."""
+    groups: dict = {}
+    for f in sorted(WS.glob("experiments/*/*/*/*.out")):
+        text = f.read_text()
+        app = re.search(r"^COMMSCOPE workload=(\S+)", text, re.M).group(1)
+        params = dict(re.findall(r"^PARAM (\S+) (.*)$", text, re.M))
+        params.pop("interconnect")   # openmpi4/default, impi2021/default: the stack's transport
+        total = float(re.search(r"^FOM total_time (\S+) s$", text, re.M).group(1))
+        stack = next(s for s in STACKS if s in f.parent.name)
+        key = (app, tuple(sorted(params.items())))
+        groups.setdefault(key, {"app": app, "params": params, "total": {}})["total"][stack] = total
+    return list(groups.values())
+
+
+def matching(experiments: list[dict], app: str, parameters: dict) -> dict:
+    """The one experiment of the workspace whose PARAM lines hold every `param.*` value of a stored
+    experiment's parameters."""
+    ps = {k[len("param."):]: v for k, v in parameters.items() if k.startswith("param.")}
+    assert ps, parameters
+    found = [e for e in experiments if e["app"] == app and ps.items() <= e["params"].items()]
+    assert len(found) == 1, (app, parameters, len(found))
+    return found[0]
+
+
+def by_timer(e: dict) -> list[str]:
+    return sorted(e["total"], key=e["total"].get)
 
 
 def panel(title: str):
     board = next(b for b in P.DASHBOARDS if b.uid == "commscope-procurement")
     return next(p for p in board.panels if p.title == title)
+
+
+def test_the_workspace_is_a_stack_comparison():
+    """The reference itself: every experiment ran on both stacks, and the experiments differ."""
+    exps = own_experiments()
+    assert len(exps) == 3 and all(set(e["total"]) == set(STACKS) for e in exps)
 
 
 def test_the_procurement_panel_ranks_stacks_as_the_workloads_timers_do(dsn):
@@ -46,19 +80,31 @@ def test_the_procurement_panel_ranks_stacks_as_the_workloads_timers_do(dsn):
         rows = [dict(zip(cols, r)) for r in cur.fetchall()]
         geo = {r[0]: r[1] for r in conn.execute(P.expand(panel("Geometric mean of normalized time").sql, t0, t1,
                                                           values))}
-    timers = own_timers()
-    assert len(timers) == 3 and all(len(v) == 2 for v in timers.values())
-    others = [r for r in rows if r["stack"] != REF]
-    assert len(others) == len(timers)   # every experiment found its reference run, on the same window
-    faster_by_timer = sorted(v["pypi-impi2021"] < v[REF] for v in timers.values())
-    faster_by_panel = sorted(r["normalized"] < 1 for r in others)
-    assert faster_by_panel == faster_by_timer
+    exps = own_experiments()
     assert all(r["window"] == "focus" for r in rows)
+    # the panel's rows, in the order it shows them, per experiment
+    shown: dict = {}
+    for r in rows:
+        shown.setdefault((r["app"], r["experiment"]), []).append(r)
+    assert len(shown) == len(exps)   # every experiment found its reference run, on the same window
+    paired = set()
+    for (app, experiment), group in shown.items():
+        e = matching(exps, app, json.loads(experiment))
+        paired.add(id(e))
+        stacks = [r["stack"] for r in group]
+        assert sorted(stacks) == sorted(STACKS), (app, experiment, stacks)
+        # the panel's order of the stacks (its rows, ordered by normalized time) is the timers' order
+        assert stacks == by_timer(e), (app, e["params"], stacks, e["total"])
+        norm = {r["stack"]: r["normalized"] for r in group}
+        assert norm[REF] == pytest.approx(1.0)
+        assert (norm["pypi-impi2021"] > 1) == (e["total"]["pypi-impi2021"] > e["total"][REF]), (app, e["params"])
+        assert [r["stack"] for r in sorted(group, key=lambda r: r["time_s"])] == by_timer(e)
+    assert len(paired) == len(exps)   # one panel experiment per workspace experiment, none twice
     # over all experiments, the order of the two stacks is the timers' order
     timer_geo = 1.0
-    for v in timers.values():
-        timer_geo *= v["pypi-impi2021"] / v[REF]
-    timer_geo **= 1 / len(timers)
+    for e in exps:
+        timer_geo *= e["total"]["pypi-impi2021"] / e["total"][REF]
+    timer_geo **= 1 / len(exps)
     assert (geo[f"{system} pypi-impi2021"] > 1) == (timer_geo > 1)
     assert abs(geo[f"{system} {REF}"] - 1) < 1e-12
 
@@ -71,18 +117,16 @@ def test_the_stack_comparison_view_holds_the_experiment_and_ranks_as_the_timers_
         ingest(conn, [WS], Provenance())
         rows = conn.execute("SELECT app, parameters, \"window\", stack, time_s, stacks_compared "
                             "FROM v_stack_comparison").fetchall()
-    timers = own_timers()
+    exps = own_experiments()
     groups: dict = {}
     for app, params, window, stack, t, n in rows:
         assert window == "focus" and n == 2, (app, params, stack)
-        groups.setdefault((app, str(params)), {})[stack] = t
-    assert len(groups) == len(timers)
-    by_view = sorted(next(t for s, t in g.items() if s != REF_STACK_NAME(g)) < g[REF_STACK_NAME(g)]
-                     for g in groups.values())
-    by_timer = sorted(v["pypi-impi2021"] < v[REF] for v in timers.values())
-    assert by_view == by_timer
-
-
-def REF_STACK_NAME(group: dict) -> str:   # noqa: N802
-    """The Open MPI stack's name as the store has it (the MPI library's own name)."""
-    return next(s for s in group if "Open MPI" in s or s == REF)
+        groups.setdefault((app, json.dumps(params, sort_keys=True)), {})[stack] = t
+    assert len(groups) == len(exps)
+    paired = set()
+    for (app, params), times in groups.items():
+        e = matching(exps, app, json.loads(params))
+        paired.add(id(e))
+        assert set(times) == set(STACKS), (app, params, times)
+        assert sorted(times, key=times.get) == by_timer(e), (app, e["params"], times, e["total"])
+    assert len(paired) == len(exps)
