@@ -7,6 +7,7 @@ figures of merit and success criteria.
 """
 from __future__ import annotations
 
+import os
 import re
 import sys
 import types
@@ -27,6 +28,9 @@ RAMBLE_BUILTINS = {"n_ranks", "n_nodes", "processes_per_node", "n_threads", "exp
 RUN_SCOPE = {"stack", "interconnect", "commscope_git_commit", "commscope_study", "commscope_site",
              "commscope_root", "caliper_setting", "experiment_timeout"}
 RUN_ZIPS = {"stack_interconnect"}
+# Ramble's builtin applications a study uses (no application.py under ramble/applications): read from
+# $RAMBLE_ROOT/var/ramble/repos/builtin when RAMBLE_ROOT is set.
+RAMBLE_BUILTIN_APPS = {"intel-mpi-benchmarks"}
 
 
 @dataclass
@@ -87,7 +91,8 @@ def _kit(defn: Definition) -> types.ModuleType:
               env_var_modification, modifier_variable):
         setattr(kit, f.__name__, f)
     for name in ("tags", "maintainers", "default_mode", "archive_pattern", "variable_modification",
-                 "figure_of_merit_context", "register_builtin", "software_spec", "required_package"):
+                 "figure_of_merit_context", "register_builtin", "software_spec", "required_package",
+                 "define_compiler", "workload_group"):
         setattr(kit, name, _noop)
     kit.__all__ = [n for n in dir(kit) if not n.startswith("_")]
     return kit
@@ -97,9 +102,11 @@ def load(path: Path) -> Definition:
     """Runs one application.py or modifier.py against recording stand-ins."""
     defn = Definition()
     kit = _kit(defn)
-    saved = {k: sys.modules.get(k) for k in ("ramble", "ramble.appkit", "ramble.modkit")}
+    saved = {k: sys.modules.get(k) for k in ("ramble", "ramble.appkit", "ramble.modkit", "ramble.expander")}
     pkg = types.ModuleType("ramble")
-    sys.modules.update({"ramble": pkg, "ramble.appkit": kit, "ramble.modkit": kit})
+    expander = types.ModuleType("ramble.expander")   # Ramble's builtin applications name their log file with it
+    expander.Expander = type("Expander", (), {"expansion_str": staticmethod(lambda name: "{" + name + "}")})
+    sys.modules.update({"ramble": pkg, "ramble.appkit": kit, "ramble.modkit": kit, "ramble.expander": expander})
     try:
         ns: dict = {"__name__": f"ramble_static_{path.parent.name}"}
         exec(compile(path.read_text(), str(path), "exec"), ns)
@@ -117,6 +124,13 @@ def load(path: Path) -> Definition:
 
 def applications() -> dict[str, Definition]:
     return {p.parent.name: load(p) for p in sorted((RAMBLE / "applications").glob("*/application.py"))}
+
+
+def builtin_application(name: str) -> Definition | None:
+    """One of Ramble's builtin applications from $RAMBLE_ROOT, or None without it."""
+    root = os.environ.get("RAMBLE_ROOT")
+    f = Path(root) / "var" / "ramble" / "repos" / "builtin" / "applications" / name / "application.py" if root else None
+    return load(f) if f and f.is_file() else None
 
 
 def studies() -> dict[str, dict]:

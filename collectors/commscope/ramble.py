@@ -18,7 +18,8 @@ no number to store there, to the run's metadata (ramble_text_foms).
 
 The parameters of an application that is not one of commscope's workloads are
 its Ramble variables (those that define the experiment: not Ramble's own
-bookkeeping keywords, nor paths, which name where it ran, not what). A
+bookkeeping keywords, nor paths, nor what `commscope run` added from the site
+and its run scope, which name where and how it ran, not what). A
 commscope workload declares its parameters itself (its PARAM lines or Adiak
 values), which the Ramble variables only repeat."""
 from __future__ import annotations
@@ -70,6 +71,8 @@ class Workspace:
     root: Path
     results: dict
     hardware: dict | None = None
+    # Variables `commscope run` added from the site and its run scope (commscope-run.json): not parameters.
+    run_variables: frozenset = frozenset()
 
     def experiments(self) -> list[dict]:
         # A repeated experiment's base entry only summarises its repeats,
@@ -148,7 +151,7 @@ class Workspace:
             # The experiment's parameters: the workload's own (its PARAM lines or Adiak values), or, for any
             # other application, its Ramble variables; Ramble's workload, ranks and nodes; not its name,
             # repeat index or paths, so repeats are one series.
-            own = {} if is_commscope_workload(rec) else experiment_variables(exp)
+            own = {} if is_commscope_workload(rec) else experiment_variables(exp, self.run_variables)
             params = {**rec.parameters, **own, "ranks": ranks, "nodes": nodes,
                       "ramble_workload": clean(exp.get("workload_name") or rec.workload)}
             meta = dict(rec.metadata)
@@ -219,12 +222,14 @@ def is_commscope_workload(rec: Record) -> bool:
     return "verify" in rec.metadata or rec.metadata.get("app_source") == "workload"
 
 
-def experiment_variables(exp: dict) -> dict:
+def experiment_variables(exp: dict, run_variables: frozenset = frozenset()) -> dict:
     """The Ramble variables that define an experiment of any application: RAMBLE_VARIABLES less Ramble's
-    own keywords, the Caliper modifier's variables and absolute paths (where and how it ran, not what),
-    plus the thread count. Values as strings, as Ramble reports them."""
+    own keywords, the Caliper modifier's variables, absolute paths and, in a workspace of `commscope run`,
+    the variables its site and run scope added (where and how it ran, not what), plus the thread count.
+    Values as strings, as Ramble reports them."""
     out = {k: clean(v) for k, v in exp["RAMBLE_VARIABLES"].items()
-           if k not in RAMBLE_KEYWORDS and not k.startswith(MODIFIER_PREFIX) and not str(v).startswith("/")}
+           if k not in RAMBLE_KEYWORDS and k not in run_variables and not k.startswith(MODIFIER_PREFIX)
+           and not str(v).startswith("/")}
     if exp.get("n_threads") not in (None, ""):
         out["n_threads"] = clean(exp["n_threads"])
     return out
@@ -256,7 +261,21 @@ def read_workspace(root: Path) -> Workspace:
         if hw_file.exists():
             hardware = read_hardware(hw_file)
             break
-    return Workspace(root, doc, hardware)
+    return Workspace(root, doc, hardware, run_variables(root / "commscope-run.json"))
+
+
+def run_variables(path: Path) -> frozenset:
+    """The variables `commscope run` added to the workspace from the site and its run scope, as its
+    commscope-run.json lists them; none for a workspace made otherwise."""
+    if not path.exists():
+        return frozenset()
+    try:
+        names = json.loads(path.read_text()).get("run_variables") or []
+    except (OSError, ValueError, AttributeError) as e:
+        raise BadProfile(f"{path}: not the JSON `commscope run` writes ({e}); remove it or run the study again") from None
+    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+        raise BadProfile(f"{path}: run_variables must be a list of variable names")
+    return frozenset(names)
 
 
 def read_hardware(path: Path) -> dict:

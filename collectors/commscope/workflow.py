@@ -61,16 +61,52 @@ def sites() -> list[str]:
     return sorted(p.parent.name for p in SITES_DIR.glob("*/site.yaml"))
 
 
+def study_config(study: str) -> dict:
+    """What `commscope run` needs for a study besides its ramble.yaml, from the optional `commscope.yaml`
+    beside it: `caliper` (its default Caliper mode), `package_manager: null` (a study whose binaries are
+    built by hand, e.g. of a Ramble builtin application: Ramble's null package manager only) and `prefixes`
+    (Ramble variable -> a program: the variable is set to the install prefix of that program found on PATH)."""
+    f = STUDIES_DIR / study / "commscope.yaml"
+    conf = (yaml.safe_load(f.read_text()) if f.is_file() else None) or {}
+    unknown = sorted(set(conf) - {"caliper", "package_manager", "prefixes"})
+    if unknown:
+        raise WorkflowError(f"{f}: unknown key(s) {', '.join(unknown)}; valid: caliper, package_manager, prefixes")
+    mode = conf.get("caliper")
+    if mode is not None and mode not in CALIPER_MODES:
+        raise WorkflowError(f"{f}: caliper: {mode!r} is not a Caliper mode; valid: {', '.join(CALIPER_MODES)} "
+                            f"(quote 'off': YAML reads a bare off as false)")
+    if conf.get("package_manager") not in (None, "null"):
+        raise WorkflowError(f"{f}: package_manager: {conf['package_manager']!r}; only null can be required "
+                            f"(a study runs with Spack by default when Spack is there)")
+    prefixes = conf.get("prefixes") or {}
+    if not isinstance(prefixes, dict) or not all(isinstance(v, str) and v for v in prefixes.values()):
+        raise WorkflowError(f"{f}: prefixes must map a Ramble variable to a program's name, e.g. "
+                            f"intel-mpi-benchmarks_path: IMB-MPI1")
+    return conf
+
+
 def study_caliper_mode(study: str) -> str | None:
     """The Caliper mode a study needs by default, from its `commscope.yaml` (`caliper: MODE`) beside its
     ramble.yaml (the barriers study: `counts`), or None."""
-    f = STUDIES_DIR / study / "commscope.yaml"
-    if not f.is_file():
-        return None
-    mode = (yaml.safe_load(f.read_text()) or {}).get("caliper")
-    if mode is not None and mode not in CALIPER_MODES:
-        raise WorkflowError(f"{f}: caliper: {mode!r} is not a Caliper mode; valid: {', '.join(CALIPER_MODES)}")
-    return mode
+    return study_config(study).get("caliper")
+
+
+def install_prefixes(study: str, conf: dict) -> dict[str, str]:
+    """The study's `prefixes`, each the install prefix of its program found on PATH (the folder above its
+    bin/, as Ramble's `<package>_path` is an install prefix: the application runs <prefix>/bin/<program>)."""
+    out = {}
+    for var, program in (conf.get("prefixes") or {}).items():
+        found = shutil.which(program)
+        if found is None:
+            raise WorkflowError(f"study {study} needs {program} on PATH (commscope run sets {var} to its install "
+                                f"prefix): build it, install it as <prefix>/bin/{program} and put <prefix>/bin on PATH")
+        prefix = Path(found).absolute().parent.parent
+        if not (prefix / "bin" / program).is_file():
+            raise WorkflowError(f"study {study}: {found} is not in a bin/ folder, but {var} is an install prefix "
+                                f"and Ramble runs <prefix>/bin/{program}; install it as <prefix>/bin/{program} and "
+                                f"put <prefix>/bin on PATH")
+        out[var] = str(prefix)
+    return out
 
 
 def local_site_dir() -> Path:
@@ -421,6 +457,7 @@ class Plan:
     pairs: list = field(default_factory=list)     # (stack, interconnect label) that run
     package_manager: str = "null"                 # null | spack
     spack_specs: dict = field(default_factory=dict)  # stack -> its MPI's Spack spec (spack only)
+    prefixes: dict = field(default_factory=dict)     # Ramble variable -> install prefix found on PATH
 
 
 def _choose(kind: str, asked: list[str], valid: list[str]) -> list[str]:
@@ -454,6 +491,13 @@ def plan_run(study: str, site: str = "local", stacks: list[str] | None = None,
     site_conf = yaml.safe_load((SITES_DIR / site / "site.yaml").read_text())
     if caliper is not None:
         _choose("Caliper mode", [caliper], list(CALIPER_MODES))
+    conf = study_config(study)
+    if "package_manager" in conf:   # null: the study's binaries are built by hand, never by Spack
+        if spack:
+            raise WorkflowError(f"study {study} runs with Ramble's null package manager only "
+                                f"({STUDIES_DIR / study / 'commscope.yaml'}): drop --spack")
+        spack = False
+    prefixes = install_prefixes(study, conf)
     if spack is None:
         spack = spack_root() is not None
     elif spack and spack_root() is None:
@@ -477,11 +521,12 @@ def plan_run(study: str, site: str = "local", stacks: list[str] | None = None,
     catalog = interconnect_catalog(stacks, site)
     pairs = select_interconnects(stacks, catalog, interconnects or ["default"])
     if caliper is None:
-        caliper = (study_caliper_mode(study) or "mpi") if any_cali else "off"
+        caliper = (conf.get("caliper") or "mpi") if any_cali else "off"
     stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     ws = workspace or workspaces_dir() / f"{study}-{stamp}"
     return Plan(study, site, stacks, sorted({i for _, i in pairs}), caliper, where, dry_run, ws, site_conf,
-                catalog, pairs, "spack" if spack else "null", {s: specs[s] for s in stacks} if spack else {})
+                catalog, pairs, "spack" if spack else "null", {s: specs[s] for s in stacks} if spack else {},
+                prefixes)
 
 
 # ---- Ramble's spack package manager --------------------------------------------------
@@ -584,11 +629,8 @@ def render(plan: Plan) -> dict:
     cfg = yaml.safe_load((STUDIES_DIR / plan.study / "ramble.yaml").read_text())
     r = cfg["ramble"]
     run_scope = plan.workspace / "commscope" / "run-scope"
-    includes = [str(SITES_DIR / plan.site)]
-    if plan.site_conf.get("builds") == "local-builds":
-        includes.append(str(local_site_dir()))
     # Ramble: earlier includes take precedence; the run scope overrides the site.
-    r["include"] = [str(run_scope)] + includes
+    r["include"] = [str(run_scope)] + [str(d) for d in site_scopes(plan)]
     r["repos"] = [str(RAMBLE_DIR)]
     if plan.caliper != "off":
         r["modifiers"] = list(r.get("modifiers") or []) + [{"name": "caliper", "mode": plan.caliper}]
@@ -606,6 +648,30 @@ def render(plan: Plan) -> dict:
     return cfg
 
 
+def site_scopes(plan: Plan) -> list[Path]:
+    """The site's Ramble scopes a workspace includes: its folder, and for the sites on this machine's builds
+    the local site's generated one."""
+    return [SITES_DIR / plan.site] + ([local_site_dir()] if plan.site_conf.get("builds") == "local-builds" else [])
+
+
+def run_variable_names(plan: Plan, run_scope: dict) -> list[str]:
+    """The Ramble variables the run scope and the site scopes define and the study does not set itself:
+    where and how the study ran (stack, launcher, provenance), never what. A Ramble application's other
+    variables are its parameters (collectors/commscope/ramble.py); these are not."""
+    names = set(run_scope["variables.yaml"]["variables"])
+    for d in site_scopes(plan):
+        f = d / "variables.yaml"
+        if f.is_file():
+            names |= set((yaml.safe_load(f.read_text()) or {}).get("variables") or {})
+
+    def set_by_study(node) -> set:
+        if isinstance(node, dict):
+            own = set(node["variables"]) if isinstance(node.get("variables"), dict) else set()
+            return own.union(*(set_by_study(v) for v in node.values()))
+        return set()
+    return sorted(names - set_by_study(yaml.safe_load((STUDIES_DIR / plan.study / "ramble.yaml").read_text())))
+
+
 def run_scope_files(plan: Plan) -> dict[str, dict]:
     """The run's own Ramble scope: the chosen axes and their settings, the provenance."""
     v: dict = {
@@ -617,6 +683,7 @@ def run_scope_files(plan: Plan) -> dict[str, dict]:
         "commscope_site": plan.site,
         "commscope_root": str(ROOT),      # studies name their own files under it (placement maps)
         "caliper_setting": plan.caliper,
+        **plan.prefixes,                  # the study's programs found on PATH (study_config)
     }
     for s, i in plan.pairs:
         e = plan.catalog[s][i]
@@ -678,7 +745,8 @@ def create_workspace(plan: Plan) -> Path:
         raise WorkflowError(f"{shlex.join(cmd)} failed:\n{(p.stdout + p.stderr)[-3000:]}")
     scope = ws / "commscope" / "run-scope"
     scope.mkdir(parents=True)
-    for name, content in run_scope_files(plan).items():
+    scope_files = run_scope_files(plan)
+    for name, content in scope_files.items():
         (scope / name).write_text(yaml.safe_dump(content, sort_keys=False, width=1000))
     for tpl in [RAMBLE_DIR / "execute_experiment.tpl", *(SITES_DIR / plan.site).glob("*.tpl")]:
         shutil.copy(tpl, ws / "configs" / tpl.name)
@@ -688,6 +756,7 @@ def create_workspace(plan: Plan) -> Path:
         "study": plan.study, "site": plan.site, "stacks": plan.stacks, "interconnects": plan.interconnects,
         "caliper": plan.caliper, "package_manager": plan.package_manager, "where": plan.where,
         "git_commit": git_commit(), "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "run_variables": run_variable_names(plan, scope_files),
     }, indent=2) + "\n")
     return ws
 

@@ -1,0 +1,204 @@
+"""A study of one of Ramble's builtin applications run by `commscope run` (issue 15, item 2 and "Add your
+application"): ramble/studies/imb/ runs Ramble's intel-mpi-benchmarks (IMB PingPong and Allreduce at 2 ranks) on
+the local site with Ramble's null package manager and an IMB-MPI1 built by hand, found on PATH.
+
+Without Ramble (CI): the study is listed, its commscope.yaml is what `commscope run` reads, and every refusal
+(no IMB-MPI1 on PATH, --spack, a malformed commscope.yaml) names the input and creates nothing.
+With RAMBLE_ROOT and IMB-MPI1: `commscope setup` and `commscope run imb` for real, into a real PostgreSQL. The
+stored FOMs are checked against IMB's own tables in each experiment's .out file, read by their column headers
+(tests/test_thirdparty_ramble.py's reader, not Ramble's or commscope's regexes); the parameters against the
+study's ramble.yaml and IMB's "Calling sequence" line, and against the site's and run scope's files (none of
+their variables is a parameter); the report's FOM section against the same tables."""
+from __future__ import annotations
+
+import html
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import psycopg
+import pytest
+import yaml
+
+from commscope import workflow
+from conftest import ROOT, private_home, stack_or_skip
+from test_thirdparty_ramble import calling_sequence, expected_foms, imb_prefix, out_file
+
+STUDY = "imb"
+STUDY_DIR = ROOT / "ramble" / "studies" / STUDY
+APP = "intel-mpi-benchmarks"
+COMMSCOPE = [sys.executable, "-m", "commscope.cli"]
+RAMBLE_ROOT = os.environ.get("RAMBLE_ROOT")
+
+
+def commscope(*args, home: Path, env: dict | None = None) -> subprocess.CompletedProcess:
+    e = {**os.environ, "COMMSCOPE_HOME": str(home), **(env or {})}
+    return subprocess.run([*COMMSCOPE, *args], capture_output=True, text=True, env=e, timeout=600, cwd=ROOT)
+
+
+# ---- the study's files, without Ramble ----------------------------------------------------------------
+
+def test_the_study_is_listed_and_runs_a_ramble_builtin_application_with_no_package_manager():
+    assert STUDY in workflow.studies()
+    doc = yaml.safe_load((STUDY_DIR / "ramble.yaml").read_text())
+    assert set(doc) == {"ramble"} and not {"include", "repos", "modifiers", "software"} & set(doc["ramble"])
+    assert set(doc["ramble"]["applications"]) == {APP}
+    # Ramble's own definition is used: there is none of ours to shadow it
+    assert not (ROOT / "ramble" / "applications" / APP).exists()
+    conf = workflow.study_config(STUDY)
+    assert conf == {"package_manager": None, "caliper": "off", "prefixes": {"intel-mpi-benchmarks_path": "IMB-MPI1"}}
+    assert workflow.study_caliper_mode(STUDY) == "off"
+
+
+def test_without_imb_on_path_the_run_names_the_program_and_creates_nothing(tmp_path):
+    home = tmp_path / "home"
+    empty = tmp_path / "empty-path"
+    empty.mkdir()
+    p = commscope("run", STUDY, "--dry-run", home=home, env={"PATH": str(empty)})
+    assert p.returncode == 1, p.stdout + p.stderr
+    assert "study imb needs IMB-MPI1 on PATH" in p.stderr and "intel-mpi-benchmarks_path" in p.stderr, p.stderr
+    assert not (home / "workspaces").exists()
+
+
+def test_the_spack_package_manager_is_refused_for_a_study_built_by_hand(tmp_path):
+    p = commscope("run", STUDY, "--spack", "--dry-run", home=tmp_path / "home", env={"SPACK_ROOT": ""})
+    assert p.returncode == 1 and "null package manager only" in p.stderr and "drop --spack" in p.stderr, p.stderr
+    assert not (tmp_path / "home" / "workspaces").exists()
+
+
+@pytest.mark.parametrize("text, message", [
+    ("caliper: off\n", r"caliper: False is not a Caliper mode.*quote 'off'"),
+    ("package_manager: spack\n", r"package_manager: 'spack'; only null"),
+    ("prefixes: [IMB-MPI1]\n", r"prefixes must map a Ramble variable to a program's name"),
+    ("binaries: {x: y}\n", r"unknown key\(s\) binaries"),
+])
+def test_a_malformed_commscope_yaml_names_the_file_and_the_key(tmp_path, monkeypatch, text, message):
+    study = tmp_path / "studies" / STUDY
+    study.mkdir(parents=True)
+    shutil.copy(STUDY_DIR / "ramble.yaml", study)
+    (study / "commscope.yaml").write_text(text)
+    monkeypatch.setattr(workflow, "STUDIES_DIR", tmp_path / "studies")
+    with pytest.raises(workflow.WorkflowError, match=re.escape(str(study / "commscope.yaml")) + ": " + message):
+        workflow.study_config(STUDY)
+
+
+def test_a_prefix_is_the_folder_above_the_program_s_bin(tmp_path, monkeypatch):
+    """Ramble's <package>_path is an install prefix (the application runs <prefix>/bin/<program>): a program
+    found outside a bin/ folder is refused with what to do."""
+    conf = {"prefixes": {"tool_path": "commscope-probe"}}
+    installed = tmp_path / "prefix" / "bin" / "commscope-probe"
+    loose = tmp_path / "build" / "commscope-probe"
+    for f in (installed, loose):
+        f.parent.mkdir(parents=True)
+        shutil.copy("/bin/true", f)
+    monkeypatch.setenv("PATH", str(installed.parent))
+    assert workflow.install_prefixes(STUDY, conf) == {"tool_path": str(tmp_path / "prefix")}
+    monkeypatch.setenv("PATH", str(loose.parent))
+    with pytest.raises(workflow.WorkflowError, match=r"is not in a bin/ folder.*install it as <prefix>/bin/commscope-probe"):
+        workflow.install_prefixes(STUDY, conf)
+
+
+# ---- for real: Ramble, IMB, PostgreSQL ----------------------------------------------------------------
+
+def report_foms(page: str) -> list[dict]:
+    """The rows of the report's "Figures of merit" table, each a dict column -> text."""
+    m = re.search(r"<h2>Figures of merit</h2>.*?<table>(.*?)</table>", page, re.S)
+    assert m, "the report has no Figures of merit table"
+    cols = [html.unescape(c) for c in re.findall(r"<th>(.*?)</th>", m.group(1))]
+    rows = re.findall(r"<tr>(.*?)</tr>", m.group(1).split("</thead>", 1)[1], re.S)
+    return [dict(zip(cols, (html.unescape(c) for c in re.findall(r"<td>(.*?)</td>", r)))) for r in rows]
+
+
+def scope_variable_names(ws: Path, home: Path) -> set[str]:
+    """Every variable the run scope, the local site and its generated scope define, read from their files."""
+    names = set()
+    for f in (ws / "commscope" / "run-scope" / "variables.yaml", ROOT / "ramble" / "sites" / "local" / "variables.yaml",
+              home / "sites" / "local-generated" / "variables.yaml"):
+        names |= set(yaml.safe_load(f.read_text())["variables"])
+    return names
+
+
+@pytest.mark.skipif(not RAMBLE_ROOT or not Path(RAMBLE_ROOT, "bin", "ramble").exists(),
+                    reason="Ramble is in no package registry: set RAMBLE_ROOT to a checkout of "
+                           "GoogleCloudPlatform/ramble at the commit in versions.yaml to run the study for real")
+def test_commscope_run_imb_stores_imb_s_numbers_with_the_study_s_parameters_and_reports_them(dsn):
+    stack_or_skip("debian-openmpi4")
+    prefix = imb_prefix()
+    if not prefix or not (prefix / "bin" / "IMB-MPI1").exists():
+        pytest.skip("no Intel MPI Benchmarks here: build IMB-MPI1 2021.11 with mpicc.openmpi "
+                    "(tests/thirdparty/ramble-imb/README.md) and set COMMSCOPE_IMB_PREFIX to its prefix or put it on PATH")
+    home = private_home()
+    env = {"COMMSCOPE_DB_URL": dsn, "SPACK_ROOT": "", "PATH": f"{prefix / 'bin'}:{os.environ['PATH']}"}
+    try:
+        p = commscope("setup", "--stacks", "debian-openmpi4", home=home, env=env)
+        assert p.returncode == 0 or "spack is missing" in p.stderr, p.stdout + p.stderr
+        p = commscope("run", STUDY, "--stacks", "debian-openmpi4", home=home, env=env)
+        assert p.returncode == 0, p.stdout + p.stderr
+        assert "stored 2 runs" in p.stdout and "Caliper off; package manager null" in p.stdout, p.stdout
+        ws = Path(re.search(r"^workspace: (\S+)$", p.stdout, re.M).group(1))
+        check_workspace(dsn, ws, home, prefix)
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+
+
+def check_workspace(dsn: str, ws: Path, home: Path, prefix: Path) -> None:
+    exps = json.loads((ws / "results.latest.json").read_text())["experiments"]
+    assert sorted(e["name"] for e in exps) == [
+        f"{APP}.collective.imb-Allreduce-debian-openmpi4-default-n2", f"{APP}.pingpong.imb-pingpong-debian-openmpi4-default-n2"]
+    assert all(e["RAMBLE_STATUS"] == "SUCCESS" for e in exps)
+    study = yaml.safe_load((STUDY_DIR / "ramble.yaml").read_text())["ramble"]
+    study_vars = {k: str(v) for k, v in study["variables"].items() if k != "n_ranks"}
+    not_params = scope_variable_names(ws, home)
+    assert {"stack", "interconnect", "commscope_git_commit", "mpi_command", "mpirun_debian-openmpi4"} <= not_params
+    with psycopg.connect(dsn) as conn:
+        runs = {r[0]: r[1:] for r in conn.execute(
+            "SELECT r.experiment, r.id, r.status, r.ranks, r.nodes, r.profile_kind, r.wall_time, r.mpi_fraction_avg, "
+            "s.parameters, s.environment->>'stack', s.environment->>'interconnect', r.metadata->'ramble_variables' "
+            "FROM runs r JOIN series s ON s.id = r.series_id WHERE r.app = %s", (APP,))}
+        assert sorted(runs) == sorted(e["name"] for e in exps)
+        for exp in exps:
+            run_id, status, ranks, nodes, kind, wall, frac, params, stack, ic, ramble_vars = runs[exp["name"]]
+            # IMB has no Caliper: commscope measured nothing, and says so with NULL
+            assert (status, ranks, nodes, kind, wall, frac) == ("ok", 2, 1, "none", None, None)
+            assert (stack, ic) == ("debian-openmpi4", "openmpi4/default")
+            # the IMB that ran is the one on PATH
+            assert ramble_vars["intel-mpi-benchmarks_path"] == str(prefix)
+            out = out_file(ws, exp)
+            stored = {(c, n): (v, u) for c, n, v, u in conn.execute(
+                "SELECT context, name, value, unit FROM v_foms WHERE run_id = %s", (run_id,))}
+            expected = expected_foms(out)
+            assert len(expected) >= 14   # PingPong: 14 sizes of one FOM; Allreduce: 12 sizes of three
+            assert stored.keys() == expected.keys()
+            for key, (value, unit) in expected.items():
+                assert stored[key] == (pytest.approx(value), unit), key
+
+            # the parameters: the study's variables, the experiment's own, Ramble's workload, ranks and nodes,
+            # and the application's other inputs at their defaults, each seen in the command IMB ran
+            entry = study["applications"][APP]["workloads"][exp["workload_name"]]["experiments"]
+            own = {k: str(v) for e in entry.values() for k, v in e["variables"].items()}
+            cmd = calling_sequence(out)
+            assert {**study_vars, **own}.items() <= params.items()
+            assert (params["ranks"], params["nodes"], params["ramble_workload"]) == (2, 1, exp["workload_name"])
+            assert cmd[1] == own.get("collective_type", own.get("pingpong_type"))
+            assert f"-msglog {params['msglog_min']}:{params['msglog_max']}" in " ".join(cmd)
+            assert cmd[cmd.index("-iter") + 1] == params["num_iterations"]
+            rest = {k: v for k, v in params.items()
+                    if k not in {**study_vars, **own} and k not in ("ranks", "nodes", "ramble_workload", "n_threads")}
+            for k, v in rest.items():
+                assert v == "" or str(v) in cmd, (k, v, cmd)
+            # where and how it ran is not what it was: nothing the site or the run scope defines is a parameter
+            assert not (set(params) & not_params), sorted(set(params) & not_params)
+
+    # the report of the run's campaign shows every FOM of both experiments, as IMB printed it
+    rows = [r for r in report_foms((ws / "report.html").read_text()) if r["app"] == APP]
+    for exp in exps:
+        expected = expected_foms(out_file(ws, exp))
+        shown = {(r["context"], r["name"]): r for r in rows if r["experiment"] == exp["name"]}
+        assert shown.keys() == expected.keys(), exp["name"]
+        for key, (value, unit) in expected.items():
+            assert float(shown[key]["value"]) == pytest.approx(value, rel=5e-4, abs=1e-9), key
+            assert shown[key]["unit"] == unit and shown[key]["ranks"] == "2"
