@@ -17,7 +17,7 @@ import psycopg
 import pytest
 
 from commscope import db
-from commscope.ingest import Provenance, ingest
+from commscope.ingest import MODEL_VERSION, Provenance, ingest
 from conftest import private_home
 
 DATA = Path(__file__).parent / "data"
@@ -148,7 +148,8 @@ def test_the_schema_9_store_migrates_with_every_run_intact(homes, tmp_path, serv
         again = ingest(c, [DATA], Provenance(system="testbox"))
         assert not again.skipped and len(again.inserted) >= len(from_data) == 24
         assert c.execute("SELECT count(*) FROM v_runs_needing_reingest").fetchone()[0] == old_runs - len(from_data)
-        remeasured = {h for (h,) in c.execute("SELECT content_hash FROM runs WHERE model_version = 1")}
+        remeasured = {h for (h,) in c.execute("SELECT content_hash FROM runs WHERE model_version = %s",
+                                              (MODEL_VERSION,))}
         assert from_data <= remeasured
     with emb.admin("postgres") as a:
         a.execute("DROP DATABASE schema9_reference WITH (FORCE)")

@@ -409,10 +409,11 @@ def run_info(conn, run_id: int) -> dict:
     window, else its run window (NULL MPI time: MPI was not measured)."""
     row = conn.execute(
         "SELECT r.app, r.ranks, r.campaign_id, s.parameters, s.environment, w.mpi_time_avg_s, w.time_s, "
-        "w.focus_region FROM runs r LEFT JOIN series s ON s.id = r.series_id "
+        "w.focus_region, r.status FROM runs r LEFT JOIN series s ON s.id = r.series_id "
         "LEFT JOIN LATERAL (SELECT * FROM run_windows x WHERE x.run_id = r.id "
         "                   ORDER BY x.\"window\" = 'focus' DESC LIMIT 1) w ON true WHERE r.id = %s", (run_id,)).fetchone()
-    names = ["app", "ranks", "campaign_id", "parameters", "environment", "mpi_time_avg", "window_time", "focus"]
+    names = ["app", "ranks", "campaign_id", "parameters", "environment", "mpi_time_avg", "window_time", "focus",
+             "status"]
     info = {"run_id": run_id, **dict(zip(names, row))}
     env = info["environment"] or {}
     info["calls_measured"] = counts_measured(env.get("caliper"))
@@ -467,7 +468,9 @@ def from_store(conn, source: str, fastest: float = 1.0) -> tuple[list[Advice], l
     barriers study's on/off pairs, whose Ramble variant differs) are compared:
     the measured saving goes into the summary of each run with barriers, against
     the runs with counted calls, no likely debugging barrier and the switch not
-    on."""
+    on. Only runs with status 'ok' enter that comparison: a partial run (ranks
+    missing) or a failed one gets its own advice but is neither side of a
+    measured saving (docs/measurement-model.md)."""
     ids = stored_runs(conn, source)
     analysed, skipped, plain = [], [], []     # plain: runs with a call tree and no debugging barrier
     for run_id in ids:
@@ -495,15 +498,19 @@ def from_store(conn, source: str, fastest: float = 1.0) -> tuple[list[Advice], l
     out = []
     for info, a, nodes in analysed:
         summary = a.summary()
-        if a.predicted_saving and info["pair_key"] is not None:
-            same = [(i, b, n) for i, b, n in analysed if i["pair_key"] == info["pair_key"] and b.predicted_saving]
+        if a.predicted_saving and info["pair_key"] is not None and info["status"] == "ok":
+            same = [(i, b, n) for i, b, n in analysed if i["pair_key"] == info["pair_key"] and b.predicted_saving
+                    and i["status"] == "ok"]
             without = [(i, n) for i, b, n in plain if i["pair_key"] == info["pair_key"] and i["switch"] != "on"
-                       and (b is None or b.calls_measured)]
+                       and (b is None or b.calls_measured) and i["status"] == "ok"]
             if without:
                 summary["measured"] = compare([(b, n) for _, b, n in same], [n for _, n in without], fastest)
                 summary["measured"]["with_run_ids"] = [i["run_id"] for i, _, _ in same]
                 summary["measured"]["without_run_ids"] = [i["run_id"] for i, _ in without]
+        summary["status"] = info["status"]
         text = a.text()
+        if info["status"] != "ok":
+            text += f" Status {info['status']}: not compared with other runs."
         m = summary.get("measured")
         if m and m["measured_saving"]:
             which = (f"the fastest {m['runs_with']} runs with them and {m['runs_without']} without" if fastest < 1

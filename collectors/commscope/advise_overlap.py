@@ -169,7 +169,8 @@ class RunOverlap:
         return w.user_time_avg_s / w.load_balance - w.user_time_avg_s
 
     def summary(self) -> dict:
-        return {"variant": self.label, "window": "focus", "focus_region": self.window.focus_region, "loop": self.loop,
+        return {"variant": self.label, "status": self.info.get("status"), "window": "focus",
+                "focus_region": self.window.focus_region, "loop": self.loop,
                 "loop_time_slowest": self.window.time_s, "loop_time_avg": self.loop_time,
                 "exposed_comm_avg": self.exposed, "compute_avg": self.compute,
                 "exposed_share": self.window.mpi_fraction_avg,
@@ -188,6 +189,8 @@ class RunOverlap:
     def text(self) -> str:
         i, w = self.info, self.window
         head = f"{i['app']} {self.label} ({i['ranks']} ranks, {i['stack']}), window {w.focus_region}: "
+        if i.get("status") not in (None, "ok"):
+            head = f"{head}status {i['status']}, so no baseline and no efficiency; "
         if self.exposed is None:
             return head + ("MPI time not measured (a profile without profile.mpi), so no exposed communication, "
                            "efficiency or verdict.")
@@ -300,13 +303,13 @@ def _variant(parameters: dict, fallback) -> str | None:
 
 def load(conn, run_id: int) -> RunOverlap:
     row = conn.execute(
-        "SELECT v.app, v.variant, v.stack, v.ranks, v.campaign_id, r.metadata, s.parameters, s.environment "
-        "FROM v_runs v JOIN runs r ON r.id = v.run_id LEFT JOIN series s ON s.id = r.series_id "
+        "SELECT v.app, v.variant, v.stack, v.ranks, v.campaign_id, r.metadata, s.parameters, s.environment, "
+        "r.status FROM v_runs v JOIN runs r ON r.id = v.run_id LEFT JOIN series s ON s.id = r.series_id "
         "WHERE v.run_id = %s", (run_id,)).fetchone()
-    app, variant, stack, ranks, campaign, meta, params, env = row
+    app, variant, stack, ranks, campaign, meta, params, env, status = row
     meta = meta or {}
     info = {"run_id": run_id, "app": app, "stack": stack, "ranks": ranks, "campaign_id": campaign,
-            "variant": _variant(params or {}, variant), "parameters": params, "environment": env}
+            "variant": _variant(params or {}, variant), "parameters": params, "environment": env, "status": status}
     nodes = [Node(*r) for r in conn.execute(
         "SELECT path, excl_min, excl_avg, excl_max, incl_avg, incl_max, incl_max_rank FROM v_node_metrics "
         "WHERE run_id = %s", (run_id,))]
@@ -338,7 +341,9 @@ def baseline_key(o: RunOverlap):
 
 def from_store(conn, source: str) -> tuple[list[RunOverlap], list[str]]:
     """Every run SOURCE names that has a focus window, with overlap efficiency against the blocking runs of
-    the same experiment (parameters and environment equal but the variant) in the same campaign."""
+    the same experiment (parameters and environment equal but the variant) in the same campaign. Only runs
+    with status 'ok' enter the medians: a partial run (ranks missing) or a failed one is analysed on its
+    own but is neither a baseline nor given an efficiency (docs/measurement-model.md)."""
     ids = stored_runs(conn, source)
     done, skipped = [], []
     for run_id in ids:
@@ -353,6 +358,7 @@ def from_store(conn, source: str) -> tuple[list[RunOverlap], list[str]]:
     for cid in {o.info["campaign_id"] for o in done}:
         for (rid,) in conn.execute(
                 "SELECT r.id FROM runs r LEFT JOIN series s ON s.id = r.series_id WHERE r.campaign_id = %s AND "
+                "r.status = 'ok' AND "
                 "'blocking' IN (r.variant, s.parameters->>'param.variant', s.parameters->>'variant') ORDER BY r.id",
                 (cid,)):
             if rid not in pool:
@@ -362,11 +368,12 @@ def from_store(conn, source: str) -> tuple[list[RunOverlap], list[str]]:
                     pass
     for o in done:
         key = baseline_key(o)
-        if key is None:
+        if key is None or o.info["status"] != "ok":
             continue
         base = [b for b in pool.values() if b.info["variant"] == "blocking" and baseline_key(b) == key
-                and b.exposed is not None]
-        same = [x.exposed for x in done if x.label == o.label and baseline_key(x) == key and x.exposed is not None]
+                and b.exposed is not None and b.info["status"] == "ok"]
+        same = [x.exposed for x in done if x.label == o.label and baseline_key(x) == key and x.exposed is not None
+                and x.info["status"] == "ok"]
         if base and same:
             o.baseline_exposed = statistics.median(b.exposed for b in base)
             o.baseline_runs = sorted(b.run_id for b in base)

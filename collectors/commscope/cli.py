@@ -69,10 +69,18 @@ def db_status():
             v = conn.execute("SELECT max(version) FROM schema_version").fetchone()[0]
             click.echo(f"schema version: {v}")
             if conn.execute("SELECT to_regclass('v_runs_needing_reingest')").fetchone()[0]:
-                old = conn.execute("SELECT count(*) FROM v_runs_needing_reingest").fetchone()[0]
-                if old:
-                    click.echo(f"{old} runs were stored before the measurement model (docs/measurement-model.md) and "
-                               f"have no windows or series: ingest their files again (v_runs_needing_reingest lists them)")
+                before, older = conn.execute(
+                    "SELECT count(*) FILTER (WHERE r.model_version IS NULL), count(r.model_version) "
+                    "FROM v_runs_needing_reingest v JOIN runs r ON r.id = v.run_id").fetchone()
+                if before:
+                    click.echo(f"{before} runs were stored before the measurement model (docs/measurement-model.md) "
+                               f"and have no windows or series: ingest their files again (v_runs_needing_reingest "
+                               f"lists them)")
+                if older:
+                    click.echo(f"{older} runs were measured under an older version of the measurement model "
+                               f"(docs/measurement-model.md, Model versions): their legacy run columns, rank_metrics "
+                               f"and MPI routines follow older definitions; ingest their files again "
+                               f"(v_runs_needing_reingest lists them with the reason)")
     except Exception as e:  # status reports, it does not fail
         click.echo(f"store: not reachable ({db.masked(str(e).splitlines()[0])})")
 
@@ -373,11 +381,15 @@ def advise_placement(source, topology_file, output, no_store):
             app_rank_of = played(prof.output, ranks, source)
         else:
             with db.connect() as conn:
-                row = conn.execute("SELECT ranks, source, content_hash, decomposition FROM runs WHERE id = %s",
-                                   (run_id,)).fetchone()
+                row = conn.execute("SELECT ranks, source, content_hash, decomposition, status, metadata->'missing_ranks' "
+                                   "FROM runs WHERE id = %s", (run_id,)).fetchone()
                 if not row:
                     raise LookupError(f"no run {run_id} in the store")
-                ranks, run_source, content_hash, decomposition = row
+                ranks, run_source, content_hash, decomposition, status, missing = row
+                if status == "partial":   # the missing ranks' messages are not in its matrix
+                    raise LookupError(f"run {run_id} is partial: rank(s) {', '.join(map(str, missing or []))} of its "
+                                      f"{ranks} have no data, so its matrix lacks their messages; advise from a "
+                                      f"complete run")
                 matrix = {(s, d): b for s, d, b in conn.execute(
                     "SELECT src, dst, bytes FROM v_comm_matrix WHERE run_id = %s", (run_id,))}
             app_rank_of, found = stored_played(run_source, content_hash, ranks) if matrix else (None, False)

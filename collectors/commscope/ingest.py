@@ -31,7 +31,10 @@ from .records import ReadOptions, Record, as_int, clean, read_record
 BATCH = 64            # runs per round of COPYs
 PARALLEL_FROM = 32    # fewer input groups than this are read in-process
 WRITE_LOCK = "commscope.ingest"
-MODEL_VERSION = 1     # runs.model_version: measured under docs/measurement-model.md
+# runs.model_version: the version of docs/measurement-model.md a run was measured under. 2: runs' legacy
+# columns and rank_metrics are the run window (nothing left out by name, time outside regions counted) and
+# MPI calls outside every region are kept; v_runs_needing_reingest (migration 0020) lists runs below it.
+MODEL_VERSION = 2
 RUN_COLUMNS = ("content_hash, campaign_id, system_id, stack_id, status, profile_kind, app, workload, variant, "
                "decomposition, interconnect, ranks, nodes, global_size, local_size, iterations, compiler, spack_hash, "
                "caliper_version, experiment, started_at, wall_time, mpi_time_avg, mpi_time_max, mpi_fraction_avg, "
@@ -205,10 +208,10 @@ class Writer:
                  MODEL_VERSION) for r in batch]
         ids: dict[str, int] = {}
         with conn.cursor() as cur:
-            # A run stored before the measurement model (model_version NULL) is measured again: the new
-            # record replaces it (its rows go with it, and the rollups follow the delete).
-            cur.execute("DELETE FROM runs WHERE model_version IS NULL AND content_hash = ANY(%s)",
-                        ([r.content_hash for r in batch],))
+            # A run stored before the measurement model (model_version NULL) or under an older version of it is
+            # measured again: the new record replaces it (its rows go with it, and the rollups follow the delete).
+            cur.execute("DELETE FROM runs WHERE (model_version IS NULL OR model_version < %s) "
+                        "AND content_hash = ANY(%s)", (MODEL_VERSION, [r.content_hash for r in batch]))
             # One INSERT per batch, not per run: the statement-level rollup triggers (migration 0010) then
             # add the batch to its (series, day) groups once, so ingest stays as fast as a series fills.
             if not self.staged:

@@ -513,7 +513,7 @@ JOIN (SELECT "time", system, app, workload, variant, stack, interconnect, ranks,
     f"""CREATE OR REPLACE VIEW v_comm_matrix_daily AS
 SELECT {_DAY_SERIES}, max(r.run_id) AS last_traced_run
 FROM v_runs r
-WHERE EXISTS (SELECT 1 FROM v_comm_matrix c WHERE c.run_id = r.run_id)
+WHERE r.status = 'ok' AND EXISTS (SELECT 1 FROM v_comm_matrix c WHERE c.run_id = r.run_id)
 GROUP BY 1, 2, 3, 4, 5, 6, 7, 8""",
     f"""CREATE OR REPLACE VIEW v_collectives_daily AS
 SELECT {_DAY_SERIES_OF}, collective, algorithm, bytes, stat, count(*)::integer AS n, sum(value) AS value_sum

@@ -35,9 +35,6 @@ SPOT_EXCL = "scale#sum#time.duration.ns"  # spot's exclusive time, in seconds de
 MPI_SYNC = {"MPI_Barrier", "MPI_Wait", "MPI_Waitall", "MPI_Waitany", "MPI_Waitsome",
             "MPI_Win_wait", "MPI_Win_fence", "MPI_Win_complete", "MPI_Ibarrier"}
 RANK_FILE = re.compile(r"rank-(\d+)\.cali$")
-# The workloads' own self-check region (a serial reference on rank 0). It counts in every window like any
-# region; only the barrier advisor leaves it out as a candidate site.
-NOT_APPLICATION = "verify"
 
 
 # Caliper's comm.stats option, per comm region and rank: (our name, attribute, how ranks combine).

@@ -161,8 +161,10 @@ class Workspace:
                 meta["ramble_text_foms"] = text_foms
             if profile_error:
                 meta["profile_error"] = clean(profile_error)
+            # A failed experiment is failed whatever its profile says; otherwise the record's own status stands:
+            # ok, failed (a VERIFY line failed) or partial (ranks missing, stored on --allow-partial).
             yield replace(
-                rec, experiment=clean(name), status="failed" if status == "failed" or rec.status == "failed" else "ok",
+                rec, experiment=clean(name), status="failed" if status == "failed" else rec.status,
                 app=clean(exp.get("application_name") or rec.app), workload=clean(exp.get("workload_name") or rec.workload),
                 ranks=ranks, nodes=nodes, parameters=params,
                 stack=axes["stack"] or rec.stack, interconnect=axes["interconnect"] or rec.interconnect,
