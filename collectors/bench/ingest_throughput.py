@@ -8,6 +8,7 @@ embedded PostgreSQL under a temporary COMMSCOPE_HOME, removed afterwards.
 
     .venv/bin/python collectors/bench/ingest_throughput.py [--n 400] [--fixture NAME] [--repeat 3]
     .venv/bin/python collectors/bench/ingest_throughput.py --stream 10000
+    .venv/bin/python collectors/bench/ingest_throughput.py --fixture corpus   # every .cali fixture, round robin
 
 Third-party profiles (issue 15): a fixture path under tests/thirdparty, with the flags a user gives:
 
@@ -72,6 +73,20 @@ def fixture(args) -> Path:
     return p if p.exists() else DATA / args.fixture
 
 
+def corpus_copies(args, outdir: Path, n: int) -> list[Path]:
+    """N distinct runs: with --fixture corpus, copies of every single-file .cali fixture in tests/data
+    that records the varied value (runtime-profile, comm.stats, spot, no-MPI, Caliper 2.12, ROMIO...),
+    taken in turn; else copies of the one fixture."""
+    if args.fixture != "corpus":
+        return varied_copies(fixture(args), n, outdir, args.vary)
+    srcs = [f for f in sorted(DATA.glob("*.cali")) if f"data={args.vary},".encode() in f.read_bytes()]
+    per = [varied_copies(src, n // len(srcs) + 1, outdir / src.stem, args.vary) for src in srcs]
+    files = [per[i % len(srcs)][i // len(srcs)] for i in range(n)]
+    for spare in {f for copies in per for f in copies} - set(files):
+        spare.unlink()  # only N runs go in
+    return files
+
+
 def read_options(args) -> ReadOptions:
     keys = tuple(k for k in (args.param_keys or "").split(",") if k)
     return ReadOptions(app=args.app, param_keys=keys)
@@ -82,8 +97,7 @@ def ingest_flags(args) -> list[str]:
 
 
 def throughput(args, tmp: Path, url: str) -> None:
-    src = fixture(args)
-    files = varied_copies(src, args.n, tmp / "corpus", args.vary)
+    files = corpus_copies(args, tmp / "corpus", args.n)
     import thicket as th
     from commscope import hatchet_io
     base = [str(f) for f in files[: args.thicket_n]]
@@ -95,8 +109,10 @@ def throughput(args, tmp: Path, url: str) -> None:
         t0 = time.perf_counter()
         th.Thicket.reader_dispatch(hatchet_io.read_cali, False, True, True, base)
     thicket_rate = args.thicket_n / (time.perf_counter() - t0)
-    size = src.stat().st_size / 1024
-    print(f"corpus: {args.n} copies of {src.name} ({size:.0f} KB each), {os.cpu_count()} cores")
+    size = sum(f.stat().st_size for f in files) / len(files) / 1024
+    kinds = len({f.parent for f in files})
+    print(f"corpus: {args.n} copies of {kinds if kinds > 1 else files[0].parent.name + '/' + args.fixture} "
+          f"fixture{'s' if kinds > 1 else ''} ({size:.0f} KB on average), {os.cpu_count()} cores")
     print(f"Thicket.from_caliperreader ({args.thicket_n} files): {thicket_rate:8.1f} profiles/s  1.00x")
     for i in range(args.repeat):
         with psycopg.connect(url) as conn:
@@ -110,7 +126,7 @@ def throughput(args, tmp: Path, url: str) -> None:
 
 
 def stream(args, tmp: Path, url: str) -> None:
-    varied_copies(fixture(args), args.stream, tmp / "corpus", args.vary)
+    corpus_copies(args, tmp / "corpus", args.stream)
     env = {**os.environ, "COMMSCOPE_DB_URL": url}
     t0 = time.perf_counter()
     p = subprocess.Popen([sys.executable, "-m", "commscope.cli", "ingest", "-q", *ingest_flags(args),
@@ -124,7 +140,7 @@ def stream(args, tmp: Path, url: str) -> None:
     with psycopg.connect(url) as conn:
         n = conn.execute("SELECT count(*) FROM runs").fetchone()[0]
     assert n == args.stream, (n, args.stream)
-    print(f"streamed ingest of {args.stream} copies of {fixture(args).name}: {secs:.1f} s, {n / secs:.1f} profiles/s")
+    print(f"streamed ingest of {args.stream} copies of {args.fixture}: {secs:.1f} s, {n / secs:.1f} profiles/s")
     print(f"peak RSS of the ingest and its reader processes: {peak:.0f} MiB  ({peak / 1024:.3f} of the 1 GiB budget)")
 
 
