@@ -194,11 +194,19 @@ def db_grant_writer(role, password_stdin):
 @click.option("--rank-rows", default="1024", show_default=True, metavar="N|all",
               help="keep one row per rank for runs of up to N ranks ('all': every run); larger runs keep the "
                    "distributions over ranks only (v_rank_spread)")
-@click.option("--quiet", "-q", is_flag=True, help="no progress bar, only errors")
+@click.option("--started-at", metavar="TIME",
+              help="ISO 8601 time with a UTC offset (2026-11-25T02:17:00Z): the start of every run whose files "
+                   "carry no time (a workload's output without a profile); default: the file's modification time")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True,
+              help="json: one object with the campaign id and the counts")
+@click.option("--quiet", "-q", is_flag=True, help="no progress bar; only the campaign id (and errors)")
 def ingest_cmd(paths, system, stack, interconnect, git_commit, ci_pipeline, hardware, skip_bad, allow_partial, focus,
-               app, ranks, params, param_keys, rank_rows, quiet):
+               app, ranks, params, param_keys, rank_rows, started_at, fmt, quiet):
     """Store Caliper profiles of any application (files, directories), or one Ramble workspace, from PATHS
-    as one campaign."""
+    as one campaign. The last line printed is the campaign's id alone (for `commscope check --campaign`): the
+    new campaign, or, when every run was stored before, the campaign that holds them."""
+    import datetime as dt
+    import json
     from tqdm import tqdm
 
     from .ingest import Provenance, ingest
@@ -217,12 +225,22 @@ def ingest_cmd(paths, system, stack, interconnect, git_commit, ci_pipeline, hard
         _fail("--param-keys is empty: name the metadata keys, e.g. --param-keys Problem,Size-x", 2)
     if rank_rows != "all" and not (rank_rows.isdigit()):
         _fail(f"--rank-rows {rank_rows!r}: expected a number of ranks or 'all'", 2)
+    start = None
+    if started_at is not None:
+        try:
+            start = dt.datetime.fromisoformat(started_at)
+        except ValueError:
+            _fail(f"--started-at {started_at!r}: not an ISO 8601 time; give e.g. 2026-11-25T02:17:00Z", 2)
+        if start.tzinfo is None:
+            _fail(f"--started-at {started_at!r} has no UTC offset; give one, e.g. {started_at}Z or "
+                  f"{started_at}+01:00", 2)
     read = ReadOptions(allow_partial, focus, app, ranks, tuple(pairs), keys,
                        None if rank_rows == "all" else int(rank_rows))
     bar = None if quiet or not sys.stderr.isatty() else tqdm(desc="ingest", unit="run", file=sys.stderr)
     try:
         prov = Provenance(system=system, stack=stack, interconnect=interconnect, git_commit=git_commit,
-                          ci_pipeline=ci_pipeline, hardware=read_hardware(hardware) if hardware else None)
+                          ci_pipeline=ci_pipeline, hardware=read_hardware(hardware) if hardware else None,
+                          started_at=start)
         with db.connect() as conn:
             res = ingest(conn, list(paths), prov, skip_bad=skip_bad, progress=bar, read=read)
     except BadProfile as e:
@@ -242,8 +260,13 @@ def ingest_cmd(paths, system, stack, interconnect, git_commit, ci_pipeline, hard
     finally:
         if bar:
             bar.close()
-    if not quiet:
-        click.echo(f"stored {len(res.inserted)} runs, {len(res.skipped)} already stored")
+    if fmt == "json":
+        click.echo(json.dumps({"campaign_id": res.campaign_id, "stored": len(res.inserted),
+                               "already_stored": len(res.skipped), "already_stored_in": res.already_in,
+                               "bad": res.bad, "left_out": res.left_out}))
+    elif not quiet:
+        click.echo(f"stored {len(res.inserted)} runs, {len(res.skipped)} already stored"
+                   + (f" (in campaign {', '.join(map(str, res.already_in))})" if res.already_in else ""))
     if res.left_out:
         click.echo("left out Ramble workspaces (each is a campaign of its own; ingest them one by one):", err=True)
         for w in res.left_out:
@@ -252,6 +275,12 @@ def ingest_cmd(paths, system, stack, interconnect, git_commit, ci_pipeline, hard
         click.echo(f"skipped {len(res.bad)} bad inputs:", err=True)
         for b in res.bad:
             click.echo(f"  {b}", err=True)
+    if fmt == "text":
+        if res.campaign_id is None:
+            click.echo("no campaign: " + ("nothing was stored" if not res.already_in else
+                       f"the runs were stored before, in campaigns {', '.join(map(str, res.already_in))}"), err=True)
+        else:
+            click.echo(res.campaign_id)
 
 
 # ---- setup and run (the main job through Ramble) ------------------------------------

@@ -12,6 +12,7 @@ for ever, and the one that gives up names the session holding the lock."""
 from __future__ import annotations
 
 import concurrent.futures as cf
+import datetime as dt
 import hashlib
 import json
 import multiprocessing
@@ -53,11 +54,16 @@ class Provenance:
     spack_hash: str | None = None
     compiler: str | None = None
     hardware: dict | None = None   # the site's hardware description (CPU model, cores/node, interconnect, ...)
+    started_at: dt.datetime | None = None   # --started-at: the start of runs whose files carry no time
 
     def apply(self, rec: Record) -> Record:
         over = {k: clean(v) for k, v in (("system", self.system), ("stack", self.stack),
                                          ("interconnect", self.interconnect), ("spack_hash", self.spack_hash),
                                          ("compiler", self.compiler)) if v}
+        if self.started_at and rec.profile_kind == "none":
+            # No profile: a workload's output (or a Ramble experiment's log) prints no time, so the reader took the
+            # file's modification time, which a copy (a CI artifact) resets; a profile keeps Adiak's launchdate.
+            over["started_at"] = self.started_at
         if self.hardware:
             over["hardware_digest"] = hardware_digest(self.hardware)
         return replace(rec, **over) if over else rec
@@ -74,6 +80,10 @@ class Result:
     skipped: list[str] = field(default_factory=list)   # already in the store
     bad: list[str] = field(default_factory=list)       # with --skip-bad
     left_out: list[str] = field(default_factory=list)  # Ramble workspaces found inside a directory
+    # The campaign that holds this ingest's runs: the new one, or, when every run was already stored, the one
+    # campaign they were stored in (a retried job prints the same id); None when there is no single one.
+    campaign_id: int | None = None
+    already_in: list[int] = field(default_factory=list)  # the campaigns holding the runs already stored
 
 
 def _read(group: list[Path], opts: ReadOptions = ReadOptions()) -> Record | BadProfile:
@@ -287,11 +297,13 @@ def ingest_records(conn: psycopg.Connection, records: Iterable[Record | BadProfi
             (kind, clean(source), clean(prov.git_commit), clean(prov.ci_pipeline))).fetchone()[0]
         writer = Writer(conn, campaign_id, prov)
         batch: list[Record] = []
+        stored_before: set[str] = set()   # content hashes of runs already in the store
 
         def flush():
             new = writer.write(batch)
             for r in batch:
                 (res.inserted if r.content_hash in new else res.skipped).append(r.source)
+            stored_before.update(r.content_hash for r in batch if r.content_hash not in new)
             batch.clear()
 
         for rec in records:
@@ -311,8 +323,14 @@ def ingest_records(conn: psycopg.Connection, records: Iterable[Record | BadProfi
                 flush()
         if batch:
             flush()
+        res.already_in = [r[0] for r in conn.execute(
+            "SELECT DISTINCT campaign_id FROM runs WHERE content_hash = ANY(%s) AND campaign_id <> %s ORDER BY 1",
+            (sorted(stored_before), campaign_id))]
         if not res.inserted:
             conn.execute("DELETE FROM campaigns WHERE id = %s", (campaign_id,))
+            res.campaign_id = res.already_in[0] if len(res.already_in) == 1 else None
+        else:
+            res.campaign_id = campaign_id
     return res
 
 
