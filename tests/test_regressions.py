@@ -6,12 +6,16 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
+import json
+import math
 import os
 import random
+import re
 import shutil
 import statistics
 import subprocess
 import sys
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import psycopg
@@ -69,8 +73,8 @@ def verdicts(findings) -> dict:
 def test_known_change_points_are_found_and_nothing_else(history):
     with psycopg.connect(history) as conn:
         found = regressions.check(conn)
-    assert verdicts(found) == {"steady": "ok", "slower": "regression", "faster": "improvement",
-                               "single": "regression", "tiny": "ok", "newcomer": "no baseline"}
+    assert verdicts(found) == {"steady": "no change", "slower": "regression", "faster": "improvement",
+                               "single": "regression", "tiny": "no change", "newcomer": "no baseline"}
     slower = next(f for f in found if f.series["app"] == "slower")
     assert slower.effect == pytest.approx(0.25, abs=0.08) and slower.p_value < 0.01
     assert (slower.n_new, slower.n_baseline) == (3, 30)
@@ -81,17 +85,37 @@ def test_min_effect_and_baseline_window_are_honoured(history):
     with psycopg.connect(history) as conn:
         # a 25% shift does not count when the smallest effect that counts is 50%
         large = {f.series["app"]: f for f in regressions.check(conn, min_effect=0.5)}
-        assert large["slower"].verdict == "ok"
+        assert large["slower"].verdict == "no change"
         last_but_one = conn.execute("SELECT max(id) - 1 FROM campaigns").fetchone()[0]
         before = regressions.check(conn, campaign=last_but_one)
-        assert {f.verdict for f in before} == {"ok"}
-        # 3 new against 6 baseline samples: Mann-Whitney's smallest p is 1/84, so
-        # alpha 0.01 cannot be reached, and alpha 0.05 can
-        short = {f.series["app"]: f for f in regressions.check(conn, baseline=2)}
-        assert short["slower"].n_baseline == 6 and short["slower"].verdict == "ok"
-        assert short["slower"].p_value == pytest.approx(1 / 84)
-        short = {f.series["app"]: f for f in regressions.check(conn, baseline=2, alpha=0.05)}
-        assert short["slower"].verdict == "regression"
+        assert {f.verdict for f in before} == {"no change"}
+        assert {(f.n_new, f.n_baseline) for f in before if f.series["app"] == "slower"} == {(3, 30)}
+
+
+def test_3_new_against_6_baseline_runs_cannot_tell_at_alpha_0_01(history):
+    """The gate's test cannot reach alpha 0.01 with 3 new and 6 baseline runs: Mann-Whitney's smallest one-sided
+    p-value is 1 / C(9, 3) = 1/84 (every new run above every baseline run, one of C(9, 3) equally likely orders),
+    so a +25 % shift is 'cannot tell', not 'ok' (the gate before said 'ok', and this test required it). The runs
+    it would need come from the same count: the fewest k with 1 / C(6 + k, k) < alpha, and the fewest m with
+    1 / C(m + 3, 3) < alpha. At alpha 0.05, 1/84 is reachable and the shift is a regression."""
+    alpha = 0.01
+    with psycopg.connect(history) as conn:
+        short = {f.series["app"]: f for f in regressions.check(conn, baseline=2, alpha=alpha)}
+        loose = {f.series["app"]: f for f in regressions.check(conn, baseline=2, alpha=0.05)}
+    f = short["slower"]
+    assert (f.n_new, f.n_baseline) == (3, 6)
+    assert f.verdict == "cannot tell"
+    assert f.smallest_p == pytest.approx(1 / math.comb(9, 3)) and f.p_value == pytest.approx(1 / 84)
+    new_needed = next(k for k in range(3, 100) if 1 / math.comb(6 + k, k) < alpha)
+    base_needed = next(m for m in range(6, 100) if 1 / math.comb(m + 3, 3) < alpha)
+    assert f.needs == {"new": new_needed, "baseline": base_needed} == {"new": 4, "baseline": 7}
+    assert f"needs {new_needed} new runs or {base_needed} baseline runs" in f.reason(alpha, 0.05)
+    # every series with 3 new runs is underpowered, whatever its data; 'single' has 2 runs in 2 campaigns
+    assert {a: x.verdict for a, x in short.items()} == {"steady": "cannot tell", "slower": "cannot tell",
+                                                        "faster": "cannot tell", "tiny": "cannot tell",
+                                                        "single": "no baseline", "newcomer": "no baseline"}
+    assert loose["slower"].verdict == "regression" and loose["faster"].verdict == "improvement"
+    assert loose["slower"].smallest_p == pytest.approx(1 / 84) and loose["slower"].needs is None
 
 
 def test_cli_exits_1_on_regression_and_writes_annotations_once(history):
@@ -216,7 +240,7 @@ def test_runs_of_another_problem_size_or_caliper_mode_are_never_the_baseline(rea
 
 def test_the_verdict_s_numbers_are_the_files_loop_times(real_history):
     """24^3 night 5 (run beside two busy loops) is a regression by the loop times in its records; 48^3's night 5
-    is within the smallest effect that counts, so it is ok; effect = new / baseline median - 1."""
+    is within the smallest effect that counts, so it is no change; effect = new / baseline median - 1."""
     dsn, sids = real_history
     with psycopg.connect(dsn) as conn:
         got = by_series(regressions.check(conn), sids)
@@ -229,7 +253,7 @@ def test_the_verdict_s_numbers_are_the_files_loop_times(real_history):
     files = NIGHTS["48-mpi"]
     effect = focus_time(files[5]) / statistics.median(focus_time(files[n]) for n in (2, 3, 4)) - 1
     assert abs(effect) < 0.05   # the premise
-    assert got["48-mpi"].verdict == "ok" and got["48-mpi"].effect == pytest.approx(effect, rel=1e-9)
+    assert got["48-mpi"].verdict == "no change" and got["48-mpi"].effect == pytest.approx(effect, rel=1e-9)
 
 
 def test_a_partial_run_neither_moves_the_baseline_nor_is_judged(real_history):
@@ -300,3 +324,231 @@ def test_real_runs_gate_a_silent_switch_to_tcp(dsn, tmp_path):
     f = found[0]
     assert f.verdict == "regression", f
     assert f.effect > 0.5 and (f.n_new, f.n_baseline) == (3, 12)
+
+
+# ---- cannot tell, on real outputs ---------------------------------------------------------------------------
+
+def out_fom(path: Path, name: str = "total_time") -> float:
+    """A FOM as the workload printed it in its output (workloads/README.md: `FOM <name> <value> <unit>`)."""
+    (value,) = re.findall(rf"^FOM {name} (\S+) s$", path.read_text(), re.M)
+    return float(value)
+
+
+OUT_24 = {"old": ["mpi.night1", "mpi.night2", "mpi.night3", "mpi.night4", "nompi.night1", "nompi.night2"],
+          "new": ["nompi.night3", "nompi.night5", "mpi.night5"]}
+
+
+def test_3_real_runs_against_6_cannot_tell_and_say_what_would(dsn, tmp_path):
+    """The workload outputs of tests/gate-history's 24^3 runs at 2 ranks, without their profiles, are one series
+    (same PARAM lines, no Caliper): 6 stored as one campaign, 3 (one of them run beside busy loops) as the next.
+    Judged on fom:total_time at alpha 0.01 the gate cannot tell (3 vs 6); the medians are the outputs' own."""
+    with psycopg.connect(dsn) as conn:
+        for part in ("old", "new"):
+            d = tmp_path / part
+            d.mkdir()
+            for stem in OUT_24[part]:
+                shutil.copy(HISTORY / f"halo3d-blocking-24-n2.{stem}.out", d / f"{stem}.out")
+            assert len(ingest(conn, [d], Provenance(system="ci-box", stack="debian-openmpi4")).inserted) == 3 * (part == "new") + 6 * (part == "old")
+        (f,) = regressions.check(conn, metric="fom:total_time", alpha=0.01)
+    old = [out_fom(HISTORY / f"halo3d-blocking-24-n2.{s}.out") for s in OUT_24["old"]]
+    new = [out_fom(HISTORY / f"halo3d-blocking-24-n2.{s}.out") for s in OUT_24["new"]]
+    assert (f.n_new, f.n_baseline) == (3, 6) and f.verdict == "cannot tell"
+    assert f.baseline_median == pytest.approx(statistics.median(old), rel=1e-12)
+    assert f.new_median == pytest.approx(statistics.median(new), rel=1e-12)
+    assert f.series["window"] == "fom" and f.needs == {"new": 4, "baseline": 7}
+
+
+# ---- which campaign: the id ingest prints, on a store other pipelines share --------------------------------
+
+def cli(*args, dsn: str) -> subprocess.CompletedProcess:
+    return subprocess.run([*CLI, *args], capture_output=True, text=True, env={**os.environ, "COMMSCOPE_DB_URL": dsn})
+
+
+def test_ingest_prints_the_campaign_and_check_judges_it_though_another_pipeline_stored_later(dsn, tmp_path):
+    """Nights 1-4 of tests/gate-history, then night 5 through `commscope ingest` (its last line is the campaign's
+    id), then another system's pipeline stores a newer campaign (the night-5 outputs, under --system other-box).
+    Without --campaign the gate may not take the newest: it refuses and names --campaign. With the id ingest
+    printed it judges night 5: the 24^3 loop regressed (exit 1), and --format json names every series it judged
+    by key and parameters, as the store's series table and the runs' output files have them."""
+    prov = Provenance(system="ci-box", stack="debian-openmpi4")
+    with psycopg.connect(dsn) as conn:
+        for night in (1, 2, 3, 4):
+            ingest(conn, [HISTORY / files[night] for files in NIGHTS.values() if night in files], prov)
+    night5 = [str(HISTORY / files[5]) for files in NIGHTS.values()]
+    r = cli("ingest", "--system", "ci-box", "--stack", "debian-openmpi4", *night5, dsn=dsn)
+    assert r.returncode == 0, r.stderr
+    printed = r.stdout.strip().splitlines()[-1]
+    other = tmp_path / "other-pipeline"
+    other.mkdir()
+    for files in NIGHTS.values():
+        if files[5].endswith(".cali"):
+            shutil.copy(HISTORY / files[5].replace(".cali", ".out"), other / files[5].replace(".cali", ".out"))
+    o = cli("ingest", "--system", "other-box", "--format", "json", str(other), dsn=dsn)
+    assert o.returncode == 0, o.stderr
+    with psycopg.connect(dsn) as conn:
+        (night5_campaign,) = {r[0] for r in conn.execute("SELECT campaign_id FROM runs WHERE source = ANY(%s)",
+                                                         (night5,))}
+        (other_campaign,) = {r[0] for r in conn.execute("SELECT campaign_id FROM runs WHERE source LIKE %s",
+                                                        (f"{other}/%",))}
+        series = {r[0]: (r[1], r[2]) for r in conn.execute(
+            "SELECT r.source, s.key, s.parameters FROM runs r JOIN series s ON s.id = r.series_id "
+            "WHERE r.source = ANY(%s)", (night5,))}
+    assert printed == str(night5_campaign)
+    assert json.loads(o.stdout) == {"campaign_id": other_campaign, "stored": 3, "already_stored": 0,
+                                    "already_stored_in": [], "bad": [], "left_out": []}
+    assert other_campaign > night5_campaign
+
+    unnamed = cli("check", "--no-annotate", dsn=dsn)
+    assert unnamed.returncode == 2 and "--campaign" in unnamed.stderr, (unnamed.returncode, unnamed.stdout)
+    assert f"campaign {other_campaign} (ingest on other-box" in unnamed.stderr
+    assert f"campaign {night5_campaign} (ingest on ci-box" in unnamed.stderr
+    # narrowed to one system, the newest campaign has one origin again
+    narrowed = cli("check", "--system", "ci-box", "--no-annotate", dsn=dsn)
+    assert narrowed.returncode == 1 and f"campaign {night5_campaign}: time_s" in narrowed.stdout
+
+    j = cli("check", "--campaign", printed, "--format", "json", dsn=dsn)
+    assert j.returncode == 1, j.stderr
+    doc = json.loads(j.stdout)
+    assert doc["campaigns"] == [night5_campaign] and doc["regressions"] == 1
+    assert len(doc["series"]) == len(series) == 4
+    for source, (key, parameters) in series.items():
+        (s,) = [s for s in doc["series"] if s["series_key"] == key]
+        assert s["parameters"] == parameters and s["campaign"] == night5_campaign
+        out = HISTORY / (Path(source).with_suffix(".out").name if source.endswith(".cali") else f"{Path(source).name}/halo3d.out")
+        params = dict(re.findall(r"^PARAM (\S+) (.*)$", out.read_text(), re.M))
+        from_params = {k[len("param."):]: v for k, v in s["parameters"].items() if k.startswith("param.")}
+        assert from_params["n"] == params["n"] and all(params[k] == v for k, v in from_params.items())
+        assert s["global_size"] == params["global"]
+        assert s["parameters"]["ranks"] == int(re.search(r"^RANKS (\d+)$", out.read_text(), re.M)[1])
+        expected = "regression" if "24-n2.mpi" in source else None
+        if expected:
+            assert s["verdict"] == expected
+        else:
+            assert s["verdict"] != "regression"
+    # a retried ingest job stores nothing and prints the same campaign
+    again = cli("ingest", "-q", "--system", "ci-box", "--stack", "debian-openmpi4", *night5, dsn=dsn)
+    assert again.returncode == 0 and again.stdout.strip() == printed
+
+
+# ---- JUnit XML and Markdown ---------------------------------------------------------------------------------
+
+def test_junit_and_markdown_have_a_case_per_series_and_metric_matching_the_verdicts(real_history, tmp_path):
+    """check --junit --markdown on the real history, two metrics: the XML (read with xml.etree, a real parser)
+    has one test case per series and metric; a regression is a failure. The 24^3 loop time (its night-5 loop took
+    > 1.5x its slowest earlier night, from the records) is one; a series whose night-5 value lies below the
+    median of its earlier nights (from the records) cannot be; the series without MPI wrapping has no
+    mpi_fraction_avg case (not measured). Every case agrees with the --format json verdicts."""
+    dsn, sids = real_history
+    with psycopg.connect(dsn) as conn:
+        (campaign,) = conn.execute("SELECT max(id) FROM campaigns").fetchone()
+    xml_file, md_file = tmp_path / "check.xml", tmp_path / "check.md"
+    r = cli("check", "--campaign", str(campaign), "--metric", "time_s", "--metric", "mpi_fraction_avg",
+            "--junit", str(xml_file), "--markdown", str(md_file), "--format", "json", "--no-annotate", dsn=dsn)
+    assert r.returncode == 1, r.stderr
+    doc = json.loads(r.stdout)
+    files = NIGHTS["24-mpi"]
+    assert focus_time(files[5]) > 1.5 * max(focus_time(files[n]) for n in (1, 2, 3, 4))   # the premise
+    root = ET.parse(xml_file).getroot()
+    assert root.tag == "testsuites"
+    cases = {}
+    for suite in root.findall("testsuite"):
+        metric = suite.find("properties/property[@name='metric']").get("value")
+        assert suite.find("properties/property[@name='campaign']").get("value") == str(campaign)
+        for case in suite.findall("testcase"):
+            sid = int(re.search(r"#(\d+) \[", case.get("name"))[1])
+            cases[(metric, sid)] = ("regression" if case.find("failure") is not None
+                                    else "skipped" if case.find("skipped") is not None else "passed")
+        assert int(suite.get("tests")) == len(suite.findall("testcase"))
+        assert int(suite.get("failures")) == len(suite.findall("testcase/failure"))
+    assert set(cases) == {("time_s", sid) for sid in sids.values()} | \
+        {("mpi_fraction_avg", sids[s]) for s in ("24-mpi", "48-mpi", "24-per-rank")}
+    failed = {k for k, v in cases.items() if v == "regression"}
+    assert ("time_s", sids["24-mpi"]) in failed
+    measure = {"time_s": focus_time, "mpi_fraction_avg": focus_mpi_fraction}
+    for metric, sid in cases:
+        (s,) = [s for s, i in sids.items() if i == sid]
+        earlier = [measure[metric](NIGHTS[s][n]) for n in sorted(NIGHTS[s]) if n < 5]
+        if measure[metric](NIGHTS[s][5]) < statistics.median(earlier):
+            assert (metric, sid) not in failed, (metric, s)
+    as_junit = {"regression": "regression", "cannot tell": "skipped", "no baseline": "skipped",
+                "no change": "passed", "improvement": "passed"}
+    assert {(s["metric"], s["series_id"]): as_junit[s["verdict"]] for s in doc["series"]} == cases
+    md = md_file.read_text()
+    assert md.startswith(f"### commscope check: regressions in campaign {campaign}")
+    rows = [ln for ln in md.splitlines() if ln.startswith("| **")]
+    assert len(rows) == len(cases) and rows[0].startswith("| **regression** | `") and f"#{sids['24-mpi']} [focus]" in rows[0]
+
+
+# ---- run start times ----------------------------------------------------------------------------------------
+
+def test_an_output_without_time_starts_at_started_at_else_at_its_modification_time(dsn, tmp_path):
+    """A workload output prints no time. Stored without --started-at its run starts at the file's modification
+    time (os.stat); with --started-at at that time. A profile keeps Adiak's launchdate (caliper-reader's
+    globals) whatever --started-at says. A time without a UTC offset is refused, and nothing is stored."""
+    import caliperreader
+    a, b = tmp_path / "a" / "run.out", tmp_path / "b" / "run.out"
+    for path, stem in ((a, "mpi.night1"), (b, "mpi.night2")):
+        path.parent.mkdir()
+        shutil.copy(HISTORY / f"halo3d-blocking-24-n2.{stem}.out", path)
+    os.utime(a, (1_700_000_000.25, 1_700_000_000.25))
+    prof = tmp_path / "c" / "p.cali"
+    prof.parent.mkdir()
+    shutil.copy(HISTORY / NIGHTS["48-mpi"][2], prof)
+    bad = cli("ingest", "--started-at", "2026-11-25T02:17:00", str(b), dsn=dsn)
+    assert bad.returncode == 2 and "--started-at '2026-11-25T02:17:00' has no UTC offset" in bad.stderr
+    worse = cli("ingest", "--started-at", "last night", str(b), dsn=dsn)
+    assert worse.returncode == 2 and "not an ISO 8601 time" in worse.stderr
+    assert cli("ingest", "-q", str(a), dsn=dsn).returncode == 0
+    r = cli("ingest", "-q", "--started-at", "2026-11-25T02:17:00+01:00", str(b), str(prof), dsn=dsn)
+    assert r.returncode == 0, r.stderr
+    with psycopg.connect(dsn) as conn:
+        got = dict(conn.execute("SELECT source, started_at FROM runs").fetchall())
+    assert len(got) == 3
+    assert got[str(a)] == dt.datetime.fromtimestamp(os.stat(a).st_mtime, dt.timezone.utc)
+    assert got[str(b)] == dt.datetime(2026, 11, 25, 1, 17, tzinfo=dt.timezone.utc)
+    _records, globals_ = caliperreader.read_caliper_contents(str(prof))
+    assert got[str(prof)] == dt.datetime.fromtimestamp(int(globals_["launchdate"]), dt.timezone.utc)
+
+
+# ---- read only what is needed --------------------------------------------------------------------------------
+
+class CountingCursor(psycopg.Cursor):
+    """A real cursor that counts the rows the client receives."""
+    received = 0
+
+    def _count(self, rows):
+        CountingCursor.received += len(rows)
+        return rows
+
+    def fetchone(self):
+        row = super().fetchone()
+        CountingCursor.received += row is not None
+        return row
+
+    def fetchall(self):
+        return self._count(super().fetchall())
+
+    def fetchmany(self, size=0):
+        return self._count(super().fetchmany(size))
+
+    def __iter__(self):
+        for row in super().__iter__():
+            CountingCursor.received += 1
+            yield row
+
+
+def test_the_gate_reads_the_judged_campaign_and_its_baseline_window_only(history):
+    """12 nights of 13-14 runs each: judging the last with a window of 2 campaigns, the rows the gate receives are
+    those runs (3 new and 6 earlier per series of 3 runs a night, 1 and 2 for 'single', 1 for the newcomer) and one
+    description per series; the 10 older nights stay in the database."""
+    with psycopg.connect(history, cursor_factory=CountingCursor) as conn:
+        (campaign,) = conn.execute("SELECT max(id) FROM campaigns").fetchone()
+        (stored,) = conn.execute("SELECT count(*) FROM runs").fetchone()
+        CountingCursor.received = 0
+        found = regressions.check(conn, campaign=campaign, baseline=2)
+        received = CountingCursor.received
+    per_night = {app: n for app, n, _shift in SERIES}
+    window = sum(3 * n for n in per_night.values()) + 1   # 2 earlier + the judged night, and the newcomer
+    assert sum(f.n_new + f.n_baseline for f in found) == window
+    assert received == window + len(found), (received, stored)
+    assert stored > 3 * window

@@ -302,11 +302,14 @@ main.add_command(report_cmd)
 # ---- check ------------------------------------------------------------------------
 
 @main.command("check")
-@click.option("--metric", default="time_s", show_default=True,
+@click.option("--metric", "metrics", multiple=True, default=["time_s"], show_default=True,
               help="a v_run_metrics column (time_s, mpi_fraction_avg, mpi_fraction_slowest, mpi_time_avg_s, "
                    "load_balance, ...) on each series' focus window, else its run window; wall_time means time_s; "
-                   "or fom:NAME")
-@click.option("--campaign", type=int, help="the campaign to judge (default: the newest)")
+                   "or fom:NAME (repeatable: each metric is judged)")
+@click.option("--campaign", type=click.IntRange(1),
+              help="the campaign to judge: the id `commscope ingest` printed. Without it the newest campaign is "
+                   "judged only if every campaign in the selection has one origin (kind and systems); otherwise "
+                   "check refuses, as the newest may be another pipeline's")
 @click.option("--baseline", type=click.IntRange(1), default=10, show_default=True,
               help="earlier campaigns of each series to compare against")
 @click.option("--min-effect", type=click.FloatRange(0), default=0.05, show_default=True,
@@ -318,29 +321,65 @@ main.add_command(report_cmd)
 @click.option("--stack")
 @click.option("--interconnect")
 @click.option("--no-annotate", is_flag=True, help="do not write dashboard annotations")
-def check_cmd(metric, campaign, baseline, min_effect, alpha, system, app, stack, interconnect, no_annotate):
-    """The regression gate: exit 1 if any series of the newest campaign regressed."""
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True,
+              help="json: one object with the campaign and every series' verdict, key and parameters")
+@click.option("--junit", type=click.Path(dir_okay=False, path_type=Path),
+              help="also write the verdicts as JUnit XML (one test case per series; a regression fails it)")
+@click.option("--markdown", type=click.Path(dir_okay=False, path_type=Path),
+              help="also write a Markdown summary (for a merge request comment or a job summary)")
+def check_cmd(metrics, campaign, baseline, min_effect, alpha, system, app, stack, interconnect, no_annotate, fmt,
+              junit, markdown):
+    """The regression gate: exit 1 if any series of the judged campaign regressed.
+
+    Verdicts: regression, improvement, no change, no baseline (fewer than 3 earlier runs) and cannot tell (with
+    these run counts the test cannot reach --alpha; it says how many runs it would need). Exit 2 on bad
+    arguments or when it cannot tell which campaign to judge."""
+    import json
+
     from . import regressions
+    findings = []
     try:
         with db.connect() as conn:
-            findings = regressions.check(conn, metric, campaign, baseline, min_effect, alpha, system=system, app=app,
-                                         stack=stack, interconnect=interconnect)
+            for metric in metrics:
+                findings += regressions.check(conn, metric, campaign, baseline, min_effect, alpha, system=system,
+                                              app=app, stack=stack, interconnect=interconnect)
             noted = 0 if no_annotate else regressions.annotate(conn, findings)
     except (ValueError, LookupError) as e:
         _fail(str(e), 2)
     except db.DBError as e:
         _fail(str(e))
-    width = max(len(f.label()) for f in findings)
-    click.echo(f"{'series':<{width}}  {'verdict':<12} {'baseline':>12} {'new':>12} {'change':>8} {'p':>8}  n")
-    for f in findings:
-        fmt = lambda v: f"{v:12.6g}" if v is not None else f"{'-':>12}"  # noqa: E731
-        change = f"{f.effect:+8.1%}" if f.effect is not None else f"{'-':>8}"
-        p = f"{f.p_value:8.2g}" if f.p_value is not None else f"{'-':>8}"
-        click.echo(f"{f.label():<{width}}  {f.verdict:<12} {fmt(f.baseline_median)} {fmt(f.new_median)} {change} {p}  "
-                   f"{f.n_new}/{f.n_baseline}")
     bad = [f for f in findings if f.verdict == "regression"]
-    click.echo(f"{len(findings)} series, {len(bad)} regressions"
-               + ("" if no_annotate else f", {noted} annotations written"))
+    try:
+        if junit:
+            junit.write_bytes(regressions.junit_xml(findings, alpha, min_effect))
+        if markdown:
+            markdown.write_text(regressions.markdown(findings, alpha, min_effect))
+    except OSError as e:
+        _fail(f"cannot write {e.filename}: {e.strerror}; the verdicts were: {len(bad)} regressions", 2)
+    if fmt == "json":
+        click.echo(json.dumps({"campaigns": sorted({f.campaign for f in findings}), "alpha": alpha,
+                               "min_effect": min_effect, "regressions": len(bad), "annotations": noted,
+                               "series": [regressions.as_dict(f, alpha, min_effect) for f in findings]},
+                              default=str, indent=1))
+    else:
+        width = max(len(f.label()) for f in findings)
+        for metric in metrics:
+            mine = [f for f in findings if f.metric == regressions.canonical_metric(metric)]
+            click.echo(f"campaign {', '.join(sorted({str(f.campaign) for f in mine}))}: {mine[0].metric}")
+            click.echo(f"{'series':<{width}}  {'verdict':<12} {'baseline':>12} {'new':>12} {'change':>8} {'p':>8}  n")
+            for f in mine:
+                fmt_v = lambda v: f"{v:12.6g}" if v is not None else f"{'-':>12}"  # noqa: E731
+                change = f"{f.effect:+8.1%}" if f.effect is not None else f"{'-':>8}"
+                p = f"{f.p_value:8.2g}" if f.p_value is not None else f"{'-':>8}"
+                click.echo(f"{f.label():<{width}}  {f.verdict:<12} {fmt_v(f.baseline_median)} {fmt_v(f.new_median)} "
+                           f"{change} {p}  {f.n_new}/{f.n_baseline}")
+            for f in mine:
+                if f.verdict == "cannot tell":
+                    click.echo(f"{f.label()}: {f.reason(alpha, min_effect)}")
+        unsure = sum(f.verdict == "cannot tell" for f in findings)
+        click.echo(f"{len(findings)} series, {len(bad)} regressions"
+                   + (f", {unsure} cannot tell" if unsure else "")
+                   + ("" if no_annotate else f", {noted} annotations written"))
     if bad:
         sys.exit(1)
 

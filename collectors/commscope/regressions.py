@@ -1,20 +1,34 @@
 """The regression gate: for every series (docs/measurement-model.md: runs of equal application, parameters and
-environment, one series_id) in the newest campaign, compare its runs with the runs of the same series in the
+environment, one series_id) in the judged campaign, compare its runs with the runs of the same series in the
 campaigns before it. Runs of another problem size, Caliper configuration or stack are other series, so they are
 never each other's baseline.
 
-The measurement is a column of v_run_metrics on the series' focus window where its runs have one (the workloads'
-timed loop), else on its run window, as the dashboards show a series (v_run_metrics_daily's `shown`); or a FOM
-(fom:NAME, or fom:NAME@CONTEXT for a FOM Ramble reports per context). Only runs with status 'ok' count: partial runs (ranks missing) and failed runs are neither baseline
-nor judged.
+The measurement is a column of v_run_metrics on the series' focus window where its judged runs have one (the
+workloads' timed loop), else on its run window, as the dashboards show a series (v_run_metrics_daily's `shown`); or
+a FOM (fom:NAME, or fom:NAME@CONTEXT for a FOM Ramble reports per context). Only runs with status 'ok' count:
+partial runs (ranks missing) and failed runs are neither baseline nor judged.
 
 The test is robust, not a fixed threshold: with three or more new samples a one-sided Mann-Whitney U test against
 the baseline window, else a robust z-score (median and MAD of the baseline) of the new median. A change counts
 only when it is significant (p < alpha) AND at least min_effect in size, so tiny but consistent shifts on a quiet
 machine do not fail a pipeline. Benchpark's gate is a fixed baseline x 1.05; min_effect=0.05 with alpha plays
-that role while ignoring noise."""
+that role while ignoring noise.
+
+Verdicts: regression, improvement, no change, no baseline (fewer than 3 earlier runs), and cannot tell: with
+these run counts the test cannot reach alpha at all (3 new against 6 baseline runs: Mann-Whitney's smallest
+one-sided p is 1/84 > 0.01), so "no change" would be a claim the data cannot support; the finding says how many
+runs would make the level reachable.
+
+Which campaign: the one given (pipelines pass the id `commscope ingest` printed). Without one, the newest campaign
+with runs in the selection is judged only when every such campaign has one origin (the same kind of input and the
+same systems); on a store shared by pipelines of several systems or kinds the newest campaign may be another
+pipeline's, so the gate refuses and names --campaign (narrowing with --system also makes it one origin).
+
+Reading: only the judged campaign's runs and, per series, its `baseline` most recent earlier campaigns with a
+value are read from the store, selected in SQL; history beyond that window never leaves the database."""
 from __future__ import annotations
 
+import json
 import math
 import statistics
 from dataclasses import dataclass
@@ -35,11 +49,16 @@ DESCRIBE = FILTERS + ("global_size",)
 LOWER_BETTER_UNITS = {"s", "ms", "us", "ns", "sec", "msec", "usec", "nsec", "seconds"}  # usec: IMB through Ramble
 
 
+MANN_WHITNEY_FROM = 3   # new runs from which the Mann-Whitney test is used (else the robust z-score)
+MIN_BASELINE = 3        # earlier runs below which there is no baseline
+SEARCH_LIMIT = 1000     # the largest run count runs_needed looks at
+
+
 @dataclass
 class Finding:
-    series: dict          # series_id, window, and DESCRIBE's columns
+    series: dict          # series_id, key, parameters, environment, window, and DESCRIBE's columns
     metric: str
-    verdict: str          # regression | improvement | ok | no baseline
+    verdict: str          # regression | improvement | no change | cannot tell | no baseline
     baseline_median: float | None
     new_median: float | None
     effect: float | None  # relative change, positive = worse
@@ -47,6 +66,9 @@ class Finding:
     n_baseline: int
     n_new: int
     time: object = None   # the newest run's start
+    campaign: int | None = None          # the campaign judged
+    smallest_p: float | None = None      # the smallest p-value the test can give with n_new and n_baseline runs
+    needs: dict | None = None            # cannot tell: {"new": runs, "baseline": runs} that make alpha reachable
 
     def label(self) -> str:
         """As the dashboards name a series (v_run_metrics_daily.series_label) and the window judged."""
@@ -55,6 +77,26 @@ class Finding:
         size = f" {s['global_size']}" if s["global_size"] else ""
         return (f"{s['system'] or 'unknown'} {s['app']}{variant} {s['stack'] or 'unknown'} {s['interconnect']} "
                 f"n{s['ranks']}{size} #{s['series_id']} [{s['window']}]")
+
+    def reason(self, alpha: float, min_effect: float) -> str:
+        """One sentence: why this verdict."""
+        if self.verdict == "no baseline":
+            return (f"{self.n_baseline} earlier runs of this series; the gate needs at least {MIN_BASELINE}")
+        change = f"{self.effect:+.1%}" if self.effect is not None and math.isfinite(self.effect) else "?"
+        said = (f"{self.metric} {change} against the median of {self.n_baseline} earlier runs "
+                f"({self.n_new} new, p={self.p_value:.2g})")
+        if self.verdict == "cannot tell":
+            more = []
+            if self.needs and self.needs.get("new"):
+                more.append(f"{self.needs['new']} new runs")
+            if self.needs and self.needs.get("baseline"):
+                more.append(f"{self.needs['baseline']} baseline runs")
+            need = (" or ".join(more) if more else f"more than {SEARCH_LIMIT} runs")
+            return (f"cannot tell: with {self.n_new} new and {self.n_baseline} baseline runs the test's smallest "
+                    f"p-value is {self.smallest_p:.3g}, not below alpha={alpha:g}; it needs {need}; {said}")
+        if self.verdict == "no change":
+            return f"no change of at least {min_effect:.0%} that is significant at alpha={alpha:g}: {said}"
+        return f"{self.verdict}: {said}"
 
 
 def _mann_whitney_greater(new: list[float], base: list[float]) -> float:
@@ -71,21 +113,41 @@ def _robust_z_p(new_med: float, base: list[float]) -> float:
     return 0.5 * math.erfc(z / math.sqrt(2))  # one-sided normal tail
 
 
+def smallest_p(n_new: int, n_base: int) -> float:
+    """The smallest one-sided p-value the gate's test can give with these run counts: scipy's Mann-Whitney, called
+    as the gate calls it, on samples that do not overlap at all (every new value above every baseline value), so
+    its own distribution decides; the robust z-score (fewer than 3 new runs) reaches any level."""
+    if n_new < MANN_WHITNEY_FROM:
+        return 0.0
+    return _mann_whitney_greater([float(n_base + i) for i in range(n_new)], [float(i) for i in range(n_base)])
+
+
+def runs_needed(n_new: int, n_base: int, alpha: float) -> dict:
+    """The fewest new runs (with these baseline runs), and the fewest baseline runs (with these new runs), that make
+    p < alpha reachable; None where even SEARCH_LIMIT runs would not."""
+    new = next((k for k in range(max(n_new, MANN_WHITNEY_FROM), SEARCH_LIMIT + 1) if smallest_p(k, n_base) < alpha),
+               None)
+    base = next((k for k in range(n_base, SEARCH_LIMIT + 1) if smallest_p(n_new, k) < alpha), None)
+    return {"new": new, "baseline": base}
+
+
 def compare(new: list[float], base: list[float], min_effect: float, alpha: float) -> tuple[str, float | None, float | None]:
     """(verdict, effect, p) for values where larger is worse."""
-    if len(base) < 3 or not new:
+    if len(base) < MIN_BASELINE or not new:
         return "no baseline", None, None
     nm, bm = statistics.median(new), statistics.median(base)
     effect = (nm - bm) / abs(bm) if bm else (math.inf if nm > bm else 0.0)
-    if len(new) >= 3:
+    if len(new) >= MANN_WHITNEY_FROM:
         p_worse, p_better = _mann_whitney_greater(new, base), _mann_whitney_greater([-x for x in new], [-x for x in base])
     else:
         p_worse, p_better = _robust_z_p(nm, base), _robust_z_p(-nm, [-x for x in base])
+    if smallest_p(len(new), len(base)) >= alpha:
+        return "cannot tell", effect, min(p_worse, p_better)
     if p_worse < alpha and effect >= min_effect:
         return "regression", effect, p_worse
     if p_better < alpha and effect <= -min_effect:
         return "improvement", effect, p_better
-    return "ok", effect, min(p_worse, p_better)
+    return "no change", effect, min(p_worse, p_better)
 
 
 def canonical_metric(metric: str) -> str:
@@ -116,14 +178,15 @@ def _fom_and_context(conn: psycopg.Connection, spec: str) -> tuple[str, str | No
     return name, context
 
 
-def _values(conn: psycopg.Connection, metric: str, where: dict) -> tuple[list[tuple], str]:
-    """Rows (series_id, window, campaign_id, started_at, run_id, value) of the ok runs with a series, and the
+def _measurements(conn: psycopg.Connection, metric: str, where: dict) -> tuple[sql.Composable, dict, str]:
+    """A SELECT of (series_id, window, campaign_id, started_at, run_id, value, system) over the ok runs with a
+    series in the selection, not run (the callers narrow it to the rows they need), its named parameters, and the
     metric's direction."""
-    clauses, params = [sql.SQL("r.status = 'ok'"), sql.SQL("r.series_id IS NOT NULL")], []
+    clauses, params = [sql.SQL("r.status = 'ok'"), sql.SQL("r.series_id IS NOT NULL")], {}
     for k, v in where.items():
         if v is not None:
-            clauses.append(sql.SQL("v.{} = %s").format(sql.Identifier(k)))
-            params.append(v)
+            clauses.append(sql.SQL("v.{} = {}").format(sql.Identifier(k), sql.Placeholder(f"f_{k}")))
+            params[f"f_{k}"] = v
     selected = sql.SQL(" AND ").join(clauses)
     if metric.startswith("fom:"):
         name, context = _fom_and_context(conn, metric[4:])
@@ -135,72 +198,119 @@ def _values(conn: psycopg.Connection, metric: str, where: dict) -> tuple[list[tu
         if direction is None:
             raise ValueError(f"FOM {name!r} has units {sorted(map(str, units))}: cannot tell whether larger is worse")
         # A FOM is the workload's own figure: no window of commscope's.
-        q = sql.SQL("SELECT r.series_id, 'fom', v.campaign_id, v.started_at, r.id, f.value "
-                    "FROM runs r JOIN v_runs v ON v.run_id = r.id JOIN foms f ON f.run_id = r.id "
-                    "WHERE f.name = %s AND f.context IS NOT DISTINCT FROM %s AND {}").format(selected)
-        return conn.execute(q, [name, context, *params]).fetchall(), direction
-    # Each series on one window: focus where its runs have one, else run (v_run_metrics_daily's `shown`).
-    q = sql.SQL("""WITH m AS (
-  SELECT r.series_id, m."window", v.campaign_id, v.started_at, r.id AS run_id, m.{col} AS value
-  FROM runs r JOIN v_runs v ON v.run_id = r.id JOIN v_run_metrics m ON m.run_id = r.id
-  WHERE {selected}
-), shown AS (
-  SELECT series_id, CASE WHEN bool_or("window" = 'focus') THEN 'focus' ELSE 'run' END AS "window"
-  FROM m GROUP BY series_id
-)
-SELECT m.series_id, m."window", m.campaign_id, m.started_at, m.run_id, m.value
-FROM m JOIN shown USING (series_id, "window")
-WHERE m.value IS NOT NULL""").format(col=sql.Identifier(metric), selected=selected)
-    return conn.execute(q, params).fetchall(), METRICS[metric]
+        q = sql.SQL("SELECT r.series_id, 'fom'::text AS \"window\", r.campaign_id, r.started_at, r.id AS run_id, "
+                    "f.value, v.system FROM runs r JOIN v_runs v ON v.run_id = r.id JOIN foms f ON f.run_id = r.id "
+                    "WHERE f.name = %(fom)s AND f.context IS NOT DISTINCT FROM %(fom_context)s AND {}").format(selected)
+        return q, {**params, "fom": name, "fom_context": context}, direction
+    q = sql.SQL("SELECT r.series_id, w.\"window\", r.campaign_id, r.started_at, r.id AS run_id, w.{col} AS value, "
+                "v.system FROM runs r JOIN run_windows w ON w.run_id = r.id JOIN v_runs v ON v.run_id = r.id "
+                "WHERE {selected}").format(col=sql.Identifier(metric), selected=selected)
+    return q, params, METRICS[metric]
 
 
-def check(conn: psycopg.Connection, metric: str = "time_s", campaign: int | None = None, baseline: int = 10,
-          min_effect: float = 0.05, alpha: float = 0.01, **where) -> list[Finding]:
-    """Findings for every series of the newest (or the given) campaign: its ok runs there against its ok runs
-    in the `baseline` campaigns before it that have any."""
-    metric = canonical_metric(metric)
-    unknown = set(where) - set(FILTERS)
-    if unknown:
-        raise ValueError(f"cannot filter series by {', '.join(sorted(unknown))}; choose from {', '.join(FILTERS)}")
-    rows, direction = _values(conn, metric, where)
+def newest_campaign(conn: psycopg.Connection, measured: sql.Composable, params: dict, metric: str) -> int:
+    """The campaign to judge when none is named: the newest with a value in the selection, if every campaign with
+    one has the same origin (campaign kind and systems); else LookupError naming --campaign and the candidates."""
+    q = sql.SQL("""SELECT m.campaign_id, c.kind, c.created_at, c.ci_pipeline, c.git_commit,
+       array_agg(DISTINCT coalesce(m.system, 'unknown') ORDER BY coalesce(m.system, 'unknown'))
+FROM ({measured}) m JOIN campaigns c ON c.id = m.campaign_id
+WHERE m.value IS NOT NULL
+GROUP BY m.campaign_id, c.kind, c.created_at, c.ci_pipeline, c.git_commit
+ORDER BY m.campaign_id DESC""").format(measured=measured)
+    rows = conn.execute(q, params).fetchall()
     if not rows:
         (old,) = conn.execute("SELECT count(*) FROM runs WHERE series_id IS NULL").fetchone()
         hint = (f" ({old} runs stored before the measurement model have no series: re-ingest their files, "
                 f"v_runs_needing_reingest lists them)" if old else "")
         raise LookupError(f"no successful runs with {metric} match; nothing to check{hint}")
-    newest = campaign if campaign is not None else max(r[2] for r in rows)
-    if campaign is not None and not any(r[2] == campaign for r in rows):
-        raise LookupError(f"campaign {campaign} has no successful runs of {metric} matching the selection")
+    newest_of: dict[tuple, tuple] = {}
+    for row in rows:   # newest first
+        newest_of.setdefault((row[1], tuple(row[5])), row)
+    if len(newest_of) > 1:
+        shown = "; ".join(f"campaign {cid} ({kind} on {', '.join(systems)}, stored {created:%Y-%m-%d %H:%M %Z}"
+                          f"{', pipeline ' + pipeline if pipeline else ''})"
+                          for cid, kind, created, pipeline, _commit, systems in list(newest_of.values())[:6])
+        raise LookupError(f"the store holds campaigns of {len(newest_of)} origins with {metric} in this selection, "
+                          f"so the newest need not be yours: name it with --campaign ID (the id `commscope ingest` "
+                          f"printed), or narrow the selection with --system. Newest of each: {shown}")
+    return rows[0][0]
+
+
+def measured_rows(conn: psycopg.Connection, measured: sql.Composable, params: dict, campaign: int,
+                  baseline: int) -> list[tuple]:
+    """Rows (series_id, window, campaign_id, started_at, run_id, value) of the judged campaign, and per series of
+    it the rows of its `baseline` most recent earlier campaigns with a value: nothing older is read. Each series
+    on one window: focus where its judged runs have one, else run (v_run_metrics_daily's `shown`)."""
+    q = sql.SQL("""WITH new AS (
+  SELECT * FROM ({measured}) m WHERE m.campaign_id = %(campaign)s
+), shown AS (
+  SELECT series_id, CASE WHEN bool_or("window" = 'focus') THEN 'focus' ELSE min("window") END AS "window"
+  FROM new GROUP BY series_id
+), earlier AS (
+  SELECT s.series_id, s."window", e.campaign_id
+  FROM shown s CROSS JOIN LATERAL (
+    SELECT DISTINCT m.campaign_id FROM ({measured}) m
+    WHERE m.series_id = s.series_id AND m."window" = s."window" AND m.campaign_id < %(campaign)s
+      AND m.value IS NOT NULL
+    ORDER BY m.campaign_id DESC LIMIT %(baseline)s) e
+)
+SELECT n.series_id, n."window", n.campaign_id, n.started_at, n.run_id, n.value
+FROM new n JOIN shown USING (series_id, "window") WHERE n.value IS NOT NULL
+UNION ALL
+SELECT m.series_id, m."window", m.campaign_id, m.started_at, m.run_id, m.value
+FROM earlier e CROSS JOIN LATERAL (
+  SELECT * FROM ({measured}) m
+  WHERE m.series_id = e.series_id AND m.campaign_id = e.campaign_id AND m."window" = e."window"
+    AND m.value IS NOT NULL) m""").format(measured=measured)
+    return conn.execute(q, {**params, "campaign": campaign, "baseline": baseline}).fetchall()
+
+
+def check(conn: psycopg.Connection, metric: str = "time_s", campaign: int | None = None, baseline: int = 10,
+          min_effect: float = 0.05, alpha: float = 0.01, **where) -> list[Finding]:
+    """Findings for every series of the given campaign (or, without one, of the newest when it is unambiguous:
+    newest_campaign): its ok runs there against its ok runs in the `baseline` campaigns before it that have any."""
+    metric = canonical_metric(metric)
+    unknown = set(where) - set(FILTERS)
+    if unknown:
+        raise ValueError(f"cannot filter series by {', '.join(sorted(unknown))}; choose from {', '.join(FILTERS)}")
+    measured, params, direction = _measurements(conn, metric, where)
+    judged = campaign if campaign is not None else newest_campaign(conn, measured, params, metric)
+    rows = measured_rows(conn, measured, params, judged, baseline)
+    if not any(r[2] == judged for r in rows):
+        raise LookupError(f"campaign {judged} has no successful runs of {metric} matching the selection")
     series: dict[tuple, dict[int, list]] = {}
     last: dict[tuple, tuple] = {}   # the series' newest run in the judged campaign: (started_at, run_id)
     for sid, window, cid, started, run_id, value in rows:
-        if cid > newest:
-            continue
         key = (sid, window)
         series.setdefault(key, {}).setdefault(cid, []).append(float(value))
-        if cid == newest:
+        if cid == judged:
             last[key] = max(last.get(key, (started, run_id)), (started, run_id))
     described = _describe(conn, [run_id for _, run_id in last.values()])
     sign = 1.0 if direction == "lower" else -1.0
     findings = []
     for key, by_campaign in sorted(series.items()):
-        if newest not in by_campaign:
-            continue
-        earlier = sorted(c for c in by_campaign if c < newest)[-baseline:]
-        base = [v for c in earlier for v in by_campaign[c]]
-        new = by_campaign[newest]
+        base = [v for c in sorted(c for c in by_campaign if c != judged) for v in by_campaign[c]]
+        new = by_campaign[judged]
         verdict, effect, p = compare([sign * v for v in new], [sign * v for v in base], min_effect, alpha)
         started, run_id = last[key]
-        findings.append(Finding({"series_id": key[0], "window": key[1], **described[run_id]}, metric, verdict,
-                                statistics.median(base) if base else None, statistics.median(new),
-                                effect, p, len(base), len(new), started))
+        f = Finding({"series_id": key[0], "window": key[1], **described[run_id]}, metric, verdict,
+                    statistics.median(base) if base else None, statistics.median(new),
+                    effect, p, len(base), len(new), started, judged)
+        if verdict != "no baseline":
+            f.smallest_p = smallest_p(len(new), len(base))
+        if verdict == "cannot tell":
+            f.needs = runs_needed(len(new), len(base), alpha)
+        findings.append(f)
     return findings
 
 
 def _describe(conn: psycopg.Connection, run_ids: list[int]) -> dict[int, dict]:
-    cols = sql.SQL(", ").join(sql.Identifier(c) for c in DESCRIBE)
-    q = sql.SQL("SELECT run_id, {} FROM v_runs WHERE run_id = ANY(%s)").format(cols)
-    return {r[0]: dict(zip(DESCRIBE, r[1:])) for r in conn.execute(q, (run_ids,))}
+    """DESCRIBE's columns of each run, and its series' key, parameters and environment."""
+    cols = sql.SQL(", ").join(sql.SQL("v.{}").format(sql.Identifier(c)) for c in DESCRIBE)
+    q = sql.SQL("SELECT v.run_id, s.key, s.parameters, s.environment, {} FROM v_runs v JOIN runs r ON r.id = v.run_id "
+                "JOIN series s ON s.id = r.series_id WHERE v.run_id = ANY(%s)").format(cols)
+    return {r[0]: {"key": r[1], "parameters": r[2], "environment": r[3], **dict(zip(DESCRIBE, r[4:]))}
+            for r in conn.execute(q, (run_ids,))}
 
 
 def annotate(conn: psycopg.Connection, findings: list[Finding]) -> int:
@@ -222,3 +332,84 @@ def annotate(conn: psycopg.Connection, findings: list[Finding]) -> int:
                           ["commscope-check", f.metric, f.verdict, tag]))
             n += 1
     return n
+
+
+# ---- what a pipeline reads: JSON, JUnit XML, Markdown --------------------------------------------------------
+
+def _number(v):
+    """A JSON number, or None for what was not measured or is not finite."""
+    return None if v is None or (isinstance(v, float) and not math.isfinite(v)) else v
+
+
+def as_dict(f: Finding, alpha: float, min_effect: float) -> dict:
+    """One finding, machine-readable; its series identified by key and parameters."""
+    s = f.series
+    return {"series_id": s["series_id"], "series_key": s["key"], "app": s["app"], "parameters": s["parameters"],
+            "environment": s["environment"], "window": s["window"], "label": f.label(),
+            **{k: s[k] for k in DESCRIBE if k != "app"},
+            "campaign": f.campaign, "metric": f.metric, "verdict": f.verdict,
+            "baseline_median": _number(f.baseline_median), "new_median": _number(f.new_median),
+            "effect": _number(f.effect), "p_value": _number(f.p_value), "smallest_p": _number(f.smallest_p),
+            "n_new": f.n_new, "n_baseline": f.n_baseline, "runs_needed": f.needs,
+            "newest_run_started_at": f.time.isoformat() if f.time else None, "reason": f.reason(alpha, min_effect)}
+
+
+def junit_xml(findings: list[Finding], alpha: float, min_effect: float) -> bytes:
+    """JUnit XML: one test suite per metric, one test case per series judged. A regression is a failure; cannot
+    tell and no baseline are skipped (not judged); no change and improvement pass."""
+    import xml.etree.ElementTree as ET
+    root = ET.Element("testsuites", name="commscope check")
+    metrics = list(dict.fromkeys(f.metric for f in findings))
+    for metric in metrics:
+        mine = [f for f in findings if f.metric == metric]
+        campaigns = sorted({str(f.campaign) for f in mine})
+        suite = ET.SubElement(root, "testsuite", name=f"commscope check {metric} campaign {', '.join(campaigns)}",
+                              tests=str(len(mine)), failures=str(sum(f.verdict == "regression" for f in mine)),
+                              skipped=str(sum(f.verdict in ("cannot tell", "no baseline") for f in mine)),
+                              errors="0")
+        props = ET.SubElement(suite, "properties")
+        for name, value in (("campaign", ", ".join(campaigns)), ("metric", metric), ("alpha", f"{alpha:g}"),
+                            ("min_effect", f"{min_effect:g}")):
+            ET.SubElement(props, "property", name=name, value=value)
+        for f in mine:
+            case = ET.SubElement(suite, "testcase", classname=f"commscope.check.{metric}", name=f.label())
+            reason = f.reason(alpha, min_effect)
+            if f.verdict == "regression":
+                ET.SubElement(case, "failure", type="regression", message=reason).text = reason
+            elif f.verdict in ("cannot tell", "no baseline"):
+                ET.SubElement(case, "skipped", message=reason)
+            out = ET.SubElement(case, "system-out")
+            out.text = json.dumps(as_dict(f, alpha, min_effect), default=str, indent=1)
+    total = sum(1 for _ in root.iter("testcase"))
+    root.set("tests", str(total))
+    root.set("failures", str(sum(f.verdict == "regression" for f in findings)))
+    root.set("skipped", str(sum(f.verdict in ("cannot tell", "no baseline") for f in findings)))
+    root.set("errors", "0")
+    return ET.tostring(root, encoding="utf-8", xml_declaration=True)
+
+
+ORDER = {"regression": 0, "cannot tell": 1, "improvement": 2, "no baseline": 3, "no change": 4}
+
+
+def markdown(findings: list[Finding], alpha: float, min_effect: float) -> str:
+    """A summary for a merge request comment or a job summary: counts, then every series, regressions first."""
+    counts = {v: sum(f.verdict == v for f in findings) for v in ORDER}
+    campaigns = ", ".join(sorted({str(f.campaign) for f in findings}))
+    metrics = ", ".join(dict.fromkeys(f.metric for f in findings))
+    head = "regressions" if counts["regression"] else "no regressions"
+    lines = [f"### commscope check: {head} in campaign {campaigns}", "",
+             f"{len(findings)} series on {metrics} (alpha {alpha:g}, smallest effect {min_effect:.0%}): "
+             + ", ".join(f"{n} {v}" for v, n in counts.items() if n), "",
+             "| verdict | series | metric | baseline median | new median | change | p | runs new / baseline |",
+             "|---|---|---|---:|---:|---:|---:|---:|"]
+    cell = lambda v: f"{v:.6g}" if v is not None else "–"  # noqa: E731
+    for f in sorted(findings, key=lambda f: (ORDER[f.verdict], f.metric, f.series["series_id"])):
+        change = f"{f.effect:+.1%}" if f.effect is not None and math.isfinite(f.effect) else "–"
+        p = f"{f.p_value:.2g}" if f.p_value is not None else "–"
+        label = f.label().replace("|", "\\|")
+        lines.append(f"| **{f.verdict}** | `{label}` | {f.metric} | {cell(f.baseline_median)} | {cell(f.new_median)} "
+                     f"| {change} | {p} | {f.n_new} / {f.n_baseline} |")
+    unsure = [f for f in findings if f.verdict == "cannot tell"]
+    if unsure:
+        lines += ["", "Cannot tell:"] + [f"- `{f.label()}`: {f.reason(alpha, min_effect)}" for f in unsure]
+    return "\n".join(lines) + "\n"
