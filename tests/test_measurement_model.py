@@ -1,12 +1,15 @@
 """The measurement model (docs/measurement-model.md) on real profiles, against
 an independent reference: caliper-reader's records read here (MPI time is the
 records carrying `mpi.function`, the focus window the records whose `region`
-stack holds `timestep`, time outside regions the records with no path), the
-json-split file read as JSON, and the workloads' own timers. Nothing here calls
-commscope's metric code; the store's v_run_metrics is compared with them."""
+stack holds `loop`, else `timestep`, time outside regions the records with no
+path; for spot, each record's sum across ranks over the job's rank count), the
+json-split file read as JSON, and the workloads' own timers read from their
+stdout's FOM lines. Nothing here calls commscope's metric code; the store's
+v_run_metrics is compared with them."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from collections import defaultdict
 from pathlib import Path
@@ -17,8 +20,10 @@ from caliperreader import read_caliper_contents
 
 from commscope.contract import parse_output
 from commscope.ingest import Provenance, ingest
+from commscope.records import ReadOptions
 
 DATA = Path(__file__).parent / "data"
+THIRD = Path(__file__).parent / "thirdparty"
 TIME = ("sum#sum#time.duration", "sum#time.duration")
 SYNC = {"MPI_Barrier", "MPI_Wait", "MPI_Waitall", "MPI_Waitany", "MPI_Waitsome", "MPI_Win_wait", "MPI_Win_fence",
         "MPI_Win_complete", "MPI_Ibarrier"}
@@ -26,6 +31,37 @@ SYNC = {"MPI_Barrier", "MPI_Wait", "MPI_Waitall", "MPI_Waitany", "MPI_Waitsome",
 PER_RANK_PROFILES = sorted(
     [p.name for p in DATA.glob("*.cali") if ".spot." not in p.name] +
     [d.name for d in DATA.glob("*.per-rank")] + [p.name for p in DATA.glob("*.json-split.json")])
+MESSAGE_TRACES = sorted(d.name for d in DATA.glob("*.msgtrace"))
+# spot profiles: the workloads' (tests/data) and the third-party applications' (stored with the --app a user gives)
+SPOT_PROFILES = sorted(DATA.glob("*.spot.cali")) + sorted(THIRD.glob("*/*.spot.cali"))
+
+def third_party_app(f: Path) -> str:
+    """The application's name a user gives with --app (these files record none): the file name's first part."""
+    return re.sub(r"-n\d+$", "", f.name.split(".")[0])
+
+
+def workload_output(fixture: Path) -> Path | None:
+    """The workload's stdout kept with a fixture: X.out beside X.cali/X.json, or the one .out in a run directory."""
+    if fixture.is_dir():
+        outs = sorted(fixture.glob("*.out"))
+        assert len(outs) <= 1, outs
+        return outs[0] if outs else None
+    out = fixture.with_suffix(".out")
+    return out if out.exists() else None
+
+
+def own_timers(out: Path) -> dict[str, float]:
+    """The FOMs in seconds, straight from the `FOM <name> <value> s` lines (workloads/README.md), plus the
+    workload's name from its `COMMSCOPE workload=` header."""
+    text = out.read_text()
+    foms = {name: float(v) for name, v in re.findall(r"^FOM (\S+) (\S+) s$", text, re.M)}
+    foms["workload"] = re.search(r"^COMMSCOPE workload=(\S+)", text, re.M).group(1)
+    return foms
+
+
+WORKLOAD_FIXTURES = sorted(p.name for p in list(DATA.glob("*.cali")) + list(DATA.glob("*.json-split.json"))
+                           + [d for d in DATA.iterdir() if d.is_dir() and d.suffix in (".per-rank", ".msgtrace")]
+                           if workload_output(p))
 
 
 def reference(name: str, focus: str | None = None) -> dict:
@@ -88,6 +124,9 @@ def stored(server):
     with psycopg.connect(url) as conn:
         db.migrate(conn)
         ingest(conn, [DATA], Provenance(system="testbox"))
+        for f in SPOT_PROFILES:
+            if f.parent.parent == THIRD:   # no Adiak name: the application's name as a user gives it
+                ingest(conn, [f], Provenance(system="testbox"), read=ReadOptions(app=third_party_app(f)))
         rows = conn.execute("SELECT r.source, m.* FROM v_run_metrics m JOIN runs r ON r.id = m.run_id").fetchall()
         cols = ["source"] + [d.name for d in conn.execute("SELECT * FROM v_run_metrics LIMIT 0").description]
     out: dict = defaultdict(dict)
@@ -137,6 +176,88 @@ def test_windows_equal_the_records_of_the_file(stored, name):
         assert got["parallel_efficiency"] == pytest.approx(got["load_balance"] * got["communication_efficiency"])
 
 
+@pytest.mark.parametrize("name", MESSAGE_TRACES)
+def test_a_message_trace_has_no_window_from_its_records(stored, name):
+    """Message tracing records counts and bytes, no time: nothing in the records measures a window, so no
+    window claims to come from them (no run window of zeros). A focus window, if stored, is the
+    workload's own timers from its output (test_the_focus_window_is_the_workload_s_timed_loop)."""
+    files = sorted((DATA / name).glob("rank-*.cali"))
+    assert files
+    for f in files:
+        records, _ = read_caliper_contents(str(f))
+        assert records and not any(a in r for r in records for a in TIME + ("time",)), f
+    assert reference(name) == {"run": {}, "focus": {}}
+    assert "run" not in stored[name]
+    if "focus" in stored[name]:
+        timers = own_timers(workload_output(DATA / name))
+        assert stored[name]["focus"]["time_s"] == timers["total_time"]
+
+
+SPOT_EXCL = "sum#scale#sum#time.duration.ns"   # spot's exclusive time (time.exclusive), summed over ranks
+SPOT_NULL = ("time_s", "mpi_time_max_s", "mpi_fraction_slowest", "load_balance", "communication_efficiency",
+             "parallel_efficiency", "ranks_measured")
+
+
+def spot_reference(path: Path) -> dict:
+    """Per window: the mean rank's time, MPI time and MPI_SYNC time (each record's exclusive time summed
+    over ranks, over the job's rank count: a record a rank did not make is 0 for that rank), and the
+    focus node's inclusive max over ranks at each call path where the focus region starts."""
+    records, g = read_caliper_contents(str(path))
+    ranks = int(g.get("mpi.world.size", 1))   # a program that never initialised MPI is one process
+    assert "time.exclusive" in g["spot.options"].split(","), path
+    names = {n for r in records for n in (r.get("path") or [])} if records else set()
+    focus = next((f for f in ("loop", "timestep") if f in names), None)
+    out = {"ranks": ranks, "focus": focus, "run": [0.0, 0.0, 0.0], "focus_window": [0.0, 0.0, 0.0],
+           "focus_roots": {}, "mpi_measured": "profile.mpi" in g["spot.options"].split(",")}
+    for r in records:
+        if r.get("spot.channel", "regionprofile") != "regionprofile" or SPOT_EXCL not in r:
+            continue
+        t = float(r[SPOT_EXCL]) / ranks
+        path = r.get("path") or []
+        path = path if isinstance(path, list) else [path]
+        fn = r.get("mpi.function")
+        fn = fn[-1] if isinstance(fn, list) else fn
+        for w in ("run",) + (("focus_window",) if focus and focus in path else ()):
+            out[w][0] += t
+            if fn:
+                out[w][2 if fn in SYNC else 1] += t
+        if focus and path and path[-1] == focus and focus not in path[:-1]:
+            out["focus_roots"][tuple(path)] = float(r["max#inclusive#sum#time.duration"])
+    return out
+
+
+@pytest.mark.parametrize("path", SPOT_PROFILES, ids=lambda p: str(p.relative_to(DATA.parent)))
+def test_spot_windows_give_what_aggregates_allow_and_null_for_the_rest(stored, path):
+    """spot keeps each node's min/max/avg/sum across ranks: the mean rank's times over a window are exact,
+    the slowest rank's are not (a max of sums is not a sum of maxes), save the focus time where the focus
+    region starts at one call path (its inclusive max)."""
+    ref = spot_reference(path)
+    got = stored[path.name]
+    for window, acc in (("run", ref["run"]), ("focus", ref["focus_window"])):
+        if window == "focus" and ref["focus"] is None:
+            assert "focus" not in got, path.name
+            continue
+        row = got[window]
+        time, mpi, sync = acc
+        where = (path.name, window)
+        if ref["mpi_measured"]:
+            assert row["mpi_time_avg_s"] == pytest.approx(mpi + sync, rel=1e-5), where
+            assert row["mpi_fraction_avg"] == pytest.approx((mpi + sync) / time, rel=1e-5), where
+            assert row["mpi_sync_time_avg_s"] == pytest.approx(sync, rel=1e-5, abs=1e-12), where
+            assert row["user_time_avg_s"] == pytest.approx(time - mpi - sync, rel=1e-5), where
+        else:   # recorded without profile.mpi: no MPI figure, and no useful time without it (NULL, never 0)
+            assert mpi == sync == 0, where
+            for k in ("mpi_time_avg_s", "mpi_fraction_avg", "mpi_sync_time_avg_s", "user_time_avg_s"):
+                assert row[k] is None, (*where, k)
+        for k in SPOT_NULL:
+            if window == "focus" and k == "time_s" and len(ref["focus_roots"]) == 1:
+                assert row[k] == pytest.approx(next(iter(ref["focus_roots"].values())), rel=1e-9), where
+            else:
+                assert row[k] is None, (*where, k)
+    if ref["focus"]:
+        assert got["focus"]["focus_region"] == ref["focus"]
+
+
 def test_nested_and_root_level_mpi_count_once(stored):
     """ROMIO's MPI_File_write_all calls MPI functions Caliper records beneath it, and MPI_Comm_dup/MPI_Finalize run
     outside every region: the run window's MPI time is every MPI record's time once, whatever its depth."""
@@ -169,41 +290,31 @@ def test_the_run_window_counts_time_outside_every_region(stored):
     assert stored[name]["run"]["time_s"] == pytest.approx(max(inside[r] + outside[r] for r in inside))
 
 
-@pytest.mark.parametrize("name", sorted(p.name for p in DATA.glob("*.cali") if p.with_suffix(".out").exists())
-                         + sorted(p.name for p in DATA.glob("*.json-split.json")))
+@pytest.mark.parametrize("name", WORKLOAD_FIXTURES)
 def test_the_focus_window_is_the_workload_s_timed_loop(stored, name):
-    """Within 15 % + 2 ms of the loop's total_time FOM, and of its comm-time FOM where it has one."""
-    out = parse_output((DATA / name).with_suffix(".out").read_text())
-    if "total_time" not in out.foms:
+    """Every workload fixture kept with its output (single files, json-split, per-rank and message-trace
+    directories): the focus window's time is within 15 % + 2 ms of the loop's total_time FOM, and its MPI
+    time of the workload's comm-time FOM where it has one, read here from the output's FOM lines."""
+    timers = own_timers(workload_output(DATA / name))
+    if "total_time" not in timers:
         pytest.skip(f"{name}: the workload prints no total_time")
     focus = stored[name].get("focus")
     assert focus, f"{name}: no focus window"
-    total = out.foms["total_time"][0]
-    assert abs(focus["time_s"] - total) <= 0.15 * total + 0.002, (focus["time_s"], total)
+    total = timers["total_time"]
+    assert focus["time_s"] is not None, f"{name}: no focus time"
+    assert abs(focus["time_s"] - total) <= 0.15 * total + 0.002, (name, focus["time_s"], total)
     # pio's comm_time is its gather/scatter only; its MPI-IO calls are MPI time too (workloads/README.md)
-    if "profile.mpi" not in (DATA / name).read_text(errors="replace"):
+    if "profile.mpi" not in _profile_text(DATA / name) and not name.endswith(".msgtrace"):
         assert focus["mpi_time_avg_s"] is None   # recorded without MPI wrapping: not measured
-    elif "comm_time_avg" in out.foms and out.workload != "pio":
-        comm = out.foms["comm_time_avg"][0]
-        assert abs(focus["mpi_time_avg_s"] - comm) <= 0.15 * comm + 0.002, (focus["mpi_time_avg_s"], comm)
+    elif "comm_time_avg" in timers and timers["workload"] != "pio":
+        comm = timers["comm_time_avg"]
+        assert focus["mpi_time_avg_s"] is not None, f"{name}: no focus MPI time"
+        assert abs(focus["mpi_time_avg_s"] - comm) <= 0.15 * comm + 0.002, (name, focus["mpi_time_avg_s"], comm)
 
 
-def test_spot_gives_what_aggregates_allow_and_null_for_the_rest(stored):
-    name = "stencil2d-row-naive-n4.spot.cali"
-    records, _ = read_caliper_contents(str(DATA / name))
-    avg = "avg#scale#sum#time.duration.ns"   # spot's exclusive time (time.exclusive), mean over ranks
-    mean_all = sum(float(r[avg]) for r in records if avg in r)
-    mean_mpi = sum(float(r[avg]) for r in records if avg in r and r.get("mpi.function"))
-    run = stored[name]["run"]
-    assert run["mpi_fraction_avg"] == pytest.approx(mean_mpi / mean_all, rel=1e-6)
-    assert run["mpi_time_avg_s"] == pytest.approx(mean_mpi, rel=1e-6)
-    for k in ("time_s", "mpi_fraction_slowest", "mpi_time_max_s", "load_balance", "communication_efficiency",
-              "parallel_efficiency"):
-        assert run[k] is None, k
-    # the focus region sits at one call path: its inclusive max is the slowest rank's loop
-    steps = [r for r in records if (r.get("path") or [None])[-1] == "timestep"]
-    assert len(steps) == 1
-    assert stored[name]["focus"]["time_s"] == pytest.approx(float(steps[0]["max#inclusive#sum#time.duration"]))
+def _profile_text(fixture: Path) -> str:
+    files = sorted(fixture.glob("rank-*.cali")) if fixture.is_dir() else [fixture]
+    return "".join(f.read_text(errors="replace") for f in files)
 
 
 def test_a_run_without_profile_takes_its_focus_window_from_its_timers(dsn, tmp_path):

@@ -208,6 +208,10 @@ def from_profile(prof: Profile, focus: str | None = None, opts: "ReadOptions | N
     library, library_source = mpi_library(prof)
     stats = prof.stats
     window_rows = windows.profile_windows(prof, focus or windows.WORKLOAD_FOCUS)
+    if not window_rows and out and not focus:
+        # a profile that timed nothing (a message trace) beside its workload's output, with no --focus: like a
+        # run without a profile, its focus window is the workload's own timers (docs/measurement-model.md)
+        window_rows = windows.output_window(out.foms)
     run_window = next((w for w in window_rows if w["window"] == "run"), {})
     rec = Record(
         content_hash=prof.content_hash, source=clean(prof.source), profile_kind=prof.kind,

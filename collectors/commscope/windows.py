@@ -92,6 +92,21 @@ def _per_rank(prof: Profile, focus: str | None) -> tuple[np.ndarray, ...] | None
     return np.flatnonzero(ranks), time[ranks], mpi[ranks], sync[ranks]
 
 
+def _spot_mean_excl(prof: Profile) -> dict[tuple, float]:
+    """The mean rank's exclusive time per call path: spot's sum across ranks over the job's rank count.
+    Spot's avg is over the ranks that made the record, so it overstates a node only some ranks reach
+    (an MPI_Test on one rank of two). Without time.exclusive, inclusive sums less the children's."""
+    children: dict = {}
+    for p in prof.spot:
+        if len(p) > 1:
+            children.setdefault(p[:-1], []).append(p)
+    out = {}
+    for p, s in prof.spot.items():
+        total = s["excl_sum"] if "excl_sum" in s else s["sum"] - sum(prof.spot[k]["sum"] for k in children.get(p, []))
+        out[p] = total / prof.ranks
+    return out
+
+
 def _spot(prof: Profile, focus: str | None) -> dict | None:
     """Across-rank aggregates: the mean rank's times, and the slowest rank's time only where one
     node's inclusive max is the window."""
@@ -99,9 +114,10 @@ def _spot(prof: Profile, focus: str | None) -> dict | None:
     paths = [p for p in stats if focus is None or in_focus(p, focus)]
     if not paths:
         return None
-    mean_time = sum(stats[p].excl_avg for p in paths)
+    mean_excl = _spot_mean_excl(prof)
+    mean_time = sum(mean_excl[p] for p in paths)
     if focus is None:
-        mean_time += (prof.spot_outside or {}).get("avg", 0.0)
+        mean_time += (prof.spot_outside or {}).get("sum", 0.0) / prof.ranks
         slowest_time = None
     else:
         roots = _focus_roots(paths, focus)
@@ -109,10 +125,10 @@ def _spot(prof: Profile, focus: str | None) -> dict | None:
     row = dict.fromkeys(COLUMNS)
     row.update(window="focus" if focus else "run", focus_region=focus, time_s=slowest_time)
     if prof.mpi_profiled:
-        mpi = sum(stats[p].excl_avg for p in paths if is_mpi(p))
+        mpi = sum(mean_excl[p] for p in paths if is_mpi(p))
         row.update(mpi_time_avg_s=mpi, mpi_fraction_avg=mpi / mean_time if mean_time else None,
                    user_time_avg_s=mean_time - mpi,
-                   mpi_sync_time_avg_s=sum(stats[p].excl_avg for p in paths if is_mpi(p) and p[-1] in MPI_SYNC))
+                   mpi_sync_time_avg_s=sum(mean_excl[p] for p in paths if is_mpi(p) and p[-1] in MPI_SYNC))
     return row
 
 
