@@ -209,17 +209,20 @@ def _int_meta(path: Path, g: dict, key: str) -> int | None:
     return n
 
 
-def rank_count(path: Path, g: dict, ranks_seen: set, mpi_seen: bool, given: int | None = None) -> tuple[int, str]:
+def rank_count(path: Path, g: dict, ranks_seen: set, mpi_seen: bool, given: int | None = None,
+               file_ranks: set = frozenset()) -> tuple[int, str]:
     """The job's rank count and where it came from, first found: --ranks; Adiak's jobsize; Caliper's
-    mpi.world.size; the largest rank with data + 1 (rank files or mpi.rank); 1 for a profile without MPI."""
+    mpi.world.size; the largest rank with data + 1, named by the rank files (FILE_RANKS, from rank-N.cali) or
+    by mpi.rank (RANKS_SEEN); 1 for a profile without MPI."""
     if given:
         return given, "--ranks"
     for key in ("jobsize", "mpi.world.size"):
         n = _int_meta(path, g, key)
         if n is not None:
             return n, key
-    if ranks_seen:
-        return max(ranks_seen) + 1, "largest mpi.rank + 1"
+    if ranks_seen or file_ranks:
+        n = max(set(ranks_seen) | set(file_ranks)) + 1
+        return n, "rank files" if file_ranks and max(file_ranks) + 1 == n else "largest mpi.rank + 1"
     if not mpi_seen:
         return 1, "no MPI in the profile"
     raise BadProfile(f"{path}: the rank count is not recorded (no Adiak jobsize, no mpi.world.size, no mpi.rank); "
@@ -372,7 +375,8 @@ def read_files(paths: list[Path], allow_partial: bool = False, ranks: int | None
     prof.mpi_profiled = _mpi_profiled(g, prof, reader.excl.values)
     per_rank_files = [int(m.group(1)) for p in paths if (m := RANK_FILE.search(p.name))]
     seen = reader.ranked | set(per_rank_files)
-    prof.ranks, prof.ranks_source = rank_count(paths[0], g, seen, prof.mpi_profiled or "mpi.world.size" in g, ranks)
+    prof.ranks, prof.ranks_source = rank_count(paths[0], g, reader.ranked, prof.mpi_profiled or "mpi.world.size" in g,
+                                               ranks, set(per_rank_files))
     if reader.unranked and prof.ranks > 1 and not reader.spot:
         raise BadProfile(f"{paths[0]}: records carry no mpi.rank and the file name does not say the rank, but the "
                          f"job had {prof.ranks} ranks ({prof.ranks_source}); record with an MPI-enabled Caliper, or "

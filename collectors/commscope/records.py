@@ -163,6 +163,16 @@ def _meta_value(v):
     return [clean(x) for x in v] if isinstance(v, list) else clean(v)
 
 
+def library_list(v) -> list:
+    """Adiak's `libraries` (a set of paths, which Caliper writes as one '[a,b,...]' string) as a list of paths:
+    kept whole however many libraries a program loads (one string would be cut at clean()'s limit), and a run
+    is found by one library it loaded: `metadata @> '{"libraries": ["/lib/x86_64-linux-gnu/libmpi.so.40"]}'`."""
+    if isinstance(v, list):
+        return v
+    s = str(v).strip()
+    return [p.strip() for p in (s[1:-1] if s.startswith("[") and s.endswith("]") else s).split(",") if p.strip()]
+
+
 # Metadata Caliper and Adiak write for every program, not the application's own values.
 CALIPER_AND_ADIAK_KEYS = {"cali.caliper.version", "cali.channel", "mpi.world.size", "starttime.sec", "starttime.nsec",
                           "adiakversion", "user", "uid", "launchdate", "launchday", "executable", "executablepath",
@@ -234,7 +244,7 @@ def from_profile(prof: Profile, focus: str | None = None, opts: "ReadOptions | N
                  "mpi_time_max": run_window.get("mpi_time_max_s"),
                  "mpi_fraction_avg": run_window.get("mpi_fraction_avg"),
                  "mpi_fraction_slowest": run_window.get("mpi_fraction_slowest")},
-        metadata={k: _meta_value(v) for k, v in g.items() if k != "libraries"}
+        metadata={k: _meta_value(library_list(v) if k == "libraries" else v) for k, v in g.items()}
         | {"ranks_source": prof.ranks_source, "app_source": app_source, "mpi_library_source": library_source}
         | ({"missing_ranks": prof.missing_ranks} if prof.missing_ranks else {}),
     )
