@@ -295,6 +295,7 @@ CQ = THIRD / "cali-query-json"
 CALI_QUERY = {
     "amg2023-n2.runtime-profile.json": ("amg2023/amg2023-n2.runtime-profile.cali", {"param_keys": AMG_KEYS}),
     "amg2023-n2.runtime-profile.records.json": ("amg2023/amg2023-n2.runtime-profile.cali", {"app": "amg"}),
+    "amg2023-n2.runtime-profile.split.json": ("amg2023/amg2023-n2.runtime-profile.cali", {"param_keys": AMG_KEYS}),
     "amg2023-n2.runtime-profile-nompi.json": ("amg2023/amg2023-n2.runtime-profile-nompi.cali",
                                               {"param_keys": AMG_KEYS}),
     "amg2023-n2.spot.json": ("amg2023/amg2023-n2.spot.cali", {"param_keys": AMG_KEYS}),
@@ -368,7 +369,9 @@ def test_cali_query_json_is_the_cali_file_rounded_to_microseconds(name):
     src, _ = CALI_QUERY[name]
     records, g = read_caliper_contents(str(THIRD / src))
     doc = json.loads((CQ / name).read_text())
-    got = doc["records"] if isinstance(doc, dict) else doc
+    got = doc["records"] if isinstance(doc, dict) and "records" in doc else doc
+    if isinstance(doc, dict) and "nodes" in doc:
+        got = _split_rows(doc)
     assert len(got) == len(records)
     def key(r):
         p = r.get("path")
@@ -384,8 +387,39 @@ def test_cali_query_json_is_the_cali_file_rounded_to_microseconds(name):
                 assert abs(v - float(cr[k])) <= JSON_STEP + 1e-12 and v == round(float(cr[k]), 6), (name, k)
             else:
                 assert str(v) == str(cr[k]), (name, k)
-    if isinstance(doc, dict):
+    if isinstance(doc, dict) and "globals" in doc:
         assert set(doc["globals"]) == set(g)
+    elif isinstance(doc, dict):
+        assert set(g) <= set(doc)
+
+
+def _split_rows(doc: dict) -> list[dict]:
+    """json-split's rows as records: each value column by name, `path` as the node labels from the root."""
+    def labels(i):
+        out = []
+        while i is not None:
+            out.append(doc["nodes"][i]["label"])
+            i = doc["nodes"][i].get("parent")
+        return "/".join(reversed(out))
+    rows = []
+    for row in doc["data"]:
+        rec = {c: v for c, v, m in zip(doc["columns"], row, doc["column_metadata"]) if m.get("is_value") and v is not None}
+        p = row[doc["columns"].index("path")]
+        if p is not None:
+            rec["path"] = labels(p)
+        rows.append(rec)
+    return rows
+
+
+def test_cali_query_json_paren_split_is_refused_naming_the_layouts_read(dsn):
+    """cali-query 2.14's `format json(split)` writes records without an enclosing list, which is not JSON (the
+    node-table layout is `format json-split`): refused, naming the file and the JSON layouts that are read."""
+    f = CQ / "amg2023-n2.runtime-profile.paren-split.json"
+    r = cli("ingest", "--app", "amg", str(f), dsn=dsn)
+    assert r.returncode == 2 and str(f) in r.stderr and "nothing was stored" in r.stderr, r.stderr
+    assert "json-split" in r.stderr and "cali-query" in r.stderr
+    with psycopg.connect(dsn) as conn:
+        assert conn.execute("SELECT count(*) FROM runs").fetchone()[0] == 0
 
 
 @pytest.mark.parametrize("name", sorted(CALI_QUERY), ids=str)

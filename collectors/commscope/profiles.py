@@ -460,8 +460,8 @@ def _mpi_profiled(g: dict, prof: Profile, paths) -> bool:
 
 def _read_json(path: Path) -> tuple[list, dict, str]:
     """A JSON profile as caliper-reader-style records and globals, so one loop reads every format:
-    Caliper's json-split (hatchet-region-profile's `output.format=json-split`, or `cali-query ... format
-    json(split)`: call paths as a node table), and cali-query's `format json(object)` (records with
+    Caliper's json-split (hatchet-region-profile's `output.format=json-split`, or cali-query's `format
+    json-split`: call paths as a node table), and cali-query's `format json(object)` (records with
     '/'-joined nested values, plus globals) or plain `format json` (a list of records, no globals)."""
     try:
         doc = json.loads(path.read_text())
