@@ -165,6 +165,34 @@ def db_grant_writer(role, password_stdin):
     _grant(db.grant_writer, role, password_stdin, "may ingest, not change the schema")
 
 
+@db_group.command("retain")
+@click.option("--per-rank-older-than", "age", required=True, metavar="AGE",
+              help="drop the per-rank rows (rank_metrics, comm_matrix) of every month that ended longer ago than "
+                   "AGE: months or years, e.g. 6mo, 2y")
+@click.option("--dry-run", is_flag=True, help="list what would be dropped; change nothing")
+def db_retain(age, dry_run):
+    """Drop per-rank detail older than AGE, a month at a time; keep runs, windows, distributions over ranks,
+    call-tree and MPI routine rows, FOMs and the daily rollups. Also makes the coming months' partitions:
+    run it from cron, e.g. nightly after the ingest."""
+    from . import retention
+    try:
+        months = retention.parse_age(age)
+    except ValueError as e:
+        _fail(str(e), 2)
+    try:
+        with db.connect() as conn:
+            parts = retention.retain(conn, months, dry_run=dry_run)
+    except (db.DBError, psycopg.Error) as e:
+        _fail(f"db retain: {db.masked(str(e))}")
+    verb = "would drop" if dry_run else "dropped"
+    for p in parts:
+        click.echo(f"{verb} {p.partition}: {p.month:%Y-%m}, {p.rows} rows of {p.runs} runs, "
+                   f"{p.bytes / 2**20:.1f} MiB")
+    click.echo(f"{verb} {len(parts)} partitions, {sum(p.rows for p in parts)} rows, "
+               f"{sum(p.bytes for p in parts) / 2**20:.1f} MiB: per-rank rows of months older than {age}"
+               if parts else f"no per-rank rows older than {age}")
+
+
 # ---- ingest ---------------------------------------------------------------------
 
 @main.command("ingest")

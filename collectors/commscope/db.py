@@ -522,7 +522,8 @@ BEGIN
                                    WHEN 'f' THEN 'FOREIGN TABLE' ELSE 'TABLE' END, c.oid::regclass) AS x
       FROM pg_class c WHERE c.relnamespace = 'public'::regnamespace AND c.relkind IN ('r', 'p', 'v', 'm', 'S', 'f')
         AND NOT EXISTS (SELECT 1 FROM pg_depend d WHERE d.classid = 'pg_class'::regclass AND d.objid = c.oid
-                        AND d.deptype IN ('a', 'i'))   -- owned sequences go with their tables
+                        AND d.deptype IN ('a', 'i')    -- owned sequences and partitions go with their tables
+                        AND d.refobjid <> c.oid)       -- (a partitioned table depends on its own key column)
       UNION ALL
       SELECT format('DROP ROUTINE IF EXISTS %s CASCADE', p.oid::regprocedure)
       FROM pg_proc p WHERE p.pronamespace = 'public'::regnamespace

@@ -233,20 +233,23 @@ class Writer:
                 for row in rows:
                     cp.write_row(row)
             cur.execute(f"INSERT INTO runs ({RUN_COLUMNS}) SELECT {RUN_COLUMNS} FROM runs_in "
-                        "ON CONFLICT (content_hash) DO NOTHING RETURNING id, content_hash")
-            ids.update((h, run_id) for run_id, h in cur.fetchall())
+                        "ON CONFLICT (content_hash) DO NOTHING RETURNING id, content_hash, started_at")
+            returned = cur.fetchall()
+            ids.update((h, run_id) for run_id, h, _t in returned)
+            # The tables partitioned by their run's month (migration 0022) carry the run's started_at as stored.
+            started = {run_id: t for run_id, _h, t in returned}
             new = [(ids[r.content_hash], r) for r in batch if r.content_hash in ids]
             nid = self.node_ids
-            with cur.copy("COPY node_metrics (run_id, node_id, excl_min, excl_avg, excl_max, incl_min, incl_avg, "
-                          "incl_max, calls, imbalance, incl_max_rank) FROM STDIN") as cp:
+            with cur.copy("COPY node_metrics (run_id, started_at, node_id, excl_min, excl_avg, excl_max, incl_min, "
+                          "incl_avg, incl_max, calls, imbalance, incl_max_rank) FROM STDIN") as cp:
                 for run_id, r in new:
                     for row in r.node_rows:
-                        cp.write_row((run_id, nid[row[0]], *row[1:]))
-            with cur.copy("COPY mpi_metrics (run_id, node_id, function, time_total, time_max, calls, bytes) "
+                        cp.write_row((run_id, started[run_id], nid[row[0]], *row[1:]))
+            with cur.copy("COPY mpi_metrics (run_id, started_at, node_id, function, time_total, time_max, calls, bytes) "
                           "FROM STDIN") as cp:
                 for run_id, r in new:
                     for row in r.mpi_rows:
-                        cp.write_row((run_id, nid[row[0]], *row[1:]))
+                        cp.write_row((run_id, started[run_id], nid[row[0]], *row[1:]))
             if any(r.comm_rows for _, r in new):
                 cols = ", ".join(name for name, _a, _h in profiles.COMM_STATS)
                 with cur.copy(f"COPY comm_stats (run_id, node_id, {cols}) FROM STDIN") as cp:
@@ -254,21 +257,24 @@ class Writer:
                         for row in r.comm_rows:
                             cp.write_row((run_id, nid[row[0]], *row[1:]))
             if any(r.spread_rows for _, r in new):
-                with cur.copy('COPY rank_spread (run_id, "window", node_id, quantity, ranks, min, mean, max, p50, p90, '
-                              'p99, hist_lo, hist_hi, hist_counts, top_ranks, top_values) FROM STDIN') as cp:
+                with cur.copy('COPY rank_spread (run_id, started_at, "window", node_id, quantity, ranks, min, mean, max, '
+                              'p50, p90, p99, hist_lo, hist_hi, hist_counts, top_ranks, top_values) FROM STDIN') as cp:
                     for run_id, r in new:
                         for row in r.spread_rows:
-                            cp.write_row((run_id, row[0], nid[row[1]] if row[1] is not None else None, *row[2:]))
-            for table, cols, attr in (("rank_metrics", "rank, total_time, user_time, mpi_time, mpi_sync_time", "rank_rows"),
-                                      ("comm_matrix", "src, dst, messages, bytes", "matrix_rows"),
+                            cp.write_row((run_id, started[run_id], row[0], nid[row[1]] if row[1] is not None else None,
+                                          *row[2:]))
+            for table, cols, attr in (("rank_metrics", "started_at, rank, total_time, user_time, mpi_time, mpi_sync_time",
+                                       "rank_rows"),
+                                      ("comm_matrix", "started_at, src, dst, messages, bytes", "matrix_rows"),
                                       ("foms", "name, repeat, value, unit, context", "fom_rows"),
                                       ("run_windows", ", ".join(f'"{c}"' for c in windows.COLUMNS), "window_rows")):
                 with cur.copy(f"COPY {table} (run_id, {cols}) FROM STDIN") as cp:
                     for run_id, r in new:
+                        month = (started[run_id],) if cols.startswith("started_at") else ()
                         for row in getattr(r, attr):
                             if table == "foms" and len(row) == 4:
                                 row = (*row, None)   # a FOM outside every context (migration 0015)
-                            cp.write_row((run_id, *row))
+                            cp.write_row((run_id, *month, *row))
         return set(ids)
 
 
