@@ -179,15 +179,16 @@ def _fom_and_context(conn: psycopg.Connection, spec: str) -> tuple[str, str | No
 
 
 def _measurements(conn: psycopg.Connection, metric: str, where: dict) -> tuple[sql.Composable, dict, str]:
-    """A SELECT of (series_id, window, campaign_id, started_at, run_id, value, system) over the ok runs with a
+    """A SELECT of (series_id, window, campaign_id, started_at, run_id, value, system_id) over the ok runs with a
     series in the selection, not run (the callers narrow it to the rows they need), its named parameters, and the
-    metric's direction."""
+    metric's direction. v_runs is joined only when the selection filters on its columns."""
     clauses, params = [sql.SQL("r.status = 'ok'"), sql.SQL("r.series_id IS NOT NULL")], {}
     for k, v in where.items():
         if v is not None:
             clauses.append(sql.SQL("v.{} = {}").format(sql.Identifier(k), sql.Placeholder(f"f_{k}")))
             params[f"f_{k}"] = v
     selected = sql.SQL(" AND ").join(clauses)
+    described = sql.SQL("JOIN v_runs v ON v.run_id = r.id" if params else "")
     if metric.startswith("fom:"):
         name, context = _fom_and_context(conn, metric[4:])
         units = {r[0] for r in conn.execute("SELECT DISTINCT unit FROM foms WHERE name = %s AND context IS NOT "
@@ -199,21 +200,31 @@ def _measurements(conn: psycopg.Connection, metric: str, where: dict) -> tuple[s
             raise ValueError(f"FOM {name!r} has units {sorted(map(str, units))}: cannot tell whether larger is worse")
         # A FOM is the workload's own figure: no window of commscope's.
         q = sql.SQL("SELECT r.series_id, 'fom'::text AS \"window\", r.campaign_id, r.started_at, r.id AS run_id, "
-                    "f.value, v.system FROM runs r JOIN v_runs v ON v.run_id = r.id JOIN foms f ON f.run_id = r.id "
-                    "WHERE f.name = %(fom)s AND f.context IS NOT DISTINCT FROM %(fom_context)s AND {}").format(selected)
+                    "f.value, r.system_id FROM runs r {} JOIN foms f ON f.run_id = r.id "
+                    "WHERE f.name = %(fom)s AND f.context IS NOT DISTINCT FROM %(fom_context)s AND {}"
+                    ).format(described, selected)
         return q, {**params, "fom": name, "fom_context": context}, direction
     q = sql.SQL("SELECT r.series_id, w.\"window\", r.campaign_id, r.started_at, r.id AS run_id, w.{col} AS value, "
-                "v.system FROM runs r JOIN run_windows w ON w.run_id = r.id JOIN v_runs v ON v.run_id = r.id "
-                "WHERE {selected}").format(col=sql.Identifier(metric), selected=selected)
+                "r.system_id FROM runs r JOIN run_windows w ON w.run_id = r.id {described} "
+                "WHERE {selected}").format(col=sql.Identifier(metric), described=described, selected=selected)
     return q, params, METRICS[metric]
+
+
+def _values(conn: psycopg.Connection, metric: str, where: dict) -> tuple[list[tuple], str]:
+    """Every row (series_id, window, campaign_id, started_at, run_id, value) of the metric in the selection, and its
+    direction: for inspecting what the gate would compare (the gate itself reads measured_rows' window only)."""
+    measured, params, direction = _measurements(conn, canonical_metric(metric), where)
+    q = sql.SQL("SELECT series_id, \"window\", campaign_id, started_at, run_id, value FROM ({}) m "
+                "WHERE value IS NOT NULL").format(measured)
+    return conn.execute(q, params).fetchall(), direction
 
 
 def newest_campaign(conn: psycopg.Connection, measured: sql.Composable, params: dict, metric: str) -> int:
     """The campaign to judge when none is named: the newest with a value in the selection, if every campaign with
     one has the same origin (campaign kind and systems); else LookupError naming --campaign and the candidates."""
     q = sql.SQL("""SELECT m.campaign_id, c.kind, c.created_at, c.ci_pipeline, c.git_commit,
-       array_agg(DISTINCT coalesce(m.system, 'unknown') ORDER BY coalesce(m.system, 'unknown'))
-FROM ({measured}) m JOIN campaigns c ON c.id = m.campaign_id
+       array_agg(DISTINCT coalesce(s.name, 'unknown') ORDER BY coalesce(s.name, 'unknown'))
+FROM ({measured}) m JOIN campaigns c ON c.id = m.campaign_id LEFT JOIN systems s ON s.id = m.system_id
 WHERE m.value IS NOT NULL
 GROUP BY m.campaign_id, c.kind, c.created_at, c.ci_pipeline, c.git_commit
 ORDER BY m.campaign_id DESC""").format(measured=measured)
