@@ -52,7 +52,10 @@ def stored(dsn) -> list:
 
 def test_debug_barriers_found_and_measured_against_the_run_without_them(dsn, tmp_path):
     with psycopg.connect(dsn) as conn:
-        ingest(conn, [WITH, WITHOUT], Provenance())
+        # these profiles predate the `loop` region: without --focus their focus window is cgsolve's own timers,
+        # which have no call tree (test_a_profile_without_a_loop_region_names_the_focus_to_give); the region they
+        # have, `timestep`, is named as a user would
+        ingest(conn, [WITH, WITHOUT], Provenance(), focus="timestep")
         ids = dict(conn.execute("SELECT source, id FROM runs").fetchall())
         (campaign,) = conn.execute("SELECT DISTINCT campaign_id FROM runs").fetchone()
     run_with, run_without = ids[str(WITH)], ids[str(WITHOUT)]
@@ -63,7 +66,7 @@ def test_debug_barriers_found_and_measured_against_the_run_without_them(dsn, tmp
     assert set(rows) == {run_with}
     assert f"skipped run {run_without}: no MPI_Barrier in the focus window (timestep)" in r.stdout
     s, text = rows[run_with]
-    # the focus window: these profiles predate the `loop` region, so it is every call path through `timestep`
+    # the focus window: the region named at ingest, every call path through `timestep`
     assert s["window"] == "focus" and s["focus_region"] == "timestep"
 
     # independently, from the records
@@ -147,12 +150,32 @@ def test_a_profile_without_call_counts_says_they_were_not_measured(dsn, how, unc
     assert "main/loop/timestep/debug_barrier" in {x["region"] for x in s["sites"]}
 
 
+# A real cgsolve profile with debugging barriers, `loop` region and call counts (the barriers study's Ramble
+# workspace, tests/data/ramble/README.md).
+WITH_LOOP = next((DATA / "ramble" / "barriers-openmpi4-counts" / "experiments" / "cgsolve" / "cgsolve"
+                  / "cgsolve-direct-barriers-on-debian-openmpi4-default-n2").glob("*.cali"))
+
+
 def test_a_profile_file_is_advised_without_a_stored_run(dsn):
-    r = advise(dsn, str(WITH))
+    r = advise(dsn, str(WITH_LOOP))
     assert r.returncode == 0, r.stderr
     (kind, run_id, summary, text), = stored(dsn)
-    assert kind == "barriers" and run_id is None and summary["likely_debug_sites"] == ["main/timestep/debug_barrier"]
-    assert str(WITH) in r.stdout
+    assert kind == "barriers" and run_id is None
+    assert summary["likely_debug_sites"] == ["main/loop/timestep/debug_barrier"]
+    assert str(WITH_LOOP) in r.stdout
+
+
+def test_a_profile_without_a_loop_region_names_the_focus_to_give(dsn):
+    """A profile made before the workloads had `loop`, read directly: its focus window is the workload's timers
+    (its output is beside it), which have no call tree, so it is refused with what to do, not advised on another
+    interval."""
+    records, _ = caliperreader.read_caliper_contents(str(WITH))
+    assert not any("loop" in (rec.get("path") or []) for rec in records)
+    r = advise(dsn, str(WITH))
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    assert str(WITH) in r.stderr and "the focus region loop is not in the call tree" in r.stderr
+    assert "--focus timestep" in r.stderr
+    assert stored(dsn) == []
 
 
 @pytest.mark.parametrize("source, message", [
@@ -216,7 +239,7 @@ def test_live_cgsolve_with_and_without_debug_barriers(caliper_build, dsn, tmp_pa
 
 def test_fastest_share_out_of_range_is_refused(dsn):
     with psycopg.connect(dsn) as conn:
-        ingest(conn, [WITH, WITHOUT], Provenance())
+        ingest(conn, [WITH, WITHOUT], Provenance(), focus="timestep")
     r = advise(dsn, "campaign:1", "--fastest", "0")
     assert r.returncode == 2 and "--fastest" in r.stderr
     assert stored(dsn) == []

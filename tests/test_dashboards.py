@@ -502,11 +502,14 @@ def test_mpi_fraction_panel_shows_each_series_focus_window_as_the_file_records_i
         assert value == pytest.approx(sum(f for f, _ in refs) / len(refs), rel=1e-9), sid
         checked += 1
     assert checked >= 5, (checked, lines)
-    # 24^3 and 64^3 halo3d overlap at 2 ranks are two series, two lines
-    assert source_series["halo3d-overlap-n2.runtime-profile.cali"] != \
-        source_series["halo3d-overlap-pml32-xboth-n2.comm-stats.cali"]
-    assert {source_series["halo3d-overlap-n2.runtime-profile.cali"],
-            source_series["halo3d-overlap-pml32-xboth-n2.comm-stats.cali"]} <= set(lines)
+    # 24^3 and 64^3 halo3d blocking at 2 ranks are two series, two lines
+    assert source_series["halo3d-blocking-loop-n2.mpi-profile.cali"] != \
+        source_series["halo3d-blocking-loop-n2.comm-stats.cali"]
+    assert {source_series["halo3d-blocking-loop-n2.mpi-profile.cali"],
+            source_series["halo3d-blocking-loop-n2.comm-stats.cali"]} <= set(lines)
+    # a profile without a `loop` region (made before it) has the workload's timers as its focus window, which
+    # give no mean-rank loop time, so no fraction: no line rather than one over another interval
+    assert source_series["halo3d-overlap-n2.runtime-profile.cali"] not in lines
     assert unmeasured and not unmeasured & set(lines), "runs without MPI measurements drew a fraction"
 
 

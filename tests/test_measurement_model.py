@@ -1,11 +1,11 @@
 """The measurement model (docs/measurement-model.md) on real profiles, against
 an independent reference: caliper-reader's records read here (MPI time is the
 records carrying `mpi.function`, the focus window the records whose `region`
-stack holds `loop`, else `timestep`, time outside regions the records with no
-path; for spot, each record's sum across ranks over the job's rank count), the
-json-split file read as JSON, and the workloads' own timers read from their
-stdout's FOM lines. Nothing here calls commscope's metric code; the store's
-v_run_metrics is compared with them."""
+stack holds `loop`, time outside regions the records with no path; for spot,
+each record's sum across ranks over the job's rank count), the json-split file
+read as JSON, and the workloads' own timers read from their stdout's FOM lines
+(the focus window of a run whose profile has no `loop` region). Nothing here
+calls commscope's metric code; the store's v_run_metrics is compared with them."""
 from __future__ import annotations
 
 import json
@@ -64,13 +64,11 @@ WORKLOAD_FIXTURES = sorted(p.name for p in list(DATA.glob("*.cali")) + list(DATA
                            if workload_output(p))
 
 
-def reference(name: str, focus: str | None = None) -> dict:
-    """Per window, per rank: [time, mpi, mpi_sync], straight from the file."""
+def reference(name: str, focus: str = "loop") -> dict:
+    """Per window, per rank: [time, mpi, mpi_sync], straight from the file; the focus window the records
+    in FOCUS, by default the workloads' README's timed interval, `loop` (empty when the file has none)."""
     src = DATA / name
     acc = {"run": defaultdict(lambda: [0.0, 0.0, 0.0]), "focus": defaultdict(lambda: [0.0, 0.0, 0.0])}
-    # the workloads' README: `loop` is the timed interval; profiles older than it have `timestep` regions only
-    focus = focus or ("loop" if "loop" in (src.read_text() if src.is_file() else (src / "rank-0.cali").read_text())
-                      else "timestep")
     if src.suffix == ".json":
         doc = json.loads(src.read_text())
         cols = doc["columns"]
@@ -127,8 +125,9 @@ def stored(server):
         for f in SPOT_PROFILES:
             if f.parent.parent == THIRD:   # no Adiak name: the application's name as a user gives it
                 ingest(conn, [f], Provenance(system="testbox"), read=ReadOptions(app=third_party_app(f)))
-        rows = conn.execute("SELECT r.source, m.* FROM v_run_metrics m JOIN runs r ON r.id = m.run_id").fetchall()
-        cols = ["source"] + [d.name for d in conn.execute("SELECT * FROM v_run_metrics LIMIT 0").description]
+        rows = conn.execute("SELECT r.source, r.metadata->>'focus_source', m.* FROM v_run_metrics m "
+                            "JOIN runs r ON r.id = m.run_id").fetchall()
+        cols = ["source", "focus_source"] + [d.name for d in conn.execute("SELECT * FROM v_run_metrics LIMIT 0").description]
     out: dict = defaultdict(dict)
     for row in rows:
         d = dict(zip(cols, row))
@@ -144,7 +143,13 @@ def test_windows_equal_the_records_of_the_file(stored, name):
     for window in ("run", "focus"):
         per_rank = ref[window]
         if not per_rank:
-            assert window not in stored[name]
+            timers = own_timers(workload_output(DATA / name)) if workload_output(DATA / name) else {}
+            if window == "focus" and "total_time" in timers:
+                # no `loop` region in the file: the focus window is the workload's timers over its loop
+                assert stored[name]["focus"]["time_s"] == timers["total_time"], name
+                assert stored[name]["focus"]["focus_region"] == "loop", name
+            else:
+                assert window not in stored[name]
             continue
         got = stored[name][window]
         times = {r: v[0] for r, v in per_rank.items()}
@@ -206,7 +211,7 @@ def spot_reference(path: Path) -> dict:
     ranks = int(g.get("mpi.world.size", 1))   # a program that never initialised MPI is one process
     assert "time.exclusive" in g["spot.options"].split(","), path
     names = {n for r in records for n in (r.get("path") or [])} if records else set()
-    focus = next((f for f in ("loop", "timestep") if f in names), None)
+    focus = "loop" if "loop" in names else None
     out = {"ranks": ranks, "focus": focus, "run": [0.0, 0.0, 0.0], "focus_window": [0.0, 0.0, 0.0],
            "focus_roots": {}, "mpi_measured": "profile.mpi" in g["spot.options"].split(",")}
     for r in records:
@@ -235,7 +240,12 @@ def test_spot_windows_give_what_aggregates_allow_and_null_for_the_rest(stored, p
     got = stored[path.name]
     for window, acc in (("run", ref["run"]), ("focus", ref["focus_window"])):
         if window == "focus" and ref["focus"] is None:
-            assert "focus" not in got, path.name
+            out = path.with_suffix(".out")
+            timers = own_timers(out) if out.exists() and out.read_text().startswith("COMMSCOPE ") else {}
+            if "total_time" in timers:   # no `loop` region: the workload's timers over its loop
+                assert got["focus"]["time_s"] == timers["total_time"], path.name
+            else:
+                assert "focus" not in got, path.name
             continue
         row = got[window]
         time, mpi, sync = acc
@@ -290,31 +300,121 @@ def test_the_run_window_counts_time_outside_every_region(stored):
     assert stored[name]["run"]["time_s"] == pytest.approx(max(inside[r] + outside[r] for r in inside))
 
 
+def check_focus_against_timers(where: str, focus: dict | None, focus_source: str | None, timers: dict,
+                               files: list[Path]) -> None:
+    """The issue's rule for a workload run with its output: the focus window's time is within 15 % + 2 ms of
+    the loop's total_time FOM, and its MPI time of the comm-time FOM where the workload prints one. FILES are
+    the run's profile files (none: a run without a profile). Where they hold a `loop` region (read here with
+    caliper-reader) the window is the profile's, and without MPI wrapping it has no MPI time; where they do
+    not, it is the workload's own timers, and the run says so."""
+    assert focus, f"{where}: no focus window"
+    total = timers["total_time"]
+    assert focus["time_s"] is not None, f"{where}: no focus time"
+    assert abs(focus["time_s"] - total) <= 0.15 * total + 0.002, (where, focus["time_s"], total)
+    assert focus["focus_region"] == "loop", where
+    has_loop = any("loop" in region_names(f) for f in files)
+    mpi_wrapped = any("profile.mpi" in f.read_text(errors="replace") for f in files)
+    # pio's comm_time is its gather/scatter only; its MPI-IO calls are MPI time too (workloads/README.md)
+    if has_loop and not mpi_wrapped:
+        assert focus["mpi_time_avg_s"] is None, where   # recorded without MPI wrapping: not measured
+    elif "comm_time_avg" in timers and timers["workload"] != "pio":
+        comm = timers["comm_time_avg"]
+        assert focus["mpi_time_avg_s"] is not None, f"{where}: no focus MPI time"
+        assert abs(focus["mpi_time_avg_s"] - comm) <= 0.15 * comm + 0.002, (where, focus["mpi_time_avg_s"], comm)
+    assert focus_source == ("profile" if has_loop else "workload timers"), (where, focus_source)
+
+
+def _profile_files(fixture: Path) -> list[Path]:
+    return sorted(fixture.glob("rank-*.cali")) if fixture.is_dir() else [fixture]
+
+
+def region_names(f: Path) -> set[str]:
+    """Every region name in a profile: its json-split nodes' labels, or its records' `region`/`path` stacks."""
+    if f.suffix == ".json":
+        return {n["label"] for n in json.loads(f.read_text())["nodes"]}
+    names = set()
+    for r in read_caliper_contents(str(f))[0]:
+        for a in ("region", "path"):
+            v = r.get(a) or []
+            names.update(v if isinstance(v, list) else [v])
+    return names
+
+
 @pytest.mark.parametrize("name", WORKLOAD_FIXTURES)
 def test_the_focus_window_is_the_workload_s_timed_loop(stored, name):
     """Every workload fixture kept with its output (single files, json-split, per-rank and message-trace
-    directories): the focus window's time is within 15 % + 2 ms of the loop's total_time FOM, and its MPI
-    time of the workload's comm-time FOM where it has one, read here from the output's FOM lines."""
+    directories), read here from the output's FOM lines."""
     timers = own_timers(workload_output(DATA / name))
     if "total_time" not in timers:
         pytest.skip(f"{name}: the workload prints no total_time")
     focus = stored[name].get("focus")
-    assert focus, f"{name}: no focus window"
-    total = timers["total_time"]
-    assert focus["time_s"] is not None, f"{name}: no focus time"
-    assert abs(focus["time_s"] - total) <= 0.15 * total + 0.002, (name, focus["time_s"], total)
-    # pio's comm_time is its gather/scatter only; its MPI-IO calls are MPI time too (workloads/README.md)
-    if "profile.mpi" not in _profile_text(DATA / name) and not name.endswith(".msgtrace"):
-        assert focus["mpi_time_avg_s"] is None   # recorded without MPI wrapping: not measured
-    elif "comm_time_avg" in timers and timers["workload"] != "pio":
-        comm = timers["comm_time_avg"]
-        assert focus["mpi_time_avg_s"] is not None, f"{name}: no focus MPI time"
-        assert abs(focus["mpi_time_avg_s"] - comm) <= 0.15 * comm + 0.002, (name, focus["mpi_time_avg_s"], comm)
+    check_focus_against_timers(name, focus, focus and focus["focus_source"], timers, _profile_files(DATA / name))
 
 
-def _profile_text(fixture: Path) -> str:
-    files = sorted(fixture.glob("rank-*.cali")) if fixture.is_dir() else [fixture]
-    return "".join(f.read_text(errors="replace") for f in files)
+RAMBLE = DATA / "ramble"
+
+
+def ramble_experiments() -> list[tuple[str, str]]:
+    """(workspace, experiment) of every experiment of the Ramble workspaces in tests/data/ramble whose log
+    (<run dir>/<experiment>.out, the workload's stdout) holds a total_time FOM: the runs, not a repeated
+    experiment's summary entry. A failed experiment that printed no timers is left out."""
+    out = []
+    for ws in sorted(RAMBLE.iterdir()):
+        if not (ws / "results.latest.json").exists():
+            continue
+        for e in json.loads((ws / "results.latest.json").read_text())["experiments"]:
+            if int(e.get("N_REPEATS") or 0):
+                continue
+            log = ramble_run_dir(ws.name, e["experiment_name"]).joinpath(f"{e['experiment_name']}.out")
+            if log.exists() and re.search(r"^FOM total_time \S+ s$", log.read_text(errors="replace"), re.M):
+                out.append((ws.name, e["experiment_name"]))
+    return out
+
+
+def ramble_run_dir(ws: str, experiment: str) -> Path:
+    """experiments/<application>/<workload>/<experiment> (tests/data/ramble/README.md)."""
+    dirs = list((RAMBLE / ws / "experiments").glob(f"*/*/{experiment}"))
+    assert len(dirs) == 1, (ws, experiment, dirs)
+    return dirs[0]
+
+
+@pytest.fixture(scope="module")
+def stored_ramble(server):
+    """Every Ramble workspace of tests/data/ramble ingested as a workspace (one campaign each), the focus
+    window and focus_source of each run by (workspace, run directory name)."""
+    emb, _ = server
+    with emb.admin("postgres") as a:
+        a.execute('DROP DATABASE IF EXISTS "model_ramble" WITH (FORCE)')
+        a.execute('CREATE DATABASE "model_ramble"')
+    emb.prepare_database("model_ramble")
+    from commscope import db
+    out: dict = {}
+    with psycopg.connect(emb.url("model_ramble")) as conn:
+        db.migrate(conn)
+        for ws in sorted({w for w, _ in ramble_experiments()}):
+            ingest(conn, [RAMBLE / ws], Provenance(system="testbox"))
+        cols = [d.name for d in conn.execute("SELECT * FROM v_run_metrics LIMIT 0").description]
+        for source, focus_source, *row in conn.execute(
+                "SELECT r.source, r.metadata->>'focus_source', m.* FROM runs r LEFT JOIN v_run_metrics m "
+                "ON m.run_id = r.id AND m.\"window\" = 'focus'"):
+            src = Path(source)
+            run_dir = src if src.is_dir() else src.parent
+            key = (run_dir.relative_to(RAMBLE).parts[0], run_dir.name)
+            assert key not in out, key
+            out[key] = (dict(zip(cols, row)) if row[0] is not None else None, focus_source)
+    yield out
+    with emb.admin("postgres") as a:
+        a.execute('DROP DATABASE "model_ramble" WITH (FORCE)')
+
+
+@pytest.mark.parametrize("ws,experiment", ramble_experiments(), ids=lambda v: v)
+def test_a_ramble_experiment_s_focus_window_is_its_timed_loop(stored_ramble, ws, experiment):
+    """Every experiment of the real Ramble workspaces, profiled (runtime-profile with or without a `loop`
+    region, message traces) or not: the same rule, against the FOM lines of the experiment's log."""
+    run_dir = ramble_run_dir(ws, experiment)
+    timers = own_timers(run_dir / f"{experiment}.out")
+    focus, focus_source = stored_ramble[(ws, experiment)]
+    check_focus_against_timers(f"{ws}/{experiment}", focus, focus_source, timers, sorted(run_dir.glob("*.cali")))
 
 
 def test_a_run_without_profile_takes_its_focus_window_from_its_timers(dsn, tmp_path):
@@ -418,7 +518,9 @@ def test_a_per_rank_set_with_a_rank_missing_is_refused_or_stored_as_partial(dsn,
         ranks = {w: n for w, n in conn.execute('SELECT "window", ranks_measured FROM v_run_metrics')}
         kept_out = conn.execute("SELECT count(*) FROM v_mpi_fraction").fetchone()[0]
     assert (status, missing) == ("partial", [2])
-    assert ranks == {"run": 3, "focus": 3} and kept_out == 0
+    # the run window holds the 3 ranks the profile has; these files have no `loop` region, so the focus window is
+    # the workload's timers, which count no ranks of the profile
+    assert ranks == {"run": 3, "focus": None} and kept_out == 0
 
 
 def test_focus_names_the_region_a_study_is_about(dsn):

@@ -246,6 +246,11 @@ def analyse(nodes: list[Node], ranks: int, mpi_time_avg: float | None, window_ti
         calls_measured = any(n.calls is not None for n in nodes)
     # the window's call paths; none is left out by its region's name
     by_path = {n.path: n for n in nodes if focus is None or focus in n.path.split("/")}
+    if not by_path and focus:
+        raise NoBarrierData(f"the focus region {focus} is not in the call tree" + (
+            " (a profile without a `loop` region, as profiles made before the workloads had one, takes its focus "
+            "window from the workload's own timers; to advise on the regions it has, ingest it with "
+            "`commscope ingest --focus timestep`)" if focus == "loop" else ""))
     functions: dict = {}          # path -> MPI functions called in its subtree
     for p in by_path:
         name = p.rsplit("/", 1)[-1]

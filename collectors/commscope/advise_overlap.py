@@ -3,8 +3,9 @@ how much communication stays exposed, how much of it overlapping hides, and
 whether the waiting that is left comes from load imbalance or from the network.
 
 Every number is the run's focus window (docs/measurement-model.md): the
-workloads' timed loop (`loop`, or `timestep` in older profiles), or the region
-named at ingest. The loop-wide figures are the window's row of v_run_metrics
+workloads' timed loop (`loop`), or the region named at ingest (`--focus timestep`
+for a profile made before the workloads had `loop`, whose focus window is
+otherwise the workload's own timers, which have no call tree). The loop-wide figures are the window's row of v_run_metrics
 (run_windows); the per-region figures are the call-tree nodes inside it
 (v_node_metrics: per call path, exclusive and inclusive time min/avg/max over
 ranks and the rank with the most inclusive time) and its comm.stats
@@ -327,7 +328,10 @@ def load(conn, run_id: int) -> RunOverlap:
     try:
         return analyse(nodes, Window(*w), gaps, run_id, info, _label(variant, meta), _share(meta))
     except NoOverlapData as e:
-        raise NoOverlapData(f"run {run_id}: {e}") from None
+        hint = (" (its focus window is the workload's own timers: the profile has no `loop` region, as profiles "
+                "made before the workloads had one; to advise on the regions it has, ingest it again with "
+                "`commscope ingest --focus timestep`)" if meta.get("focus_source") == "workload timers" else "")
+        raise NoOverlapData(f"run {run_id}: {e}{hint}") from None
 
 
 def baseline_key(o: RunOverlap):

@@ -208,6 +208,32 @@ def third_party_parameters(prof: Profile, opts: "ReadOptions") -> dict:
     return {k: _meta_value(v) for k, v in sorted(application_values(g).items())}
 
 
+# Where a run's focus window came from (runs.metadata.focus_source, docs/measurement-model.md): the profile's
+# call tree (the focus region's subtrees), or the workload's own timers (its FOMs over its timed loop).
+FOCUS_FROM_PROFILE, FOCUS_FROM_TIMERS = "profile", "workload timers"
+
+
+def focus_windows(prof: Profile, focus: str | None) -> tuple[list[dict], str | None]:
+    """The run's windows and where its focus window came from (None: it has none).
+
+    A FOCUS named at ingest or by the Ramble experiment is that region's subtrees in the profile, or no
+    focus window. Without one, or when it names the workloads' timed loop (`loop`, which every commscope
+    Ramble application declares), the focus is the loop: the `loop` region where the profile has it; else,
+    when the workload's output is beside the profile, the workload's own timers, which time exactly that
+    loop (as for a run without a profile): a profile made before the workloads had `loop` (its `timestep`
+    regions leave out what the loop does between steps, such as halo3d's first exchange) or one that timed
+    nothing (a message trace). Without the output such a profile has
+    no focus window rather than one over another interval."""
+    if focus is not None and focus != windows.WORKLOAD_FOCUS:
+        rows = windows.profile_windows(prof, focus)
+        return rows, FOCUS_FROM_PROFILE if any(w["window"] == "focus" for w in rows) else None
+    rows = windows.profile_windows(prof, windows.WORKLOAD_FOCUS)
+    if any(w["window"] == "focus" for w in rows):
+        return rows, FOCUS_FROM_PROFILE
+    timers = windows.output_window(prof.output.foms) if prof.output else []
+    return rows + timers, FOCUS_FROM_TIMERS if timers else None
+
+
 def from_profile(prof: Profile, focus: str | None = None, opts: "ReadOptions | None" = None) -> Record:
     """Every metric the store keeps for one profiled run, of any application. FOCUS names the focus
     window's region; without it, the workloads' own (their timed loop)."""
@@ -217,11 +243,7 @@ def from_profile(prof: Profile, focus: str | None = None, opts: "ReadOptions | N
     app, app_source = app_name(prof, opts.app)
     library, library_source = mpi_library(prof)
     stats = prof.stats
-    window_rows = windows.profile_windows(prof, focus or windows.WORKLOAD_FOCUS)
-    if not window_rows and out and not focus:
-        # a profile that timed nothing (a message trace) beside its workload's output, with no --focus: like a
-        # run without a profile, its focus window is the workload's own timers (docs/measurement-model.md)
-        window_rows = windows.output_window(out.foms)
+    window_rows, focus_source = focus_windows(prof, focus)
     run_window = next((w for w in window_rows if w["window"] == "run"), {})
     rec = Record(
         content_hash=prof.content_hash, source=clean(prof.source), profile_kind=prof.kind,
@@ -282,6 +304,8 @@ def from_profile(prof: Profile, focus: str | None = None, opts: "ReadOptions | N
         rec.fom_rows = [(clean(name, 200), 0, value, clean(unit, 50)) for name, (value, unit) in out.foms.items()]
     rec.comm_rows = _comm_rows(prof)
     rec.window_rows = [tuple(w[c] for c in windows.COLUMNS) for w in window_rows]
+    if focus_source:
+        rec.metadata["focus_source"] = focus_source
     if out:
         params = output_parameters(out)
     elif "workload" in g:
@@ -376,6 +400,8 @@ def from_output(path) -> Record:
         rec.summary["wall_time"] = total[0]
     rec.fom_rows = [(clean(name, 200), 0, value, clean(unit, 50)) for name, (value, unit) in out.foms.items()]
     rec.window_rows = [tuple(w[c] for c in windows.COLUMNS) for w in windows.output_window(out.foms)]
+    if rec.window_rows:
+        rec.metadata["focus_source"] = FOCUS_FROM_TIMERS
     rec.parameters = {"ranks": out.ranks, "nodes": None, **output_parameters(out)}
     return rec
 
@@ -384,7 +410,7 @@ def from_output(path) -> Record:
 class ReadOptions:
     """What the user says at ingest about how to read the inputs."""
     allow_partial: bool = False    # store a run with ranks missing as 'partial' instead of refusing it
-    focus: str | None = None       # the focus window's region (else the workloads' own: windows.WORKLOAD_FOCUS)
+    focus: str | None = None       # the focus window's region (else the workloads' timed loop: focus_windows)
     app: str | None = None         # --app: the application's name, over what the profile says
     ranks: int | None = None       # --ranks: the job's rank count, over what the profile says
     params: tuple = ()             # --param K=V: (key, value) pairs added to every run's parameters

@@ -2,8 +2,9 @@
 
 A window is an interval every rank spends: `run`, everything the profile
 recorded including the time outside every region; `focus`, the subtrees of the
-one region a study is about (for commscope's workloads their timed loop:
-the `loop` region, or `timestep` in profiles made before it). Per window and rank: time, MPI time (exclusive time of MPI
+one region a study is about (for commscope's workloads their timed loop, the
+`loop` region; records.focus_windows says what stands in for it in a profile
+without one). Per window and rank: time, MPI time (exclusive time of MPI
 functions, barrier and wait-type ones apart as MPI_SYNC) and useful time (the
 rest). Over ranks:
 
@@ -26,8 +27,9 @@ from .profiles import MPI_SYNC, Profile, distributions, is_mpi
 
 # The workloads' timed loop (workloads/README.md, "Caliper regions"): the `loop` region is exactly
 # cs_loop_begin..cs_loop_end, the interval of the FOM total_time. Profiles made before it existed have
-# only the `timestep` regions inside it (halo3d's first halo exchange, inside the interval, is outside them).
-WORKLOAD_FOCUS = ("loop", "timestep")
+# only the `timestep` regions inside it, a different interval (halo3d's first halo exchange, inside the
+# loop, is outside them), so they are no stand-in for it (records.focus_windows).
+WORKLOAD_FOCUS = "loop"
 COLUMNS = ("window", "focus_region", "time_s", "mpi_time_avg_s", "mpi_time_max_s", "mpi_fraction_avg",
            "mpi_fraction_slowest", "user_time_avg_s", "mpi_sync_time_avg_s", "load_balance",
            "communication_efficiency", "parallel_efficiency", "ranks_measured")
@@ -161,7 +163,7 @@ def output_window(foms: dict) -> list[dict]:
     if total is None:
         return []
     row = dict.fromkeys(COLUMNS)
-    row.update(window="focus", focus_region=WORKLOAD_FOCUS[0], time_s=total,
+    row.update(window="focus", focus_region=WORKLOAD_FOCUS, time_s=total,
                mpi_time_avg_s=f("comm_time_avg"), mpi_time_max_s=f("comm_time_max"),
                user_time_avg_s=f("compute_time_avg"))
     cavg, cmax = f("compute_time_avg"), f("compute_time_max")
