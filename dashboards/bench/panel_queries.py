@@ -3,6 +3,7 @@
 
     .venv/bin/python dashboards/bench/panel_queries.py            # about 1M runs
     .venv/bin/python dashboards/bench/panel_queries.py --runs 50000 --repeat 5
+    .venv/bin/python dashboards/bench/panel_queries.py --systems 3 --runs 1500000 --baseline-repeat 0 --keep
 
 A private PostgreSQL under a temporary COMMSCOPE_HOME gets the project's schema
 (every migration), then synthetic history for the full study matrix: systems x
@@ -21,12 +22,21 @@ computed on the fly from runs and foms instead of from 0003's trigger-kept
 tables, and the daily rollup views of 0006 computed on the fly from those
 (panels.ON_THE_FLY_VIEWS) instead of from their trigger-kept tables
 (BASELINE_VIEWS, rolled back afterwards); and the ratio.
+
+Then, unless --readers 0, the same queries under load (issue 19): --readers
+dashboard readers (16 by default), each a process with its own connection
+running every query --reader-repeat times in its own random order, while a
+real ingest runs beside them (`commscope ingest`'s code on fresh copies of a
+real fixture profile, one campaign of --ingest-batch profiles after another,
+until the readers are done). It prints each query's p95 alone and under load
+and their ratio; the alone figures are the baseline of the loaded ones.
 Target: p95 < 100 ms for every panel query.
 """
 from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
 import os
 import datetime as dt
 import random
@@ -125,15 +135,17 @@ def fill(conn, n_runs: int, seed: int = 1) -> dict:
             CROSS JOIN (VALUES ('write_bandwidth', 500.0, 'MB/s'), ('read_bandwidth', 900.0, 'MB/s'),
                                ('io_time_avg', 0.2, 's'), ('io_time_max', 0.3, 's')) AS f(name, k, unit)
             WHERE r.app = 'pio'""")
-        conn.execute("""INSERT INTO mpi_metrics (run_id, node_id, function, time_total, time_max, calls, bytes)
-            SELECT r.id, %s, f.fn, r.mpi_time_avg * r.ranks * f.k, r.mpi_time_max * f.k, 100 * r.ranks, NULL FROM runs r
+        # The tables partitioned by their run's month (migration 0022) carry its started_at.
+        conn.execute("""INSERT INTO mpi_metrics (run_id, started_at, node_id, function, time_total, time_max, calls, bytes)
+            SELECT r.id, r.started_at, %s, f.fn, r.mpi_time_avg * r.ranks * f.k, r.mpi_time_max * f.k, 100 * r.ranks, NULL
+            FROM runs r
             CROSS JOIN (VALUES ('MPI_Sendrecv', 0.5), ('MPI_Barrier', 0.2), ('MPI_Allreduce', 0.2), ('MPI_Waitall', 0.1))
                  AS f(fn, k)""", (node,))
-        conn.execute("""INSERT INTO rank_metrics (run_id, rank, total_time, user_time, mpi_time, mpi_sync_time)
-            SELECT r.id, g, r.wall_time, r.wall_time - r.mpi_time_avg, r.mpi_time_avg * 0.7, r.mpi_time_avg * 0.3
+        conn.execute("""INSERT INTO rank_metrics (run_id, started_at, rank, total_time, user_time, mpi_time, mpi_sync_time)
+            SELECT r.id, r.started_at, g, r.wall_time, r.wall_time - r.mpi_time_avg, r.mpi_time_avg * 0.7, r.mpi_time_avg * 0.3
             FROM runs r, generate_series(0, r.ranks - 1) g""")
-        conn.execute("""INSERT INTO comm_matrix (run_id, src, dst, messages, bytes)
-            SELECT r.id, s, d, 20, 65536 * 20 FROM runs r, generate_series(0, r.ranks - 1) s, generate_series(0, r.ranks - 1) d
+        conn.execute("""INSERT INTO comm_matrix (run_id, started_at, src, dst, messages, bytes)
+            SELECT r.id, r.started_at, s, d, 20, 65536 * 20 FROM runs r, generate_series(0, r.ranks - 1) s, generate_series(0, r.ranks - 1) d
             WHERE r.app = 'commgraph' AND s <> d""")
         # Each run's two windows (migration 0012): the whole run, and its loop, which leaves setup out.
         conn.execute("""INSERT INTO run_windows (run_id, "window", focus_region, time_s, mpi_time_avg_s, mpi_time_max_s,
@@ -242,6 +254,74 @@ def p95(ts: list[float]) -> float:
     return sorted(ts)[max(0, int(round(0.95 * len(ts))) - 1)]
 
 
+def _reader(url: str, qs: list[tuple[str, str]], repeat: int, seed: int, go, out) -> None:
+    """One dashboard reader: its own connection, every query REPEAT times in its own random order."""
+    rnd = random.Random(seed)
+    times: dict[str, list[float]] = {label: [] for label, _ in qs}
+    with psycopg.connect(url, autocommit=True) as conn:
+        for _, sql in qs:    # a dashboard that has been open: plans and pages warm
+            conn.execute(sql).fetchall()
+        go.wait()
+        for _ in range(repeat):
+            order = list(qs)
+            rnd.shuffle(order)
+            for label, sql in order:
+                t0 = time.perf_counter()
+                conn.execute(sql).fetchall()
+                times[label].append((time.perf_counter() - t0) * 1000)
+    out.put(times)
+
+
+def _ingester(url: str, fixture: str, batch: int, workdir: str, stop, out) -> None:
+    """A real ingest beside the readers: campaigns of BATCH fresh copies of FIXTURE (one metadata value varied,
+    as tests/corpus.py does, so each is a new run) until STOP is set."""
+    os.environ["COMMSCOPE_INGEST_WORKERS"] = "1"   # one reader process: the ingest host's cores are the DB's here
+    from commscope.ingest import Provenance, ingest
+    src = Path(fixture).read_bytes()
+    stored, k, t0 = 0, 0, time.monotonic()
+    with psycopg.connect(url) as conn:
+        while not stop.is_set():
+            d = Path(workdir) / f"batch-{k}"
+            d.mkdir()
+            for i in range(batch):
+                (d / f"copy-{i:05d}.cali").write_bytes(src.replace(b"data=root,", f"data=root{k:05d}{i:05d},".encode()))
+            stored += len(ingest(conn, [d], Provenance(system="bench-ingest")).inserted)
+            shutil.rmtree(d)
+            k += 1
+    out.put((stored, time.monotonic() - t0))
+
+
+def loaded(url: str, qs: list[tuple[str, str]], readers: int, repeat: int, fixture: Path, batch: int) -> tuple:
+    """Every query's times from READERS concurrent readers while an ingest runs; and the ingest's (runs, seconds)."""
+    ctx = multiprocessing.get_context("spawn")   # no inherited connections
+    go, stop, out, ing_out = ctx.Event(), ctx.Event(), ctx.Queue(), ctx.Queue()
+    work = tempfile.mkdtemp(prefix="commscope-bench-ingest-")
+    ing = ctx.Process(target=_ingester, args=(url, str(fixture), batch, work, stop, ing_out)) if batch else None
+    if ing:
+        ing.start()
+    procs = [ctx.Process(target=_reader, args=(url, qs, repeat, 1000 + i, go, out)) for i in range(readers)]
+    for p in procs:
+        p.start()
+    time.sleep(5)   # the ingest is under way, the readers connected
+    t0 = time.monotonic()
+    go.set()
+    merged: dict[str, list[float]] = {label: [] for label, _ in qs}
+    for _ in procs:
+        for label, ts in out.get().items():
+            merged[label] += ts
+    wall = time.monotonic() - t0
+    stop.set()
+    for p in procs:
+        p.join()
+    stored, secs = ing_out.get() if ing else (0, wall)
+    if ing:
+        ing.join()
+    shutil.rmtree(work, ignore_errors=True)
+    if any(p.exitcode for p in procs) or (ing and ing.exitcode):
+        raise RuntimeError("a reader or the ingest failed; see above")
+    return merged, stored, secs, wall
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--runs", type=int, default=1_000_000, help="about this many runs (default 1,000,000)")
@@ -251,13 +331,28 @@ def main() -> int:
     ap.add_argument("--keep", action="store_true", help="keep the temporary COMMSCOPE_HOME")
     ap.add_argument("--home", type=Path, help="measure again on a COMMSCOPE_HOME kept by an earlier --keep run: apply new "
                     "migrations, skip the fill, keep the home")
+    ap.add_argument("--systems", type=int, default=2, help="systems in the matrix (default 2: 1,380 runs a night; "
+                    "each more adds 690)")
+    ap.add_argument("--readers", type=int, default=16, help="concurrent dashboard readers beside an ingest "
+                    "(default 16; 0 skips the loaded measurement)")
+    ap.add_argument("--reader-repeat", type=int, default=5, help="times each reader runs every query (default 5)")
+    ap.add_argument("--ingest-fixture", type=Path, default=ROOT / "tests" / "data" / "halo3d-overlap-n4.runtime-profile.cali",
+                    help="the real profile the ingest beside the readers copies")
+    ap.add_argument("--ingest-batch", type=int, default=200, help="profiles per ingest campaign (default 200; 0: "
+                    "the readers without an ingest beside them)")
     args = ap.parse_args()
     if args.baseline_repeat is None:
         args.baseline_repeat = args.repeat
-    if args.runs < 1000 or args.repeat < 1 or args.baseline_repeat < 0:
-        print("panel_queries: error: --runs must be at least 1000, --repeat at least 1 "
-              "and --baseline-repeat at least 0", file=sys.stderr)
+    if (args.runs < 1000 or args.repeat < 1 or args.baseline_repeat < 0 or not 1 <= args.systems <= 26
+            or args.readers < 0 or args.reader_repeat < 1 or args.ingest_batch < 0):
+        print("panel_queries: error: --runs must be at least 1000, --repeat and --reader-repeat at least 1, "
+              "--baseline-repeat, --readers and --ingest-batch at least 0, --systems 1 to 26", file=sys.stderr)
         return 2
+    if args.readers and args.ingest_batch and b"data=root," not in args.ingest_fixture.read_bytes():
+        print(f"panel_queries: error: --ingest-fixture {args.ingest_fixture}: no Adiak user 'root' to vary; give a "
+              f"fixture profile of tests/data", file=sys.stderr)
+        return 2
+    SYSTEMS[:] = [f"cluster-{chr(ord('a') + i)}" for i in range(args.systems)]
     if args.home and not (args.home / "postgres").is_dir():
         print(f"panel_queries: error: --home {args.home}: no postgres/ in it; give a home kept by --keep",
               file=sys.stderr)
@@ -271,6 +366,8 @@ def main() -> int:
             db.migrate(conn)
         if args.home:
             info = {"reused": str(args.home)}
+            with psycopg.connect(url) as conn:
+                SYSTEMS[:] = [n for (n,) in conn.execute("SELECT name FROM systems WHERE name LIKE 'cluster-_' ORDER BY 1")]
         else:
             with psycopg.connect(url) as conn:
                 info = fill(conn, args.runs)
@@ -282,6 +379,8 @@ def main() -> int:
                          for t in ("runs", "foms", "mpi_metrics", "rank_metrics", "comm_matrix", "annotations", "run_series",
                                    "runs_daily", "routines_daily", "collectives_daily", "halo_daily", "io_daily",
                                    "run_windows", "run_metrics_daily")})
+            info["history_partitions"] = conn.execute("SELECT count(*) FROM v_history_partitions").fetchone()[0]
+            info["store_GiB"] = conn.execute("SELECT pg_database_size(current_database())::float8 / 2^30").fetchone()[0]
             last = conn.execute("SELECT max(started_at) FROM runs").fetchone()[0]
         print(f"load average before measuring: {' '.join(f'{x:.1f}' for x in os.getloadavg())} on {os.cpu_count()} cores")
         print("data: " + ", ".join(f"{k}={v:.1f}" if isinstance(v, float) else f"{k}={v}" for k, v in info.items()),
@@ -314,6 +413,27 @@ def main() -> int:
         tot_a = sum(p95(v) for v in project.values())
         tot_b = sum(p95(v) for v in base.values())
         print(f"all {len(qs)} queries: sum of p95 {tot_a:.1f} ms with the project's indexes and rollups, {tot_b:.1f} ms without "
+              f"({tot_b / tot_a:.1f}x); worst p95 {worst:.1f} ms; {under} of {len(qs)} under 100 ms (target: all)",
+              flush=True)
+        if not args.readers:
+            return 0
+        print(f"\nloaded: {args.readers} readers x {args.reader_repeat} runs of every query, "
+              f"{'beside an ingest' if args.ingest_batch else 'no ingest'}; "
+              f"load average before: {' '.join(f'{x:.1f}' for x in os.getloadavg())}", flush=True)
+        many, stored, secs, wall = loaded(url, qs, args.readers, args.reader_repeat, args.ingest_fixture,
+                                          args.ingest_batch)
+        print(f"load average after: {' '.join(f'{x:.1f}' for x in os.getloadavg())}; readers took {wall:.0f} s; "
+              f"the ingest stored {stored} runs in {secs:.0f} s ({stored / secs:.1f} runs/s) beside them")
+        print(f"{'query':<{width}}  {'alone p95':>9}  {'loaded p50':>10} {'loaded p95':>10}  {'ratio':>7}  target")
+        worst, under = 0.0, 0
+        for label, _ in qs:
+            a, b = project[label], many[label]
+            worst = max(worst, p95(b))
+            under += p95(b) < 100
+            print(f"{label:<{width}}  {p95(a):9.2f}  {statistics.median(b):10.2f} {p95(b):10.2f}  {p95(b) / p95(a):6.1f}x  "
+                  f"{'ok' if p95(b) < 100 else 'OVER'}")
+        tot_b = sum(p95(v) for v in many.values())
+        print(f"all {len(qs)} queries under load: sum of p95 {tot_b:.1f} ms against {tot_a:.1f} ms alone "
               f"({tot_b / tot_a:.1f}x); worst p95 {worst:.1f} ms; {under} of {len(qs)} under 100 ms (target: all)")
         return 0
     finally:
