@@ -179,7 +179,9 @@ def test_the_overlap_advisor_takes_only_ok_runs_as_baseline(dsn, status):
     STATUS (set in the store: these aggregated profiles have no rank file to lose) is no baseline: every run's
     baseline is the other blocking repeat alone, and the run itself gets no efficiency."""
     with psycopg.connect(dsn) as conn:
-        ingest(conn, [REPEATS_WS], Provenance())
+        # these profiles predate the workloads' `loop` region: the advisor reads the call tree of the region named
+        # (without it their focus window is the workloads' timers, which the advisor refuses: no call tree)
+        ingest(conn, [REPEATS_WS], Provenance(), focus="timestep")
         runs = conn.execute("SELECT id, variant, campaign_id FROM runs ORDER BY id").fetchall()
         blocking = [i for i, v, _ in runs if v == "blocking"]
         assert len(blocking) == 2 and len(runs) == 4
