@@ -269,7 +269,12 @@ def test_runs_of_an_older_model_version_are_listed_and_reingest_replaces_them(ds
         conn.commit()
         listed = conn.execute("SELECT model_version, reason FROM v_runs_needing_reingest").fetchall()
         assert len(listed) == n and {v for v, _ in listed} == {MODEL_VERSION - 1}
-        assert all("verify" in reason and "outside every region" in reason for _, reason in listed)
+        # each older version's reason names what it measured differently (docs/measurement-model.md)
+        assert all("timestep" in reason and "spot" in reason for _, reason in listed)
+        conn.execute("UPDATE runs SET model_version = 1 WHERE id = (SELECT min(id) FROM runs)")
+        conn.commit()
+        reasons = dict(conn.execute("SELECT model_version, reason FROM v_runs_needing_reingest"))
+        assert "verify" in reasons[1] and "outside every region" in reasons[1], reasons
     status = cli(dsn, "db", "status").stdout
     assert f"{n} runs were measured under an older version of the measurement model" in status, status
     assert "stored before the measurement model" not in status
