@@ -275,6 +275,7 @@ class _Reader:
         self.spot = False
         self.any_msg = False
         self.comm_acc: dict = {}        # path -> {name: [sum, count, min, max]}
+        self.spot_unsummed = False      # spot format 1 (Caliper 2.3-2.4): no across-rank sum, refused
 
     def record(self, rec: dict, file_rank: int | None) -> None:
         prof = self.prof
@@ -288,6 +289,9 @@ class _Reader:
         p = _path(rec)
         if f"max#{SPOT_PREFIX}" in rec or "spot.channel" in rec:
             self.spot = True
+            if f"max#{SPOT_PREFIX}" in rec and f"sum#{SPOT_PREFIX}" not in rec:
+                self.spot_unsummed = True
+                return
             if rec.get("spot.channel", "regionprofile") != "regionprofile":
                 return   # spot's timeseries channel: not stored (docs/add-your-application.md)
             if not p and f"max#{SPOT_PREFIX}" in rec and "mpi.msg.dst" not in rec:
@@ -371,6 +375,12 @@ def read_files(paths: list[Path], allow_partial: bool = False, ranks: int | None
             globals_ = _stream_cali(path, lambda rec, fr=file_rank: reader.record(rec, fr))
             g = g if g is not None else dict(globals_)
     prof.meta = g
+    if reader.spot_unsummed:
+        raise BadProfile(f"{paths[0]}: a spot profile of format {g.get('spot.format.version', 1)} from Caliper "
+                         f"{g.get('cali.caliper.version', '(version not recorded)')}, which keeps only the min, max and "
+                         f"mean over ranks of each region's inclusive time: without their sum across ranks (spot "
+                         f"format 2, Caliper 2.5 and later) or per-rank times the mean rank's time is unknown; record "
+                         f"with hatchet-region-profile (per-rank times) or with a newer Caliper's spot")
     prof.comm = reader.comm()
     prof.mpi_profiled = _mpi_profiled(g, prof, reader.excl.values)
     per_rank_files = [int(m.group(1)) for p in paths if (m := RANK_FILE.search(p.name))]
@@ -680,9 +690,11 @@ def _distributions(values: np.ndarray, ranks: np.ndarray) -> list[dict]:
 
 def _spot_stats(prof: Profile) -> dict[tuple, NodeStats]:
     """spot keeps min/max/avg across ranks of inclusive time and, with
-    time.exclusive (Caliper's default for spot), of exclusive time. Without
-    the latter, the exclusive avg is inclusive minus children (exact up to the
-    file's printed precision) and exclusive min/max are unknown."""
+    time.exclusive (an option from Caliper 2.10, the default for spot from 2.11), of exclusive time. Without
+    the latter (older spot files), the exclusive avg is the node's sum less its
+    children's sums, over the ranks that have the node (sum/avg of them): a child
+    only some ranks reached counts for those ranks only. Exact up to the file's
+    printed precision; exclusive min/max are unknown."""
     children: dict = defaultdict(list)
     for p in prof.spot:
         if len(p) > 1:
@@ -693,7 +705,8 @@ def _spot_stats(prof: Profile) -> dict[tuple, NodeStats]:
             ex_min, ex_avg, ex_max = s["excl_min"], s["excl_avg"], s["excl_max"]
         else:
             kids = children.get(p, [])
-            ex_avg = s["avg"] - sum(prof.spot[k]["avg"] for k in kids)
+            kid_sum = sum(prof.spot[k]["sum"] for k in kids)
+            ex_avg = (s["sum"] - kid_sum) * s["avg"] / s["sum"] if s["sum"] else s["avg"] - kid_sum
             ex_min, ex_max = (s["min"], s["max"]) if not kids else (None, None)
         stats[p] = NodeStats(ex_min, ex_avg, ex_max, s["min"], s["avg"], s["max"], prof.calls.get(p))
     return stats
