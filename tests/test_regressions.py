@@ -552,3 +552,25 @@ def test_the_gate_reads_the_judged_campaign_and_its_baseline_window_only(history
     assert sum(f.n_new + f.n_baseline for f in found) == window
     assert received == window + len(found), (received, stored)
     assert stored > 3 * window
+
+
+def test_a_metric_no_run_measured_leaves_the_other_metrics_verdicts_standing(dsn):
+    """Runs without MPI wrapping (gate-history's 24^3 nompi nights) measured the loop's time but no MPI fraction.
+    A pipeline that checks both gets time_s judged and mpi_fraction_avg reported as not measured (exit by the
+    time verdicts, not 2), as the pipeline templates' `--metric wall_time --metric mpi_fraction_avg` needs on a
+    machine without Caliper's MPI wrapping; checking only the unmeasured metric has nothing to judge (exit 2)."""
+    prov = Provenance(system="ci-box", stack="debian-openmpi4")
+    files = NIGHTS["24-nompi"]
+    with psycopg.connect(dsn) as conn:
+        campaigns = [ingest(conn, [HISTORY / files[n]], prov).campaign_id for n in sorted(files)]
+        conn.commit()
+    both = cli("check", "--campaign", str(campaigns[-1]), "--metric", "time_s", "--metric", "mpi_fraction_avg",
+               "--format", "json", "--no-annotate", dsn=dsn)
+    assert both.returncode in (0, 1), both.stdout + both.stderr
+    assert "mpi_fraction_avg" in both.stderr and "not measured" in both.stderr, both.stderr
+    (series,) = json.loads(both.stdout)["series"]
+    assert series["metric"] == "time_s"
+    # the judged number is the night-5 loop's slowest-rank time from the file's own records
+    assert series["new_median"] == pytest.approx(focus_time(f"{files[5]}"), rel=1e-6)
+    alone = cli("check", "--campaign", str(campaigns[-1]), "--metric", "mpi_fraction_avg", "--no-annotate", dsn=dsn)
+    assert alone.returncode == 2 and "not measured" in alone.stderr, alone.stdout + alone.stderr

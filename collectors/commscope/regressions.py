@@ -99,6 +99,12 @@ class Finding:
         return f"{self.verdict}: {said}"
 
 
+class NotMeasured(LookupError):
+    """The judged campaign has successful runs in the selection, but none of them measured the metric (an MPI
+    fraction of runs made without MPI wrapping, say): there is nothing to judge on it, which is not an error
+    of the selection."""
+
+
 def _mann_whitney_greater(new: list[float], base: list[float]) -> float:
     from scipy.stats import mannwhitneyu
     return float(mannwhitneyu(new, base, alternative="greater").pvalue)
@@ -288,6 +294,11 @@ def check(conn: psycopg.Connection, metric: str = "time_s", campaign: int | None
     judged = campaign if campaign is not None else newest_campaign(conn, measured, params, metric)
     rows = measured_rows(conn, measured, params, judged, baseline)
     if not any(r[2] == judged for r in rows):
+        q = sql.SQL("SELECT count(DISTINCT run_id) FROM ({}) m WHERE m.campaign_id = %(campaign)s").format(measured)
+        (unmeasured,) = conn.execute(q, {**params, "campaign": judged}).fetchone()
+        if unmeasured:
+            raise NotMeasured(f"campaign {judged}: none of its {unmeasured} successful runs in the selection measured "
+                              f"{metric} (NULL: not measured), so nothing is judged on it")
         raise LookupError(f"campaign {judged} has no successful runs of {metric} matching the selection")
     series: dict[tuple, dict[int, list]] = {}
     last: dict[tuple, tuple] = {}   # the series' newest run in the judged campaign: (started_at, run_id)
