@@ -278,13 +278,14 @@ def _ingester(url: str, fixture: str, batch: int, workdir: str, stop, out) -> No
     os.environ["COMMSCOPE_INGEST_WORKERS"] = "1"   # one reader process: the ingest host's cores are the DB's here
     from commscope.ingest import Provenance, ingest
     src = Path(fixture).read_bytes()
+    token = time.time_ns() // 10**6 % 10**9   # copies new to a store an earlier run (--home) already ingested into
     stored, k, t0 = 0, 0, time.monotonic()
     with psycopg.connect(url) as conn:
         while not stop.is_set():
             d = Path(workdir) / f"batch-{k}"
             d.mkdir()
             for i in range(batch):
-                (d / f"copy-{i:05d}.cali").write_bytes(src.replace(b"data=root,", f"data=root{k:05d}{i:05d},".encode()))
+                (d / f"copy-{i:05d}.cali").write_bytes(src.replace(b"data=root,", f"data=root{token}-{k:05d}-{i:05d},".encode()))
             stored += len(ingest(conn, [d], Provenance(system="bench-ingest")).inserted)
             shutil.rmtree(d)
             k += 1
