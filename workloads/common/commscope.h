@@ -14,12 +14,13 @@ extern int cs_annotations_off;
 #ifdef COMMSCOPE_HAVE_CALIPER
 #include <caliper/cali.h>
 /* cs_annotations_off silences regions while a workload recomputes its serial
- * reference, so verification never shows up as application time. */
-#define CS_BEGIN(name) do { if (!cs_annotations_off) CALI_MARK_BEGIN(name); } while (0)
-#define CS_END(name) do { if (!cs_annotations_off) CALI_MARK_END(name); } while (0)
+ * reference, so verification never shows up as application time. The braces
+ * matter: Caliper 2.3's CALI_MARK_BEGIN expands to two statements. */
+#define CS_BEGIN(name) do { if (!cs_annotations_off) { CALI_MARK_BEGIN(name); } } while (0)
+#define CS_END(name) do { if (!cs_annotations_off) { CALI_MARK_END(name); } } while (0)
 /* comm.stats attributes traffic to regions marked this way. */
-#define CS_COMM_BEGIN(name) do { if (!cs_annotations_off) CALI_MARK_COMM_REGION_BEGIN(name); } while (0)
-#define CS_COMM_END(name) do { if (!cs_annotations_off) CALI_MARK_COMM_REGION_END(name); } while (0)
+#define CS_COMM_BEGIN(name) do { if (!cs_annotations_off) { CALI_MARK_COMM_REGION_BEGIN(name); } } while (0)
+#define CS_COMM_END(name) do { if (!cs_annotations_off) { CALI_MARK_COMM_REGION_END(name); } } while (0)
 #else
 #define CS_BEGIN(name) ((void)(name))
 #define CS_END(name) ((void)(name))
