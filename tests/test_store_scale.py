@@ -257,3 +257,12 @@ def test_retain_refuses_an_age_it_cannot_read_and_changes_nothing(dsn, age):
     assert repr(age) in r.stderr and "6mo" in r.stderr, r.stderr
     with psycopg.connect(dsn) as conn:
         assert {t: rows(conn, t) for t in PER_RANK} == before
+
+
+def test_the_read_only_role_cannot_make_partitions(dsn):
+    reader = grant_local(dsn, "scale_reader")
+    with psycopg.connect(reader) as conn:
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            conn.execute("SELECT run_month_partitions('2003-03-03')")
+    with psycopg.connect(dsn) as conn:
+        assert not conn.execute("SELECT 1 FROM run_months WHERE month < '2004-01-01'").fetchone()

@@ -46,6 +46,8 @@ BEGIN
     END LOOP;
     INSERT INTO run_months (month) VALUES (lo) ON CONFLICT (month) DO UPDATE SET per_rank_dropped_at = NULL;
 END $$;
+-- Only the owner and the roles that may write (db grant-writer grants every function) make partitions.
+REVOKE EXECUTE ON FUNCTION run_month_partitions(timestamptz) FROM PUBLIC;
 
 CREATE FUNCTION runs_month_partitions() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
