@@ -108,7 +108,13 @@ class Embedded:
 
     def _run(self, argv: list[str], check: bool = True) -> subprocess.CompletedProcess:
         if self.user:
-            argv = ["runuser", "-u", self.user, "--", *argv]
+            # util-linux's runuser lives in /usr/sbin, which a root PATH may lack
+            runuser = shutil.which("runuser") or shutil.which("runuser", path="/usr/sbin:/sbin")
+            if not runuser:
+                raise DBError(f"running the embedded server as root needs runuser (util-linux) to start it as "
+                              f"'{self.user}', and none is on PATH or in /usr/sbin: install util-linux, or give "
+                              f"COMMSCOPE_DB_URL of a server of your own")
+            argv = [runuser, "-u", self.user, "--", *argv]
         p = subprocess.run(argv, capture_output=True, text=True)
         if check and p.returncode != 0:
             raise DBError(f"{' '.join(argv)} failed:\n{p.stdout}{p.stderr}")

@@ -236,10 +236,6 @@ def report_cmd(campaigns, compare, more_systems, output):
     if more_systems and not compare:
         raise click.UsageError(f"unexpected arguments {' '.join(more_systems)} (systems follow --compare)")
     try:
-        import plotly  # noqa: F401
-    except ImportError:
-        raise click.ClickException('plotly is not installed: pip install "commscope[dashboards]"') from None
-    try:
         with db.connect() as conn:
             page = render(conn, tuple(campaigns), tuple(compare) + tuple(more_systems))
     except db.DBError as e:

@@ -1,0 +1,78 @@
+"""The package a user installs (issue 17): the wheel built from this checkout, installed into a fresh venv with
+its base dependencies only, used from a directory outside the checkout. The main job's store, ingest and report
+commands must work there; the wheel holds the `commscope` package and nothing else at the top level."""
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+from caliperreader import read_caliper_contents
+
+from conftest import private_home
+
+ROOT = Path(__file__).resolve().parents[1]
+PROFILE = ROOT / "tests" / "data" / "halo3d-overlap-n2.runtime-profile.cali"
+
+
+def run(cmd: list, **kw) -> subprocess.CompletedProcess:
+    p = subprocess.run([str(c) for c in cmd], capture_output=True, text=True, timeout=600, **kw)
+    assert p.returncode == 0, f"{' '.join(map(str, cmd))}: exit {p.returncode}\n{p.stdout}\n{p.stderr}"
+    return p
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory):
+    """(the wheel, the venv's bin directory): base install, no extras."""
+    tmp = tmp_path_factory.mktemp("wheel")
+    run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", tmp / "dist",
+         ROOT], cwd=tmp)
+    (wheel,) = (tmp / "dist").glob("commscope-*.whl")
+    run([sys.executable, "-m", "venv", tmp / "venv"])
+    run([tmp / "venv" / "bin" / "pip", "install", "-q", "--disable-pip-version-check", wheel], cwd=tmp)
+    return wheel, tmp / "venv" / "bin"
+
+
+def test_the_wheel_holds_the_package_and_its_migrations_only(installed):
+    wheel, _ = installed
+    names = zipfile.ZipFile(wheel).namelist()
+    top = {n.split("/", 1)[0] for n in names}
+    assert top == {"commscope", wheel.name.split("-")[0] + "-" + wheel.name.split("-")[1] + ".dist-info"}, top
+    shipped = {n.rsplit("/", 1)[1] for n in names if n.startswith("commscope/migrations/")}
+    in_tree = {p.name for p in (ROOT / "collectors" / "commscope" / "migrations").glob("*.sql")}
+    assert shipped == in_tree
+
+
+def test_base_install_starts_the_store_ingests_and_reports_outside_the_checkout(installed):
+    _, bin_dir = installed
+    home = private_home()
+    work = Path(home) / "elsewhere"
+    work.mkdir()
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "COMMSCOPE_HOME": str(home), "HOME": str(home)}
+    try:
+        run([bin_dir / "commscope", "db", "start"], cwd=work, env=env)
+        out = run([bin_dir / "commscope", "ingest", PROFILE], cwd=work, env=env).stdout
+        assert "stored 1 runs" in out, out
+        # the stored run-window time is the slowest rank's sum of the file's records (caliper-reader)
+        recs, _globals = read_caliper_contents(str(PROFILE))
+        per_rank: dict = {}
+        for r in recs:
+            t = r.get("sum#sum#time.duration", r.get("sum#time.duration"))
+            if t is not None and "mpi.rank" in r:
+                per_rank[r["mpi.rank"]] = per_rank.get(r["mpi.rank"], 0.0) + float(t)
+        assert len(per_rank) == 2, sorted(recs[0])
+        got = run([bin_dir / "python", "-c",
+                   "from commscope import db\n"
+                   "with db.connect() as c:\n"
+                   "    print(c.execute(\"SELECT time_s FROM v_run_metrics WHERE \\\"window\\\"='run'\").fetchone()[0])"],
+                  cwd=work, env=env).stdout
+        assert float(got) == pytest.approx(max(per_rank.values()), rel=1e-6)
+        report = work / "report.html"
+        run([bin_dir / "commscope", "report", "-o", report], cwd=work, env=env)
+        assert report.stat().st_size > 10_000 and "halo3d" in report.read_text()
+    finally:
+        subprocess.run([bin_dir / "commscope", "db", "stop"], cwd=work, env=env, capture_output=True)
+        shutil.rmtree(home, ignore_errors=True)
