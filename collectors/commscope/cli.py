@@ -414,6 +414,12 @@ def check_cmd(metrics, campaign, baseline, min_effect, alpha, system, app, stack
             for f in mine:
                 if f.verdict == "cannot tell":
                     click.echo(f"{f.label()}: {f.reason(alpha, min_effect)}")
+            from .attribution import lines as attributed
+            for f in mine:
+                if f.verdict in ("regression", "improvement") and f.attribution:
+                    click.echo(f"{f.label()}: {f.verdict}")
+                    for line in attributed(f):
+                        click.echo(f"  {line}")
         unsure = sum(f.verdict == "cannot tell" for f in findings)
         click.echo(f"{len(findings)} series, {len(bad)} regressions"
                    + (f", {unsure} cannot tell" if unsure else "")

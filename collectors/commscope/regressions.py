@@ -69,6 +69,7 @@ class Finding:
     campaign: int | None = None          # the campaign judged
     smallest_p: float | None = None      # the smallest p-value the test can give with n_new and n_baseline runs
     needs: dict | None = None            # cannot tell: {"new": runs, "baseline": runs} that make alpha reachable
+    attribution: dict | None = None      # regression, improvement: what differs, regions moved, cause (attribution.py)
 
     def label(self) -> str:
         """As the dashboards name a series (v_run_metrics_daily.series_label) and the window judged."""
@@ -323,6 +324,8 @@ def check(conn: psycopg.Connection, metric: str = "time_s", campaign: int | None
         if verdict == "cannot tell":
             f.needs = runs_needed(len(new), len(base), alpha)
         findings.append(f)
+    from . import attribution
+    attribution.attach(conn, findings, rows, judged, baseline=baseline, min_effect=min_effect, alpha=alpha)
     return findings
 
 
@@ -373,7 +376,8 @@ def as_dict(f: Finding, alpha: float, min_effect: float) -> dict:
             "baseline_median": _number(f.baseline_median), "new_median": _number(f.new_median),
             "effect": _number(f.effect), "p_value": _number(f.p_value), "smallest_p": _number(f.smallest_p),
             "n_new": f.n_new, "n_baseline": f.n_baseline, "runs_needed": f.needs,
-            "newest_run_started_at": f.time.isoformat() if f.time else None, "reason": f.reason(alpha, min_effect)}
+            "newest_run_started_at": f.time.isoformat() if f.time else None, "reason": f.reason(alpha, min_effect),
+            "attribution": f.attribution}
 
 
 def junit_xml(findings: list[Finding], alpha: float, min_effect: float) -> bytes:
@@ -397,7 +401,10 @@ def junit_xml(findings: list[Finding], alpha: float, min_effect: float) -> bytes
             case = ET.SubElement(suite, "testcase", classname=f"commscope.check.{metric}", name=f.label())
             reason = f.reason(alpha, min_effect)
             if f.verdict == "regression":
-                ET.SubElement(case, "failure", type="regression", message=reason).text = reason
+                from .attribution import lines
+                cause = f"; cause: {f.attribution['cause']}" if f.attribution and f.attribution.get("cause") else ""
+                ET.SubElement(case, "failure", type="regression", message=reason + cause).text = "\n".join(
+                    [reason, *lines(f)])
             elif f.verdict in ("cannot tell", "no baseline"):
                 ET.SubElement(case, "skipped", message=reason)
             out = ET.SubElement(case, "system-out")
@@ -431,6 +438,12 @@ def markdown(findings: list[Finding], alpha: float, min_effect: float) -> str:
         label = f.label().replace("|", "\\|")
         lines.append(f"| **{f.verdict}** | `{label}` | {f.metric} | {cell(f.baseline_median)} | {cell(f.new_median)} "
                      f"| {change} | {p} | {f.n_new} / {f.n_baseline} |")
+    from .attribution import lines as attributed
+    moved = [f for f in findings if f.verdict in ("regression", "improvement") and f.attribution]
+    if moved:
+        lines += ["", "What changed:"]
+        for f in sorted(moved, key=lambda f: (ORDER[f.verdict], f.metric, f.series["series_id"])):
+            lines += [f"- **{f.verdict}** `{f.label()}` ({f.metric}):"] + [f"  - {a}" for a in attributed(f)]
     unsure = [f for f in findings if f.verdict == "cannot tell"]
     if unsure:
         lines += ["", "Cannot tell:"] + [f"- `{f.label()}`: {f.reason(alpha, min_effect)}" for f in unsure]
