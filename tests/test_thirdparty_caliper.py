@@ -285,6 +285,15 @@ def test_dashboards_and_report_show_third_party_series(stored, tmp_path):
     assert r.exit_code == 0, r.output
     html = out.read_text()
     assert "amg" in html and "kripke" in html and "IMB-MPI1" in html
+    # An application that is not one of commscope's workloads has no variant: it shows as empty, never as a
+    # placeholder of the code that drew it (Python's None, a NaN, JavaScript's undefined).
+    with psycopg.connect(stored) as conn:
+        assert conn.execute("SELECT count(*) FROM runs WHERE variant IS NOT NULL").fetchone()[0] == 0
+    import re
+    text = re.sub(r"<script[^>]*>.*?</script>", " ", html, flags=re.S)
+    assert not re.search(r"\b(None|nan|NaN|undefined)\b", text), re.search(r".{60}\b(None|nan|NaN|undefined)\b.{20}", text)
+    labels = re.findall(r'"(?:name|text|hovertext)":\s*"([^"]*)"', html)
+    assert labels and not [t for t in labels if re.search(r"\b(None|nan|undefined)\b", t)]
 
 
 # ---- cali-query's JSON output -----------------------------------------------------------------------------
