@@ -364,7 +364,7 @@ def check_cmd(metrics, campaign, baseline, min_effect, alpha, system, app, stack
     arguments or when it cannot tell which campaign to judge."""
     import json
 
-    from . import regressions
+    from . import changepoints, regressions
     findings, unmeasured = [], []
     try:
         with db.connect() as conn:
@@ -380,6 +380,7 @@ def check_cmd(metrics, campaign, baseline, min_effect, alpha, system, app, stack
             for note in unmeasured:
                 click.echo(f"commscope check: {note}", err=True)
             noted = 0 if no_annotate else regressions.annotate(conn, findings)
+            changes = _change_points_for(conn, findings)
     except (ValueError, LookupError) as e:
         _fail(str(e), 2)
     except db.DBError as e:
@@ -389,14 +390,18 @@ def check_cmd(metrics, campaign, baseline, min_effect, alpha, system, app, stack
         if junit:
             junit.write_bytes(regressions.junit_xml(findings, alpha, min_effect))
         if markdown:
-            markdown.write_text(regressions.markdown(findings, alpha, min_effect))
+            markdown.write_text(regressions.markdown(findings, alpha, min_effect) + changepoints.markdown(changes))
     except OSError as e:
         _fail(f"cannot write {e.filename}: {e.strerror}; the verdicts were: {len(bad)} regressions", 2)
     if fmt == "json":
+        series = [regressions.as_dict(f, alpha, min_effect) for f in findings]
+        for f, d in zip(findings, series):
+            d["change_points"] = [changepoints.as_dict(c) for c in changes
+                                  if (c["series_id"], c["metric"]) == (f.series["series_id"], f.metric)]
         click.echo(json.dumps({"campaigns": sorted({f.campaign for f in findings}), "alpha": alpha,
                                "min_effect": min_effect, "regressions": len(bad), "annotations": noted,
-                               "series": [regressions.as_dict(f, alpha, min_effect) for f in findings]},
-                              default=str, indent=1))
+                               "change_points": [changepoints.as_dict(c) for c in changes],
+                               "series": series}, default=str, indent=1))
     else:
         width = max(len(f.label()) for f in findings)
         for metric in metrics:
@@ -420,12 +425,68 @@ def check_cmd(metrics, campaign, baseline, min_effect, alpha, system, app, stack
                     click.echo(f"{f.label()}: {f.verdict}")
                     for line in attributed(f):
                         click.echo(f"  {line}")
+        for c in changes:
+            click.echo(f"change point: {changepoints.describe(c)}")
         unsure = sum(f.verdict == "cannot tell" for f in findings)
         click.echo(f"{len(findings)} series, {len(bad)} regressions"
                    + (f", {unsure} cannot tell" if unsure else "")
                    + ("" if no_annotate else f", {noted} annotations written"))
     if bad:
         sys.exit(1)
+
+
+def _change_points_for(conn, findings) -> list[dict]:
+    """The change points that each checked series' judged campaign completes, after recomputing the series that
+    got new runs (changepoints.py); none, with a note on stderr, without Apache Otava. FOMs have none."""
+    from . import changepoints
+    out = []
+    by_metric: dict[tuple, set] = {}
+    for f in findings:
+        if not f.metric.startswith("fom:"):
+            by_metric.setdefault((f.metric, f.campaign), set()).add(f.series["series_id"])
+    try:
+        for (metric, campaign), ids in by_metric.items():
+            changepoints.update(conn, [metric], sorted(ids))
+            out += changepoints.completed_by(conn, campaign, metric, sorted(ids))
+    except changepoints.MissingLibrary as e:
+        click.echo(f"commscope check: no change points: {e}", err=True)
+    return out
+
+
+@main.command("changepoints")
+@click.option("--metric", "metrics", multiple=True, default=["time_s"], show_default=True,
+              help="a v_run_metrics column (repeatable)")
+@click.option("--series", "series_ids", type=click.IntRange(1), multiple=True,
+              help="only this series (its id, as check and the dashboards show it; repeatable)")
+@click.option("--full", is_flag=True, help="recompute every series, not only those that got new runs")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+def changepoints_cmd(metrics, series_ids, full, fmt):
+    """Change points over each series' whole history (Apache Otava's E-divisive): recompute the series that got
+    new runs since they were last computed, store them (v_change_points, drawn on the dashboards) and list them."""
+    import json
+
+    from . import changepoints
+    ids = sorted(series_ids) if series_ids else None
+    try:
+        with db.connect() as conn:
+            done = changepoints.update(conn, metrics, ids, full=full)
+            found = [c for u in done for c in changepoints.stored(conn, u.metric, ids)]
+    except ValueError as e:
+        _fail(str(e), 2)
+    except changepoints.MissingLibrary as e:
+        _fail(str(e), 2)
+    except db.DBError as e:
+        _fail(str(e))
+    if fmt == "json":
+        click.echo(json.dumps({"recomputed": [{"metric": u.metric, "series": u.series, "change_points": u.change_points,
+                                               "seconds": round(u.seconds, 3)} for u in done],
+                               "change_points": [changepoints.as_dict(c) for c in found]}, indent=1))
+        return
+    for u in done:
+        click.echo(f"{u.metric}: recomputed {u.series} series ({u.change_points} change points) in {u.seconds:.2f} s")
+    for c in found:
+        click.echo(changepoints.describe(c))
+    click.echo(f"{len(found)} change points stored")
 
 
 # ---- advise -------------------------------------------------------------------------

@@ -105,6 +105,8 @@ def build_dashboard(d: P.Dashboard) -> dict:
     if d.annotations:
         b = b.annotation(db.AnnotationQuery().name("Regressions").datasource(ds).enable(True).icon_color("red")
                          .target(db.AnnotationTarget().limit(100).match_any(False).tags([]).type("tags")))
+        b = b.annotation(db.AnnotationQuery().name("Change points").datasource(ds).enable(True).icon_color("orange")
+                         .target(db.AnnotationTarget().limit(100).match_any(False).tags([]).type("tags")))
     for i, p in enumerate(d.panels, 1):
         b = b.with_panel(_panel(p, i, SQLQueryBuilder))
     out = json.loads(json.dumps(b.build(), cls=JSONEncoder))
@@ -114,10 +116,11 @@ def build_dashboard(d: P.Dashboard) -> dict:
         for k in ("auto", "auto_min", "auto_count"):
             v.pop(k, None)
     for a in out.get("annotations", {}).get("list", []):
-        if a.get("name") == "Regressions":
+        raw = {"Regressions": P.ANNOTATIONS_SQL, "Change points": P.CHANGE_POINTS_ANNOTATION_SQL}.get(a.get("name"))
+        if raw:
             # A SQL annotation's target is the datasource's own query, as Grafana stores it.
             a["target"].update({"refId": "Anno", "editorMode": "code", "format": "table", "rawQuery": True,
-                                "rawSql": P.ANNOTATIONS_SQL})
+                                "rawSql": raw})
     return out
 
 

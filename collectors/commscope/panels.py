@@ -75,6 +75,17 @@ WHERE $__timeFilter("time")
   AND (interconnect IS NULL OR interconnect IN ($interconnect)) AND (ranks IS NULL OR ranks IN ($ranks))
 ORDER BY 1"""
 
+# Change points over each series' whole history (migration 0024, changepoints.py), drawn as a second
+# annotation layer: one mark at the first run of the new level, spanning back to the last run before it.
+CHANGE_POINTS_ANNOTATION_SQL = f"""SELECT extract(epoch FROM coalesce(previous_time, "time")) * 1000 AS "time",
+  extract(epoch FROM "time") * 1000 AS "timeEnd",
+  'change point (' || direction || '): ' || series_label || ' [' || "window" || '] ' || metric || ' '
+    || coalesce(to_char(change * 100, 'SG990.0') || '%', '?') || ', p=' || to_char(p_value, '9.9EEEE') AS text,
+  'commscope-changepoint,' || metric || ',' || direction || ',series:' || series_id AS tags
+FROM v_change_points
+WHERE $__timeFilter("time") AND {SERIES}
+ORDER BY 1"""
+
 # The measurement model's panels (docs/measurement-model.md) read v_run_metrics summed per day, series and
 # window (migration 0013). Each series shows its focus window where it has one, else its run window; the line's
 # name says which. A series is the runs of equal application, parameters and environment, so runs of another
@@ -134,6 +145,17 @@ WHERE $__timeFilter("time")
 ORDER BY "time" DESC
 LIMIT 200""", ["time", "system", "app", "stack", "interconnect", "ranks", "text", "tags"], "",
               "Written by the regression detector; empty until it runs.", {"kind": "table"}),
+        Panel("Change points", "table", f"""SELECT "time", series_label AS series, "window", metric, direction,
+  mean_before, mean_after, change, n_before, n_after, p_value, campaign_id AS campaign, run_id AS run
+FROM v_change_points
+WHERE $__timeFilter("time") AND {SERIES}
+ORDER BY "time" DESC
+LIMIT 200""", ["time", "series", "window", "metric", "direction", "mean_before", "mean_after", "change", "n_before",
+               "n_after", "p_value", "campaign", "run"], "",
+              "Where each series' level moved over its whole history (Apache Otava's E-divisive with its t-test, "
+              "commscope changepoints or check): the run that starts the new level, the mean of the runs before and "
+              "after, the relative change and the p-value. Empty until change points are computed.",
+              {"kind": "table"}),
     ],
     annotations=True)
 

@@ -1,0 +1,261 @@
+"""Change points over each series' whole history (collectors/commscope/changepoints.py, migration 0024), against the
+real PostgreSQL test store, on real halo3d runs (tests/gate-history/README.md):
+
+- the five nights of profiles that tests/test_regressions.py judges (its real_history fixture), where 24^3 at
+  2 ranks ran beside two busy loops on night 5 and every other series ran idle (the per-rank series' loaded
+  night 4 is stored as a partial run, which counts for nothing);
+- a longer series made of the same runs' workload outputs alone (`.out`, no profile beside them), ingested one
+  night at a time with `commscope ingest --started-at`: the eight idle 24^3 2-rank runs (nights 1-4 of the
+  `mpi` set and nights 1-3, 5 of the `nompi` set, alternating: without their profiles they are one experiment
+  in one environment) on nights 1-8, then the loaded run on night 9; the 48^3 runs of nights 2-5 beside them
+  on nights 1-4, as another series. Each file is ingested once (a copy of the same bytes would be the same
+  run), so nine nights is as long as this real history gets.
+
+Where a change must be comes from how the runs were made (the README's loaded runs), and its levels from the
+runs' own numbers: the loop times caliper-reader sums from the profiles' records, or the `FOM total_time` line
+each workload printed. Apache Otava must be installed (the `changepoints` extra, in `test`)."""
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from commscope import panels as P
+from conftest import grant_local
+from test_regressions import HISTORY, NIGHTS, focus_time, real_history  # noqa: F401  (real_history: a fixture)
+
+pytest.importorskip("otava", reason="Apache Otava is not installed: pip install -e '.[changepoints]'")
+
+CLI = [sys.executable, "-m", "commscope.cli"]
+
+
+def cli(dsn: str, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([*CLI, *args], capture_output=True, text=True, env={**os.environ, "COMMSCOPE_DB_URL": dsn})
+
+
+def run_of(conn, name: str) -> tuple[int, int, dt.datetime]:
+    """(run id, campaign id, start) of the run stored from the file or directory NAME."""
+    rows = conn.execute("SELECT id, campaign_id, started_at FROM runs WHERE source LIKE %s AND status = 'ok'",
+                        (f"%/{name}",)).fetchall()
+    assert len(rows) == 1, (name, rows)
+    return rows[0]
+
+
+def stored(conn) -> list[dict]:
+    cur = conn.execute("SELECT * FROM v_change_points ORDER BY series_id, metric, \"time\"")
+    cols = [c.name for c in cur.description]
+    return [dict(zip(cols, r)) for r in cur.fetchall()]
+
+
+def changepoints(dsn: str, *args: str) -> dict:
+    r = cli(dsn, "changepoints", "--format", "json", *args)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)
+
+
+# ---- the five nights of profiles ------------------------------------------------------------------------------
+
+def test_the_loaded_night_is_the_one_change_point_and_idle_series_have_none(real_history):
+    """24^3's night 5 ran beside two busy loops: its one change point starts at that run, with the loop times
+    caliper-reader sums from the files before and after it. The 48^3, no-MPI-wrapping and per-rank series ran idle
+    (the per-rank series' loaded night is partial): they have none, though the per-rank series' first night took
+    3x its others (one run is an outlier, not a level)."""
+    dsn, sids = real_history
+    out = changepoints(dsn)
+    assert out["recomputed"] == [{"metric": "time_s", "series": 4, "change_points": 1,
+                                  "seconds": out["recomputed"][0]["seconds"]}]
+    with psycopg.connect(dsn) as conn:
+        got = stored(conn)
+        run5, campaign5, start5 = run_of(conn, NIGHTS["24-mpi"][5])
+        _, _, start4 = run_of(conn, NIGHTS["24-mpi"][4])
+    assert len(got) == 1, got
+    (cp,) = got
+    files = NIGHTS["24-mpi"]
+    before, after = [focus_time(files[n]) for n in (1, 2, 3, 4)], focus_time(files[5])
+    assert (cp["series_id"], cp["metric"], cp["window"]) == (sids["24-mpi"], "time_s", "focus")
+    assert (cp["run_id"], cp["campaign_id"], cp["time"], cp["previous_time"]) == (run5, campaign5, start5, start4)
+    assert (cp["n_before"], cp["n_after"], cp["direction"]) == (4, 1, "regression")
+    assert cp["mean_before"] == pytest.approx(statistics.fmean(before), rel=1e-9)
+    assert cp["mean_after"] == pytest.approx(after, rel=1e-9)
+    assert cp["change"] == pytest.approx(after / statistics.fmean(before) - 1, rel=1e-9)
+    assert 0 <= cp["p_value"] < 0.01
+    assert cp["method"].startswith("apache-otava 0.8.0 e-divisive")
+    assert cp["detected_campaign"] == campaign5
+    # the premise of "the per-rank series has none": its first night's loop took 3x its other idle nights
+    per_rank = [focus_time(f"{NIGHTS['24-per-rank'][n]}") for n in (1, 2, 3, 5)]
+    assert per_rank[0] > 2.5 * max(per_rank[1:])
+    # nothing new: nothing recomputed, the same rows
+    again = changepoints(dsn)
+    assert again["recomputed"][0]["series"] == 0
+    with psycopg.connect(dsn) as conn:
+        assert stored(conn) == got
+
+
+def test_check_reports_the_change_point_its_campaign_completes(real_history, tmp_path):
+    """check keeps its per-campaign verdicts and exit code, and also names the change point that the judged
+    campaign completes: night 5 does (its run starts the new level), night 4 does not."""
+    dsn, sids = real_history
+    with psycopg.connect(dsn) as conn:
+        run5, campaign5, _ = run_of(conn, NIGHTS["24-mpi"][5])
+        _, campaign4, _ = run_of(conn, NIGHTS["24-mpi"][4])
+    md = tmp_path / "summary.md"
+    r = cli(dsn, "check", "--campaign", str(campaign5), "--format", "json", "--markdown", str(md))
+    assert r.returncode == 1, r.stderr   # the regression fails the gate, as before
+    out = json.loads(r.stdout)
+    verdicts = {s["series_id"]: s["verdict"] for s in out["series"]}
+    assert verdicts[sids["24-mpi"]] == "regression"
+    assert [(c["series_id"], c["run_id"], c["direction"]) for c in out["change_points"]] == \
+        [(sids["24-mpi"], run5, "regression")]
+    per_series = {s["series_id"]: [c["run_id"] for c in s["change_points"]] for s in out["series"]}
+    assert per_series == {sid: ([run5] if s == "24-mpi" else []) for s, sid in sids.items()}
+    assert "Change points this campaign completes" in md.read_text() and f"#{sids['24-mpi']}" in md.read_text()
+    text = cli(dsn, "check", "--campaign", str(campaign5), "--no-annotate")
+    lines = [x for x in text.stdout.splitlines() if x.startswith("change point:")]
+    assert len(lines) == 1 and f"#{sids['24-mpi']} [focus]: time_s" in lines[0] and f"run {run5} " in lines[0]
+    r4 = cli(dsn, "check", "--campaign", str(campaign4), "--format", "json", "--no-annotate")
+    assert r4.returncode == 0, r4.stderr
+    assert json.loads(r4.stdout)["change_points"] == []
+
+
+def test_the_panel_the_annotations_and_the_report_show_it(real_history):
+    """The dashboards' change points table and annotation layer, expanded as Grafana would for every series, and
+    the static report, read the stored change point from the real store."""
+    from commscope import dashboards as D
+    from commscope import report
+    dsn, sids = real_history
+    changepoints(dsn)
+    with psycopg.connect(dsn) as conn:
+        run5, campaign5, start5 = run_of(conn, NIGHTS["24-mpi"][5])
+        _, _, start4 = run_of(conn, NIGHTS["24-mpi"][4])
+        values = P.all_values(conn)
+        t0, t1 = start5 - dt.timedelta(days=1), start5 + dt.timedelta(days=1)
+        panel = next(p for p in P.MPI_FRACTION.panels if p.title == "Change points")
+        cur = conn.execute(P.expand(panel.sql, t0, t1, values))
+        rows = [dict(zip([c.name for c in cur.description], r)) for r in cur.fetchall()]
+        assert [c.name for c in cur.description] == panel.columns
+        assert [(r["run"], r["campaign"], r["direction"], r["time"]) for r in rows] == \
+            [(run5, campaign5, "regression", start5)]
+        assert rows[0]["series"].endswith(f"#{sids['24-mpi']}")
+        cur = conn.execute(P.expand(P.CHANGE_POINTS_ANNOTATION_SQL, t0, t1, values))
+        ann = cur.fetchall()
+        assert len(ann) == 1
+        t, t_end, text, tags = ann[0]
+        assert (float(t), float(t_end)) == (start4.timestamp() * 1000, start5.timestamp() * 1000)
+        assert text.startswith("change point (regression):") and "time_s" in text
+        assert tags.split(",") == ["commscope-changepoint", "time_s", "regression", f"series:{sids['24-mpi']}"]
+        # a selection without the series shows nothing
+        other = dict(values, ranks=["4"])
+        assert conn.execute(P.expand(P.CHANGE_POINTS_ANNOTATION_SQL, t0, t1, other)).fetchall() == []
+        page = report.render(conn)
+    assert "<h3>Change points</h3>" in page
+    section = page.split("<h3>Change points</h3>", 1)[1].split("</div>", 1)[0]
+    assert f"#{sids['24-mpi']}</td>" in section and f"<td>{run5}</td>" in section
+    anns = {a["name"]: a for a in D.build_dashboard(P.MPI_FRACTION)["annotations"]["list"]}
+    assert anns["Change points"]["target"]["rawSql"] == P.CHANGE_POINTS_ANNOTATION_SQL
+
+
+def test_read_only_roles_read_the_view(real_history):
+    dsn, _ = real_history
+    changepoints(dsn)
+    ro = grant_local(dsn, "cp_reader")
+    with psycopg.connect(ro) as conn:
+        assert conn.execute("SELECT count(*) FROM v_change_points").fetchone()[0] == 1
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            conn.execute("SELECT count(*) FROM change_points")
+
+
+def test_an_unknown_metric_is_refused_naming_it(real_history):
+    dsn, _ = real_history
+    r = cli(dsn, "changepoints", "--metric", "wall_tiem")
+    assert r.returncode == 2 and "'wall_tiem'" in r.stderr and "time_s" in r.stderr
+    with psycopg.connect(dsn) as conn:
+        assert conn.execute("SELECT count(*) FROM change_point_state").fetchone()[0] == 0
+
+
+# ---- a longer series: the runs' own outputs, one night at a time -------------------------------------------------
+
+# The idle runs alternate between the two Caliper modes they were made with. Run alone, their outputs are one
+# series, but the runs made with MPI wrapping took about 7 % longer (Caliper's wrappers; the premise is checked
+# below), so in mode order the series would hold a real step of its own.
+MPI_IDLE = [f"halo3d-blocking-24-n2.mpi.night{n}.out" for n in (1, 2, 3, 4)]
+NOMPI_IDLE = [f"halo3d-blocking-24-n2.nompi.night{n}.out" for n in (1, 2, 3, 5)]
+IDLE = [name for pair in zip(MPI_IDLE, NOMPI_IDLE) for name in pair]
+LOADED = "halo3d-blocking-24-n2.mpi.night5.out"
+OTHER = [f"halo3d-blocking-48-n2.mpi.night{n}.out" for n in (2, 3, 4, 5)]   # another series, idle
+
+
+def total_time(name: str) -> float:
+    """The loop's time as the workload printed it."""
+    (v,) = re.findall(r"^FOM total_time (\S+) s$", (HISTORY / name).read_text(), re.M)
+    return float(v)
+
+
+def night_inputs(tmp_path: Path, night: int) -> tuple[Path, list[str]]:
+    """Night NIGHT's outputs, copied alone (no profile beside them)."""
+    names = ([IDLE[night - 1]] if night <= len(IDLE) else [LOADED]) + ([OTHER[night - 1]] if night <= 4 else [])
+    d = tmp_path / f"night{night}"
+    d.mkdir()
+    for n in names:
+        shutil.copy(HISTORY / n, d / n)
+    return d, names
+
+
+def test_a_longer_real_series_incrementally_and_in_full(dsn, tmp_path):
+    """Nights 1-8 (idle) have no change point; night 9 (the loaded run) starts one, whose levels are the printed
+    loop times. Each night recomputes only the series that got runs, and the change points after the last night
+    equal those of a recompute from scratch and of --full."""
+    campaigns, recomputed = [], []
+    for night in range(1, len(IDLE) + 2):
+        d, names = night_inputs(tmp_path, night)
+        r = cli(dsn, "ingest", str(d), "--system", "ci-box", "--stack", "debian-openmpi4", "--format", "json",
+                "--started-at", f"2026-10-{night:02d}T02:00:00Z")
+        assert r.returncode == 0, r.stderr
+        res = json.loads(r.stdout)
+        assert res["stored"] == len(names), res
+        campaigns.append(res["campaign_id"])
+        out = changepoints(dsn)
+        recomputed.append(out["recomputed"][0]["series"])
+        if night == len(IDLE):
+            assert out["change_points"] == []   # eight idle nights: a flat real series
+    with psycopg.connect(dsn) as conn:
+        series = conn.execute("SELECT DISTINCT series_id FROM runs WHERE source LIKE '%24-n2%'").fetchall()
+        assert len(series) == 1   # the premise: without profiles the nine 24^3 runs are one series
+        (sid,) = series[0]
+        loaded_run, _, loaded_start = run_of(conn, LOADED)
+        incremental = stored(conn)
+    # nights 1-4 bring a run of each series, nights 5-9 of the 24^3 series only
+    assert recomputed == [2, 2, 2, 2, 1, 1, 1, 1, 1]
+    (cp,) = incremental
+    idle = [total_time(n) for n in IDLE]
+    assert statistics.median(map(total_time, MPI_IDLE)) > 1.05 * statistics.median(map(total_time, NOMPI_IDLE))
+    assert (cp["series_id"], cp["window"], cp["run_id"], cp["campaign_id"]) == (sid, "focus", loaded_run,
+                                                                                 campaigns[-1])
+    assert cp["time"] == loaded_start == dt.datetime(2026, 10, 9, 2, tzinfo=dt.timezone.utc)
+    assert (cp["n_before"], cp["n_after"], cp["direction"]) == (8, 1, "regression")
+    assert cp["mean_before"] == pytest.approx(statistics.fmean(idle), rel=1e-9)
+    assert cp["mean_after"] == pytest.approx(total_time(LOADED), rel=1e-9)
+    assert cp["stddev_before"] == pytest.approx(statistics.pstdev(idle), rel=1e-9)
+    assert cp["detected_campaign"] == campaigns[-1]
+
+    def comparable(rows):
+        return [{k: v for k, v in r.items() if k != "detected_at"} for r in rows]
+    with psycopg.connect(dsn) as conn:
+        conn.execute("DELETE FROM change_points")
+        conn.execute("DELETE FROM change_point_state")
+    scratch = changepoints(dsn)
+    assert scratch["recomputed"][0]["series"] == 2
+    with psycopg.connect(dsn) as conn:
+        assert comparable(stored(conn)) == comparable(incremental)
+    full = changepoints(dsn, "--full")
+    assert full["recomputed"][0]["series"] == 2
+    with psycopg.connect(dsn) as conn:
+        assert comparable(stored(conn)) == comparable(incremental)
