@@ -862,12 +862,12 @@ def _ingest(ws: Path, plan: Plan, echo) -> bool:
     try:
         with db.connect() as conn:
             res = ingest(conn, [ws], prov)
-            row = conn.execute("SELECT max(id) FROM campaigns WHERE source LIKE %s", (f"%{ws}%",)).fetchone()
     except Exception as e:  # the results stay on disk; say how to retry
         echo(f"  ingest failed: {e}\n  the workspace is intact; retry with: commscope ingest {ws}")
         return False
-    echo(f"  stored {len(res.inserted)} runs, {len(res.skipped)} already stored")
-    campaign = row[0] if row else None
+    campaign = res.campaign_id   # this ingest's campaign (or the one its runs were already stored in)
+    echo(f"  stored {len(res.inserted)} runs, {len(res.skipped)} already stored"
+         + (f", campaign {campaign}" if campaign else ""))
     cmd = [sys.executable, "-m", "commscope.cli", "report", "-o", str(ws / "report.html")]
     cmd += ["--campaign", str(campaign)] if campaign else []
     p = subprocess.run(cmd, capture_output=True, text=True)
