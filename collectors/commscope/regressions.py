@@ -258,11 +258,13 @@ def measured_rows(conn: psycopg.Connection, measured: sql.Composable, params: di
                   baseline: int) -> list[tuple]:
     """Rows (series_id, window, campaign_id, started_at, run_id, value) of the judged campaign, and per series of
     it the rows of its `baseline` most recent earlier campaigns with a value: nothing older is read. Each series
-    on one window: focus where its judged runs have one, else run (v_run_metrics_daily's `shown`)."""
+    on one window: focus where its judged runs measured the metric there, else run. (A focus window taken from
+    a workload's timers has a time but no MPI fraction; the profile's run window may have one.)"""
     q = sql.SQL("""WITH new AS (
   SELECT * FROM ({measured}) m WHERE m.campaign_id = %(campaign)s
 ), shown AS (
-  SELECT series_id, CASE WHEN bool_or("window" = 'focus') THEN 'focus' ELSE min("window") END AS "window"
+  SELECT series_id, CASE WHEN bool_or("window" = 'focus' AND value IS NOT NULL) THEN 'focus'
+                         WHEN bool_or("window" = 'run') THEN 'run' ELSE min("window") END AS "window"
   FROM new GROUP BY series_id
 ), earlier AS (
   SELECT s.series_id, s."window", e.campaign_id
