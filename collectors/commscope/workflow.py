@@ -835,6 +835,8 @@ def run(plan: Plan, echo=click.echo, ingest: bool = True) -> Path:
             else "execute_experiment"
         echo(f"dry run: rendered {scripts} scripts in {ws}/experiments/<app>/<workload>/<experiment>/; nothing ran")
         return ws
+    if ingest:
+        ensure_store(echo)   # before any experiment runs, not after
     _run_with_progress(ws, plan, log, echo)
     if plan.site_conf.get("scheduler") == "slurm":
         wait_for_slurm(ws, echo)
@@ -853,6 +855,26 @@ def run(plan: Plan, echo=click.echo, ingest: bool = True) -> Path:
         raise WorkflowError(f"{len(status.get('FAILED', []))} experiments FAILED" if status.get("FAILED")
                             else f"the results were not stored; retry with: commscope ingest {ws}")
     return ws
+
+
+def ensure_store(echo=click.echo) -> None:
+    """The store a run ingests into, ready before its experiments run: a server named by COMMSCOPE_DB_URL or
+    PG* must answer; without one, the embedded store is started and migrated as `commscope db start` does.
+    A run used to find out only after its experiments that nothing could store them."""
+    try:
+        if db.external_dsn() is not None:
+            db.connect().close()   # a site's server: its schema is its owner's to migrate
+            return
+        emb = db.Embedded()
+        if not emb.running():
+            echo(f"  starting the embedded store under {emb.root} (no COMMSCOPE_DB_URL or PG* names a server; "
+                 f"'commscope db stop' stops it)")
+            emb.start()
+        with db.connect() as conn:
+            db.migrate(conn)
+    except db.DBError as e:
+        raise WorkflowError(f"the store this run would ingest into is not usable, so nothing was run: {e} "
+                            f"(or give --no-ingest)") from e
 
 
 def _ingest(ws: Path, plan: Plan, echo) -> bool:
