@@ -4,7 +4,11 @@ run before it starts, naming the server. Real PostgreSQL; no Ramble needed (work
 `commscope run` takes before its experiments)."""
 from __future__ import annotations
 
+import re
 import shutil
+import subprocess
+import sys
+from pathlib import Path
 
 import psycopg
 import pytest
@@ -44,3 +48,46 @@ def test_a_named_server_that_does_not_answer_stops_the_run_before_it_starts(home
     with pytest.raises(workflow.WorkflowError, match="nothing was run.*cannot connect.*no-such-socket-dir"):
         workflow.ensure_store(lambda s: None)
     assert not db.Embedded(home).running()   # a named server is never replaced by the embedded one
+
+
+# ---- what a run says about profiles, per stack ----------------------------------------------------------------
+
+def _links_caliper(binary: Path) -> bool:
+    """Whether the ELF file needs libcaliper, from its dynamic section (binutils' readelf), not from commscope."""
+    out = subprocess.run(["readelf", "-d", str(binary)], capture_output=True, text=True, check=True).stdout
+    return bool(re.search(r"\(NEEDED\).*libcaliper", out))
+
+
+def test_a_run_says_per_stack_whether_it_records_profiles_and_how_many_experiments_carry_none(tmp_path):
+    """Setup with Caliper for one stack only (Debian Open MPI 4.1, COMMSCOPE_CALIPER_PREFIX) and another stack
+    without, then `commscope run smoke --dry-run`: the run names each stack's profiling, and the count of
+    experiments without a profile equals the experiments whose rendered script puts a build on PATH whose
+    binaries do not link libcaliper (readelf)."""
+    import os
+    ramble, cali = os.environ.get("RAMBLE_ROOT"), os.environ.get("COMMSCOPE_CALIPER_PREFIX")
+    if not ramble or not cali:
+        pytest.skip("needs RAMBLE_ROOT (Ramble, versions.yaml) and COMMSCOPE_CALIPER_PREFIX (a Caliper+Adiak built "
+                    "with Debian Open MPI 4.1); neither is in a package registry")
+    home = private_home()
+    env = {k: v for k, v in os.environ.items() if k not in ("SPACK_ROOT", "COMMSCOPE_DB_URL")}
+    env["COMMSCOPE_HOME"] = str(home)
+    cli = [sys.executable, "-m", "commscope.cli"]
+    try:
+        r = subprocess.run([*cli, "setup", "--stacks", "debian-openmpi4,debian-mpich4", "--caliper-prefix",
+                            f"debian-openmpi4={cali}"], env=env, capture_output=True, text=True, timeout=900)
+        assert r.returncode == 0, r.stdout + r.stderr
+        r = subprocess.run([*cli, "run", "smoke", "--dry-run"], env=env, capture_output=True, text=True, timeout=900)
+        assert r.returncode == 0, r.stdout + r.stderr
+        ws = Path(re.search(r"^workspace: (\S+)$", r.stdout, re.M).group(1))
+        scripts = sorted(ws.glob("experiments/*/*/*/execute_experiment"))
+        bare = 0
+        for script in scripts:
+            build = Path(re.search(r'export PATH="([^:"]+):', script.read_text()).group(1))
+            app = script.parent.parent.parent.name
+            bare += not _links_caliper(build / app)
+        assert 0 < bare < len(scripts), (bare, len(scripts))
+        assert f"{bare} of {len(scripts)} experiments will carry no profile" in r.stdout, r.stdout
+        assert re.search(r"profiles on debian-openmpi4: Caliper mpi ", r.stdout), r.stdout
+        assert re.search(r"profiles on debian-mpich4: none ", r.stdout), r.stdout
+    finally:
+        shutil.rmtree(home, ignore_errors=True)

@@ -458,6 +458,7 @@ class Plan:
     package_manager: str = "null"                 # null | spack
     spack_specs: dict = field(default_factory=dict)  # stack -> its MPI's Spack spec (spack only)
     prefixes: dict = field(default_factory=dict)     # Ramble variable -> install prefix found on PATH
+    profiled: dict = field(default_factory=dict)     # stack -> (records profiles?, why), for what the run says
 
 
 def _choose(kind: str, asked: list[str], valid: list[str]) -> list[str]:
@@ -507,6 +508,7 @@ def plan_run(study: str, site: str = "local", stacks: list[str] | None = None,
         specs = spack_mpi_specs(site, site_conf)
         stacks = _choose("stack", stacks, sorted(specs)) if stacks else sorted(specs)
         any_cali = True      # spack.yaml builds every workload +caliper
+        profiled = {s: (True, "Spack builds every workload +caliper") for s in stacks}
     elif site_conf.get("builds") == "local-builds":
         builds = read_builds()
         valid_stacks = sorted(builds)
@@ -514,10 +516,14 @@ def plan_run(study: str, site: str = "local", stacks: list[str] | None = None,
             raise WorkflowError(f"no workload builds under {builds_dir()}; run `commscope setup` first")
         stacks = _choose("stack", stacks, valid_stacks) if stacks else valid_stacks
         any_cali = any(builds[s].caliper for s in stacks)
+        profiled = {s: (True, f"Caliper {builds[s].caliper_dir}") if builds[s].caliper else
+                    (False, builds[s].note or "no Caliper was found for this MPI at setup")
+                    for s in stacks}
     else:
         offered = list(site_conf.get("stacks") or [])
         stacks = _choose("stack", stacks, sorted(offered)) if stacks else sorted(offered)
         any_cali = True
+        profiled = {s: (True, f"the site {site}'s builds") for s in stacks}
     catalog = interconnect_catalog(stacks, site)
     pairs = select_interconnects(stacks, catalog, interconnects or ["default"])
     if caliper is None:
@@ -526,7 +532,7 @@ def plan_run(study: str, site: str = "local", stacks: list[str] | None = None,
     ws = workspace or workspaces_dir() / f"{study}-{stamp}"
     return Plan(study, site, stacks, sorted({i for _, i in pairs}), caliper, where, dry_run, ws, site_conf,
                 catalog, pairs, "spack" if spack else "null", {s: specs[s] for s in stacks} if spack else {},
-                prefixes)
+                prefixes, profiled)
 
 
 # ---- Ramble's spack package manager --------------------------------------------------
@@ -830,6 +836,7 @@ def run(plan: Plan, echo=click.echo, ingest: bool = True) -> Path:
     echo(f"  set up {len(dirs)} experiments ({time.monotonic() - t0:.1f} s)")
     if not dirs:
         raise WorkflowError(f"the study rendered no experiments (--where {plan.where!r}?); see {log}")
+    say_profiles(plan, dirs, echo)
     if plan.dry_run:
         scripts = "slurm_experiment and execute_experiment" if plan.site_conf.get("scheduler") == "slurm" \
             else "execute_experiment"
@@ -855,6 +862,22 @@ def run(plan: Plan, echo=click.echo, ingest: bool = True) -> Path:
         raise WorkflowError(f"{len(status.get('FAILED', []))} experiments FAILED" if status.get("FAILED")
                             else f"the results were not stored; retry with: commscope ingest {ws}")
     return ws
+
+
+def say_profiles(plan: Plan, dirs: list[Path], echo) -> None:
+    """Per stack, whether its experiments will record Caliper profiles and why, and how many experiments will
+    carry none: a Caliper mode applies only to the stacks whose builds have Caliper."""
+    if plan.caliper == "off":
+        echo("  profiles: none (Caliper off)")
+        return
+    for s in plan.stacks:
+        yes, why = plan.profiled.get(s, (True, ""))
+        echo(f"  profiles on {s}: {'Caliper ' + plan.caliper if yes else 'none'} ({why})")
+    bare = [s for s in plan.stacks if not plan.profiled.get(s, (True, ""))[0]]
+    unprofiled = [d for d in dirs if any(f"-{s}-" in d.name for s in bare)]
+    if unprofiled:
+        echo(f"  {len(unprofiled)} of {len(dirs)} experiments will carry no profile (stacks "
+             f"{', '.join(bare)} were built without Caliper; `commscope setup --caliper-prefix STACK=PREFIX`)")
 
 
 def ensure_store(echo=click.echo) -> None:
