@@ -197,3 +197,21 @@ def test_report_bad_input_names_it_and_writes_nothing(filled, tmp_path):  # noqa
     r = _report(filled, out, "stray")
     assert r.exit_code == 2 and "stray" in r.output
     assert not out.exists() and not list(tmp_path.glob("*.part"))
+
+
+def test_the_header_says_the_runs_exact_time_span(filled, tmp_path):  # noqa: F811
+    """The header's range is the selected runs' first and last start, as stored (no padding)."""
+    with psycopg.connect(filled) as conn:
+        campaign = conn.execute("SELECT campaign_id FROM v_runs WHERE app = 'collsweep' LIMIT 1").fetchone()[0]
+        lo, hi = conn.execute("SELECT min(started_at), max(started_at) FROM v_runs WHERE campaign_id = %s",
+                              (campaign,)).fetchone()
+    out = tmp_path / "span.html"
+    r = _report(filled, out, "--campaign", str(campaign))
+    assert r.exit_code == 0, r.output
+    import datetime as dt
+    utc = dt.timezone.utc
+    m = re.search(r"runs from (\d{4}-\d\d-\d\d \d\d:\d\d(?::\d\d)?) to (\d{4}-\d\d-\d\d \d\d:\d\d(?::\d\d)?) UTC",
+                  out.read_text())
+    assert m, "no time range in the header"
+    said = [dt.datetime.fromisoformat(x).replace(tzinfo=utc) for x in m.groups()]
+    assert said == [lo.astimezone(utc).replace(microsecond=0), hi.astimezone(utc).replace(microsecond=0)]

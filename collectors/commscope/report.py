@@ -59,7 +59,9 @@ def selection(conn, campaigns: tuple[int, ...], compare: tuple[str, ...]) -> tup
     ref_stack = conn.execute("SELECT stack FROM v_runs WHERE system = %s GROUP BY 1 ORDER BY count(*) DESC, 1 LIMIT 1",
                              (ref_system,)).fetchone()[0]
     values.update(reference_system=ref_system, reference_stack=ref_stack)
-    said.append(f"runs from {t0:%Y-%m-%d %H:%M} to {t1:%Y-%m-%d %H:%M} UTC; procurement reference {ref_system} / {ref_stack}")
+    # The panels query an hour either side (a run's day and time buckets); the header says the runs' own span.
+    said.append(f"runs from {row[0]:%Y-%m-%d %H:%M:%S} to {row[1]:%Y-%m-%d %H:%M:%S} UTC; "
+                f"procurement reference {ref_system} / {ref_stack}")
     return values, t0, t1, "; ".join(said) if said else "all runs"
 
 
