@@ -281,7 +281,8 @@ def test_panels_show_what_the_real_runs_did(filled):
         best = run(P.COLLECTIVES, 1)
         algos = {r[5] for r in best if r[0] == "allreduce" and r[1] == "debian-openmpi4"}
         assert algos <= {"default", "tuned 3"} and algos, "the forced Allreduce algorithm is labelled from its PARAM echo"
-        assert all(r[8] == 2 for r in best if r[0] == "allreduce" and r[1] == "debian-openmpi4")
+        algorithms = P.COLLECTIVES.panels[1].columns.index("algorithms")   # a column was added before it
+        assert all(r[algorithms] == 2 for r in best if r[0] == "allreduce" and r[1] == "debian-openmpi4")
         io = {r[0].split(" ")[0] + (" " + r[0].split(" ")[1] if " g" in r[0] else "") for r in run(P.IO, 0)}
         assert {"independent", "collective", "two-phase g2"} <= io
         weak = [r for r in run(P.SCALING, 2) if "points/rank" in r[0] and "debian-openmpi4" in r[0]]
@@ -664,3 +665,31 @@ def test_routine_panels_show_each_series_as_its_profiles_records_say(filled, dsn
         assert shares[sid] == pytest.approx(100 * barrier_time / everything, rel=1e-6, abs=1e-12), sid
         checked += 1
     assert checked >= 8, (checked, sorted(by_series))
+
+
+def test_the_best_algorithm_table_shows_first_what_beats_the_library_default(filled, workload_outputs):
+    """Issue 17: tables show first what differs from the default. On lab-a's real collsweep runs (the default
+    Allreduce and Open MPI's forced algorithm 3, Bcast default in both), the table's rows where an algorithm beats
+    the default come before the rows where the default is fastest, and each gain over the default equals the
+    ratio of the two runs' own t_avg FOM lines."""
+    fom = {}
+    for name in ("collsweep-default", "collsweep-forced"):
+        text = (workload_outputs / f"{name}.out").read_text()
+        fom[name] = {(m[1], int(m[2])): float(m[3])
+                     for m in re.finditer(r"^FOM (\w+?)_(\d+)B_t_avg (\S+) us$", text, re.M)}
+    panel = next(p for p in P.COLLECTIVES.panels if p.title == "Best algorithm per size band")
+    with psycopg.connect(filled) as conn:
+        t0, t1 = _time_range(conn)
+        values = {**P.all_values(conn), "system": ["lab-a"]}
+        rows = [dict(zip(panel.columns, r)) for r in conn.execute(P.expand(panel.sql, t0, t1, values)).fetchall()]
+    allreduce = [r for r in rows if r["collective"] == "allreduce"]
+    assert len(allreduce) == len(fom["collsweep-default"]) // 2 > 0, rows   # allreduce and bcast sizes
+    defaults_first_at = next((i for i, r in enumerate(rows) if r["best_algorithm"] == "default"), len(rows))
+    assert all(r["best_algorithm"] != "default" for r in rows[:defaults_first_at])
+    assert all(r["best_algorithm"] == "default" for r in rows[defaults_first_at:])
+    for r in allreduce:
+        d, f = fom["collsweep-default"][("allreduce", r["bytes"])], fom["collsweep-forced"][("allreduce", r["bytes"])]
+        assert r["best_algorithm"] == ("default" if d <= f else r["best_algorithm"])
+        assert r["gain_over_default"] == pytest.approx(d / min(d, f), rel=1e-6)
+    gains = [r["gain_over_default"] for r in rows[:defaults_first_at]]
+    assert gains == sorted(gains, reverse=True)
