@@ -215,3 +215,25 @@ def test_the_header_says_the_runs_exact_time_span(filled, tmp_path):  # noqa: F8
     assert m, "no time range in the header"
     said = [dt.datetime.fromisoformat(x).replace(tzinfo=utc) for x in m.groups()]
     assert said == [lo.astimezone(utc).replace(microsecond=0), hi.astimezone(utc).replace(microsecond=0)]
+
+
+def test_an_empty_panel_says_why_and_what_to_run(dsn, tmp_path):
+    """Issue 17: on a store whose runs recorded no MPI time (real halo3d runs profiled without MPI wrapping,
+    tests/gate-history), the MPI fraction panels are empty and say that profile.mpi is what they need and how
+    to get it; every empty panel of the report says something beyond 'No data'."""
+    from commscope.ingest import Provenance, ingest
+    history = Path(__file__).resolve().parent / "gate-history"
+    files = sorted(history.glob("halo3d-blocking-24-n2.nompi.night*.cali"))
+    assert files
+    with psycopg.connect(dsn) as conn:
+        ingest(conn, files, Provenance(system="no-mpi-box"))
+        conn.commit()
+        assert conn.execute("SELECT count(*) FROM v_run_metrics WHERE mpi_fraction_avg IS NOT NULL").fetchone()[0] == 0
+    out = tmp_path / "empty.html"
+    r = _report(dsn, out)
+    assert r.exit_code == 0, r.output
+    page = out.read_text()
+    mpi = page.split("MPI time fraction, mean over ranks", 1)[1].split("</div>", 1)[0]
+    assert "No data for this selection" in mpi and "profile.mpi" in mpi and "--caliper mpi" in mpi, mpi
+    notes = re.findall(r"<p class='note empty'>(.*?)</p>", page)
+    assert notes and all(len(n) > len("No data for this selection.") + 20 for n in notes), notes

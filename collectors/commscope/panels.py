@@ -466,6 +466,27 @@ ORDER BY 2""", ["system_stack", "normalized", "experiments"], "",
 
 DASHBOARDS = [MPI_FRACTION, SCALING, ROUTINES, COLLECTIVES, HALO, COMM_MATRIX, IO, PROCUREMENT]
 
+# Why a dashboard's panels can be empty, and what to run so they are not: the static report says it under an
+# empty panel instead of a bare "no data".
+WHY_EMPTY = {
+    MPI_FRACTION.uid: "These panels need runs whose Caliper profile wrapped MPI (profile.mpi). Runs without a "
+                      "profile, or profiled without MPI wrapping, have no MPI time (NULL, not 0). Build the "
+                      "workloads with Caliper (commscope setup --caliper-prefix STACK=PREFIX) and run with "
+                      "--caliper mpi.",
+    SCALING.uid: "Scaling needs the same experiment at two or more rank counts (strong: the same global problem; "
+                 "weak: the same problem per rank), e.g. commscope run scaling.",
+    ROUTINES.uid: "Routine tables need Caliper profiles with MPI wrapping (--caliper mpi); call counts need "
+                  "--caliper counts.",
+    COLLECTIVES.uid: "These panels read collsweep's per-size FOMs: run a study that has collsweep (smoke, "
+                     "collectives).",
+    HALO.uid: "These panels read halo3d's communication FOMs: run a study that has halo3d (smoke, overlap).",
+    COMM_MATRIX.uid: "The matrix needs a run traced with Caliper's message tracing: --caliper matrix (e.g. "
+                     "commscope run placement --caliper matrix).",
+    IO.uid: "These panels read pio's bandwidth FOMs: run a study that has pio (io).",
+    PROCUREMENT.uid: "The comparison needs the same experiment (application and parameters) on two or more "
+                     "systems or stacks; name the systems with commscope report --compare.",
+}
+
 
 # What each daily rollup view of migration 0006 (and 0008's collectives_between) equals: the same columns computed
 # on the fly from the per-run views. The tests compare the two on real data; the

@@ -206,7 +206,8 @@ def render(conn, campaigns: tuple[int, ...] = (), compare: tuple[str, ...] = ())
             parts.append(f"<div class='panel'><h3>{html.escape(panel.title)}</h3>"
                          f"<p class='note'>{html.escape(panel.description)}</p>")
             if not rows:
-                parts.append("<p class='note empty'>No data for this selection.</p></div>")
+                why = P.WHY_EMPTY.get(board.uid, "")
+                parts.append(f"<p class='note empty'>No data for this selection. {html.escape(why)}</p></div>")
                 continue
             fig = figure(panel, cols, rows)
             if fig is None:
