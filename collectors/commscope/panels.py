@@ -474,7 +474,7 @@ WHY_EMPTY = {
                       "workloads with Caliper (commscope setup --caliper-prefix STACK=PREFIX) and run with "
                       "--caliper mpi.",
     SCALING.uid: "Scaling needs the same experiment at two or more rank counts (strong: the same global problem; "
-                 "weak: the same problem per rank), e.g. commscope run scaling.",
+                 "weak: the same problem per rank), as the smoke study runs at 1 and 2 ranks.",
     ROUTINES.uid: "Routine tables need Caliper profiles with MPI wrapping (--caliper mpi); call counts need "
                   "--caliper counts.",
     COLLECTIVES.uid: "These panels read collsweep's per-size FOMs: run a study that has collsweep (smoke, "
