@@ -238,7 +238,27 @@ def build_stack(stack, caliper_prefix: str | None = None, log=print) -> Build:
     extra = []
     if caliper_prefix:
         extra.append(f"-DCMAKE_PREFIX_PATH={caliper_prefix.replace(':', ';')}")
-    suite.build(stack, caliper="AUTO", build_dir=bdir, extra=extra)
+    # Where CMake may find Caliper this time. A build directory configured with another answer keeps its cached
+    # caliper_DIR, so it is started afresh rather than reused.
+    request = caliper_prefix or os.environ.get("CMAKE_PREFIX_PATH", "")
+    made = bdir / "commscope-build.json"
+    if bdir.exists() and (not made.exists() or json.loads(made.read_text()).get("caliper_request") != request):
+        log(f"[setup] {stack.name}: the Caliper search changed since {bdir} was configured; building afresh")
+        shutil.rmtree(bdir)
+    try:
+        suite.build(stack, caliper="AUTO", build_dir=bdir, extra=extra)
+    except RuntimeError as e:
+        with_caliper = bdir.exists() and "COMMSCOPE_HAVE_CALIPER" in _defines(bdir)
+        if not with_caliper:
+            raise
+        # A Caliper linked against another MPI of the same soname (Debian Open MPI 4.1 and the PyPI Open MPI 5
+        # share libmpi.so.40) fails at link time rather than loading two libraries.
+        shutil.rmtree(bdir)
+        suite.build(stack, caliper="OFF", build_dir=bdir)
+        note = (f"building with Caliper failed ({str(e).splitlines()[0][:160]}...; a Caliper built against "
+                f"another MPI?); built without Caliper. Pass --caliper-prefix {stack.name}=<prefix of a Caliper "
+                f"built with {stack.name}>")
+        return _record_build(stack, bdir, False, "", note, request)
     cache = (bdir / "CMakeCache.txt").read_text(errors="replace")
     m = re.search(r"^caliper_DIR:PATH=(.*)$", cache, re.M)
     caliper_dir = m.group(1) if m and not m.group(1).endswith("NOTFOUND") else ""
@@ -250,10 +270,15 @@ def build_stack(stack, caliper_prefix: str | None = None, log=print) -> Build:
         shutil.rmtree(bdir)
         suite.build(stack, caliper="OFF", build_dir=bdir)
         with_cali, caliper_dir = False, ""
+    return _record_build(stack, bdir, with_cali, caliper_dir, note, request)
+
+
+def _record_build(stack, bdir: Path, with_cali: bool, caliper_dir: str, note: str, request: str) -> Build:
     b = Build(stack.name, bdir, with_cali, caliper_dir, note)
     (bdir / "commscope-build.json").write_text(json.dumps(
         {"stack": b.stack, "path": str(b.path), "caliper": b.caliper, "caliper_dir": b.caliper_dir,
-         "note": b.note, "mpicc": stack.mpicc, "git_commit": git_commit()}, indent=2) + "\n")
+         "note": b.note, "mpicc": stack.mpicc, "git_commit": git_commit(), "caliper_request": request},
+        indent=2) + "\n")
     return b
 
 
@@ -409,11 +434,18 @@ def setup(stacks: list[str] | None = None, caliper_prefixes: dict | None = None,
     if absent:
         raise WorkflowError(f"MPI stacks not installed: {', '.join(absent)} (bash ci/setup.sh installs them)")
     builds = read_builds()
+    failed: dict[str, str] = {}
     if build:
         prefixes = caliper_prefixes or {}
         for s in wanted:
             t0 = time.monotonic()
-            b = build_stack(s, prefixes.get(s.name), log)
+            try:
+                b = build_stack(s, prefixes.get(s.name), log)
+            except RuntimeError as e:   # one stack's failure never stops the others
+                failed[s.name] = str(e)
+                log(f"[setup] skipped {s.name}: its build failed: {str(e).splitlines()[0]}")
+                builds.pop(s.name, None)
+                continue
             builds[s.name] = b
             log(f"[setup] built {s.name} in {time.monotonic() - t0:.0f} s -> {b.path} "
                 f"({'with Caliper ' + b.caliper_dir if b.caliper else 'without Caliper'})")
@@ -423,6 +455,9 @@ def setup(stacks: list[str] | None = None, caliper_prefixes: dict | None = None,
     log(f"[setup] local site: {d}")
     spack_scope = _spack_externals(source_mirror)
     log(f"[setup] local site's Spack externals: {spack_scope}")
+    if failed:
+        raise WorkflowError("the builds of " + ", ".join(failed) + " failed (the other stacks were built and the "
+                            "local site written):\n" + "\n".join(f"{k}: {v[-1500:]}" for k, v in failed.items()))
     return {"ramble": got["ramble"], "spack": got["spack"], "builds": builds, "missing": missing}
 
 

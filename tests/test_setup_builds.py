@@ -1,0 +1,68 @@
+"""`commscope setup` with one Caliper (issue 17): a Caliper built against Debian Open MPI 4.1 is used only with
+that MPI. Given to the PyPI Open MPI 5 stack too (both share the soname libmpi.so.40, so the link fails rather
+than loading two MPIs), that stack is built without Caliper and says why, and the other stacks are built all the
+same. A build configured with Caliper is never reused once the Caliper search changes. Whether a binary has
+Caliper is read from its dynamic section with binutils' readelf, not from commscope's records."""
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from conftest import private_home, stack_or_skip
+
+CALIPER = os.environ.get("COMMSCOPE_CALIPER_PREFIX")
+pytestmark = pytest.mark.skipif(not CALIPER, reason="needs COMMSCOPE_CALIPER_PREFIX: a Caliper+Adiak built with "
+                                "Debian Open MPI 4.1 (no package registry carries Caliper)")
+
+
+def links_caliper(binary) -> bool:
+    out = subprocess.run(["readelf", "-d", str(binary)], capture_output=True, text=True, check=True).stdout
+    return bool(re.search(r"\(NEEDED\).*libcaliper", out))
+
+
+def setup(home, *args) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k not in ("SPACK_ROOT", "CMAKE_PREFIX_PATH")}
+    env["COMMSCOPE_HOME"] = str(home)
+    return subprocess.run([sys.executable, "-m", "commscope.cli", "setup", *args], env=env, capture_output=True,
+                          text=True, timeout=1200)
+
+
+@pytest.fixture
+def home():
+    h = private_home()
+    yield h
+    shutil.rmtree(h, ignore_errors=True)
+
+
+def test_a_caliper_of_another_mpi_is_left_out_and_the_other_stacks_are_built(home):
+    for name in ("debian-openmpi4", "pypi-openmpi5", "debian-mpich4"):
+        stack_or_skip(name)
+    r = setup(home, "--stacks", "debian-openmpi4,pypi-openmpi5,debian-mpich4",
+              "--caliper-prefix", f"debian-openmpi4={CALIPER}", "--caliper-prefix", f"pypi-openmpi5={CALIPER}")
+    out = r.stdout + r.stderr
+    assert "Traceback" not in out, out
+    builds = home / "builds"
+    assert links_caliper(builds / "debian-openmpi4" / "halo3d")
+    assert not links_caliper(builds / "pypi-openmpi5" / "halo3d")
+    assert not links_caliper(builds / "debian-mpich4" / "halo3d")
+    note = json.loads((builds / "pypi-openmpi5" / "commscope-build.json").read_text())["note"]
+    assert "without Caliper" in note and "--caliper-prefix pypi-openmpi5=" in note, note
+    assert "pypi-openmpi5" in out and "without Caliper" in out
+    assert (home / "sites" / "local-generated").is_dir()
+
+
+def test_a_build_configured_with_caliper_is_not_reused_once_the_caliper_search_changes(home):
+    stack_or_skip("debian-openmpi4")
+    r = setup(home, "--stacks", "debian-openmpi4", "--caliper-prefix", f"debian-openmpi4={CALIPER}")
+    assert r.returncode in (0, 1), r.stdout + r.stderr   # 1: Spack missing, which setup reports last
+    halo3d = home / "builds" / "debian-openmpi4" / "halo3d"
+    assert links_caliper(halo3d)
+    r = setup(home, "--stacks", "debian-openmpi4")     # no Caliper named any more
+    assert r.returncode in (0, 1), r.stdout + r.stderr
+    assert not links_caliper(halo3d), "the cached caliper_DIR of the first configuration was reused"
