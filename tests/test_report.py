@@ -1,6 +1,8 @@
 """The static report (collectors/commscope/report.py), loaded in real headless
 Chromium (Debian's `chromium`) through the DevTools protocol: no console
-errors, no exceptions, every plot drawn and not blank on a screenshot.
+errors, no exceptions, every plot drawn and not blank on a screenshot, few
+legend entries and no label outside its plot at 1400 px; and its findings,
+checked against the sources (Caliper records, the workloads' own FOM lines).
 """
 from __future__ import annotations
 
@@ -237,3 +239,141 @@ def test_an_empty_panel_says_why_and_what_to_run(dsn, tmp_path):
     assert "No data for this selection" in mpi and "profile.mpi" in mpi and "--caliper mpi" in mpi, mpi
     notes = re.findall(r"<p class='note empty'>(.*?)</p>", page)
     assert notes and all(len(n) > len("No data for this selection.") + 20 for n in notes), notes
+
+
+# ---- issue 17: findings first, legends a reader can read, labels inside their plot ----------------------------
+
+DATA = Path(__file__).resolve().parent / "data"
+LEGEND_LIMIT = 15   # visible legend entries a reader can take in
+
+
+def _findings(page: str) -> list[str]:
+    import html as h
+    section = re.search(r"<section id='findings'>(.*?)</section>", page, re.S)
+    assert section, "the report has no findings section"
+    return [h.unescape(x) for x in re.findall(r"<li class='finding'>(.*?)</li>", section.group(1), re.S)]
+
+
+def test_the_report_opens_with_findings_whose_numbers_the_sources_confirm(filled, dsn, tmp_path):  # noqa: F811
+    """The findings come before every dashboard; each sentence's numbers equal an independent computation:
+    the MPI fraction and POP parallel efficiency from the Caliper files' own records (caliper-reader), the fastest
+    stack and its margin from the workloads' own `FOM total_time` lines in the Ramble workspaces' .out files, the
+    change point from the row the fixture stored, and the advice from what `commscope advise` stored."""
+    from test_measurement_model import reference
+    with psycopg.connect(dsn) as conn:
+        campaign = conn.execute("SELECT campaign_id FROM v_runs WHERE app = 'collsweep' LIMIT 1").fetchone()[0]
+    adv = CliRunner(env={"COMMSCOPE_DB_URL": dsn}).invoke(
+        main, ["advise", "collectives", str(campaign), "-o", str(tmp_path / "tuning")])
+    assert adv.exit_code == 0, adv.output
+    out = tmp_path / "findings.html"
+    r = _report(filled, out)
+    assert r.exit_code == 0, r.output
+    page = out.read_text()
+    lines = _findings(page)
+    assert page.index("<section id='findings'>") < page.index(f"<h2>{P.DASHBOARDS[0].title}</h2>")
+
+    # MPI fraction and POP, per series, against caliper-reader's records of the files the series' runs came from.
+    mpi = [re.match(r"^.* #(\d+) \[(\w+)\]: (\d+\.\d)% of its time in MPI.*?; "
+                    r"(?:POP parallel efficiency (\d\.\d\d) = load balance (\d\.\d\d) × communication efficiency "
+                    r"(\d\.\d\d)|POP efficiencies not measured)", x) for x in lines if "of its time in MPI" in x]
+    assert len(mpi) >= 3 and all(mpi), lines
+    checked = 0
+    with psycopg.connect(dsn) as conn:
+        for m in mpi:
+            sources = [Path(s) for (s,) in conn.execute("SELECT source FROM runs WHERE series_id = %s AND status = 'ok'",
+                                                        (int(m.group(1)),))]
+            # Per-rank profiles only: a spot profile holds aggregates across ranks, not the records to sum.
+            if not all(s.parent == DATA and s.suffix in (".cali", ".per-rank") and ".spot." not in s.name
+                       for s in sources):
+                continue
+            fractions, pes = [], []
+            for s in sources:
+                per_rank = reference(s.name)[m.group(2)]
+                assert per_rank, f"{s.name}: no {m.group(2)} window in its records, yet {m.group(0)}"
+                time = {k: v[0] for k, v in per_rank.items()}
+                useful = {k: v[0] - v[1] - v[2] for k, v in per_rank.items()}
+                fractions.append(sum(v[1] + v[2] for v in per_rank.values()) / sum(time.values()))
+                pes.append((sum(useful.values()) / len(useful)) / max(time.values()))
+            assert float(m.group(3)) == pytest.approx(100 * sum(fractions) / len(fractions), abs=0.051), m.group(0)
+            if m.group(4):
+                assert float(m.group(4)) == pytest.approx(sum(pes) / len(pes), abs=0.0051), m.group(0)
+            checked += 1
+    assert checked >= 3, mpi
+    fractions = [float(m.group(3)) for m in mpi]
+    assert fractions == sorted(fractions, reverse=True), "the largest MPI share first"
+
+    # The fastest stack: the workloads' own total_time of the two Ramble workspaces' commgraph runs.
+    def total_time(stack):
+        (f,) = [f for ws in ("smoke-openmpi4-mpi", "smoke-mpich4-matrix") for f in
+                (DATA / "ramble" / ws / "experiments").glob(f"commgraph/commgraph/commgraph-pairs-{stack}-default-n2/*.out")]
+        return float(re.search(r"^FOM total_time (\S+) s$", f.read_text(), re.M).group(1))
+    own = {s: total_time(s) for s in ("debian-openmpi4", "debian-mpich4")}
+    fast, slow = sorted(own, key=own.get)
+    (stack_line,) = [x for x in lines if x.startswith("commgraph ") and "is fastest" in x]
+    m = re.search(r": (\S+) is fastest of (\d+) stacks, (\d+\.\d)% ahead of (\S+) ", stack_line)
+    assert m and (m.group(1), m.group(2), m.group(4)) == (fast, "2", slow), stack_line
+    assert float(m.group(3)) == pytest.approx(100 * (own[slow] / own[fast] - 1), abs=0.051), stack_line
+
+    # Regressions: the gate's annotation and the change point the fixture stored (+12%, p=0.003, 4 runs before).
+    assert any(x.startswith("Gate, ") and "regression: mpi_fraction_avg +12%" in x for x in lines), lines
+    (cp,) = [x for x in lines if x.startswith("Change point (regression)")]
+    assert "time_s went from 1 (mean of 4 runs) to 1.12 (mean of 1) (+12.0%), p=0.003" in cp, cp
+
+    # The advice: the advisor's own first sentence, as it stored it.
+    with psycopg.connect(dsn) as conn:
+        (text,) = conn.execute("SELECT text FROM advice WHERE kind = 'collectives' ORDER BY id DESC LIMIT 1").fetchone()
+    (advice,) = [x for x in lines if x.startswith("Advice (collectives")]
+    assert advice.split(": ", 1)[1].rstrip(".") == text.split(". ")[0].rstrip("."), (advice, text)
+    assert re.search(r"\d", advice), "an advice finding carries its numbers"
+
+
+# What sticks out of a plot: every label's box against the plot's SVG, legend entries against the legend's box.
+_LAYOUT_FACTS = """[...document.querySelectorAll('.plotly-graph-div')].map(p => {
+    const svg = p.querySelector('.main-svg').getBoundingClientRect();
+    const box = e => { const r = e.getBoundingClientRect(); return [r.left, r.top, r.right, r.bottom]; };
+    const labels = [...p.querySelectorAll('.xtick text, .ytick text, .g-xtitle text, .g-ytitle text, .legend text')]
+        .filter(t => t.textContent.trim()).map(t => ({text: t.textContent, box: box(t)}));
+    const legend = p.querySelector('.legend .bg');
+    const area = p.querySelector('.nsewdrag');
+    return {id: p.id, svg: [svg.left, svg.top, svg.right, svg.bottom], labels,
+            legend_entries: p.querySelectorAll('.legend .traces').length,
+            legend: legend ? box(legend) : null,
+            legend_texts: [...p.querySelectorAll('.legend .traces text')].map(t => ({text: t.textContent, box: box(t)})),
+            area: area ? box(area) : null}; })"""
+
+
+@needs_chromium
+def test_at_1400px_every_plot_has_few_legend_entries_and_no_label_sticks_out(filled, tmp_path):  # noqa: F811
+    """At 1400 px, as a reader's browser draws it: every plot non-empty, at most LEGEND_LIMIT legend entries, every
+    legend entry inside the legend's box (none hidden behind a scroll bar), every tick label, axis title and
+    legend text inside the plot's SVG, and a drawing area not squeezed by its labels."""
+    out = tmp_path / "report.html"
+    r = _report(filled, out, "--compare", "local", "lab-a")
+    assert r.exit_code == 0, r.output
+    b, errors, facts, img = load(out, width=1400)
+    try:
+        assert errors == [], errors
+        assert facts and all(f["traces"] > 0 and f["marks"] > 0 for f in facts), facts
+        layout = b.evaluate(_LAYOUT_FACTS)
+    finally:
+        b.close()
+    problems = []
+    for p in layout:
+        if p["legend_entries"] > LEGEND_LIMIT:
+            problems.append(f"{p['id']}: {p['legend_entries']} legend entries")
+        x0, y0, x1, y1 = p["svg"]
+        out_of = [t for t in p["labels"] if t["box"][0] < x0 - 1 or t["box"][1] < y0 - 1 or t["box"][2] > x1 + 1
+                  or t["box"][3] > y1 + 1]
+        if out_of:
+            problems.append(f"{p['id']}: {len(out_of)} labels outside the plot {p['svg']}, e.g. "
+                            f"{out_of[0]['text'][:40]!r} at {out_of[0]['box']}")
+        if p["legend"]:
+            lx0, ly0, lx1, ly1 = p["legend"]
+            hidden = [t["text"] for t in p["legend_texts"] if t["box"][3] > ly1 + 1 or t["box"][1] < ly0 - 1]
+            if hidden:
+                problems.append(f"{p['id']}: legend entries {hidden[:3]} hidden behind the legend's scroll bar")
+        if p["area"]:
+            ax0, ay0, ax1, ay1 = p["area"]
+            if ay1 - ay0 < 150 or ax1 - ax0 < 400:
+                problems.append(f"{p['id']}: drawing area {ax1 - ax0:.0f} x {ay1 - ay0:.0f} px, squeezed by its labels")
+    assert not problems, "\n".join(problems[:20])

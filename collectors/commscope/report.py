@@ -10,6 +10,11 @@ Every panel runs the SQL of panels.py, expanded exactly as Grafana would for
 the selection: all series by default; --compare picks the systems (the first is
 the procurement reference); --campaign picks the series and the time span of
 those campaigns' runs, as one would with the dashboards' variables and time picker.
+
+The page opens with the findings a reader acts on, each a sentence with its numbers: the series with the largest
+MPI share and their POP efficiencies, the fastest stack per experiment with its margin and spread, the gate's
+regressions and the change points, and the advisors' suggestions. All of it is read from the views; the report
+never writes to the store.
 """
 from __future__ import annotations
 
@@ -80,40 +85,94 @@ def _time(v):
     return v
 
 
+# At most this many series have their own legend entry; the others share one entry ("N other series", hidden
+# until clicked), so no legend grows past about 15 entries (series, the "other" entry and one per metric).
+TOP_SERIES = 10
+COLORS = ["#1F77B4", "#FF7F0E", "#2CA02C", "#D62728", "#9467BD", "#8C564B", "#E377C2", "#7F7F7F", "#BCBD22", "#17BECF"]
+DASHES = ["solid", "dash", "dot", "dashdot"]
+OTHER = "#B0B0B0"
+
+
+def _mean_of(rs, i) -> float:
+    vals = [float(_num(r[i])) for r in rs if r[i] is not None]
+    return sum(vals) / len(vals) if vals else float("-inf")
+
+
 def figure(panel: P.Panel, cols: list[str], rows: list[tuple]):
-    """The plotly figure of one panel, or None for a table."""
+    """The plotly figure of one panel, or None for a table. Lines: one colour and one legend entry per series, the
+    TOP_SERIES with the highest mean of the first metric named, the rest grouped under one entry; several metrics
+    of a series share its colour, one dash style each. Bars with long or many categories lie horizontally, their
+    labels on an axis that makes room for them."""
     import plotly.graph_objects as go
     spec = panel.plot
     kind = spec.get("kind")
     idx = {c: i for i, c in enumerate(cols)}
     fig = go.Figure()
     ys = spec["y"] if isinstance(spec.get("y"), list) else [spec.get("y")]
+    legend_entries = 0
+    height = 380
     if kind in ("line", "xy"):
         xconv = _time if kind == "line" else _num
         groups: dict = {}
         for r in rows:
             key = r[idx[spec["series"]]] if spec.get("series") else None
             groups.setdefault(key, []).append(r)
-        for key, rs in groups.items():
-            for y in ys:
-                name = key if key is not None else y
-                if key is not None and len(ys) > 1:
-                    name = f"{key} {y}"
-                fig.add_trace(go.Scatter(x=[xconv(r[idx[spec["x"]]]) for r in rs], y=[_num(r[idx[y]]) for r in rs],
-                                         mode="lines+markers", name=str(name)))
+        order = sorted(groups, key=lambda k: (-_mean_of(groups[k], idx[ys[0]]), str(k)))
+        top, rest = order[:TOP_SERIES], order[TOP_SERIES:]
+        for n, key in enumerate(order):
+            rs = groups[key]
+            shown = key in top
+            group = str(key) if shown else "other"
+            for j, y in enumerate(ys):
+                first = j == 0 and (shown or key == rest[0])
+                name = str(key if key is not None else y) if shown else f"{len(rest)} other series"
+                fig.add_trace(go.Scatter(
+                    x=[xconv(r[idx[spec["x"]]]) for r in rs], y=[_num(r[idx[y]]) for r in rs], mode="lines+markers",
+                    name=name, legendgroup=group, showlegend=first, visible=True if shown else "legendonly",
+                    hovertext=f"{key} {y}" if len(ys) > 1 else str(key), hoverinfo="x+y+text",
+                    line={"color": COLORS[n % len(COLORS)] if shown else OTHER, "dash": DASHES[j % len(DASHES)]},
+                    marker={"size": 5}))
+        legend_entries = len(top) + (1 if rest else 0)
+        if len(ys) > 1:
+            # One entry per metric, saying which dash is which.
+            for j, y in enumerate(ys):
+                fig.add_trace(go.Scatter(x=[None], y=[None], mode="lines", name=y, legendgroup=f"metric {y}",
+                                         line={"color": "#444", "dash": DASHES[j % len(DASHES)]}, hoverinfo="skip"))
+            legend_entries += len(ys)
         fig.update_xaxes(title=spec["x"], type="log" if spec.get("log_x") else None)
-        fig.update_yaxes(title=", ".join(ys), type="log" if spec.get("log_y") else None)
+        fig.update_yaxes(title=UNIT_LABELS.get(panel.unit, panel.unit) if len(ys) > 1 else ys[0],
+                         type="log" if spec.get("log_y") else None)
         days = {xconv(r[idx[spec["x"]]]) for r in rows} if kind == "line" else set()
         if len(days) == 1:
             # One night only (the panels plot whole days): plotly would zoom its axis to a millisecond around
             # it; show the day before and after instead.
             (day,) = days
             fig.update_xaxes(range=[day - dt.timedelta(days=1), day + dt.timedelta(days=1)])
+        # The legend below the plot, one entry a line, so long series names take no width from the plot.
+        legend_height = 21 * legend_entries + 20
+        height = 400 + legend_height
+        fig.update_layout(legend={"orientation": "v", "x": 0, "xanchor": "left", "y": -70 / (height - 90),
+                                  "yanchor": "top", "maxheight": legend_height + 20, "font": {"size": 11},
+                                  "tracegroupgap": 2})
     elif kind == "bar":
-        for y in ys:
-            fig.add_trace(go.Bar(x=[str(r[idx[spec["x"]]]) for r in rows], y=[_num(r[idx[y]]) for r in rows], name=y))
+        cats = [str(r[idx[spec["x"]]]) for r in rows]
+        horizontal = len(cats) > 12 or max(map(len, cats)) > 14
+        for j, y in enumerate(ys):
+            vals = [_num(r[idx[y]]) for r in rows]
+            fig.add_trace(go.Bar(x=vals if horizontal else cats, y=cats if horizontal else vals, name=y,
+                                 orientation="h" if horizontal else "v", marker={"color": COLORS[j % len(COLORS)]}))
+        legend_entries = len(ys)
         fig.update_layout(barmode="stack" if spec.get("stacked") else "group")
-        fig.update_yaxes(title=UNIT_LABELS.get(panel.unit, panel.unit) or None)
+        unit = UNIT_LABELS.get(panel.unit, panel.unit) or None
+        if horizontal:
+            # Categories top to bottom in the query's order, each a readable row.
+            fig.update_yaxes(type="category", autorange="reversed", automargin=True, tickfont={"size": 11})
+            fig.update_xaxes(title=unit)
+            height = max(300, 22 * len(cats) * (1 if spec.get("stacked") or len(ys) == 1 else len(ys)) + 140)
+        else:
+            fig.update_xaxes(type="category", automargin=True)
+            fig.update_yaxes(title=unit)
+        fig.update_layout(legend={"orientation": "h", "x": 0, "y": 1.02, "yanchor": "bottom"})
     elif kind == "heatmap":
         xs = sorted({r[idx[spec["x"]]] for r in rows})
         yv = sorted({r[idx[spec["y"]]] for r in rows})
@@ -125,8 +184,9 @@ def figure(panel: P.Panel, cols: list[str], rows: list[tuple]):
         fig.update_yaxes(title=spec["y"], type="category", autorange="reversed")
     else:
         return None
-    fig.update_layout(height=380, margin={"l": 60, "r": 20, "t": 30, "b": 60}, template="plotly_white",
-                      legend={"font": {"size": 10}})
+    fig.update_xaxes(automargin=True)
+    fig.update_yaxes(automargin=True)
+    fig.update_layout(height=height, margin={"l": 60, "r": 20, "t": 30, "b": 60}, template="plotly_white")
     return fig
 
 
@@ -180,6 +240,128 @@ def foms_html(conn, campaigns: tuple[int, ...]) -> str:
     return head + "<div class='panel foms'>" + table_html(cols, rows, limit=1000) + "</div>"
 
 
+# ---- the findings: what a reader acts on, each a sentence with its numbers -----------------------------------
+
+FINDINGS_PER_KIND = 5
+
+
+def _pct(v) -> str:
+    return f"{float(v) * 100:.1f}%"
+
+
+def _experiment(parameters: dict) -> str:
+    """An experiment's parameters as a short line: ranks and the workload's own parameters."""
+    params = " ".join(f"{k.removeprefix('param.')}={v}" for k, v in sorted(parameters.items())
+                      if k.startswith("param.") or k == "ranks")
+    return params or "(no parameters)"
+
+
+def mpi_findings(conn, t0, t1, values) -> list[str]:
+    """The series spending the largest share of time in MPI (v_run_metrics_daily, each on the window the
+    dashboards show), with POP's efficiencies."""
+    q = f"""SELECT series_label, "window", sum(runs) AS runs, {P._mean("mpi_fraction_avg")},
+  {P._mean("parallel_efficiency")}, {P._mean("load_balance")}, {P._mean("communication_efficiency")}
+FROM v_run_metrics_daily WHERE {P.SHOWN}
+GROUP BY 1, 2 HAVING sum(mpi_fraction_avg_n) > 0
+ORDER BY 4 DESC, 1 LIMIT {FINDINGS_PER_KIND}"""
+    out = []
+    for label, window, runs, mpi, pe, lb, ce in conn.execute(P.expand(q, t0, t1, values)):
+        pop = (f"POP parallel efficiency {float(pe):.2f} = load balance {float(lb):.2f} × communication efficiency "
+               f"{float(ce):.2f}" if pe is not None else "POP efficiencies not measured (no per-rank times)")
+        out.append(f"{label} [{window}]: {_pct(mpi)} of its time in MPI (mean over ranks, {runs} "
+                   f"run{'s' if runs != 1 else ''}); {pop}.")
+    return out
+
+
+def stack_findings(conn, where: str, args: list) -> list[str]:
+    """For each experiment run on two or more stacks (same application, parameters and environment but the
+    stack; v_run_compared, each run on its focus window else its whole run): the fastest stack, its margin over
+    the next one, and the spread of its own runs."""
+    q = f"""WITH t AS (
+  SELECT c.app, c.parameters, environment_but_stack(c.environment) AS env, c."window", c.environment->>'stack' AS stack,
+         avg(c.time_s) AS time_s, min(c.time_s) AS time_min, max(c.time_s) AS time_max, count(*) AS runs
+  FROM v_run_compared c JOIN v_runs v ON v.run_id = c.run_id
+  WHERE c.time_s > 0 AND {where}
+  GROUP BY 1, 2, 3, 4, 5
+), r AS (
+  SELECT *, row_number() OVER (w ORDER BY time_s, stack) AS place, count(*) OVER w AS stacks
+  FROM t WINDOW w AS (PARTITION BY app, parameters, env, "window")
+)
+SELECT a.app, a.parameters, a.env->>'system', a.env->>'interconnect', a."window", a.stack, a.time_s, a.time_min,
+       a.time_max, a.runs, b.stack, b.time_s, b.runs, a.stacks
+FROM r a JOIN r b USING (app, parameters, env, "window")
+WHERE a.place = 1 AND b.place = 2
+ORDER BY b.time_s / a.time_s DESC, 1
+LIMIT {FINDINGS_PER_KIND}"""
+    out = []
+    for app, params, system, ic, window, best, t, tmin, tmax, n, second, t2, n2, stacks in conn.execute(q, args):
+        spread = (f"spread {_pct((tmax - tmin) / t)} over its {n} runs" if n > 1
+                  else "1 run, so no spread measured")
+        out.append(f"{app} {_experiment(params)} on {system or 'unknown system'} ({ic}) [{window}]: {best} is "
+                   f"fastest of {stacks} stacks, {_pct(t2 / t - 1)} ahead of {second} ({t:.4g} s against "
+                   f"{t2:.4g} s; {spread}).")
+    return out
+
+
+def regression_findings(conn, t0, t1, values) -> list[str]:
+    """What the gate recorded (commscope check --annotate writes v_annotations) and the change points
+    (commscope changepoints, v_change_points) in the selection, newest first. Read from the views, so the
+    report never writes."""
+    ann = f"""SELECT "time", coalesce(system, 'all') || ' ' || coalesce(app, 'all') || ' ' || coalesce(stack, 'all')
+  || coalesce(' n' || ranks, ''), text
+FROM v_annotations
+WHERE $__timeFilter("time") AND (system IS NULL OR system IN ($system)) AND (app IS NULL OR app IN ($app))
+  AND (stack IS NULL OR stack IN ($stack)) AND (ranks IS NULL OR ranks IN ($ranks))
+  AND (text LIKE 'regression%' OR text LIKE 'improvement%')
+ORDER BY "time" DESC LIMIT {FINDINGS_PER_KIND}"""
+    out = [f"Gate, {t:%Y-%m-%d %H:%M} UTC, {what}: {text}." for t, what, text in conn.execute(P.expand(ann, t0, t1, values))]
+    cp = f"""SELECT "time", series_label, "window", metric, direction, mean_before, mean_after, change, n_before, n_after,
+  p_value, campaign_id, run_id
+FROM v_change_points WHERE $__timeFilter("time") AND {P.SERIES}
+ORDER BY "time" DESC LIMIT {FINDINGS_PER_KIND}"""
+    for t, label, window, metric, direction, before, after, change, nb, na, p, campaign, run in conn.execute(
+            P.expand(cp, t0, t1, values)):
+        moved = f" ({float(change) * 100:+.1f}%)" if change is not None else ""
+        out.append(f"Change point ({direction}), {t:%Y-%m-%d %H:%M} UTC, {label} [{window}]: {metric} went from "
+                   f"{float(before):.4g} (mean of {nb} runs) to {float(after):.4g} (mean of {na}){moved}, "
+                   f"p={float(p):.2g}, at run {run} of campaign {campaign}.")
+    return out
+
+
+def advice_findings(conn, campaigns: tuple[int, ...]) -> list[str]:
+    """The newest suggestion of each advisor (v_advice): its first sentence."""
+    where, args = ("run_id IN (SELECT run_id FROM v_runs WHERE campaign_id = ANY(%s))", [list(campaigns)]) \
+        if campaigns else ("TRUE", [])
+    rows = conn.execute(f"SELECT DISTINCT ON (kind) kind, source, text FROM v_advice WHERE {where} "
+                        "ORDER BY kind, created_at DESC, id DESC", args).fetchall()
+    out = []
+    for kind, source, text in rows[:FINDINGS_PER_KIND]:
+        first = text.split(". ")[0].rstrip(".")
+        out.append(f"Advice ({kind}, {source}): {first}.")
+    return out
+
+
+def findings_html(conn, campaigns, values, t0, t1, where: str, args: list) -> str:
+    """The report's first section: a few sentences with numbers, the detail below."""
+    parts = [("MPI time and POP efficiencies, the series with the largest MPI share", mpi_findings(conn, t0, t1, values),
+              "No series in the selection measured MPI time (Caliper with profile.mpi: --caliper mpi)."),
+             ("Fastest stack per experiment, the largest margins", stack_findings(conn, where, args),
+              "No experiment in the selection ran on two or more stacks with everything else equal."),
+             ("Regressions and change points", regression_findings(conn, t0, t1, values),
+              "None recorded in the selection (commscope check --annotate records the gate's findings, "
+              "commscope changepoints the change points)."),
+             ("Advisors' suggestions", advice_findings(conn, campaigns),
+              "No advice stored for this selection (run commscope advise).")]
+    html_parts = ["<section id='findings'><h2>Findings</h2>"]
+    for title, lines, none in parts:
+        html_parts.append(f"<h3>{html.escape(title)}</h3>")
+        if lines:
+            html_parts.append("<ul>" + "".join(f"<li class='finding'>{html.escape(x)}</li>" for x in lines) + "</ul>")
+        else:
+            html_parts.append(f"<p class='note'>{html.escape(none)}</p>")
+    return "".join(html_parts) + "</section>"
+
+
 STYLE = """
 body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1200px; color: #222; }
 h1 { margin-bottom: 0.2em; } h2 { border-bottom: 1px solid #ccc; margin-top: 2em; }
@@ -196,7 +378,13 @@ def render(conn, campaigns: tuple[int, ...] = (), compare: tuple[str, ...] = ())
     import plotly
     import plotly.offline
     values, t0, t1, said = selection(conn, campaigns, compare)
-    parts, n = [], 0
+    # The runs of the selection, as v_runs columns (alias v): the variables' values, and the campaigns.
+    where = " AND ".join(f"v.{col}::text = ANY(%s)" for _, _, col in P.VARIABLES)
+    args = [values[name] for name, _, _ in P.VARIABLES]
+    if campaigns:
+        where += " AND v.campaign_id = ANY(%s)"
+        args.append(list(campaigns))
+    parts, n = [findings_html(conn, campaigns, values, t0, t1, where, args)], 0
     for board in P.DASHBOARDS:
         parts.append(f"<h2>{html.escape(board.title)}</h2><p class='note'>{html.escape(board.description)}</p>")
         for panel in board.panels:
@@ -214,6 +402,13 @@ def render(conn, campaigns: tuple[int, ...] = (), compare: tuple[str, ...] = ())
                 parts.append(table_html(cols, rows))
             else:
                 n += 1
+                series = panel.plot.get("series")
+                if series and len({r[cols.index(series)] for r in rows}) > TOP_SERIES:
+                    total = len({r[cols.index(series)] for r in rows})
+                    first = panel.plot["y"][0] if isinstance(panel.plot["y"], list) else panel.plot["y"]
+                    parts.append(f"<p class='note'>Drawn: the {TOP_SERIES} of {total} series with the highest mean "
+                                 f"{html.escape(first)}; the other {total - TOP_SERIES} share one legend entry "
+                                 "(click it to draw them), or narrow the selection with --campaign or --compare.</p>")
                 parts.append(fig.to_html(full_html=False, include_plotlyjs=False, div_id=f"plot-{n}",
                                          config={"displaylogo": False, "responsive": True}))
             parts.append("</div>")
