@@ -139,7 +139,8 @@ def test_report_loads_in_chromium_with_every_plot_drawn(filled, tmp_path):  # no
     page = out.read_text()
     # Self-contained: no script, style or image fetched from anywhere.
     assert not re.search(r"<(script|link|img)[^>]+(src|href)=", page)
-    assert "plotly" in page and "No data for this selection" not in page.split("Regressions", 1)[1].split("<h2>", 1)[0]
+    regressions_panel = page.split("<h3>Regressions</h3>", 1)[1].split("<h2>", 1)[0]
+    assert "plotly" in page and "No data for this selection" not in regressions_panel
     b, errors, facts, img = load(out)
     try:
         assert errors == [], errors
@@ -354,6 +355,9 @@ def test_at_1400px_every_plot_has_few_legend_entries_and_no_label_sticks_out(fil
     try:
         assert errors == [], errors
         assert facts and all(f["traces"] > 0 and f["marks"] > 0 for f in facts), facts
+        # load() resized the viewport for its screenshot, and responsive plots redraw on a resize: measure once
+        # that redraw is done.
+        b.evaluate("new Promise(done => setTimeout(() => requestAnimationFrame(() => done(true)), 1000))")
         layout = b.evaluate(_LAYOUT_FACTS)
     finally:
         b.close()
