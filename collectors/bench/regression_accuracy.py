@@ -208,7 +208,9 @@ def report(doc: dict, n_series: int, seed: int, independent: bool = False) -> st
     unit = {(s["workload"]): s["unit"] for s in doc["samples"]}
     for (w, lv), vals in sorted(by_cell.items()):
         med = statistics.median(vals)
-        spread = lambda xs: 1.4826 * statistics.median(abs(x - statistics.median(xs)) for x in xs) / statistics.median(xs)  # noqa: E731
+        def spread(xs):
+            m = statistics.median(xs)
+            return 1.4826 * statistics.median(abs(x - m) for x in xs) / m
         nm = {r: [statistics.mean(vals[i:i + r]) for i in range(0, len(vals) - r + 1, r)] for r in REPEATS}
         lines.append(f"| {w} | {lv} | {len(vals)} | {med:.4g} {unit[w]} | {spread(vals):.1%} | {spread(nm[3]):.1%} | "
                      f"{spread(nm[10]):.1%} |")
@@ -237,7 +239,8 @@ def report(doc: dict, n_series: int, seed: int, independent: bool = False) -> st
                 cells = []
                 for s in ALL:
                     d = x["delays"][s]
-                    cells.append(f"{x['detected'][s] / res['series']:.0%}" + (f" d{statistics.median(d):g}" if d else ""))
+                    delay = f" d{statistics.median(d):g}" if d else ""
+                    cells.append(f"{x['detected'][s] / res['series']:.0%}{delay}")
                 lines.append(f"| {w} | {lv} | {m} | {_fmt_rate(x['false_alarms'], x['judged_nights'])} | "
                              + " | ".join(cells) + " |")
     # pooled over cells: rates and ratios against the two rules, same series
@@ -294,7 +297,8 @@ def report(doc: dict, n_series: int, seed: int, independent: bool = False) -> st
                 said = []
                 for m, short in (("gate", "gate"), ("change points", "cp")):
                     g = res[m]["detected"][s]
-                    said.append(f"{short} {g / res['series']:.0%} {'>' if g > best_rule else ('=' if g == best_rule else '<')}")
+                    cmp = ">" if g > best_rule else ("=" if g == best_rule else "<")
+                    said.append(f"{short} {g / res['series']:.0%} {cmp}")
                 beats.append(f"{s:.0%}: {', '.join(said)} best rule {best_rule / res['series']:.0%}")
             lines.append(f"- {r} runs/night, {w} {lv}: " + "; ".join(notes)
                          + f"; undetectable (no method within 1 % false alarms detects half): "
