@@ -348,8 +348,8 @@ def findings_html(conn, campaigns, values, t0, t1, where: str, args: list) -> st
              ("Fastest stack per experiment, the largest margins", stack_findings(conn, where, args),
               "No experiment in the selection ran on two or more stacks with everything else equal."),
              ("Regressions and change points", regression_findings(conn, t0, t1, values),
-              "None recorded in the selection (commscope check --annotate records the gate's findings, "
-              "commscope changepoints the change points)."),
+              "No regression or change point recorded in the selection (commscope check --annotate records "
+              "the gate's findings, commscope changepoints the change points)."),
              ("Advisors' suggestions", advice_findings(conn, campaigns),
               "No advice stored for this selection (run commscope advise).")]
     html_parts = ["<section id='findings'><h2>Findings</h2>"]
