@@ -253,24 +253,24 @@ def build_stack(stack, caliper_prefix: str | None = None, log=print) -> Build:
             raise
         # A Caliper linked against another MPI of the same soname (Debian Open MPI 4.1 and the PyPI Open MPI 5
         # share libmpi.so.40) fails at link time rather than loading two libraries.
-        shutil.rmtree(bdir)
-        suite.build(stack, caliper="OFF", build_dir=bdir)
-        note = (f"building with Caliper failed ({str(e).splitlines()[0][:160]}...; a Caliper built against "
-                f"another MPI?); built without Caliper. Pass --caliper-prefix {stack.name}=<prefix of a Caliper "
-                f"built with {stack.name}>")
-        return _record_build(stack, bdir, False, "", note, request)
+        return _without_caliper(stack, bdir, f"building with Caliper failed ({str(e).splitlines()[0][:160]}...; "
+                                f"a Caliper built against another MPI?)", request)
     cache = (bdir / "CMakeCache.txt").read_text(errors="replace")
     m = re.search(r"^caliper_DIR:PATH=(.*)$", cache, re.M)
     caliper_dir = m.group(1) if m and not m.group(1).endswith("NOTFOUND") else ""
     with_cali = bool(caliper_dir) and "COMMSCOPE_HAVE_CALIPER" in _defines(bdir)
-    note = ""
     if with_cali and len(_mpi_libraries(bdir / "halo3d")) > 1:
-        note = (f"Caliper at {caliper_dir} was built against another MPI; built without Caliper. "
-                f"Pass --caliper-prefix {stack.name}=<prefix of a Caliper built with {stack.name}>")
-        shutil.rmtree(bdir)
-        suite.build(stack, caliper="OFF", build_dir=bdir)
-        with_cali, caliper_dir = False, ""
-    return _record_build(stack, bdir, with_cali, caliper_dir, note, request)
+        return _without_caliper(stack, bdir, f"Caliper at {caliper_dir} was built against another MPI", request)
+    return _record_build(stack, bdir, with_cali, caliper_dir, "", request)
+
+
+def _without_caliper(stack, bdir: Path, why: str, request: str) -> Build:
+    """The stack's workloads built afresh without Caliper, saying WHY and what to pass instead."""
+    shutil.rmtree(bdir)
+    _ci("suite").build(stack, caliper="OFF", build_dir=bdir)
+    note = (f"{why}; built without Caliper. Pass --caliper-prefix {stack.name}=<prefix of a Caliper built with "
+            f"{stack.name}>")
+    return _record_build(stack, bdir, False, "", note, request)
 
 
 def _record_build(stack, bdir: Path, with_cali: bool, caliper_dir: str, note: str, request: str) -> Build:
@@ -542,7 +542,6 @@ def plan_run(study: str, site: str = "local", stacks: list[str] | None = None,
     if spack:
         specs = spack_mpi_specs(site, site_conf)
         stacks = _choose("stack", stacks, sorted(specs)) if stacks else sorted(specs)
-        any_cali = True      # spack.yaml builds every workload +caliper
         profiled = {s: (True, "Spack builds every workload +caliper") for s in stacks}
     elif site_conf.get("builds") == "local-builds":
         builds = read_builds()
@@ -550,19 +549,17 @@ def plan_run(study: str, site: str = "local", stacks: list[str] | None = None,
         if not valid_stacks:
             raise WorkflowError(f"no workload builds under {builds_dir()}; run `commscope setup` first")
         stacks = _choose("stack", stacks, valid_stacks) if stacks else valid_stacks
-        any_cali = any(builds[s].caliper for s in stacks)
         profiled = {s: (True, f"Caliper {builds[s].caliper_dir}") if builds[s].caliper else
                     (False, builds[s].note or "no Caliper was found for this MPI at setup")
                     for s in stacks}
     else:
         offered = list(site_conf.get("stacks") or [])
         stacks = _choose("stack", stacks, sorted(offered)) if stacks else sorted(offered)
-        any_cali = True
         profiled = {s: (True, f"the site {site}'s builds") for s in stacks}
     catalog = interconnect_catalog(stacks, site)
     pairs = select_interconnects(stacks, catalog, interconnects or ["default"])
     if caliper is None:
-        caliper = (conf.get("caliper") or "mpi") if any_cali else "off"
+        caliper = (conf.get("caliper") or "mpi") if any(yes for yes, _why in profiled.values()) else "off"
     stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     ws = workspace or workspaces_dir() / f"{study}-{stamp}"
     return Plan(study, site, stacks, sorted({i for _, i in pairs}), caliper, where, dry_run, ws, site_conf,
