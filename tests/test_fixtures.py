@@ -236,8 +236,9 @@ def test_fast_record_splitter_equals_caliper_reader_on_every_fixture_line():
         for line in f.read_text().splitlines():
             assert split_record(line) == _read_cali_record(line), (f, line)
             lines += 1
-    # the cases the fast path hands back to upstream: escapes, and a trailing empty value
-    for line in ["__rec=ctx,data=", "a=1,,b=2", "a=1=2=", r"x=a\,b,y=1", r"n=a\nb", "k"]:
+    # escaped separators, backslashes and newlines, a private-use character, trailing empty values
+    for line in ["__rec=ctx,data=", "a=1,,b=2", "a=1=2=", r"x=a\,b,y=1", r"n=a\nb", "k", r"x=a\\,b=1",
+                 r"x=a\=b=c\,", r"x=\\\\=\q,y", r"p=C:\\dir\\f,z=\n", "x=a\ue001\\,b", r"x=a\\=", r"x=\,"]:
         assert split_record(line) == _read_cali_record(line), line
     assert lines > 1000
 

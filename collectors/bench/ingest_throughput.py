@@ -22,6 +22,7 @@ resident memory of it and its reader processes every 20 ms.
 """
 import argparse
 import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -96,33 +97,51 @@ def ingest_flags(args) -> list[str]:
     return (["--app", args.app] if args.app else []) + (["--param-keys", args.param_keys] if args.param_keys else [])
 
 
+def cpu_seconds(pid: int | None = None) -> float:
+    """CPU time (user + system) of this process and its waited-for children, or of process PID."""
+    if pid is None:
+        me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+        return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def throughput(args, tmp: Path, url: str) -> None:
     files = corpus_copies(args, tmp / "corpus", args.n)
     import thicket as th
     from commscope import hatchet_io
     base = [str(f) for f in files[: args.thicket_n]]
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), cpu_seconds()
     try:
         th.Thicket.from_caliperreader(base, disable_tqdm=True)
     except th.utils.DuplicateIndexError:
         # upstream's duplicate-root bug on files with mpi.rank: same reader, filler rows dropped
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), cpu_seconds()
         th.Thicket.reader_dispatch(hatchet_io.read_cali, False, True, True, base)
     thicket_rate = args.thicket_n / (time.perf_counter() - t0)
+    thicket_cpu = (cpu_seconds() - c0) / args.thicket_n
     size = sum(f.stat().st_size for f in files) / len(files) / 1024
     kinds = len({f.parent for f in files})
     print(f"corpus: {args.n} copies of {kinds if kinds > 1 else files[0].parent.name + '/' + args.fixture} "
           f"fixture{'s' if kinds > 1 else ''} ({size:.0f} KB on average), {os.cpu_count()} cores")
-    print(f"Thicket.from_caliperreader ({args.thicket_n} files): {thicket_rate:8.1f} profiles/s  1.00x")
+    print(f"load average before: {os.getloadavg()[0]:.2f} (the rates are wall-clock; the CPU time per profile,"
+          f" of every process involved, does not depend on what else runs)")
+    print(f"Thicket.from_caliperreader ({args.thicket_n} files): {thicket_rate:8.1f} profiles/s  1.00x   "
+          f"CPU {thicket_cpu * 1000:6.2f} ms/profile  1.00x")
     for i in range(args.repeat):
         with psycopg.connect(url) as conn:
             conn.execute("TRUNCATE campaigns, runs CASCADE")
             conn.commit()
-            t0 = time.perf_counter()
+            backend = conn.info.backend_pid
+            t0, c0, b0 = time.perf_counter(), cpu_seconds(), cpu_seconds(backend)
             res = ingest(conn, [tmp / "corpus"], Provenance(system="bench"), read=read_options(args))
             rate = len(res.inserted) / (time.perf_counter() - t0)
+            # this process, its reader processes (waited for when the pool shut down) and the server backend
+            cpu = (cpu_seconds() - c0 + cpu_seconds(backend) - b0) / len(res.inserted)
         assert len(res.inserted) == args.n, (len(res.inserted), args.n)
-        print(f"commscope ingest into PostgreSQL, try {i + 1}:   {rate:8.1f} profiles/s  {rate / thicket_rate:.2f}x")
+        print(f"commscope ingest into PostgreSQL, try {i + 1}:   {rate:8.1f} profiles/s  {rate / thicket_rate:.2f}x   "
+              f"CPU {cpu * 1000:6.2f} ms/profile  {thicket_cpu / cpu:.2f}x")
+    print(f"load average after: {os.getloadavg()[0]:.2f}")
 
 
 def stream(args, tmp: Path, url: str) -> None:

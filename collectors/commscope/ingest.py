@@ -23,6 +23,8 @@ from pathlib import Path
 from typing import Iterable, Iterator
 
 import psycopg
+from psycopg._copy_base import format_row_text   # psycopg is pinned (pyproject.toml)
+from psycopg.adapt import Transformer
 from psycopg.types.json import Jsonb
 
 from . import db, profiles, windows
@@ -86,11 +88,61 @@ class Result:
     already_in: list[int] = field(default_factory=list)  # the campaigns holding the runs already stored
 
 
+# The tables a run's rows are COPYed into: whether the table carries the run's started_at (the month
+# partitions of migration 0022), whether its rows name a node (interned by the writer), the columns after
+# run_id [, started_at][, node_id], and a function from a record to its rows as (node path, those columns).
+COPY_TABLES = {
+    "node_metrics": (True, True, "excl_min, excl_avg, excl_max, incl_min, incl_avg, incl_max, calls, imbalance, "
+                     "incl_max_rank", lambda r: [(row[0], row[1:]) for row in r.node_rows]),
+    "mpi_metrics": (True, True, "function, time_total, time_max, calls, bytes",
+                    lambda r: [(row[0], row[1:]) for row in r.mpi_rows]),
+    "comm_stats": (False, True, ", ".join(name for name, _a, _h in profiles.COMM_STATS),
+                   lambda r: [(row[0], row[1:]) for row in r.comm_rows]),
+    "rank_spread": (True, True, '"window", quantity, ranks, min, mean, max, p50, p90, p99, hist_lo, hist_hi, '
+                    "hist_counts, top_ranks, top_values",
+                    lambda r: [(row[1], (row[0], *row[2:-3], *map(_array_literal, row[-3:]))) for row in r.spread_rows]),
+    "rank_metrics": (True, False, "rank, total_time, user_time, mpi_time, mpi_sync_time",
+                     lambda r: [(None, row) for row in r.rank_rows]),
+    "comm_matrix": (True, False, "src, dst, messages, bytes", lambda r: [(None, row) for row in r.matrix_rows]),
+    # a FOM outside every context has context NULL (migration 0015)
+    "foms": (False, False, "name, repeat, value, unit, context",
+             lambda r: [(None, (*row, None) if len(row) == 4 else row) for row in r.fom_rows]),
+    "run_windows": (False, False, ", ".join(f'"{c}"' for c in windows.COLUMNS),
+                    lambda r: [(None, row) for row in r.window_rows]),
+}
+_COPY_TX = Transformer()   # psycopg's global adapters: the same text a cursor's COPY writes
+
+
+def _copy_field(value) -> bytes:
+    """One value in COPY's text format, without the line's end."""
+    return bytes(format_row_text((value,), _COPY_TX))[:-1]
+
+
+def _array_literal(values: list) -> str:
+    """A list of numbers as a PostgreSQL array literal, which COPY parses into the column's array type:
+    much cheaper than psycopg's per-element array dumping, which was a fifth of the writer's time."""
+    if None in values:
+        return "{" + ",".join("NULL" if v is None else repr(v) for v in values) + "}"
+    return "{" + ",".join(map(repr, values)) + "}"   # ints and floats as Python writes them: exact
+
+
+def copy_text(rec: Record) -> dict[str, list[tuple[str | None, bytes]]]:
+    """The record's rows for each table of COPY_TABLES as (node path or None, the line's text after the
+    writer's own columns), formatted by psycopg's COPY formatter. Reader processes format them
+    (_read), so the single writer process only joins bytes: it was the bottleneck of a parallel ingest."""
+    return {table: [(path, bytes(format_row_text(tail, _COPY_TX))) for path, tail in rows(rec)]
+            for table, (_month, _node, _cols, rows) in COPY_TABLES.items()}
+
+
 def _read(group: list[Path], opts: ReadOptions = ReadOptions()) -> Record | BadProfile:
+    """A record with its COPY text made here, in the reader process; the row lists it was made from are not
+    sent back to the writer a second time."""
     try:
-        return read_record(group, opts)
+        rec = read_record(group, opts)
     except BadProfile as e:
         return e
+    return replace(rec, copy_text=copy_text(rec), node_rows=[], mpi_rows=[], comm_rows=[], spread_rows=[],
+                   rank_rows=[], matrix_rows=[], fom_rows=[], window_rows=[])
 
 
 def _die_with_parent() -> None:
@@ -208,7 +260,8 @@ class Writer:
     def write(self, batch: list[Record]) -> set[str]:
         """Inserts a batch; returns the content hashes that were new."""
         conn = self.conn
-        self._intern_nodes(p for rec in batch for p in rec.paths())
+        text = {r.content_hash: r.copy_text or copy_text(r) for r in batch}
+        self._intern_nodes(p for t in text.values() for table in t.values() for p, _tail in table if p is not None)
         rows = [(r.content_hash, self.campaign_id, self._system(r.system), self._stack(r.stack, r.mpi_library),
                  r.status, r.profile_kind, r.app, r.workload, r.variant, r.decomposition, r.interconnect, r.ranks,
                  r.nodes, r.global_size, r.local_size, r.iterations, r.compiler, r.spack_hash, r.caliper_version,
@@ -239,42 +292,19 @@ class Writer:
             # The tables partitioned by their run's month (migration 0022) carry the run's started_at as stored.
             started = {run_id: t for run_id, _h, t in returned}
             new = [(ids[r.content_hash], r) for r in batch if r.content_hash in ids]
-            nid = self.node_ids
-            with cur.copy("COPY node_metrics (run_id, started_at, node_id, excl_min, excl_avg, excl_max, incl_min, "
-                          "incl_avg, incl_max, calls, imbalance, incl_max_rank) FROM STDIN") as cp:
+            for table, (month, node, cols, _rows) in COPY_TABLES.items():
+                lines = []
                 for run_id, r in new:
-                    for row in r.node_rows:
-                        cp.write_row((run_id, started[run_id], nid[row[0]], *row[1:]))
-            with cur.copy("COPY mpi_metrics (run_id, started_at, node_id, function, time_total, time_max, calls, bytes) "
-                          "FROM STDIN") as cp:
-                for run_id, r in new:
-                    for row in r.mpi_rows:
-                        cp.write_row((run_id, started[run_id], nid[row[0]], *row[1:]))
-            if any(r.comm_rows for _, r in new):
-                cols = ", ".join(name for name, _a, _h in profiles.COMM_STATS)
-                with cur.copy(f"COPY comm_stats (run_id, node_id, {cols}) FROM STDIN") as cp:
-                    for run_id, r in new:
-                        for row in r.comm_rows:
-                            cp.write_row((run_id, nid[row[0]], *row[1:]))
-            if any(r.spread_rows for _, r in new):
-                with cur.copy('COPY rank_spread (run_id, started_at, "window", node_id, quantity, ranks, min, mean, max, '
-                              'p50, p90, p99, hist_lo, hist_hi, hist_counts, top_ranks, top_values) FROM STDIN') as cp:
-                    for run_id, r in new:
-                        for row in r.spread_rows:
-                            cp.write_row((run_id, started[run_id], row[0], nid[row[1]] if row[1] is not None else None,
-                                          *row[2:]))
-            for table, cols, attr in (("rank_metrics", "started_at, rank, total_time, user_time, mpi_time, mpi_sync_time",
-                                       "rank_rows"),
-                                      ("comm_matrix", "started_at, src, dst, messages, bytes", "matrix_rows"),
-                                      ("foms", "name, repeat, value, unit, context", "fom_rows"),
-                                      ("run_windows", ", ".join(f'"{c}"' for c in windows.COLUMNS), "window_rows")):
-                with cur.copy(f"COPY {table} (run_id, {cols}) FROM STDIN") as cp:
-                    for run_id, r in new:
-                        month = (started[run_id],) if cols.startswith("started_at") else ()
-                        for row in getattr(r, attr):
-                            if table == "foms" and len(row) == 4:
-                                row = (*row, None)   # a FOM outside every context (migration 0015)
-                            cp.write_row((run_id, *month, *row))
+                    head = b"%d\t%s" % (run_id, _copy_field(started[run_id])) if month else b"%d" % run_id
+                    for path, tail in text[r.content_hash][table]:
+                        if node:
+                            lines += (head, b"\t\\N\t" if path is None else b"\t%d\t" % self.node_ids[path], tail)
+                        else:
+                            lines += (head, b"\t", tail)
+                if lines:
+                    with cur.copy(f"COPY {table} (run_id, {'started_at, ' if month else ''}{'node_id, ' if node else ''}"
+                                  f"{cols}) FROM STDIN") as cp:
+                        cp.write(b"".join(lines))
         return set(ids)
 
 

@@ -73,6 +73,8 @@ class Record:
     window_rows: list = field(default_factory=list)
     # (window, node path, quantity, *SPREAD_COLUMNS): distributions over ranks (migration 0019)
     spread_rows: list = field(default_factory=list)
+    # the rows above as the store's COPY text (ingest.copy_text), when a reader process formatted them
+    copy_text: dict | None = None
     # every input that defines the experiment, and the environment it ran in (docs/measurement-model.md)
     parameters: dict = field(default_factory=dict)
     caliper_config: str = "none"    # the Caliper channel and options the profile was recorded with
@@ -92,9 +94,6 @@ class Record:
         """Runs with equal application, parameters and environment are one series."""
         doc = json.dumps([self.app, self.parameters, self.environment], sort_keys=True, default=str)
         return hashlib.sha256(doc.encode()).hexdigest()
-
-    def paths(self) -> set[str]:
-        return {r[0] for r in self.node_rows} | {r[0] for r in self.mpi_rows} | {r[0] for r in self.comm_rows}
 
 
 def _started_at(prof: Profile) -> dt.datetime:
