@@ -13,8 +13,9 @@ those campaigns' runs, as one would with the dashboards' variables and time pick
 
 The page opens with the findings a reader acts on, each a sentence with its numbers: the series with the largest
 MPI share and their POP efficiencies, the fastest stack per experiment with its margin and spread, the gate's
-regressions and the change points, and the advisors' suggestions. All of it is read from the views; the report
-never writes to the store.
+regressions and the change points, and the advisors' suggestions. The reference studies follow (reference.py):
+each headline effect of the five papers beside ours, with its spread, conditions and verdict. All of it is read
+from the views; the report never writes to the store.
 """
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ import click
 
 from . import db
 from . import panels as P
+from . import reference
 
 
 class ReportError(click.ClickException):
@@ -385,6 +387,8 @@ def render(conn, campaigns: tuple[int, ...] = (), compare: tuple[str, ...] = ())
         where += " AND v.campaign_id = ANY(%s)"
         args.append(list(campaigns))
     parts, n = [findings_html(conn, campaigns, values, t0, t1, where, args)], 0
+    # The reference studies' headline effects beside ours (reference.py), right after the findings.
+    parts.append(reference.section_html(conn, campaigns))
     for board in P.DASHBOARDS:
         parts.append(f"<h2>{html.escape(board.title)}</h2><p class='note'>{html.escape(board.description)}</p>")
         for panel in board.panels:

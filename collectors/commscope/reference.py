@@ -1,0 +1,566 @@
+"""The reference studies: each headline effect of the five papers commscope's workloads come from, set beside
+the same effect measured on the stored runs.
+
+EFFECTS is the declarative table: the study (cited by its description), the effect, the paper's figure as
+the study states it, the workload, the contrasted parameter and its two values (baseline and treatment), and
+the measure. The paper's figures are the only numbers typed in here. `compute(conn, campaigns)` measures
+each effect from the store, per condition (the other parameters and the environment equal: stack,
+interconnect, ranks, problem size, ...), so a parameter sweep gives one row per point of the sweep.
+
+Where the numbers come from: every measure is a column of the measurement model (docs/measurement-model.md)
+read through its views, each run on its focus window where it has one, else its run window (as v_run_compared
+picks), ok runs only; the I/O times are the workload's FOMs (v_foms), the collective times collsweep's
+(v_collectives). A run's condition is its series' parameters and environment (the series key) less the
+contrasted parameter and the parameters that go with it, so baseline and treatment runs are matched as a
+series comparison would match them.
+
+Ours for a contrast is the ratio treatment / baseline of the measure, one ratio per pair of runs: repeats are
+paired by their Ramble repeat index where both sides carry distinct indices, otherwise every baseline run is
+paired with every treatment run. The figure is the median of those ratios, the spread their interquartile
+range (the verdict reads it, so one disturbed run on a shared machine does not decide it), and their range is
+shown beside it. VERDICT_RULE says how the verdict follows.
+"""
+from __future__ import annotations
+
+import json
+import math
+import re
+import statistics
+from dataclasses import dataclass
+
+# The studies, as the report cites them.
+RESERVOIR = "reservoir simulator study"
+WEATHER = "weather codes placement study"
+SEISMIC = "seismic code study"
+STENCIL = "2D stencil coursework study"
+GROUNDWATER = "groundwater code study"
+STUDIES = [RESERVOIR, WEATHER, SEISMIC, STENCIL, GROUNDWATER]
+
+# How a figure is shown, and the value that means "no effect" in that form. Ours is computed as the ratio
+# r = treatment / baseline (a level: the value itself) and shown in the paper's form:
+#   change  (r - 1) in %        gain     (1/r - 1) in %      share  the level in %
+#   times   r (x)               speedup  1/r (x)
+NO_EFFECT = {"change": 0.0, "gain": 0.0, "times": 1.0, "speedup": 1.0, "share": None}
+
+
+def shown(form: str, r: float) -> float:
+    """A ratio (or a level) in the paper's form."""
+    if form == "change":
+        return (r - 1) * 100
+    if form == "gain":
+        return (1 / r - 1) * 100
+    if form == "speedup":
+        return 1 / r
+    if form == "share":
+        return r * 100
+    return r
+
+
+def fmt(form: str, v: float) -> str:
+    if form in ("change", "gain"):
+        return f"{v:+.1f} %"
+    if form == "share":
+        return f"{v:.1f} %"
+    return f"{v:.3g}×"
+
+
+# Measures: (label, SQL over v_run_metrics' columns of the run's compared window, alias m). The MPI time of a
+# run without a profile (or whose profile has no loop region) is the workload's own communication timer over
+# its timed loop (comm_time_avg / _max); of a profile with a loop region, Caliper's MPI time inside it.
+MEASURES = {
+    "mpi_time": ("MPI time, mean rank", "m.mpi_time_avg_s"),
+    "time": ("time, slowest rank", "m.time_s"),
+    # halo3d and stencil2d: the workload's own communication timer (v_halo), the exposed time of an overlapped
+    # exchange as the seismic study times it; Caliper's MPI time would add the polls inside the interior compute
+    "comm_time": ("communication time, mean rank (the workload's timer)",
+                  "(SELECT min(h.comm_time_avg) FROM v_halo h WHERE h.run_id = m.run_id)"),
+    "skew": ("skew: communication time of the slowest rank less the mean rank's (the workload's timer)",
+             "(SELECT min(h.comm_time_max - h.comm_time_avg) FROM v_halo h WHERE h.run_id = m.run_id)"),
+    "mpi_share": ("MPI time of the mean rank over the slowest rank's time", "m.mpi_time_avg_s / nullif(m.time_s, 0)"),
+    "read_time": ("read time per round (FOM read_time)",
+                  "(SELECT min(f.value) FROM v_foms f WHERE f.run_id = m.run_id AND f.name = 'read_time')"),
+    "write_time": ("write time per round (FOM write_time)",
+                   "(SELECT min(f.value) FROM v_foms f WHERE f.run_id = m.run_id AND f.name = 'write_time')"),
+    "collective_sum": ("t_avg summed over the sizes swept, the best algorithm at each size", None),
+}
+
+# What to run for an effect without runs.
+RUN_IT = "commscope run reference"
+
+# Parameters that never define a condition: paths of the run (pio's --dir is the experiment's directory) and
+# Ramble's workload name, which names the experiment's template, not its inputs.
+NEVER_CONDITION = ("param.dir", "param.file", "ramble_workload")
+
+
+@dataclass(frozen=True)
+class Effect:
+    key: str
+    study: str
+    name: str
+    paper_text: str                  # the figure as the study states it
+    paper: tuple[float, float] | None  # the same as a range in the form `form`; None: the study gives no figure
+    form: str                        # change | gain | times | speedup | share
+    app: str
+    measure: str                     # key of MEASURES
+    factor: str = ""                 # the contrasted parameter (a series parameter), empty for a level
+    baseline: str = ""               # regular expression on its value
+    treatment: str = ""
+    follows: tuple[str, ...] = ()    # parameters that change with the factor (derived PARAM lines), not conditions
+    own: tuple[str, ...] = ()        # parameters of the treatment alone (its own rows; not asked of the baseline)
+    where: str = "TRUE"              # SQL on the run (alias m), e.g. only runs with an absorbing layer
+    note: str = ""
+    said: str = ""                   # the contrast in words, where the expressions would not read well
+    run: str = RUN_IT                # what to run when the store has none
+
+    @property
+    def contrast(self) -> str:
+        if self.said or not self.factor:
+            return self.said
+        name = self.factor.removeprefix("param.")
+        return f"{name}: {_plain(self.baseline)} → {_plain(self.treatment)}"
+
+
+def _plain(regex: str) -> str:
+    return regex.replace("(", "").replace(")", "").replace("|", " or ").replace(".*", "…").replace("^", "")
+
+
+# The rank map's name, as the placement the run had: identity without one, else the file's name without its
+# directory, extension and rank count (maps/reverse-4.map -> reverse).
+PLACEMENT = ("CASE WHEN coalesce(m.parameters->>'param.rank-map', 'none') IN ('none', '') THEN 'identity' "
+             "ELSE regexp_replace(m.parameters->>'param.rank-map', '^.*/|(-n?[0-9]+)?(\\.[A-Za-z-]+)?$', '', 'g') END")
+
+EFFECTS: list[Effect] = [
+    Effect("reservoir-mpi-share", RESERVOIR, "MPI share of time", "33–45 % of time in MPI", (33, 45), "share",
+           "cgsolve", "mpi_share", where="m.parameters->>'param.debug-barriers' = 'off' "
+                                         "AND m.parameters->>'param.allreduce' = 'direct'",
+           note="a level: cgsolve direct without debugging barriers, each condition"),
+    Effect("reservoir-debug-barriers", RESERVOIR, "removing debugging barriers", "−5…8 % MPI time", (-8, -5),
+           "change", "cgsolve", "mpi_time", "param.debug-barriers", "on", "off"),
+    Effect("reservoir-best-algorithm", RESERVOIR, "best collective algorithm per message size",
+           "+3…6 % total time", (3, 6), "gain", "collsweep", "collective_sum", "algorithm",
+           # the library's own choice: no control set, or one that says so (Open MPI 0, MPICH auto, Intel MPI 0)
+           "default|tuned 0|auto|I_MPI_ADJUST 0", "best", said="algorithm: the library's default → the best per size",
+           run=f"{RUN_IT}, or commscope run collectives (collsweep's algorithm sweep)",
+           note="ours is the collective's own time over the sizes swept (collsweep), the study's the "
+                "application's total"),
+    Effect("weather-advised-time", WEATHER, "advised placement: runtime", "about 1 % runtime", (-1, -1), "change",
+           "commgraph", "time", "placement", "identity", "advi.*"),
+    Effect("weather-advised-mpi", WEATHER, "advised placement: MPI time", "more than 5 % less MPI time",
+           (-100, -5), "change", "commgraph", "mpi_time", "placement", "identity", "advi.*"),
+    Effect("weather-random-time", WEATHER, "random placement: runtime", "less than 5 % slower", (0, 5), "change",
+           "commgraph", "time", "placement", "identity", "random.*"),
+    Effect("seismic-overlap", SEISMIC, "halo exchange overlapped with interior compute", "−72 % comm time",
+           (-72, -72), "change", "halo3d", "comm_time", "param.variant", "blocking", "overlap"),
+    Effect("seismic-rma", SEISMIC, "halo exchange by one-sided RMA, overlapped", "−89 % comm time", (-89, -89),
+           "change", "halo3d", "comm_time", "param.variant", "blocking", "rma"),
+    Effect("seismic-fusion-skew", SEISMIC, "absorbing layer fused into the main loop", "−39 % skew", (-39, -39),
+           "change", "halo3d", "skew", "param.fused", "off", "on",
+           where="coalesce(m.parameters->>'param.pml-width', '0') ~ '^[0-9]+$' "
+                 "AND (m.parameters->>'param.pml-width')::int > 0",
+           note="runs with an absorbing layer (pml-width > 0)"),
+    Effect("stencil-row-vs-col", STENCIL, "row (strided halos, sent per element) against col decomposition",
+           "12× comm time (16 cores)", (12, 12), "times", "stencil2d", "comm_time", "param.decomp", "col",
+           "row-naive", follows=("param.process_grid",)),
+    Effect("stencil-ssend-vs-send", STENCIL, "MPI_Ssend against MPI_Send", "Ssend → Send 1.15×", (1.15, 1.15),
+           "times", "stencil2d", "comm_time", "param.send", "send", "ssend"),
+    Effect("stencil-isend", STENCIL, "MPI_Isend against MPI_Send", "little gain (no figure; read as 0 to −10 %)",
+           (-10, 0), "change", "stencil2d", "comm_time", "param.send", "send", "isend"),
+    Effect("groundwater-two-phase-read", GROUNDWATER, "two-phase I/O against independent: reads", "25× faster reads",
+           (25, 25), "speedup", "pio", "read_time", "param.method", "independent", "two-phase",
+           follows=("param.variant", "param.writers"), own=("param.group-size",)),
+    Effect("groundwater-two-phase-write", GROUNDWATER, "two-phase I/O against independent: writes",
+           "3× faster writes", (3, 3), "speedup", "pio", "write_time", "param.method", "independent", "two-phase",
+           follows=("param.variant", "param.writers"), own=("param.group-size",)),
+    Effect("groundwater-allreduce-hierarchical", GROUNDWATER, "Allreduce methods: hierarchical against direct",
+           "compared, no figure given", None, "change", "cgsolve", "mpi_time", "param.allreduce", "direct",
+           "hierarchical", follows=("param.variant", "param.allreduce_scheme")),
+    Effect("groundwater-allreduce-nonblocking", GROUNDWATER, "Allreduce methods: nonblocking (pipelined CG) "
+           "against direct", "compared, no figure given", None, "change", "cgsolve", "mpi_time", "param.allreduce",
+           "direct", "nonblocking", follows=("param.variant", "param.allreduce_scheme")),
+]
+
+VERDICT_RULE = (
+    "Ours is the ratio treatment / baseline of the measure for each pair of runs in one condition (repeats paired "
+    "by their repeat index where both sides carry distinct ones, else every baseline run with every treatment "
+    "run), shown in the study's form; the figure is the median of those ratios, the spread their interquartile "
+    "range (IQR; the range is shown beside it; collsweep's sums without repeat indices: the extremes over every "
+    "combination of runs). "
+    "Reproduced: the spread overlaps the study's range. Partly: it misses the range but lies wholly on the "
+    "study's side of no effect (weaker: between no effect and the range; stronger: beyond it). Not: the spread "
+    "includes no effect or lies on the other side; for a level (a share), any miss. No figure: the study gives "
+    "none, ours is shown. Not run: the store has no baseline and treatment runs in one condition.")
+
+
+
+@dataclass
+class Row:
+    effect: Effect
+    condition: str = ""
+    figure: float | None = None          # median, in the paper's form
+    low: float | None = None             # spread: the interquartile range of the per-pair ratios, in the paper's form
+    high: float | None = None
+    runs_baseline: int = 0
+    runs_treatment: int = 0
+    pairs: int = 0
+    paired_by: str = ""                  # "repeat index" | "all pairs" | "runs"
+    verdict: str = "not run"
+    reason: str = ""
+    treatment_value: str = ""
+    ratio: float | None = None           # median, IQR and range as ratios treatment / baseline (a level: the value)
+    ratio_q1: float | None = None
+    ratio_q3: float | None = None
+    ratio_min: float | None = None
+    ratio_max: float | None = None
+
+    @property
+    def runs(self) -> int:
+        return self.runs_baseline + self.runs_treatment
+
+
+# ---- reading the runs --------------------------------------------------------------------------------------
+
+def _runs(conn, effect: Effect, campaigns: tuple[int, ...]) -> list[dict]:
+    """The effect's ok runs, one row each on its compared window: condition parts, factor value, measure and
+    repeat index."""
+    label, expr = MEASURES[effect.measure]
+    factor = PLACEMENT if effect.factor == "placement" else \
+        "m.parameters->>%(factor)s" if effect.factor else "NULL"
+    sql = f"""SELECT run_id, parameters, environment, "window", factor, value, repeat FROM (
+  SELECT DISTINCT ON (m.run_id) m.run_id, m.parameters, m.environment, m."window", {factor} AS factor,
+         {expr} AS value,
+         (SELECT max(f.repeat) FROM v_foms f WHERE f.run_id = m.run_id) AS repeat
+  FROM v_run_metrics m
+  WHERE m.app = %(app)s AND m.status = 'ok' AND m.series_id IS NOT NULL AND ({effect.where})
+    AND (%(all)s OR m.campaign_id = ANY(%(campaigns)s))
+  ORDER BY m.run_id, m."window" = 'focus' DESC) x
+WHERE value IS NOT NULL
+ORDER BY run_id"""
+    cur = conn.execute(sql, {"app": effect.app, "factor": effect.factor, "all": not campaigns,
+                             "campaigns": list(campaigns)})
+    cols = [c.name for c in cur.description]
+    return [dict(zip(cols, r)) for r in cur.fetchall()]
+
+
+def _condition(effect: Effect, params: dict, env: dict, window: str) -> tuple[str, dict]:
+    """A run's condition key (canonical JSON) and its parameters as the condition shows them."""
+    drop = set(NEVER_CONDITION) | set(effect.follows) | set(effect.own)
+    if effect.factor.startswith("param."):
+        drop.add(effect.factor)
+    if effect.factor == "placement":
+        drop.add("param.rank-map")
+    kept = {k: v for k, v in params.items() if k not in drop}
+    return json.dumps([kept, env, window], sort_keys=True, default=str), kept
+
+
+def _pairs(base: list[dict], treat: list[dict]) -> tuple[list[float], str]:
+    """Ratios treatment / baseline: by repeat index where each side's runs carry distinct indices above 0
+    that meet, else all pairs."""
+    bi = [r["repeat"] for r in base]
+    ti = [r["repeat"] for r in treat]
+    if all(i and i > 0 for i in bi + ti) and len(set(bi)) == len(bi) and len(set(ti)) == len(ti):
+        common = sorted(set(bi) & set(ti))
+        if common:
+            b = {r["repeat"]: r["value"] for r in base}
+            t = {r["repeat"]: r["value"] for r in treat}
+            return [t[i] / b[i] for i in common if b[i]], "repeat index"
+    return [t["value"] / b["value"] for b in base for t in treat if b["value"]], "all pairs"
+
+
+def _verdict(effect: Effect, figure: float, low: float, high: float) -> tuple[str, str]:
+    if effect.paper is None:
+        return "no figure", "the study gives no figure; ours is shown"
+    plo, phi = effect.paper
+    form = effect.form
+    spread = f"ours {fmt(form, low)} to {fmt(form, high)}" if low != high else f"ours {fmt(form, low)}"
+    theirs = fmt(form, plo) if plo == phi else f"{fmt(form, plo)} to {fmt(form, phi)}"
+    if low <= phi and high >= plo:
+        return "reproduced", f"{spread} overlaps the study's {theirs}"
+    none = NO_EFFECT[form]
+    if none is None:
+        return "not", f"{spread}, {'below' if high < plo else 'above'} the study's {theirs}"
+    side = 1 if (plo + phi) / 2 > none else -1
+    if (low - none) * side > 0 and (high - none) * side > 0:
+        weaker = abs(figure - none) < min(abs(plo - none), abs(phi - none))
+        return "partly", (f"{spread}: the same direction as the study's {theirs}, "
+                          f"{'weaker' if weaker else 'stronger'}")
+    if low <= none <= high:
+        return "not", f"{spread} includes no effect ({fmt(form, none)}); the study's {theirs}"
+    return "not", f"{spread}: the opposite direction to the study's {theirs}"
+
+
+def _describe(kept: dict, env: dict, window: str, varying: set[str]) -> str:
+    """The condition as a short line: stack, interconnect, ranks, the problem size and whatever varies across the
+    effect's conditions."""
+    parts = [str(env.get("stack") or "?"), str(env.get("interconnect") or "default")]
+    if "ranks" in kept:
+        parts.append(f"n{kept['ranks']}")
+    shown_keys = sorted(k for k in kept if k in varying or k in ("param.n", "param.global", "param.local"))
+    said: set = set()
+    for k in shown_keys:
+        v = kept[k]
+        # the problem size once (global repeats --n), nothing said by 'none', no value twice (variant repeats
+        # cgsolve's --allreduce)
+        if k == "ranks" or v in (None, "none", "") or (k == "param.global" and v == kept.get("param.n")) or \
+                (k == "param.variant" and v in said):
+            continue
+        said.add(v)
+        parts.append(f"{k.removeprefix('param.')}={v}")
+    if window != "focus":
+        parts.append(f"[{window} window]")
+    if "system" in varying and env.get("system"):
+        parts.insert(0, str(env["system"]))
+    return " ".join(parts)
+
+
+def _quartiles(ratios: list[float]) -> tuple[float, float]:
+    """The first and third quartile (linear interpolation between the sorted values; one value: itself)."""
+    if len(ratios) == 1:
+        return ratios[0], ratios[0]
+    q1, _, q3 = statistics.quantiles(ratios, n=4, method="inclusive")
+    return q1, q3
+
+
+def _summarise(effect: Effect, row: Row, ratios: list[float], iqr: tuple[float, float] | None = None) -> Row:
+    """Median, interquartile range (the verdict's spread) and range of the per-pair ratios, in both forms."""
+    row.ratio = statistics.median(ratios)
+    row.ratio_q1, row.ratio_q3 = iqr or _quartiles(ratios)
+    row.ratio_min, row.ratio_max = min(ratios), max(ratios)
+    row.figure = shown(effect.form, row.ratio)
+    row.low, row.high = sorted((shown(effect.form, row.ratio_q1), shown(effect.form, row.ratio_q3)))
+    row.pairs = len(ratios)
+    row.verdict, row.reason = _verdict(effect, row.figure, row.low, row.high)
+    return row
+
+
+def _contrast(conn, effect: Effect, campaigns) -> list[Row]:
+    runs = _runs(conn, effect, campaigns)
+    base_re, treat_re = re.compile(effect.baseline), re.compile(effect.treatment)
+    base: dict[str, list[dict]] = {}
+    treat: dict[tuple[str, str], list[dict]] = {}
+    shown_of: dict[str, tuple[dict, dict, str]] = {}
+    for r in runs:
+        if r["factor"] is None:
+            continue
+        key, kept = _condition(effect, r["parameters"], r["environment"], r["window"])
+        if base_re.fullmatch(r["factor"]):
+            base.setdefault(key, []).append(r)
+        elif treat_re.fullmatch(r["factor"]):
+            own = {k: r["parameters"].get(k) for k in effect.own if k in r["parameters"]}
+            label = " ".join([r["factor"]] + [f"{k.removeprefix('param.')}={v}" for k, v in sorted(own.items())])
+            treat.setdefault((key, label), []).append(r)
+        else:
+            continue
+        shown_of[key] = (kept, r["environment"], r["window"])
+    return _rows(effect, base, treat, shown_of)
+
+
+def _rows(effect: Effect, base, treat, shown_of) -> list[Row]:
+    matched = [(k, label) for k, label in treat if k in base]
+    varying = _varying([shown_of[k] for k, _ in matched] or list(shown_of.values()))
+    rows = []
+    for key, label in sorted(matched, key=lambda kl: (_describe(*shown_of[kl[0]], varying), kl[1])):
+        b, t = base[key], treat[key, label]
+        ratios, how = _pairs(b, t)
+        if not ratios:
+            continue
+        row = Row(effect, _describe(*shown_of[key], varying), runs_baseline=len(b), runs_treatment=len(t),
+                  paired_by=how, treatment_value=label)
+        rows.append(_summarise(effect, row, ratios))
+    if not rows:
+        rows.append(_not_run(effect, sum(map(len, base.values())), sum(map(len, treat.values()))))
+    return rows
+
+
+def _varying(conds: list[tuple[dict, dict, str]]) -> set[str]:
+    out = set()
+    if len({json.dumps(e.get("system"), default=str) for _, e, _ in conds}) > 1:
+        out.add("system")
+    keys = {k for kept, _, _ in conds for k in kept}
+    for k in keys:
+        if len({json.dumps(kept.get(k), default=str) for kept, _, _ in conds}) > 1:
+            out.add(k)
+    return out
+
+
+def _not_run(effect: Effect, n_base: int, n_treat: int) -> Row:
+    if effect.factor:
+        if n_base or n_treat:
+            why = (f"{n_base} baseline ({_plain(effect.baseline)}) and {n_treat} treatment "
+                   f"({_plain(effect.treatment)}) runs of {effect.app}, none in the same condition; run {effect.run}")
+        else:
+            why = f"no ok {effect.app} runs with {effect.contrast}; run {effect.run}"
+    else:
+        why = f"no ok {effect.app} runs that measured it; run {effect.run}"
+    return Row(effect, runs_baseline=n_base, runs_treatment=n_treat, verdict="not run", reason=why)
+
+
+def _level(conn, effect: Effect, campaigns) -> list[Row]:
+    runs = _runs(conn, effect, campaigns)
+    groups: dict[str, list[dict]] = {}
+    shown_of = {}
+    for r in runs:
+        key, kept = _condition(effect, r["parameters"], r["environment"], r["window"])
+        groups.setdefault(key, []).append(r)
+        shown_of[key] = (kept, r["environment"], r["window"])
+    varying = _varying(list(shown_of.values()))
+    rows = []
+    for key in sorted(groups, key=lambda k: _describe(*shown_of[k], varying)):
+        vals = [r["value"] for r in groups[key]]
+        row = Row(effect, _describe(*shown_of[key], varying), runs_treatment=len(vals), paired_by="runs")
+        rows.append(_summarise(effect, row, vals))
+    return rows or [_not_run(effect, 0, 0)]
+
+
+def _best_algorithm(conn, effect: Effect, campaigns) -> list[Row]:
+    """collsweep: per condition (collective, the run's series less its algorithm controls), the sum over message
+    sizes of t_avg with, at each size, the algorithm of lowest median t_avg, against the default's sum. With
+    repeat indices, one ratio per repeat; without, the extremes over every combination of runs (against each
+    default run's own sum, the best algorithms' runs taken size by size, the default run itself where the
+    default is the best) and the ratio of the medians."""
+    sql = """SELECT m.run_id, m.parameters, m.environment, c.repeat, c.algorithm, c.collective, c.bytes, c.value
+FROM v_collectives c
+JOIN (SELECT DISTINCT ON (run_id) run_id, parameters, environment FROM v_run_metrics
+      WHERE app = 'collsweep' AND status = 'ok' AND series_id IS NOT NULL
+        AND (%(all)s OR campaign_id = ANY(%(campaigns)s))
+      ORDER BY run_id) m ON m.run_id = c.run_id
+WHERE c.stat = 't_avg' AND c.collective <> 'barrier'
+ORDER BY m.run_id, c.collective, c.bytes"""
+    rows = conn.execute(sql, {"all": not campaigns, "campaigns": list(campaigns)}).fetchall()
+    drop = re.compile(r"^param\.(env\.|mpit\.|iterations\.|algorithm_controls|variant|coll$)")
+    groups: dict[str, dict] = {}
+    default = re.compile(effect.baseline)
+    for run_id, params, env, repeat, alg, coll, size, value in rows:
+        alg = "default" if default.fullmatch(alg) else alg
+        kept = {k: v for k, v in params.items() if not drop.match(k) and k not in NEVER_CONDITION}
+        kept["collective"] = coll
+        key = json.dumps([kept, env], sort_keys=True, default=str)
+        g = groups.setdefault(key, {"kept": kept, "env": env, "t": {}})
+        g["t"].setdefault(alg, {}).setdefault(size, {})[(run_id, repeat)] = value
+    varying = _varying([(g["kept"], g["env"], "run") for g in groups.values()])
+    out = []
+    for key, g in sorted(groups.items(), key=lambda kg: _describe(kg[1]["kept"], kg[1]["env"], "run", {"collective"})):
+        t = g["t"]
+        if "default" not in t or len(t) < 2:
+            continue
+        sizes = sorted(s for s in t["default"] if all(s in t[a] for a in t))
+        if not sizes:
+            continue
+        med = {a: {s: statistics.median(t[a][s].values()) for s in sizes} for a in t}
+        best = {s: min(t, key=lambda a: (med[a][s], a != "default")) for s in sizes}
+        reps = {a: {s: {rep: v for (_, rep), v in t[a][s].items()} for s in sizes} for a in t}
+        indexed = all(rep and rep > 0 for a in t for s in sizes for (_, rep) in t[a][s]) and \
+            all(len(reps[a][s]) == len(t[a][s]) for a in t for s in sizes)
+        common = set.intersection(*(set(reps[a][s]) for a in set(best.values()) | {"default"} for s in sizes)) \
+            if indexed else set()
+        if common:
+            ratios = [sum(reps[best[s]][s][i] for s in sizes) / sum(reps["default"][s][i] for s in sizes)
+                      for i in sorted(common)]
+            how = "repeat index"
+            figure_ratio = statistics.median(ratios)
+        else:
+            # against each default run's own sum (one run covers every size), the best side's runs chosen size by
+            # size; where the default is the best, the best side is that same default run
+            default_runs = set.intersection(*(set(t["default"][s]) for s in sizes))
+            if not default_runs:
+                continue
+            ext = [[sum(t["default"][s][d] if best[s] == "default" else pick(t[best[s]][s].values()) for s in sizes)
+                    / sum(t["default"][s][d] for s in sizes) for d in default_runs] for pick in (min, max)]
+            lo, hi = min(ext[0]), max(ext[1])
+            ratios, how = [lo, hi], "all combinations"
+            figure_ratio = sum(med[best[s]][s] for s in sizes) / sum(med["default"][s] for s in sizes)
+        chosen = sorted({best[s] for s in sizes})
+        n_default = len({rid for s in sizes for (rid, _) in t["default"][s]})
+        n_best = len({rid for s in sizes for a in chosen if a != "default" for (rid, _) in t[a][s]})
+        row = Row(effect, _describe(g["kept"], g["env"], "run", varying | {"collective"}),
+                  runs_baseline=n_default, runs_treatment=n_best, paired_by=how,
+                  treatment_value=f"best of {len(t)} ({', '.join(chosen)}), {len(sizes)} sizes")
+        # unpaired, the spread is the extremes over every combination (no quartiles without enumerating them)
+        _summarise(effect, row, ratios, None if common else (lo, hi))
+        row.ratio = figure_ratio
+        row.figure = shown(effect.form, figure_ratio)
+        row.verdict, row.reason = _verdict(effect, row.figure, row.low, row.high)
+        out.append(row)
+    return out or [_not_run(effect, 0, 0)]
+
+
+def compute(conn, campaigns: tuple[int, ...] = (), effects: list[Effect] | None = None) -> list[Row]:
+    """Every effect's rows for the runs of CAMPAIGNS (all runs when empty): one per condition measured, or one
+    'not run' row saying what to run."""
+    out = []
+    for e in effects or EFFECTS:
+        if e.measure == "collective_sum":
+            out += _best_algorithm(conn, e, campaigns)
+        elif e.factor:
+            out += _contrast(conn, e, campaigns)
+        else:
+            out += _level(conn, e, campaigns)
+    return out
+
+
+def figure_text(row: Row) -> str:
+    """Ours as the table shows it: the median and the spread, in the study's form."""
+    if row.figure is None or math.isnan(row.figure):
+        return "—"
+    f = row.effect.form
+    if row.pairs <= 1 or row.ratio_min == row.ratio_max:
+        return fmt(f, row.figure)
+    lo, hi = sorted((shown(f, row.ratio_min), shown(f, row.ratio_max)))
+    if (row.low, row.high) == (lo, hi):
+        return f"{fmt(f, row.figure)} (range {fmt(f, lo)} to {fmt(f, hi)})"
+    return f"{fmt(f, row.figure)} (IQR {fmt(f, row.low)} to {fmt(f, row.high)}; range {fmt(f, lo)} to {fmt(f, hi)})"
+
+
+# ---- the report's section ----------------------------------------------------------------------------------
+
+SECTION_STYLE = """<style>
+#reference table { width: 100%; table-layout: fixed; }
+#reference td, #reference th { text-align: left; vertical-align: top; overflow-wrap: break-word; }
+#reference .verdict-reproduced { background: #e3f4e3; } #reference .verdict-partly { background: #fdf3d8; }
+#reference .verdict-not { background: #f9e0e0; } #reference .verdict-not-run { color: #777; }
+</style>"""
+
+COLUMNS = [("Effect", "18%"), ("Study's figure", "12%"), ("Ours: median (spread)", "16%"), ("Runs", "8%"),
+           ("Condition", "18%"), ("Verdict", "8%"), ("Why", "20%")]
+
+
+def section_html(conn, campaigns: tuple[int, ...] = ()) -> str:
+    """The report's "Reference studies" section: one table per study, a row per effect and condition."""
+    import html
+    rows = compute(conn, campaigns)
+    esc = html.escape
+    out = [f"<section id='reference'>{SECTION_STYLE}<h2>Reference studies</h2>",
+           "<p class='note'>Each headline effect of the five studies commscope's workloads come from, beside the same "
+           "effect measured on the stored runs of this selection (each run on its focus window, else its whole run: "
+           "v_run_metrics; the I/O times are pio's FOMs, the collective times collsweep's). Only the studies' own "
+           "figures are typed in. Conditions: the runs' other parameters and environment, equal on both sides.</p>",
+           f"<p class='note rule'><b>Verdict rule.</b> {esc(VERDICT_RULE)}</p>"]
+    if all(r.verdict == "not run" for r in rows):
+        out.append(f"<p class='note empty'>No runs of any reference effect in this selection. Run all five studies "
+                   f"with <code>{RUN_IT}</code> (then <code>commscope report</code> again), or ingest runs of "
+                   "the workloads below with the parameters each row names.</p>")
+    head = "".join(f"<th style='width:{w}'>{esc(c)}</th>" for c, w in COLUMNS)
+    for study in STUDIES:
+        rs = [r for r in rows if r.effect.study == study]
+        counts = {}
+        for r in rs:
+            counts[r.verdict] = counts.get(r.verdict, 0) + 1
+        tally = ", ".join(f"{n} {v}" for v, n in sorted(counts.items()))
+        out.append(f"<h3>The {esc(study)}</h3><p class='note'>{len(rs)} row{'s' if len(rs) != 1 else ''}: "
+                   f"{esc(tally)}.</p>")
+        body = []
+        for r in rs:
+            e = r.effect
+            what = "; ".join(x for x in (f"{e.app}: {MEASURES[e.measure][0]}", e.contrast,
+                                         r.treatment_value and f"ran {r.treatment_value}", e.note) if x)
+            effect = f"{esc(e.name)}<br><span class='note'>{esc(what)}</span>"
+            runs = "—" if r.verdict == "not run" else (
+                f"{r.runs_treatment}" if not e.factor else
+                f"{r.runs_baseline} + {r.runs_treatment}<br><span class='note'>{r.pairs} ratios, {esc(r.paired_by)}"
+                "</span>")
+            verdict_class = "verdict-" + r.verdict.replace(" ", "-")
+            body.append(f"<tr class='{verdict_class}'><td>{effect}</td><td>{esc(e.paper_text)}<br>"
+                        f"<span class='note'>({esc(e.study)})</span></td><td>{esc(figure_text(r))}</td>"
+                        f"<td>{runs}</td><td>{esc(r.condition or '—')}</td><td class='verdict'>{esc(r.verdict)}</td>"
+                        f"<td>{esc(r.reason)}</td></tr>")
+        out.append(f"<table class='reference'><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>")
+    return "".join(out) + "</section>"

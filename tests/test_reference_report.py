@@ -1,0 +1,254 @@
+"""The report's "Reference studies" section (reference.py) on real runs: the workloads run here (Debian Open MPI
+4.1, 2 ranks, small problems, repeats), their outputs are ingested into a real PostgreSQL, and each effect's
+figure is checked against the same ratio computed straight from the workloads' own printed timers (the FOM lines
+of their output files, parsed here). Also: repeats carrying a Ramble repeat index are paired by it (the
+committed real workspace with two repeats), an effect without runs says "not run" and what to run, swapping a
+contrast's sides gives "not", and the section sits after the findings in the rendered report."""
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import re
+import statistics
+from pathlib import Path
+
+import numpy
+import psycopg
+import pytest
+
+import suite
+from commscope import reference, report
+from commscope.ingest import Provenance, ingest
+
+from conftest import stack_or_skip
+
+DATA = Path(__file__).parent / "data"
+REPEATS_WS = DATA / "ramble" / "smoke-openmpi4-repeats"
+REPEATS = 2
+FOM = re.compile(r"^FOM (\S+) (\S+) (\S+)$", re.M)
+PARAM = re.compile(r"^PARAM (\S+) (.*)$", re.M)
+
+# name -> (workload, arguments); each runs REPEATS times, the configurations in turn.
+HALO = ["--n", "32,32,32", "--iters", "10"]
+CONFIGS = {
+    "halo-blocking": ("halo3d", HALO + ["--variant", "blocking", "--pml-width", "0"]),
+    "halo-overlap": ("halo3d", HALO + ["--variant", "overlap", "--pml-width", "0"]),
+    "halo-rma": ("halo3d", HALO + ["--variant", "rma", "--pml-width", "0"]),
+    "halo-pml-unfused": ("halo3d", HALO + ["--variant", "blocking", "--pml-width", "4"]),
+    "halo-pml-fused": ("halo3d", HALO + ["--variant", "blocking", "--pml-width", "4", "--fused"]),
+}
+OTHERS = {
+    "st-col-send": ("stencil2d", ["--n", "128,128", "--iters", "20", "--decomp", "col", "--send", "send"]),
+    "st-row-send": ("stencil2d", ["--n", "128,128", "--iters", "20", "--decomp", "row-naive", "--send", "send"]),
+    "st-col-ssend": ("stencil2d", ["--n", "128,128", "--iters", "20", "--decomp", "col", "--send", "ssend"]),
+    "st-col-isend": ("stencil2d", ["--n", "128,128", "--iters", "20", "--decomp", "col", "--send", "isend"]),
+    "cg-direct-barriers": ("cgsolve", ["--n", "16,16,16", "--allreduce", "direct", "--debug-barriers"]),
+    "cg-direct": ("cgsolve", ["--n", "16,16,16", "--allreduce", "direct"]),
+    "cg-hierarchical": ("cgsolve", ["--n", "16,16,16", "--allreduce", "hierarchical"]),
+    "cg-nonblocking": ("cgsolve", ["--n", "16,16,16", "--allreduce", "nonblocking"]),
+    "pio-independent": ("pio", ["--n", "32,32,32", "--method", "independent"]),
+    "pio-two-phase": ("pio", ["--n", "32,32,32", "--method", "two-phase", "--group-size", "2"]),
+    "cg-identity": ("commgraph", ["--iters", "5", "--pattern", "pairs", "--large-bytes", "65536"]),
+    "cg-random": ("commgraph", ["--iters", "5", "--pattern", "pairs", "--large-bytes", "65536",
+                                "--rank-map", "{maps}/random-2.map"]),
+    "cg-advised": ("commgraph", ["--iters", "5", "--pattern", "pairs", "--large-bytes", "65536",
+                                 "--rank-map", "{maps}/advised-2.map"]),
+    "coll-default": ("collsweep", ["--coll", "allreduce", "--sizes", "8,1K,64K", "--iters", "50"]),
+    "coll-forced": ("collsweep", ["--coll", "allreduce", "--sizes", "8,1K,64K", "--iters", "50"]),
+}
+# Open MPI's recursive doubling forced for the second collsweep configuration (workloads/README.md).
+ENV = {"coll-forced": {"OMPI_MCA_coll_tuned_use_dynamic_rules": "1", "OMPI_MCA_coll_tuned_allreduce_algorithm": "3"}}
+
+
+def parse(out: str) -> tuple[dict, dict]:
+    """FOMs (name -> value) and PARAMs of one output, read from its text."""
+    return ({n: float(v) for n, v, _ in FOM.findall(out)}, dict(PARAM.findall(out)))
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """Real runs: {config: [parsed output of each repeat]} and the two directories of .out files (halo3d; the
+    rest), each ingested as its own campaign by the store fixture."""
+    stack = stack_or_skip("debian-openmpi4")
+    bdir = suite.build(stack)
+    root = tmp_path_factory.mktemp("reference")
+    maps = root / "maps"
+    maps.mkdir()
+    (maps / "random-2.map").write_text("1 0\n")
+    (maps / "advised-2.map").write_text("# advised\n0 1\n")
+    out: dict[str, list] = {}
+    dirs = {}
+    for part, configs in (("halo", CONFIGS), ("others", OTHERS)):
+        d = dirs[part] = root / part
+        d.mkdir()
+        for rep in range(REPEATS):
+            for name, (workload, args) in configs.items():
+                args = [a.replace("{maps}", str(maps)) for a in args]
+                if workload == "pio":
+                    args += ["--dir", str(root)]
+                r = suite.run(stack, bdir, workload, args, 2, env=ENV.get(name))
+                assert not suite.problems(r, allow_skip=True), (name, suite.problems(r, allow_skip=True), r.stderr)
+                (d / f"{name}.{rep}.out").write_text(r.stdout)
+                out.setdefault(name, []).append(parse(r.stdout))
+    return out, dirs
+
+
+@pytest.fixture
+def store(dsn, runs):
+    out, dirs = runs
+    with psycopg.connect(dsn) as conn:
+        campaigns = {part: ingest(conn, [d], Provenance(system="ref-box", stack="debian-openmpi4")).campaign_id
+                     for part, d in dirs.items()}
+        conn.commit()
+    return dsn, campaigns, out
+
+
+def all_pairs(out, base: str, treat: str, value) -> list[float]:
+    return [value(t) / value(b) for b, t in itertools.product(out[base], out[treat])]
+
+
+def by_key(rows, key) -> list[reference.Row]:
+    return [r for r in rows if r.effect.key == key]
+
+
+def check(rows, key: str, ratios: list[float], runs_each=REPEATS):
+    """The effect has exactly one measured condition here, and it agrees with the ratios from the outputs."""
+    (row,) = by_key(rows, key)
+    assert row.verdict != "not run", (key, row.reason)
+    assert row.runs_baseline == runs_each and row.runs_treatment == runs_each, (key, row)
+    assert row.pairs == len(ratios)
+    assert row.ratio == pytest.approx(statistics.median(ratios), rel=1e-9), key
+    assert (row.ratio_min, row.ratio_max) == pytest.approx((min(ratios), max(ratios)), rel=1e-9), key
+    assert (row.ratio_q1, row.ratio_q3) == pytest.approx(tuple(numpy.percentile(ratios, [25, 75])), rel=1e-9), key
+    assert row.paired_by == "all pairs"   # outputs given directly carry no repeat index
+    return row
+
+
+def test_every_effect_equals_the_ratio_of_the_workloads_own_timers(store):
+    dsn, campaigns, out = store
+    comm = lambda p: p[0]["comm_time_avg"]  # noqa: E731
+    total = lambda p: p[0]["total_time"]  # noqa: E731
+    with psycopg.connect(dsn) as conn:
+        rows = reference.compute(conn)
+    check(rows, "seismic-overlap", all_pairs(out, "halo-blocking", "halo-overlap", comm))
+    check(rows, "seismic-rma", all_pairs(out, "halo-blocking", "halo-rma", comm))
+    skew = lambda p: p[0]["comm_time_max"] - p[0]["comm_time_avg"]  # noqa: E731
+    check(rows, "seismic-fusion-skew", all_pairs(out, "halo-pml-unfused", "halo-pml-fused", skew))
+    check(rows, "stencil-row-vs-col", all_pairs(out, "st-col-send", "st-row-send", comm))
+    check(rows, "stencil-ssend-vs-send", all_pairs(out, "st-col-send", "st-col-ssend", comm))
+    check(rows, "stencil-isend", all_pairs(out, "st-col-send", "st-col-isend", comm))
+    check(rows, "reservoir-debug-barriers", all_pairs(out, "cg-direct-barriers", "cg-direct", comm))
+    check(rows, "groundwater-allreduce-hierarchical", all_pairs(out, "cg-direct", "cg-hierarchical", comm))
+    check(rows, "groundwater-allreduce-nonblocking", all_pairs(out, "cg-direct", "cg-nonblocking", comm))
+    row = check(rows, "groundwater-two-phase-read",
+                all_pairs(out, "pio-independent", "pio-two-phase", lambda p: p[0]["read_time"]))
+    assert "group-size=2" in row.treatment_value
+    check(rows, "groundwater-two-phase-write",
+          all_pairs(out, "pio-independent", "pio-two-phase", lambda p: p[0]["write_time"]))
+    check(rows, "weather-advised-time", all_pairs(out, "cg-identity", "cg-advised", total))
+    check(rows, "weather-advised-mpi", all_pairs(out, "cg-identity", "cg-advised", comm))
+    check(rows, "weather-random-time", all_pairs(out, "cg-identity", "cg-random", total))
+
+    # A level: cgsolve's MPI share (direct, no debugging barriers) over its runs.
+    (share,) = by_key(rows, "reservoir-mpi-share")
+    assert share.ratio == pytest.approx(statistics.median(comm(p) / total(p) for p in out["cg-direct"]), rel=1e-9)
+    assert share.runs_treatment == REPEATS
+
+    # collsweep: the sum over sizes of t_avg with the algorithm of lowest median at each size, against the
+    # default's sum; without repeat indices, the spread runs over every combination of runs.
+    t = {c: [{int(m.group(1)): v for n, v in p[0].items() if (m := re.fullmatch(r"allreduce_(\d+)B_t_avg", n))}
+             for p in out[c]] for c in ("coll-default", "coll-forced")}
+    sizes = sorted(t["coll-default"][0])
+    assert sizes == [8, 1024, 65536]
+    med = {c: {s: statistics.median(run[s] for run in t[c]) for s in sizes} for c in t}
+    best = {s: "coll-forced" if med["coll-forced"][s] < med["coll-default"][s] else "coll-default" for s in sizes}
+    # every combination: a default run, and per size a run of the best (that same default run where it is best)
+    combos = [sum(run[s] for run, s in zip(combo, sizes)) / sum(d.values())
+              for d in t["coll-default"]
+              for combo in itertools.product(*[[d] if best[s] == "coll-default" else t[best[s]] for s in sizes])]
+    (row,) = by_key(rows, "reservoir-best-algorithm")
+    assert row.ratio == pytest.approx(sum(med[best[s]][s] for s in sizes) / sum(med["coll-default"][s] for s in sizes))
+    extremes = (min(combos), max(combos))
+    assert (row.ratio_min, row.ratio_max) == pytest.approx(extremes)
+    assert (row.ratio_q1, row.ratio_q3) == pytest.approx(extremes)   # no quartiles of combinations: the extremes
+    assert "allreduce" in row.condition
+
+    # Every figure shown is the ratio in the study's form, e.g. a change in % for the overlap.
+    (row,) = by_key(rows, "seismic-overlap")
+    assert reference.figure_text(row).startswith(f"{(row.ratio - 1) * 100:+.1f} %")
+
+
+def test_repeats_with_a_repeat_index_are_paired_by_it(dsn):
+    """The committed Ramble workspace (real halo3d runs, blocking and overlap, two repeats each): one ratio per
+    repeat index, from the experiments' own comm_time_avg lines."""
+    with psycopg.connect(dsn) as conn:
+        ingest(conn, [REPEATS_WS], Provenance())
+        conn.commit()
+        rows = by_key(reference.compute(conn), "seismic-overlap")
+    comm = {}
+    for f in (REPEATS_WS / "experiments" / "halo3d" / "halo3d").glob("*/*.out"):
+        variant, repeat = re.search(r"halo3d-(\w+)-.*\.(\d+)\.out$", f.name).groups()
+        comm[variant, int(repeat)] = parse(f.read_text())[0]["comm_time_avg"]
+    ratios = [comm["overlap", i] / comm["blocking", i] for i in (1, 2)]
+    (row,) = rows
+    assert row.paired_by == "repeat index" and row.pairs == 2
+    assert row.ratio == pytest.approx(statistics.median(ratios), rel=1e-9)
+    assert (row.ratio_min, row.ratio_max) == pytest.approx((min(ratios), max(ratios)), rel=1e-9)
+
+
+def test_an_effect_without_runs_says_not_run_and_what_to_run(store):
+    dsn, campaigns, _ = store
+    with psycopg.connect(dsn) as conn:
+        rows = reference.compute(conn, (campaigns["halo"],))
+    for key in ("reservoir-debug-barriers", "stencil-row-vs-col", "groundwater-two-phase-read",
+                "reservoir-best-algorithm", "reservoir-mpi-share"):
+        (row,) = by_key(rows, key)
+        assert row.verdict == "not run", key
+        assert "commscope run reference" in row.reason
+    assert by_key(rows, "seismic-overlap")[0].verdict != "not run"
+
+
+def test_an_opposite_effect_is_not_reproduced(store):
+    """row-naive sends one message per element, col one per face: the swapped contrast (col against row-naive)
+    goes the other way from the study's 12x, which must read as not reproduced."""
+    dsn, _, out = store
+    effect = next(e for e in reference.EFFECTS if e.key == "stencil-row-vs-col")
+    swapped = dataclasses.replace(effect, baseline=effect.treatment, treatment=effect.baseline)
+    with psycopg.connect(dsn) as conn:
+        (row,) = reference.compute(conn, effects=[swapped])
+        (unswapped,) = reference.compute(conn, effects=[effect])
+    comm = [p[0]["comm_time_avg"] for p in out["st-row-send"]], [p[0]["comm_time_avg"] for p in out["st-col-send"]]
+    assert min(comm[0]) > max(comm[1])   # the runs really are apart: every row-naive run slower than every col run
+    assert row.verdict == "not" and "opposite" in row.reason
+    assert unswapped.verdict in ("reproduced", "partly")
+    # The same runs against a study figure at our own median, and at ten times our effect on the same side.
+    x = unswapped.figure
+    with psycopg.connect(dsn) as conn:
+        (mine,) = reference.compute(conn, effects=[dataclasses.replace(effect, paper=(x, x))])
+        (far,) = reference.compute(conn, effects=[dataclasses.replace(effect, paper=(10 * x, 20 * x))])
+    assert mine.verdict == "reproduced"
+    assert far.verdict == "partly" and "weaker" in far.reason
+
+
+def test_the_report_shows_the_section_after_the_findings(store):
+    dsn, _, _ = store
+    with psycopg.connect(dsn) as conn:
+        page = report.render(conn)
+        rows = reference.compute(conn)
+    findings, section = page.find("<section id='findings'>"), page.find("<section id='reference'>")
+    first_dashboard = page.find("<h2>MPI time fraction over time</h2>")
+    assert 0 < findings < section < first_dashboard
+    body = page[section:first_dashboard]
+    assert "Verdict rule." in body and "Reproduced: the spread overlaps" in body
+    for study in reference.STUDIES:
+        assert f"The {study}" in body
+    for r in rows:
+        if r.verdict != "not run":
+            assert reference.figure_text(r).replace("×", "&#215;") in body or reference.figure_text(r) in body
+
+
+def test_an_empty_selection_says_why_and_what_to_run(dsn):
+    with psycopg.connect(dsn) as conn:
+        html_text = reference.section_html(conn)
+    assert "No runs of any reference effect" in html_text and "commscope run reference" in html_text
+    assert html_text.count("not run") >= len(reference.EFFECTS)
