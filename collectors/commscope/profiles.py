@@ -649,16 +649,18 @@ def node_stats(prof: Profile) -> dict[tuple, NodeStats]:
                 incl[q] = arr.copy()
     zero = np.zeros(len(prof.measured))
     paths = list(incl)
-    spreads = []
     step = max(1, 1_000_000 // max(len(ranks), 1))
-    for first in range(0, len(paths), step):
-        spreads += distributions(np.stack([incl[p][ranks] for p in paths[first:first + step]]), ranks)
     stats = {}
-    for p, spread in zip(paths, spreads):
-        ex, inc = prof.excl.get(p, zero)[ranks], incl[p][ranks]
-        slowest = int(np.argmax(inc))
-        stats[p] = NodeStats(float(ex.min()), float(ex.mean()), float(ex.max()), float(inc.min()), float(inc.mean()),
-                             float(inc.max()), prof.calls.get(p), int(ranks[slowest]), spread)
+    for first in range(0, len(paths), step):
+        chunk = paths[first:first + step]
+        inc = np.stack([incl[p][ranks] for p in chunk])
+        ex = np.stack([prof.excl.get(p, zero)[ranks] for p in chunk])
+        spreads = distributions(inc, ranks)
+        # one numpy call per statistic for the whole chunk, not one per path
+        cols = zip(*(a.tolist() for a in (ex.min(axis=1), ex.mean(axis=1), ex.max(axis=1), inc.min(axis=1),
+                                          inc.mean(axis=1), inc.max(axis=1), ranks[np.argmax(inc, axis=1)])))
+        for p, spread, (ex_min, ex_avg, ex_max, in_min, in_avg, in_max, slowest) in zip(chunk, spreads, cols):
+            stats[p] = NodeStats(ex_min, ex_avg, ex_max, in_min, in_avg, in_max, prof.calls.get(p), slowest, spread)
     return stats
 
 
@@ -691,14 +693,14 @@ def _distributions(values: np.ndarray, ranks: np.ndarray) -> list[dict]:
     del bins
     k = min(TOP_K, n)
     top = np.argpartition(-values, k - 1, axis=1)[:, :k] if k < n else np.tile(np.arange(n), (rows, 1))
-    out = []
-    for i in range(rows):
-        order = top[i][np.argsort(-values[i, top[i]], kind="stable")]
-        out.append({"n": int(n), "min": float(lo[i]), "mean": float(values[i].mean()), "max": float(hi[i]),
-                    "p50": float(pct[0, i]), "p90": float(pct[1, i]), "p99": float(pct[2, i]),
-                    "hist_lo": float(lo[i]), "hist_hi": float(hi[i]), "hist_counts": counts[i].tolist(),
-                    "top_ranks": ranks[order].tolist(), "top_values": values[i, order].tolist()})
-    return out
+    # the TOP_K largest, largest first (a stable sort keeps the lower rank first among equals)
+    order = np.take_along_axis(top, np.argsort(-np.take_along_axis(values, top, axis=1), axis=1, kind="stable"),
+                               axis=1)
+    cols = zip(lo.tolist(), values.mean(axis=1).tolist(), hi.tolist(), *pct.tolist(), counts.tolist(),
+               ranks[order].tolist(), np.take_along_axis(values, order, axis=1).tolist())
+    return [{"n": int(n), "min": mn, "mean": mean, "max": mx, "p50": p50, "p90": p90, "p99": p99,
+             "hist_lo": mn, "hist_hi": mx, "hist_counts": hist, "top_ranks": top_ranks, "top_values": top_values}
+            for mn, mean, mx, p50, p90, p99, hist, top_ranks, top_values in cols]
 
 
 def _spot_stats(prof: Profile) -> dict[tuple, NodeStats]:
