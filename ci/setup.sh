@@ -11,6 +11,7 @@ cd "$(dirname "$0")/.."
 # patchelf and gfortran: Spack (Caliper's recipe needs a Fortran compiler).
 debs=(build-essential cmake libopenmpi-dev openmpi-bin libmpich-dev mpich python3-venv postgresql
       slurm-wlm munge chromium patchelf gfortran)
+debs+=(glusterfs-server glusterfs-client)  # ci/parallel_fs.py: the I/O study's GlusterFS volume (about 10 s)
 missing=()
 for p in "${debs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if ((${#missing[@]})); then
