@@ -373,3 +373,20 @@ def test_kill_9_mid_ingest_leaves_a_consistent_store_and_rerun_completes(dsn, tm
         orphans = c.execute("SELECT count(*) FROM runs r WHERE NOT EXISTS "
                             "(SELECT 1 FROM node_metrics m WHERE m.run_id = r.id)").fetchone()[0]
     assert orphans == 0
+
+
+def test_two_ingests_inside_one_caller_transaction_both_store_their_runs(dsn, tmp_path):
+    """A caller that opens its own transaction and ingests twice (a script storing two result directories
+    atomically) gets both campaigns, and nothing until it commits. The runs are counted by another
+    connection, against the number of files given."""
+    first, second = tmp_path / "a", tmp_path / "b"
+    varied_copies(DATA / "stencil2d-row-naive-n2.spot.cali", 3, first, "root")
+    varied_copies(DATA / "halo3d-overlap-n2.runtime-profile.cali", 2, second, "root")
+    before = counts(dsn)["runs"]
+    with psycopg.connect(dsn) as conn:
+        with conn.transaction():
+            a = ingest(conn, [first], Provenance(system="testbox"))
+            b = ingest(conn, [second], Provenance(system="testbox"))
+            assert counts(dsn)["runs"] == before   # not visible to others before the commit
+    assert (len(a.inserted), len(b.inserted)) == (3, 2) and a.campaign_id != b.campaign_id
+    assert counts(dsn)["runs"] == before + 5

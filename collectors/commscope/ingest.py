@@ -277,11 +277,13 @@ class Writer:
                         "AND content_hash = ANY(%s)", (MODEL_VERSION, [r.content_hash for r in batch]))
             # One INSERT per batch, not per run: the statement-level rollup triggers (migration 0010) then
             # add the batch to its (series, day) groups once, so ingest stays as fast as a series fills.
+            # The staging table lives until the commit: an earlier ingest in the caller's own transaction
+            # may have made it already.
             if not self.staged:
-                cur.execute(f"CREATE TEMP TABLE runs_in ON COMMIT DROP AS SELECT {RUN_COLUMNS} FROM runs WITH NO DATA")
+                cur.execute(f"CREATE TEMP TABLE IF NOT EXISTS runs_in ON COMMIT DROP AS SELECT {RUN_COLUMNS} "
+                            "FROM runs WITH NO DATA")
                 self.staged = True
-            else:
-                cur.execute("TRUNCATE runs_in")
+            cur.execute("TRUNCATE runs_in")
             with cur.copy(f"COPY runs_in ({RUN_COLUMNS}) FROM STDIN") as cp:
                 for row in rows:
                     cp.write_row(row)
