@@ -48,15 +48,17 @@ def shown(form: str, r: float) -> float:
     if form == "change":
         return (r - 1) * 100
     if form == "gain":
-        return (1 / r - 1) * 100
+        return (1 / r - 1) * 100 if r else math.inf
     if form == "speedup":
-        return 1 / r
+        return 1 / r if r else math.inf
     if form == "share":
         return r * 100
     return r
 
 
 def fmt(form: str, v: float) -> str:
+    if math.isinf(v):
+        return "∞" if v > 0 else "−∞"
     if form in ("change", "gain"):
         return f"{v:+.1f} %"
     if form == "share":
