@@ -517,8 +517,8 @@ def figure_text(row: Row) -> str:
 SECTION_STYLE = """<style>
 #reference table { width: 100%; table-layout: fixed; }
 #reference td, #reference th { text-align: left; vertical-align: top; overflow-wrap: break-word; }
-#reference .verdict-reproduced { background: #e3f4e3; } #reference .verdict-partly { background: #fdf3d8; }
-#reference .verdict-not { background: #f9e0e0; } #reference .verdict-not-run { color: #777; }
+#reference td.verdict-reproduced { background: #e3f4e3; } #reference td.verdict-partly { background: #fdf3d8; }
+#reference td.verdict-not { background: #f9e0e0; } #reference tr.verdict-not-run td { color: #777; }
 </style>"""
 
 COLUMNS = [("Effect", "18%"), ("Study's figure", "12%"), ("Ours: median (spread)", "16%"), ("Runs", "8%"),
@@ -550,19 +550,27 @@ def section_html(conn, campaigns: tuple[int, ...] = ()) -> str:
         out.append(f"<h3>The {esc(study)}</h3><p class='note'>{len(rs)} row{'s' if len(rs) != 1 else ''}: "
                    f"{esc(tally)}.</p>")
         body = []
-        for r in rs:
-            e = r.effect
-            what = "; ".join(x for x in (f"{e.app}: {MEASURES[e.measure][0]}", e.contrast,
-                                         r.treatment_value and f"ran {r.treatment_value}", e.note) if x)
-            effect = f"{esc(e.name)}<br><span class='note'>{esc(what)}</span>"
-            runs = "—" if r.verdict == "not run" else (
-                f"{r.runs_treatment}" if not e.factor else
-                f"{r.runs_baseline} + {r.runs_treatment}<br><span class='note'>{r.pairs} ratios, {esc(r.paired_by)}"
-                "</span>")
-            verdict_class = "verdict-" + r.verdict.replace(" ", "-")
-            body.append(f"<tr class='{verdict_class}'><td>{effect}</td><td>{esc(e.paper_text)}<br>"
-                        f"<span class='note'>({esc(e.study)})</span></td><td>{esc(figure_text(r))}</td>"
-                        f"<td>{runs}</td><td>{esc(r.condition or '—')}</td><td class='verdict'>{esc(r.verdict)}</td>"
-                        f"<td>{esc(r.reason)}</td></tr>")
+        for e in [x for x in EFFECTS if x.study == study]:
+            group = [r for r in rs if r.effect is e]
+            what = "; ".join(x for x in (f"{e.app}: {MEASURES[e.measure][0]}", e.contrast, e.note) if x)
+            span = f" rowspan='{len(group)}'" if len(group) > 1 else ""
+            for i, r in enumerate(group):
+                cells = []
+                if i == 0:
+                    cells.append(f"<td{span}>{esc(e.name)}<br><span class='note'>{esc(what)}</span></td>"
+                                 f"<td{span}>{esc(e.paper_text)}<br><span class='note'>({esc(e.study)})</span></td>")
+                runs = "—" if r.verdict == "not run" else (
+                    f"{r.runs_treatment}" if not e.factor else
+                    f"{r.runs_baseline} + {r.runs_treatment}<br><span class='note'>{r.pairs} ratios, "
+                    f"{esc(r.paired_by)}</span>")
+                # the treatment that ran, where the effect's value does not say it all (a pattern, a group size)
+                condition = esc(r.condition or "—") + (
+                    f"<br><span class='note'>ran {esc(r.treatment_value)}</span>"
+                    if r.treatment_value and r.treatment_value != e.treatment else "")
+                verdict_class = "verdict-" + r.verdict.replace(" ", "-")
+                cells.append(f"<td class='{verdict_class}'>{esc(figure_text(r))}</td><td>{runs}</td>"
+                             f"<td>{condition}</td><td class='verdict {verdict_class}'>{esc(r.verdict)}</td>"
+                             f"<td>{esc(r.reason)}</td>")
+                body.append(f"<tr class='{verdict_class}'>{''.join(cells)}</tr>")
         out.append(f"<table class='reference'><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>")
     return "".join(out) + "</section>"
