@@ -131,6 +131,8 @@ def _plain(regex: str) -> str:
 PLACEMENT = ("CASE WHEN coalesce(m.parameters->>'param.rank-map', 'none') IN ('none', '') THEN 'identity' "
              "ELSE regexp_replace(m.parameters->>'param.rank-map', '^.*/|(-n?[0-9]+)?(\\.[A-Za-z-]+)?$', '', 'g') END")
 
+ADVISED = "placement: identity (no rank map) → the advised map (advi*.map, from commscope advise placement)"
+
 EFFECTS: list[Effect] = [
     Effect("reservoir-mpi-share", RESERVOIR, "MPI share of time", "33–45 % of time in MPI", (33, 45), "share",
            "cgsolve", "mpi_share", where="m.parameters->>'param.debug-barriers' = 'off' "
@@ -146,11 +148,12 @@ EFFECTS: list[Effect] = [
            note="ours is the collective's own time over the sizes swept (collsweep), the study's the "
                 "application's total"),
     Effect("weather-advised-time", WEATHER, "advised placement: runtime", "about 1 % runtime", (-1, -1), "change",
-           "commgraph", "time", "placement", "identity", "advi.*"),
+           "commgraph", "time", "placement", "identity", "advi.*", said=ADVISED),
     Effect("weather-advised-mpi", WEATHER, "advised placement: MPI time", "more than 5 % less MPI time",
-           (-100, -5), "change", "commgraph", "mpi_time", "placement", "identity", "advi.*"),
+           (-100, -5), "change", "commgraph", "mpi_time", "placement", "identity", "advi.*", said=ADVISED),
     Effect("weather-random-time", WEATHER, "random placement: runtime", "less than 5 % slower", (0, 5), "change",
-           "commgraph", "time", "placement", "identity", "random.*"),
+           "commgraph", "time", "placement", "identity", "random.*",
+           said="placement: identity (no rank map) → a random map (random*.map)"),
     Effect("seismic-overlap", SEISMIC, "halo exchange overlapped with interior compute", "−72 % comm time",
            (-72, -72), "change", "halo3d", "comm_time", "param.variant", "blocking", "overlap"),
     Effect("seismic-rma", SEISMIC, "halo exchange by one-sided RMA, overlapped", "−89 % comm time", (-89, -89),
