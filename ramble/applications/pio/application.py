@@ -27,8 +27,14 @@ class Pio(ExecutableApplication):
     workload_variable("method", default="collective", values=["independent", "collective", "two-phase"],
                       description="how ranks reach the shared file", workloads=["pio"])
     workload_variable("group_size", default="2", description="ranks per two-phase group", workloads=["pio"])
-    # The run directory: on a cluster point it at the parallel file system under test.
-    workload_variable("io_dir", default="{experiment_run_dir}", description="directory for the shared file",
+    # The shared file's folder: $COMMSCOPE_IO_DIR when it is set where the experiment runs (the parallel file system
+    # under test, e.g. the GlusterFS mount ci/parallel_fs.py prints), else the experiment's run directory. One folder
+    # for every experiment and repeat, as pio records --dir as a parameter; experiments sharing it run one at a time
+    # (the file is named by method). Shell rather than ${...}: Ramble reads braces as its own variables.
+    workload_variable("io_dir",
+                      default='$(if [ -n "$COMMSCOPE_IO_DIR" ]; then echo "$COMMSCOPE_IO_DIR"; '
+                              'else echo "{experiment_run_dir}"; fi)',
+                      description="directory for the shared file: $COMMSCOPE_IO_DIR, else the run directory",
                       workloads=["pio"])
     workload_variable("iters", default="3", description="write + read-back rounds", workloads=["pio"])
     workload_variable("variant", default="{method}-g{group_size}", description="the case, for labels",
