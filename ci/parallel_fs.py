@@ -10,7 +10,9 @@ Layout:
 - One glusterd and its N bricks (`glusterfsd` processes, one TCP port each) run in their own network namespace,
   reached from the host over a veth pair, so every request crosses a real TCP connection to another network
   stack. glusterd's state, sockets and logs stay under ROOT (bind mounts in the server's own mount namespace),
-  so nothing touches the host's /var/lib/glusterd.
+  so nothing touches the host's /var/lib/glusterd. One server namespace rather than one per brick: the bricks share
+  this machine's cores and disk either way, and without netem (below) separate namespaces would add no cost of their
+  own; the bricks are still separate servers to the client (own process, port and connection).
 - `layout="shard"` (default): a distribute volume over the bricks with sharding on (4 MB shards, Gluster's
   minimum), so one shared file is spread over the bricks as Lustre stripes a file over OSTs.
   `layout="disperse"`: one erasure-coded set over all bricks (redundancy 1), so every request reaches every brick
@@ -25,15 +27,17 @@ The kernel here has no `sch_netem`, so no network delay is added: the cost measu
 itself.
 
 API (stable; other studies call it):
-    start(root, bricks=4, layout="shard", cache=True) -> Path   # the mount point; idempotent
+    start(root, bricks=4, layout="shard", cache=True, install_missing=False) -> Path  # the mount; idempotent
     stop(root)                                                  # unmount, stop daemons, remove ROOT
     set_cache(root, on)                                         # switch the client cache of a running volume
     profile_clear(root); profile(root) -> {brick: BrickProfile}  # `gluster volume profile` per brick
     gluster(root, *args) -> str                                 # the gluster CLI against this volume's glusterd
+    missing() -> [str]                                          # why GlusterFS cannot run here (empty: it can)
 
 CLI:
-    python3 ci/parallel_fs.py start [--root DIR] [--bricks 4] [--layout shard|disperse] [--no-cache] [--install]
-    python3 ci/parallel_fs.py cache on|off | status | profile [--clear] | stop   [--root DIR]
+    python3 ci/parallel_fs.py [--root DIR] start [--bricks 4] [--layout shard|disperse] [--no-cache] [--install]
+    python3 ci/parallel_fs.py [--root DIR] cache on|off | status | profile [--clear] | stop
+(ROOT defaults to $COMMSCOPE_PFS_ROOT or /tmp/commscope-pfs; `start` prints the mount point.)
 
 Root only. The Debian packages are glusterfs-server and glusterfs-client (`install()`, about 10 s with apt).
 Stdlib only.
