@@ -235,7 +235,7 @@ def spot_reference(path: Path) -> dict:
 def test_spot_windows_give_what_aggregates_allow_and_null_for_the_rest(stored, path):
     """spot keeps each node's min/max/avg/sum across ranks: the mean rank's times over a window are exact,
     the slowest rank's are not (a max of sums is not a sum of maxes), save the focus time where the focus
-    region starts at one call path (its inclusive max)."""
+    region starts at one call path (its inclusive max), and every figure of a one-rank job."""
     ref = spot_reference(path)
     got = stored[path.name]
     for window, acc in (("run", ref["run"]), ("focus", ref["focus_window"])):
@@ -259,6 +259,20 @@ def test_spot_windows_give_what_aggregates_allow_and_null_for_the_rest(stored, p
             assert mpi == sync == 0, where
             for k in ("mpi_time_avg_s", "mpi_fraction_avg", "mpi_sync_time_avg_s", "user_time_avg_s"):
                 assert row[k] is None, (*where, k)
+        if ref["ranks"] == 1:
+            # one rank is the slowest and the mean: POP's efficiencies of one process (useful time over runtime;
+            # load balance 1); without MPI measured, only the time and the rank are known
+            useful = time - mpi - sync
+            known = {"time_s": time, "ranks_measured": 1}
+            if ref["mpi_measured"]:
+                known.update(mpi_time_max_s=mpi + sync, mpi_fraction_slowest=(mpi + sync) / time, load_balance=1.0,
+                             communication_efficiency=useful / time, parallel_efficiency=useful / time)
+            for k in SPOT_NULL:
+                if k in known:
+                    assert row[k] == pytest.approx(known[k], rel=1e-5), (*where, k)
+                else:
+                    assert row[k] is None, (*where, k)
+            continue
         for k in SPOT_NULL:
             if window == "focus" and k == "time_s" and len(ref["focus_roots"]) == 1:
                 assert row[k] == pytest.approx(next(iter(ref["focus_roots"].values())), rel=1e-9), where

@@ -111,7 +111,7 @@ def _spot_mean_excl(prof: Profile) -> dict[tuple, float]:
 
 def _spot(prof: Profile, focus: str | None) -> dict | None:
     """Across-rank aggregates: the mean rank's times, and the slowest rank's time only where one
-    node's inclusive max is the window."""
+    node's inclusive max is the window, or where there is one rank."""
     stats = prof.stats
     paths = [p for p in stats if focus is None or in_focus(p, focus)]
     if not paths:
@@ -124,8 +124,15 @@ def _spot(prof: Profile, focus: str | None) -> dict | None:
     else:
         roots = _focus_roots(paths, focus)
         slowest_time = stats[next(iter(roots))].incl_max if len(roots) == 1 else None
+    window = "focus" if focus else "run"
+    if prof.ranks == 1:
+        # one rank is the mean rank and the slowest: the window as a per-rank profile's
+        sync = sum(mean_excl[p] for p in paths if is_mpi(p) and p[-1] in MPI_SYNC)
+        mpi = sum(mean_excl[p] for p in paths if is_mpi(p)) - sync
+        return _summarise(window, focus, np.array([0]), np.array([mean_time]), np.array([mpi]), np.array([sync]),
+                          prof.mpi_profiled)
     row = dict.fromkeys(COLUMNS)
-    row.update(window="focus" if focus else "run", focus_region=focus, time_s=slowest_time)
+    row.update(window=window, focus_region=focus, time_s=slowest_time)
     if prof.mpi_profiled:
         mpi = sum(mean_excl[p] for p in paths if is_mpi(p))
         row.update(mpi_time_avg_s=mpi, mpi_fraction_avg=mpi / mean_time if mean_time else None,
