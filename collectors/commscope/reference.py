@@ -217,17 +217,13 @@ class Row:
     ratio_min: float | None = None
     ratio_max: float | None = None
 
-    @property
-    def runs(self) -> int:
-        return self.runs_baseline + self.runs_treatment
-
 
 # ---- reading the runs --------------------------------------------------------------------------------------
 
 def _runs(conn, effect: Effect, campaigns: tuple[int, ...]) -> list[dict]:
     """The effect's ok runs, one row each on its compared window: condition parts, factor value, measure and
     repeat index."""
-    label, expr = MEASURES[effect.measure]
+    expr = MEASURES[effect.measure][1]
     factor = PLACEMENT if effect.factor == "placement" else \
         "m.parameters->>%(factor)s" if effect.factor else "NULL"
     sql = f"""SELECT run_id, parameters, environment, "window", factor, value, repeat FROM (
