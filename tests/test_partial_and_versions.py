@@ -23,10 +23,14 @@ import caliperreader
 import psycopg
 import pytest
 
+from caliperreader import read_caliper_contents
+
 from commscope.ingest import MODEL_VERSION, Provenance, ingest
+from commscope.records import ReadOptions
 
 DATA = Path(__file__).parent / "data"
 RAMBLE = DATA / "ramble"
+THIRD_AMG = Path(__file__).parent / "thirdparty" / "amg2023"
 MATRIX_WS = RAMBLE / "smoke-mpich4-matrix"           # message tracing, one Caliper file per rank
 REPEATS_WS = RAMBLE / "smoke-openmpi4-repeats"       # halo3d blocking and overlap, each twice
 BARRIERS_WS = RAMBLE / "barriers-openmpi4-counts"    # cgsolve with debug barriers off and on
@@ -249,9 +253,10 @@ def test_placement_refuses_a_partial_run(dsn, tmp_path):
 # ---- 4. model versions ------------------------------------------------------------------------------------
 
 def test_runs_of_an_older_model_version_are_listed_and_reingest_replaces_them(dsn):
-    """Runs stored by this code are current. Marked as measured under the previous version (as stores
-    written before version 2 hold them), they are listed for re-ingest with the reason, `db status` counts
-    them, and ingesting their files again replaces them (same runs, same series, same statistics)."""
+    """Runs stored by this code are current. Marked as measured under an older version that measured them
+    differently (as stores written before version 3 hold them), they are listed for re-ingest with the
+    reason, `db status` counts them, and ingesting their files again replaces them (same runs, same series,
+    same statistics)."""
     inputs = [PER_RANK_N4, DATA / "halo3d-overlap-n2.runtime-profile.cali", REPEATS_WS]
     with psycopg.connect(dsn) as conn:
         first = ingest(conn, inputs[:2], Provenance())
@@ -265,10 +270,14 @@ def test_runs_of_an_older_model_version_are_listed_and_reingest_replaces_them(ds
     assert "older version" not in cli(dsn, "db", "status").stdout
 
     with psycopg.connect(dsn) as conn:
-        conn.execute("UPDATE runs SET model_version = %s", (MODEL_VERSION - 1,))
+        # version 3 measured these multi-rank runs as version 4 does: not listed
+        conn.execute("UPDATE runs SET model_version = 3")
+        conn.commit()
+        assert conn.execute("SELECT count(*) FROM v_runs_needing_reingest").fetchone()[0] == 0
+        conn.execute("UPDATE runs SET model_version = 2")
         conn.commit()
         listed = conn.execute("SELECT model_version, reason FROM v_runs_needing_reingest").fetchall()
-        assert len(listed) == n and {v for v, _ in listed} == {MODEL_VERSION - 1}
+        assert len(listed) == n and {v for v, _ in listed} == {2}
         # each older version's reason names what it measured differently (docs/measurement-model.md)
         assert all("timestep" in reason and "spot" in reason for _, reason in listed)
         conn.execute("UPDATE runs SET model_version = 1 WHERE id = (SELECT min(id) FROM runs)")
@@ -313,3 +322,32 @@ def test_v_run_metrics_has_the_columns_the_issue_names(dsn):
         assert cols[c] == "double precision", c
     assert cols["started_at"] == "timestamp with time zone" and cols["window"] == "text"
     assert cols["ranks"] == cols["nodes"] == cols["series_id"] == "integer" and cols["run_id"] == "bigint"
+
+
+def test_a_one_rank_spot_run_of_version_3_is_listed_and_reingest_gives_its_slowest_rank(dsn):
+    """Version 3 left a one-rank spot profile's slowest-rank figures NULL, as for any spot profile. Marked as
+    version 3, such a run is listed (and a multi-rank spot run is not); ingesting it again gives its run time,
+    which for one rank is the sum of every record's exclusive time (caliper-reader), the time outside regions
+    included."""
+    one, two = THIRD_AMG / "amg2023-n1.spot.cali", THIRD_AMG / "amg2023-n2.spot.cali"
+    records, g = read_caliper_contents(str(one))
+    assert g["mpi.world.size"] == "1"
+    total = sum(float(r["sum#scale#sum#time.duration.ns"]) for r in records if "sum#scale#sum#time.duration.ns" in r)
+    keys = ReadOptions(param_keys=("Problem", "Size-x", "Solver"))
+    with psycopg.connect(dsn) as conn:
+        ingest(conn, [one, two], Provenance(), read=keys)
+        conn.commit()
+        conn.execute("UPDATE runs SET model_version = 3")
+        conn.execute("UPDATE run_windows SET time_s = NULL")   # as version 3 stored them
+        conn.commit()
+        listed = conn.execute("SELECT r.source, v.reason FROM v_runs_needing_reingest v "
+                              "JOIN runs r ON r.id = v.run_id").fetchall()
+        assert [Path(s).name for s, _ in listed] == [one.name], listed
+        assert "one-rank spot" in listed[0][1]
+        again = ingest(conn, [one], Provenance(), read=keys)
+        conn.commit()
+        assert len(again.inserted) == 1
+        assert conn.execute("SELECT count(*) FROM v_runs_needing_reingest").fetchone()[0] == 0
+        time_s = conn.execute("SELECT m.time_s FROM v_run_metrics m JOIN runs r ON r.id = m.run_id "
+                              "WHERE r.source LIKE %s AND m.window = 'run'", (f"%{one.name}",)).fetchone()[0]
+    assert time_s == pytest.approx(total, rel=1e-6)

@@ -36,8 +36,9 @@ PARALLEL_FROM = 32    # fewer input groups than this are read in-process
 WRITE_LOCK = "commscope.ingest"
 # runs.model_version: the version of docs/measurement-model.md a run was measured under. 2: runs' legacy
 # columns and rank_metrics are the run window (nothing left out by name, time outside regions counted) and
-# MPI calls outside every region are kept; v_runs_needing_reingest (migration 0020) lists runs below it.
-MODEL_VERSION = 3
+# MPI calls outside every region are kept; v_runs_needing_reingest (migrations 0020, 0023, 0026) lists the runs
+# below it that the later versions measure differently, with the reason (docs/measurement-model.md).
+MODEL_VERSION = 4
 RUN_COLUMNS = ("content_hash, campaign_id, system_id, stack_id, status, profile_kind, app, workload, variant, "
                "decomposition, interconnect, ranks, nodes, global_size, local_size, iterations, compiler, spack_hash, "
                "caliper_version, experiment, started_at, wall_time, mpi_time_avg, mpi_time_max, mpi_fraction_avg, "
