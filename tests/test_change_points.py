@@ -102,17 +102,18 @@ def test_the_loaded_night_is_the_one_change_point_and_idle_series_have_none(real
 
 def test_check_reports_the_change_point_its_campaign_completes(real_history, tmp_path):
     """check keeps its per-campaign verdicts and exit code, and also names the change point that the judged
-    campaign completes: night 5 does (its run starts the new level), night 4 does not."""
+    campaign completes: night 5 does (its run starts the new level), night 4 does not. The gate calls the one
+    loaded night suspect (a shift counts as a regression once it persists over 2 campaigns): exit 0."""
     dsn, sids = real_history
     with psycopg.connect(dsn) as conn:
         run5, campaign5, _ = run_of(conn, NIGHTS["24-mpi"][5])
         _, campaign4, _ = run_of(conn, NIGHTS["24-mpi"][4])
     md = tmp_path / "summary.md"
     r = cli(dsn, "check", "--campaign", str(campaign5), "--format", "json", "--markdown", str(md))
-    assert r.returncode == 1, r.stderr   # the regression fails the gate, as before
+    assert r.returncode == 0, r.stderr   # suspect does not fail the gate
     out = json.loads(r.stdout)
     verdicts = {s["series_id"]: s["verdict"] for s in out["series"]}
-    assert verdicts[sids["24-mpi"]] == "regression"
+    assert verdicts[sids["24-mpi"]] == "suspect"
     assert [(c["series_id"], c["run_id"], c["direction"]) for c in out["change_points"]] == \
         [(sids["24-mpi"], run5, "regression")]
     per_series = {s["series_id"]: [c["run_id"] for c in s["change_points"]] for s in out["series"]}

@@ -15,12 +15,18 @@ night is a block of consecutive measured samples from a random place in that cel
 one night ran back to back), divided by the cell's median. From night 15 on, the samples are multiplied by
 1 + shift (2, 5, 10, 20, 50 %). Nights 0-9 are history only; nights 10-24 are judged by each method:
 
-- gate: regressions.compare(night, the 10 nights before it) with the gate's defaults (min_effect 0.05, alpha
-  0.01, a baseline of 10 campaigns as `commscope check`); an alarm is the verdict 'regression';
+- gate: regressions.judge(night, the 11 nights before it) with the gate's defaults (min_effect 0.05, alpha
+  0.01, a baseline of 10 campaigns as `commscope check`): runs and campaign medians, a shift persisting over 2
+  nights; an alarm is the verdict 'regression' ('suspect', a shift of one night so far, is none);
+- gate (runs only): the gate before, in the same run: a one-sided Mann-Whitney test of the night's runs against
+  the 10 nights' runs (robust z-score below 3 runs), p < 0.01 and at least 5 %; an alarm is its 'regression';
 - change points: changepoints.detect (Apache Otava's E-divisive with the store's parameters) over all runs so
   far, in order; an alarm is a regression change point that the runs up to the night before did not have;
 - Benchpark: the night's mean > the previous night's mean x 1.05;
 - ReFrame: the night's mean > reference x 1.10, the reference being the mean of nights 0-9, fixed.
+- the two rules at 1 %: the same statistics (night mean / previous night mean; night mean / reference) with the
+  threshold set, per cell, to the smallest that gives at most 1 % false alarms on that cell's unshifted series
+  (set on the series it is then scored on: the rules' best case), so detections compare at the target's rate.
 
 False alarms: alarms per judged night (10-24) of the unshifted series. Detection: a shifted series (the same
 draws, shifted from night 15) is detected when a method alarms on night 15 or later; the delay is that night
@@ -99,7 +105,9 @@ def measure(rounds: int, out: Path) -> None:
 
 # ---- analysis ----------------------------------------------------------------------
 
-METHODS = ("gate", "change points", "Benchpark x1.05", "ReFrame ±10%")
+METHODS = ("gate", "gate (runs only)", "change points", "Benchpark x1.05", "ReFrame ±10%")
+CALIBRATED = ("Benchpark at 1 %", "ReFrame at 1 %")   # the rules with thresholds set to the false-alarm target
+REPORTED = METHODS + CALIBRATED
 BASELINES = ("Benchpark x1.05", "ReFrame ±10%")
 SHIFTS = (0.02, 0.05, 0.10, 0.20, 0.50)
 ALL = (0.0,) + SHIFTS       # reported: shift 0 is the chance of an alarm in the same nights
@@ -114,11 +122,24 @@ def _change_points():
     return detect, f"commscope.changepoints.detect: {method()}"
 
 
+def gate_runs_only(new: list[float], base: list[float], min_effect: float = 0.05, alpha: float = 0.01) -> bool:
+    """The gate before the campaign-level test (kept here to compare on the same series): a one-sided Mann-Whitney
+    test of the new runs against the baseline runs (with 3 or more new runs, else a robust z-score of the new
+    median), p < alpha and at least min_effect; unreachable levels count as no alarm."""
+    from commscope.regressions import MANN_WHITNEY_FROM, _mann_whitney_greater, _robust_z_p, smallest_p
+    if len(base) < 3 or not new or smallest_p(len(new), len(base)) >= alpha:
+        return False
+    nm, bm = statistics.median(new), statistics.median(base)
+    p = _mann_whitney_greater(new, base) if len(new) >= MANN_WHITNEY_FROM else _robust_z_p(nm, base)
+    return p < alpha and (nm - bm) / abs(bm) >= min_effect
+
+
 def alarms(nights: list[list[float]], warmup: int, detect, judge_from: int | None = None,
-           first_only: bool = False) -> dict[str, list[int]]:
+           first_only: bool = False, stats: dict | None = None) -> dict[str, list[int]]:
     """For one series (nights of run values, larger is worse), the nights each method alarms on. Nights before
     `warmup` are history only; nights before `judge_from` (default: warmup) are not judged; with first_only a
-    method stops at its first alarm (enough for detection and delay)."""
+    method stops at its first alarm (enough for detection and delay). STATS, if given, collects the two rules'
+    statistics (night mean over the previous night's, and over the reference) of every judged night."""
     from commscope.regressions import compare
     judge_from = warmup if judge_from is None else judge_from
     out = {m: [] for m in METHODS}
@@ -128,13 +149,20 @@ def alarms(nights: list[list[float]], warmup: int, detect, judge_from: int | Non
     for t in range(judge_from, len(nights)):
         new = nights[t]
         flat += new
+        if stats is not None:
+            stats.setdefault("Benchpark at 1 %", []).append(statistics.mean(new) / statistics.mean(nights[t - 1]))
+            stats.setdefault("ReFrame at 1 %", []).append(statistics.mean(new) / reference)
         live = [m for m in METHODS if not (first_only and out[m])]
         if not live:
+            if stats is not None:
+                continue
             break
         if "gate" in live:
-            base = [v for night in nights[max(0, t - warmup):t] for v in night]
-            if compare(new, base, 0.05, 0.01)[0] == "regression":
+            if compare(new, nights[max(0, t - warmup - 1):t], 0.05, 0.01, baseline=warmup)[0] == "regression":
                 out["gate"].append(t)
+        if "gate (runs only)" in live:
+            if gate_runs_only(new, [v for night in nights[max(0, t - warmup):t] for v in night]):
+                out["gate (runs only)"].append(t)
         if "change points" in live:
             found = {lv.index for lv in detect(flat) if lv.mean_after > lv.mean_before}
             if found - seen:
@@ -161,26 +189,49 @@ def shifted(nights: list[list[float]], change: int, shift: float) -> list[list[f
     return [[v * (1 + shift) if t >= change else v for v in night] for t, night in enumerate(nights)]
 
 
+def _threshold(values: list[float], target: float) -> float:
+    """The smallest threshold T with at most `target` of VALUES above T (an alarm is a value > T)."""
+    ordered = sorted(values, reverse=True)
+    allowed = int(target * len(ordered))   # alarms the target allows
+    return ordered[allowed] if allowed < len(ordered) else -float("inf")
+
+
 def cell(values: list[float], repeats: int, n_series: int, seed: int, shifts=SHIFTS, warmup: int = 10,
          change: int = 15, nights: int = 25, detect=None, independent: bool = False) -> dict:
     """Per method: false alarms and judged nights of the unshifted series, and per shift the series detected
-    and their delays (nights after the change), over n_series resampled series."""
+    and their delays (nights after the change), over n_series resampled series; the rules at 1 % too, with
+    their thresholds set on this cell's unshifted series."""
     import random
     detect = detect or _change_points()[0]
     rnd = random.Random(seed)
     out = {m: {"false_alarms": 0, "judged_nights": 0, "detected": {s: 0 for s in shifts},
-               "delays": {s: [] for s in shifts}} for m in METHODS}
+               "delays": {s: [] for s in shifts}} for m in REPORTED}
+    null_stats: dict[str, list[float]] = {}
+    shifted_stats: list[tuple[float, dict]] = []   # (shift, that series' rule statistics from the change on)
     for _ in range(n_series):
         base = series(values, repeats, nights, rnd, independent)
-        for m, ts in alarms(base, warmup, detect).items():
+        for m, ts in alarms(base, warmup, detect, stats=null_stats).items():
             out[m]["false_alarms"] += len(ts)
             out[m]["judged_nights"] += nights - warmup
         for s in shifts:
             # the nights before the change are the unshifted series' (their alarms are its false alarms)
-            for m, ts in alarms(shifted(base, change, s), warmup, detect, judge_from=change, first_only=True).items():
+            st: dict[str, list[float]] = {}
+            for m, ts in alarms(shifted(base, change, s), warmup, detect, judge_from=change, first_only=True,
+                                stats=st).items():
                 if ts:
                     out[m]["detected"][s] += 1
                     out[m]["delays"][s].append(ts[0] - change)
+            shifted_stats.append((s, st))
+    for m in CALIBRATED:
+        t = _threshold(null_stats[m], FALSE_ALARM_TARGET)
+        out[m]["threshold"] = t
+        out[m]["false_alarms"] = sum(v > t for v in null_stats[m])
+        out[m]["judged_nights"] = len(null_stats[m])
+        for s, st in shifted_stats:
+            first = next((i for i, v in enumerate(st[m]) if v > t), None)
+            if first is not None:
+                out[m]["detected"][s] += 1
+                out[m]["delays"][s].append(first)
     out["series"] = n_series
     return out
 
@@ -234,7 +285,7 @@ def report(doc: dict, n_series: int, seed: int, independent: bool = False) -> st
         for (w, lv, rr), res in results.items():
             if rr != r:
                 continue
-            for m in METHODS:
+            for m in REPORTED:
                 x = res[m]
                 cells = []
                 for s in ALL:
@@ -254,7 +305,7 @@ def report(doc: dict, n_series: int, seed: int, independent: bool = False) -> st
     for r in REPEATS:
         cells_r = [res for (w, lv, rr), res in results.items() if rr == r]
         n = sum(c["series"] for c in cells_r)
-        for m in METHODS:
+        for m in REPORTED:
             fa = sum(c[m]["false_alarms"] for c in cells_r)
             jn = sum(c[m]["judged_nights"] for c in cells_r)
             det = {s: sum(c[m]["detected"][s] for c in cells_r) for s in ALL}
@@ -268,8 +319,8 @@ def report(doc: dict, n_series: int, seed: int, independent: bool = False) -> st
     lines.append("|---|---|---|" + "---|" * len(ALL))
     ratio = lambda a, b: f"{a / b:.2f}" if b else ("inf" if a else "n/a")  # noqa: E731
     for r in REPEATS:
-        for ours in ("gate", "change points"):
-            for rule in BASELINES:
+        for ours in ("gate", "gate (runs only)", "change points"):
+            for rule in BASELINES + CALIBRATED:
                 fa_o, det_o = pooled[(r, ours)]
                 fa_b, det_b = pooled[(r, rule)]
                 lines.append(f"| {r} | {ours} / {rule} | {ratio(fa_o, fa_b)} | "
@@ -283,10 +334,10 @@ def report(doc: dict, n_series: int, seed: int, independent: bool = False) -> st
             if rr != r:
                 continue
             notes = []
-            for m in ("gate", "change points"):
+            for m in ("gate", "gate (runs only)", "change points"):
                 fa = res[m]["false_alarms"] / res[m]["judged_nights"]
                 notes.append(f"{m} false alarms {fa:.2%} ({'meets' if fa <= FALSE_ALARM_TARGET else 'MISSES'} <= 1 %)")
-            ok = [m for m in METHODS if res[m]["false_alarms"] / res[m]["judged_nights"] <= FALSE_ALARM_TARGET]
+            ok = [m for m in REPORTED if res[m]["false_alarms"] / res[m]["judged_nights"] <= FALSE_ALARM_TARGET]
             undetectable = [s for s in SHIFTS
                             if not any(res[m]["detected"][s] / res["series"] >= DETECTABLE for m in ok)]
             beats = []
@@ -294,11 +345,15 @@ def report(doc: dict, n_series: int, seed: int, independent: bool = False) -> st
                 if s in undetectable:
                     continue
                 best_rule = max(res[b]["detected"][s] for b in BASELINES)
+                best_at = max(res[b]["detected"][s] for b in CALIBRATED)
                 said = []
                 for m, short in (("gate", "gate"), ("change points", "cp")):
                     g = res[m]["detected"][s]
                     cmp = ">" if g > best_rule else ("=" if g == best_rule else "<")
                     said.append(f"{short} {g / res['series']:.0%} {cmp}")
+                g = res["gate"]["detected"][s]
+                said.append(f"gate {'>' if g > best_at else ('=' if g == best_at else '<')} best rule at 1 % "
+                            f"{best_at / res['series']:.0%}")
                 beats.append(f"{s:.0%}: {', '.join(said)} best rule {best_rule / res['series']:.0%}")
             lines.append(f"- {r} runs/night, {w} {lv}: " + "; ".join(notes)
                          + f"; undetectable (no method within 1 % false alarms detects half): "

@@ -359,9 +359,10 @@ def check_cmd(metrics, campaign, baseline, min_effect, alpha, system, app, stack
               junit, markdown):
     """The regression gate: exit 1 if any series of the judged campaign regressed.
 
-    Verdicts: regression, improvement, no change, no baseline (fewer than 3 earlier runs) and cannot tell (with
-    these run counts the test cannot reach --alpha; it says how many runs it would need). Exit 2 on bad
-    arguments or when it cannot tell which campaign to judge."""
+    Verdicts: regression, improvement (a shift in this campaign and the one before), suspect (in this campaign
+    alone), no change, no baseline (fewer than 3 earlier runs) and cannot tell (with these run counts the test
+    cannot reach --alpha; it says how many runs or campaigns it would need). Exit 2 on bad arguments or when
+    it cannot tell which campaign to judge."""
     import json
 
     from . import changepoints, regressions
@@ -417,7 +418,7 @@ def check_cmd(metrics, campaign, baseline, min_effect, alpha, system, app, stack
                 click.echo(f"{f.label():<{width}}  {f.verdict:<12} {fmt_v(f.baseline_median)} {fmt_v(f.new_median)} "
                            f"{change} {p}  {f.n_new}/{f.n_baseline}")
             for f in mine:
-                if f.verdict == "cannot tell":
+                if f.verdict in ("cannot tell", "suspect"):
                     click.echo(f"{f.label()}: {f.reason(alpha, min_effect)}")
             from .attribution import lines as attributed
             for f in mine:
@@ -428,8 +429,9 @@ def check_cmd(metrics, campaign, baseline, min_effect, alpha, system, app, stack
         for c in changes:
             click.echo(f"change point: {changepoints.describe(c)}")
         unsure = sum(f.verdict == "cannot tell" for f in findings)
+        suspect = sum(f.verdict == "suspect" for f in findings)
         click.echo(f"{len(findings)} series, {len(bad)} regressions"
-                   + (f", {unsure} cannot tell" if unsure else "")
+                   + (f", {suspect} suspect" if suspect else "") + (f", {unsure} cannot tell" if unsure else "")
                    + ("" if no_annotate else f", {noted} annotations written"))
     if bad:
         sys.exit(1)

@@ -8,26 +8,40 @@ workloads' timed loop), else on its run window, as the dashboards show a series 
 a FOM (fom:NAME, or fom:NAME@CONTEXT for a FOM Ramble reports per context). Only runs with status 'ok' count:
 partial runs (ranks missing) and failed runs are neither baseline nor judged.
 
-The test is robust, not a fixed threshold: with three or more new samples a one-sided Mann-Whitney U test against
-the baseline window, else a robust z-score (median and MAD of the baseline) of the new median. A change counts
-only when it is significant (p < alpha) AND at least min_effect in size, so tiny but consistent shifts on a quiet
-machine do not fail a pipeline. Benchpark's gate is a fixed baseline x 1.05; min_effect=0.05 with alpha plays
-that role while ignoring noise.
+The test has two levels, because runs of one night are not independent: a loaded night (another job, a
+slow node) slows all its runs together, so a test on runs alone reads one bad night as strong evidence (measured
+in collectors/bench/results/regression_accuracy.md: 2.9-7.3 % false alarms per series-night where 1 % was meant).
+- Runs: with three or more new samples a one-sided Mann-Whitney U test of the new runs against the baseline
+  window's runs, else a robust z-score (median and MAD of the baseline) of the new median.
+- Campaigns: the new campaign's median against the medians of the baseline campaigns (the between-night
+  spread), by Student's t for one new value against a sample (scipy.stats.ttest_ind of [new median] against
+  the baseline medians: the prediction interval of the next campaign), on log values (timings are skewed).
+A campaign is significantly worse when both levels give p < alpha AND the change is at least min_effect, so tiny
+but consistent shifts on a quiet machine do not fail a pipeline (Benchpark's gate is a fixed baseline x 1.05;
+min_effect=0.05 with alpha plays that role while ignoring noise).
 
-Verdicts: regression, improvement, no change, no baseline (fewer than 3 earlier runs), and cannot tell: with
-these run counts the test cannot reach alpha at all (3 new against 6 baseline runs: Mann-Whitney's smallest
-one-sided p is 1/84 > 0.01), so "no change" would be a claim the data cannot support; the finding says how many
-runs would make the level reachable.
+A shift must persist: the verdict is a regression (or improvement) only when the campaign before the judged one
+was also significantly worse (better) than the baseline before it. The first campaign of a shift is "suspect":
+one loaded night is what a shared machine gives now and then, and it cannot be told from a software change by its
+times alone; a change that stays is confirmed by the next campaign.
+
+Verdicts: regression, improvement, suspect (significant in the judged campaign alone), no change, no baseline
+(fewer than 3 earlier runs), and cannot tell: with these run counts the test cannot reach alpha at all (3 new
+against 6 baseline runs: Mann-Whitney's smallest one-sided p is 1/84 > 0.01), or the baseline has fewer than
+MIN_CAMPAIGNS campaigns, so the between-night spread is unknown; "no change" would be a claim the data cannot
+support, and the finding says how many runs or campaigns would make the level reachable.
 
 Which campaign: the one given (pipelines pass the id `commscope ingest` printed). Without one, the newest campaign
 with runs in the selection is judged only when every such campaign has one origin (the same kind of input and the
 same systems); on a store shared by pipelines of several systems or kinds the newest campaign may be another
 pipeline's, so the gate refuses and names --campaign (narrowing with --system also makes it one origin).
 
-Reading: only the judged campaign's runs and, per series, its `baseline` most recent earlier campaigns with a
-value are read from the store, selected in SQL; history beyond that window never leaves the database."""
+Reading: only the judged campaign's runs and, per series, its `baseline` + 1 most recent earlier campaigns with a
+value (the baseline, and the one before it that the previous campaign is judged against) are read from the store,
+selected in SQL; history beyond that window never leaves the database."""
 from __future__ import annotations
 
+import functools
 import json
 import math
 import statistics
@@ -51,6 +65,7 @@ LOWER_BETTER_UNITS = {"s", "ms", "us", "ns", "sec", "msec", "usec", "nsec", "sec
 
 MANN_WHITNEY_FROM = 3   # new runs from which the Mann-Whitney test is used (else the robust z-score)
 MIN_BASELINE = 3        # earlier runs below which there is no baseline
+MIN_CAMPAIGNS = 3       # baseline campaigns the between-campaign test needs (its spread has MIN_CAMPAIGNS - 1 df)
 SEARCH_LIMIT = 1000     # the largest run count runs_needed looks at
 
 
@@ -58,7 +73,7 @@ SEARCH_LIMIT = 1000     # the largest run count runs_needed looks at
 class Finding:
     series: dict          # series_id, key, parameters, environment, window, and DESCRIBE's columns
     metric: str
-    verdict: str          # regression | improvement | no change | cannot tell | no baseline
+    verdict: str          # regression | improvement | suspect | no change | cannot tell | no baseline
     baseline_median: float | None
     new_median: float | None
     effect: float | None  # relative change, positive = worse
@@ -68,7 +83,11 @@ class Finding:
     time: object = None   # the newest run's start
     campaign: int | None = None          # the campaign judged
     smallest_p: float | None = None      # the smallest p-value the test can give with n_new and n_baseline runs
-    needs: dict | None = None            # cannot tell: {"new": runs, "baseline": runs} that make alpha reachable
+    needs: dict | None = None            # cannot tell: {"new": runs, "baseline": runs} that make alpha reachable,
+    #                                      or {"campaigns": baseline campaigns} the between-campaign test needs
+    n_campaigns: int | None = None       # baseline campaigns
+    campaign_p: float | None = None      # the judged campaign's median against the baseline campaigns' medians
+    previous: str | None = None          # the campaign before: "worse", "better" or "same" against its own baseline
     attribution: dict | None = None      # regression, improvement: what differs, regions moved, cause (attribution.py)
 
     def label(self) -> str:
@@ -86,6 +105,9 @@ class Finding:
         change = f"{self.effect:+.1%}" if self.effect is not None and math.isfinite(self.effect) else "?"
         said = (f"{self.metric} {change} against the median of {self.n_baseline} earlier runs "
                 f"({self.n_new} new, p={self.p_value:.2g})")
+        if self.verdict == "cannot tell" and self.needs and self.needs.get("campaigns"):
+            return (f"cannot tell: the baseline has {self.n_campaigns} campaigns; the between-campaign test needs "
+                    f"{self.needs['campaigns']} (the spread between nights is unknown before); {said}")
         if self.verdict == "cannot tell":
             more = []
             if self.needs and self.needs.get("new"):
@@ -95,8 +117,16 @@ class Finding:
             need = (" or ".join(more) if more else f"more than {SEARCH_LIMIT} runs")
             return (f"cannot tell: with {self.n_new} new and {self.n_baseline} baseline runs the test's smallest "
                     f"p-value is {self.smallest_p:.3g}, not below alpha={alpha:g}; it needs {need}; {said}")
+        between = (f"; campaign median against {self.n_campaigns} baseline campaigns' p={self.campaign_p:.2g}"
+                   if self.campaign_p is not None else "")
+        if self.verdict == "suspect":
+            way = "worse" if (self.effect or 0) > 0 else "better"
+            return (f"suspect: {way} in this campaign alone, not yet in the one before (a shift counts when it "
+                    f"persists over 2 campaigns): {said}{between}")
         if self.verdict == "no change":
-            return f"no change of at least {min_effect:.0%} that is significant at alpha={alpha:g}: {said}"
+            return f"no change of at least {min_effect:.0%} that is significant at alpha={alpha:g}: {said}{between}"
+        if self.verdict in ("regression", "improvement"):
+            return f"{self.verdict}: {said}{between}; the campaign before too"
         return f"{self.verdict}: {said}"
 
 
@@ -120,6 +150,7 @@ def _robust_z_p(new_med: float, base: list[float]) -> float:
     return 0.5 * math.erfc(z / math.sqrt(2))  # one-sided normal tail
 
 
+@functools.lru_cache(maxsize=4096)
 def smallest_p(n_new: int, n_base: int) -> float:
     """The smallest one-sided p-value the gate's test can give with these run counts: scipy's Mann-Whitney, called
     as the gate calls it, on samples that do not overlap at all (every new value above every baseline value), so
@@ -138,23 +169,113 @@ def runs_needed(n_new: int, n_base: int, alpha: float) -> dict:
     return {"new": new, "baseline": base}
 
 
-def compare(new: list[float], base: list[float], min_effect: float, alpha: float) -> tuple[str, float | None, float | None]:
-    """(verdict, effect, p) for values where larger is worse."""
-    if len(base) < MIN_BASELINE or not new:
-        return "no baseline", None, None
-    nm, bm = statistics.median(new), statistics.median(base)
+def _monotone(values: list[float]) -> list[float]:
+    """Log values where all are positive (timings are skewed: a loaded night is a factor, not an offset), -log(-x)
+    where all are negative (a higher-is-better metric, negated), else the values; order is kept, so larger is
+    still worse."""
+    if all(v > 0 for v in values):
+        return [math.log(v) for v in values]
+    if all(v < 0 for v in values):
+        return [-math.log(-v) for v in values]
+    return list(values)
+
+
+def campaign_p(new_median: float, base_medians: list[float]) -> float:
+    """One-sided p that a campaign median this large comes from the baseline campaigns' distribution: Student's t
+    for one new value against a sample, the t prediction interval (what scipy.stats.ttest_ind of [new] against
+    the baseline medians gives, with len(base) - 1 degrees of freedom; computed here through scipy.stats.t,
+    which is 100x faster than ttest_ind's checks for the many series a check judges), on _monotone values."""
+    from scipy.stats import t as student_t
+    y = _monotone([new_median, *base_medians])
+    base = y[1:]
+    sd = statistics.stdev(base)
+    if sd == 0:
+        return 0.0 if y[0] > base[0] else 1.0
+    k = len(base)
+    return float(student_t.sf((y[0] - statistics.fmean(base)) / (sd * math.sqrt(1 + 1 / k)), k - 1))
+
+
+def _flat(campaigns: list[list[float]]) -> list[float]:
+    return [v for c in campaigns for v in c]
+
+
+def _moved(new: list[float], base: list[list[float]], min_effect: float, alpha: float,
+           quick: bool = False) -> tuple[str | None, dict]:
+    """Whether NEW's runs are significantly worse ('worse') or better ('better') than the BASE campaigns' runs,
+    at both levels (runs, campaign medians), by at least min_effect; None when neither; with the numbers of the
+    side the medians moved to (the only side that can pass). QUICK: only the verdict is needed, so a change below
+    min_effect is not tested."""
+    flat = _flat(base)
+    nm, bm = statistics.median(new), statistics.median(flat)
     effect = (nm - bm) / abs(bm) if bm else (math.inf if nm > bm else 0.0)
+    worse = effect >= 0
+    out = {"effect": effect, "p": None, "campaign_p": None}
+    if quick and abs(effect) < min_effect:
+        return None, out
+    sign = 1.0 if worse else -1.0
+    signed_new, signed_flat = [sign * x for x in new], [sign * x for x in flat]
     if len(new) >= MANN_WHITNEY_FROM:
-        p_worse, p_better = _mann_whitney_greater(new, base), _mann_whitney_greater([-x for x in new], [-x for x in base])
+        out["p"] = _mann_whitney_greater(signed_new, signed_flat)
     else:
-        p_worse, p_better = _robust_z_p(nm, base), _robust_z_p(-nm, [-x for x in base])
-    if smallest_p(len(new), len(base)) >= alpha:
-        return "cannot tell", effect, min(p_worse, p_better)
-    if p_worse < alpha and effect >= min_effect:
-        return "regression", effect, p_worse
-    if p_better < alpha and effect <= -min_effect:
-        return "improvement", effect, p_better
-    return "no change", effect, min(p_worse, p_better)
+        out["p"] = _robust_z_p(sign * nm, signed_flat)
+    if len(base) >= MIN_CAMPAIGNS:
+        out["campaign_p"] = campaign_p(sign * nm, [sign * statistics.median(c) for c in base])
+    if (out["campaign_p"] is not None and out["p"] < alpha and out["campaign_p"] < alpha
+            and abs(effect) >= min_effect):
+        return ("worse" if worse else "better"), out
+    return None, out
+
+
+@dataclass
+class Judgement:
+    verdict: str
+    effect: float | None
+    p_value: float | None           # the runs' test of the judged campaign (the larger of its two levels' p)
+    campaign_p: float | None = None
+    n_campaigns: int = 0            # baseline campaigns
+    previous: str | None = None     # the campaign before, against its own baseline: worse, better, same
+
+
+def judge(new: list[float], earlier: list[list[float]], min_effect: float, alpha: float,
+          baseline: int = 10) -> Judgement:
+    """The verdict on NEW (one campaign's values, larger is worse) given EARLIER campaigns' values (oldest first,
+    the newest last; up to baseline + 1 are used). The baseline is the `baseline` newest: NEW moved against it
+    alone is suspect. A regression (improvement) is a shift that persists: the newest earlier campaign and NEW
+    both moved the same way against the `baseline` campaigns before that one (so the shift's first night is not
+    in the baseline it is judged against)."""
+    base = earlier[-baseline:] if baseline else []
+    flat = _flat(base)
+    if len(flat) < MIN_BASELINE or not new:
+        return Judgement("no baseline", None, None, n_campaigns=len(base))
+    moved, x = _moved(new, base, min_effect, alpha)
+    c = x["campaign_p"]
+    j = Judgement("no change", x["effect"], max(x["p"], c) if c is not None else x["p"], c, len(base))
+    if smallest_p(len(new), len(flat)) >= alpha:
+        j.verdict, j.p_value = "cannot tell", x["p"]
+        return j
+    if len(base) < MIN_CAMPAIGNS:
+        j.verdict = "cannot tell"
+        return j
+    # persistence: the campaign before and this one, both against the baseline before them
+    before = earlier[:-1][-baseline:]
+    pair = None
+    if len(_flat(before)) >= MIN_BASELINE and len(before) >= MIN_CAMPAIGNS:
+        prev, _ = _moved(earlier[-1], before, min_effect, alpha, quick=True)
+        j.previous = prev or "same"
+        if prev is not None and _moved(new, before, min_effect, alpha, quick=True)[0] == prev:
+            pair = prev
+    if pair is not None:
+        j.verdict = "regression" if pair == "worse" else "improvement"
+    elif moved is not None:
+        j.verdict = "suspect"
+    return j
+
+
+def compare(new: list[float], earlier: list[list[float]], min_effect: float, alpha: float,
+            baseline: int = 10) -> tuple[str, float | None, float | None]:
+    """(verdict, effect, p) for values where larger is worse: judge's, for callers that need only those."""
+    j = judge(new, earlier, min_effect, alpha, baseline)
+    return j.verdict, j.effect, j.p_value
 
 
 def canonical_metric(metric: str) -> str:
@@ -295,7 +416,7 @@ def check(conn: psycopg.Connection, metric: str = "time_s", campaign: int | None
         raise ValueError(f"cannot filter series by {', '.join(sorted(unknown))}; choose from {', '.join(FILTERS)}")
     measured, params, direction = _measurements(conn, metric, where)
     judged = campaign if campaign is not None else newest_campaign(conn, measured, params, metric)
-    rows = measured_rows(conn, measured, params, judged, baseline)
+    rows = measured_rows(conn, measured, params, judged, baseline + 1)
     if not any(r[2] == judged for r in rows):
         q = sql.SQL("SELECT count(DISTINCT run_id) FROM ({}) m WHERE m.campaign_id = %(campaign)s").format(measured)
         (unmeasured,) = conn.execute(q, {**params, "campaign": judged}).fetchone()
@@ -314,20 +435,28 @@ def check(conn: psycopg.Connection, metric: str = "time_s", campaign: int | None
     sign = 1.0 if direction == "lower" else -1.0
     findings = []
     for key, by_campaign in sorted(series.items()):
-        base = [v for c in sorted(c for c in by_campaign if c != judged) for v in by_campaign[c]]
+        earlier_ids = sorted(c for c in by_campaign if c != judged)
+        earlier = [[sign * v for v in by_campaign[c]] for c in earlier_ids]
+        base = [v for c in earlier_ids[-baseline:] for v in by_campaign[c]] if baseline else []
         new = by_campaign[judged]
-        verdict, effect, p = compare([sign * v for v in new], [sign * v for v in base], min_effect, alpha)
+        j = judge([sign * v for v in new], earlier, min_effect, alpha, baseline)
         started, run_id = last[key]
-        f = Finding({"series_id": key[0], "window": key[1], **described[run_id]}, metric, verdict,
+        f = Finding({"series_id": key[0], "window": key[1], **described[run_id]}, metric, j.verdict,
                     statistics.median(base) if base else None, statistics.median(new),
-                    effect, p, len(base), len(new), started, judged)
-        if verdict != "no baseline":
+                    j.effect, j.p_value, len(base), len(new), started, judged, n_campaigns=j.n_campaigns,
+                    campaign_p=j.campaign_p, previous=j.previous)
+        if j.verdict != "no baseline":
             f.smallest_p = smallest_p(len(new), len(base))
-        if verdict == "cannot tell":
-            f.needs = runs_needed(len(new), len(base), alpha)
+        if j.verdict == "cannot tell":
+            f.needs = (runs_needed(len(new), len(base), alpha) if f.smallest_p >= alpha
+                       else {"campaigns": MIN_CAMPAIGNS})
         findings.append(f)
+    # attribution compares the judged campaign with the baseline window, not the older campaign read for persistence
+    window = {key: {judged, *sorted(c for c in by_campaign if c != judged)[-baseline:]} if baseline else {judged}
+              for key, by_campaign in series.items()}
+    shown = [r for r in rows if r[2] in window[(r[0], r[1])]]
     from . import attribution
-    attribution.attach(conn, findings, rows, judged, baseline=baseline, min_effect=min_effect, alpha=alpha)
+    attribution.attach(conn, findings, shown, judged, baseline=baseline, min_effect=min_effect, alpha=alpha)
     return findings
 
 
@@ -378,13 +507,18 @@ def as_dict(f: Finding, alpha: float, min_effect: float) -> dict:
             "baseline_median": _number(f.baseline_median), "new_median": _number(f.new_median),
             "effect": _number(f.effect), "p_value": _number(f.p_value), "smallest_p": _number(f.smallest_p),
             "n_new": f.n_new, "n_baseline": f.n_baseline, "runs_needed": f.needs,
+            "n_baseline_campaigns": f.n_campaigns, "campaign_p": _number(f.campaign_p), "previous": f.previous,
             "newest_run_started_at": f.time.isoformat() if f.time else None, "reason": f.reason(alpha, min_effect),
             "attribution": f.attribution}
 
 
+SKIPPED = ("cannot tell", "no baseline", "suspect")
+
+
 def junit_xml(findings: list[Finding], alpha: float, min_effect: float) -> bytes:
     """JUnit XML: one test suite per metric, one test case per series judged. A regression is a failure; cannot
-    tell and no baseline are skipped (not judged); no change and improvement pass."""
+    tell and no baseline are skipped (not judged), and so is suspect (not confirmed yet: the next campaign
+    decides); no change and improvement pass."""
     import xml.etree.ElementTree as ET
     root = ET.Element("testsuites", name="commscope check")
     metrics = list(dict.fromkeys(f.metric for f in findings))
@@ -393,7 +527,7 @@ def junit_xml(findings: list[Finding], alpha: float, min_effect: float) -> bytes
         campaigns = sorted({str(f.campaign) for f in mine})
         suite = ET.SubElement(root, "testsuite", name=f"commscope check {metric} campaign {', '.join(campaigns)}",
                               tests=str(len(mine)), failures=str(sum(f.verdict == "regression" for f in mine)),
-                              skipped=str(sum(f.verdict in ("cannot tell", "no baseline") for f in mine)),
+                              skipped=str(sum(f.verdict in SKIPPED for f in mine)),
                               errors="0")
         props = ET.SubElement(suite, "properties")
         for name, value in (("campaign", ", ".join(campaigns)), ("metric", metric), ("alpha", f"{alpha:g}"),
@@ -407,19 +541,19 @@ def junit_xml(findings: list[Finding], alpha: float, min_effect: float) -> bytes
                 cause = f"; cause: {f.attribution['cause']}" if f.attribution and f.attribution.get("cause") else ""
                 ET.SubElement(case, "failure", type="regression", message=reason + cause).text = "\n".join(
                     [reason, *lines(f)])
-            elif f.verdict in ("cannot tell", "no baseline"):
+            elif f.verdict in SKIPPED:
                 ET.SubElement(case, "skipped", message=reason)
             out = ET.SubElement(case, "system-out")
             out.text = json.dumps(as_dict(f, alpha, min_effect), default=str, indent=1)
     total = sum(1 for _ in root.iter("testcase"))
     root.set("tests", str(total))
     root.set("failures", str(sum(f.verdict == "regression" for f in findings)))
-    root.set("skipped", str(sum(f.verdict in ("cannot tell", "no baseline") for f in findings)))
+    root.set("skipped", str(sum(f.verdict in SKIPPED for f in findings)))
     root.set("errors", "0")
     return ET.tostring(root, encoding="utf-8", xml_declaration=True)
 
 
-ORDER = {"regression": 0, "cannot tell": 1, "improvement": 2, "no baseline": 3, "no change": 4}
+ORDER = {"regression": 0, "suspect": 1, "cannot tell": 2, "improvement": 3, "no baseline": 4, "no change": 5}
 
 
 def markdown(findings: list[Finding], alpha: float, min_effect: float) -> str:
@@ -446,7 +580,8 @@ def markdown(findings: list[Finding], alpha: float, min_effect: float) -> str:
         lines += ["", "What changed:"]
         for f in sorted(moved, key=lambda f: (ORDER[f.verdict], f.metric, f.series["series_id"])):
             lines += [f"- **{f.verdict}** `{f.label()}` ({f.metric}):"] + [f"  - {a}" for a in attributed(f)]
-    unsure = [f for f in findings if f.verdict == "cannot tell"]
+    unsure = [f for f in findings if f.verdict in ("suspect", "cannot tell")]
     if unsure:
-        lines += ["", "Cannot tell:"] + [f"- `{f.label()}`: {f.reason(alpha, min_effect)}" for f in unsure]
+        lines += ["", "Suspect or cannot tell:"] + [f"- `{f.label()}`: {f.reason(alpha, min_effect)}"
+                                                     for f in unsure]
     return "\n".join(lines) + "\n"
