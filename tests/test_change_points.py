@@ -210,21 +210,31 @@ def night_inputs(tmp_path: Path, night: int) -> tuple[Path, list[str]]:
     return d, names
 
 
+def computed(dsn: str) -> dict[int, dt.datetime]:
+    """series_id -> when its time_s change points were last computed."""
+    with psycopg.connect(dsn) as conn:
+        return dict(conn.execute("SELECT series_id, computed_at FROM change_point_state WHERE metric = 'time_s'"))
+
+
 def test_a_longer_real_series_incrementally_and_in_full(dsn, tmp_path):
     """Nights 1-8 (idle) have no change point; night 9 (the loaded run) starts one, whose levels are the printed
-    loop times. Each night recomputes only the series that got runs, and the change points after the last night
-    equal those of a recompute from scratch and of --full."""
+    loop times. Each night's ingest recomputes only the series that got runs (nothing is left for `commscope
+    changepoints`), and the change points after the last night equal those of a recompute from scratch and of
+    --full."""
     campaigns, recomputed = [], []
     for night in range(1, len(IDLE) + 2):
         d, names = night_inputs(tmp_path, night)
+        before = computed(dsn)
         r = cli(dsn, "ingest", str(d), "--system", "ci-box", "--stack", "debian-openmpi4", "--format", "json",
                 "--started-at", f"2026-10-{night:02d}T02:00:00Z")
         assert r.returncode == 0, r.stderr
         res = json.loads(r.stdout)
         assert res["stored"] == len(names), res
         campaigns.append(res["campaign_id"])
+        after = computed(dsn)
+        recomputed.append(sum(before.get(sid) != t for sid, t in after.items()))
         out = changepoints(dsn)
-        recomputed.append(out["recomputed"][0]["series"])
+        assert out["recomputed"][0]["series"] == 0   # ingest left nothing stale
         if night == len(IDLE):
             assert out["change_points"] == []   # eight idle nights: a flat real series
     with psycopg.connect(dsn) as conn:
@@ -260,3 +270,61 @@ def test_a_longer_real_series_incrementally_and_in_full(dsn, tmp_path):
     assert full["recomputed"][0]["series"] == 2
     with psycopg.connect(dsn) as conn:
         assert comparable(stored(conn)) == comparable(incremental)
+
+
+def test_ingest_recomputes_the_series_it_touched_and_equals_a_recompute_from_scratch(dsn, tmp_path):
+    """Real workload outputs in two batches through `commscope ingest`: first the eight idle 24^3 runs and the four
+    48^3 runs (each file's start is its modification time, one day apart), then the loaded 24^3 run. The first
+    ingest leaves both series computed, without a change point (idle); the second recomputes the 24^3 series only
+    (the 48^3 series' state is not touched) and stores the change point at the loaded run, its levels the loop
+    times the workloads printed. A recompute of every series from scratch gives the same rows."""
+    first, second = tmp_path / "first", tmp_path / "second"
+    first.mkdir()
+    second.mkdir()
+    t0 = dt.datetime(2026, 10, 1, 2, tzinfo=dt.timezone.utc).timestamp()
+    for i, name in enumerate(IDLE):
+        shutil.copy(HISTORY / name, first / name)
+        os.utime(first / name, (t0 + i * 86400, t0 + i * 86400))
+    for i, name in enumerate(OTHER):
+        shutil.copy(HISTORY / name, first / name)
+        os.utime(first / name, (t0 + i * 86400 + 60, t0 + i * 86400 + 60))
+    shutil.copy(HISTORY / LOADED, second / LOADED)
+    os.utime(second / LOADED, (t0 + 8 * 86400, t0 + 8 * 86400))
+    ingest = ["ingest", "--system", "ci-box", "--stack", "debian-openmpi4", "-q"]
+    r = cli(dsn, *ingest, str(first))
+    assert r.returncode == 0, r.stderr
+    with psycopg.connect(dsn) as conn:
+        sids = {name: conn.execute("SELECT series_id FROM runs WHERE source LIKE %s", (f"%/{name}",)).fetchone()[0]
+                for name in (IDLE[0], OTHER[0])}
+    assert len(set(sids.values())) == 2   # the premise: two series
+    after_first = computed(dsn)
+    assert set(after_first) == set(sids.values())
+    with psycopg.connect(dsn) as conn:
+        assert stored(conn) == []
+        assert dict(conn.execute("SELECT series_id, runs FROM change_point_state")) == {
+            sids[IDLE[0]]: len(IDLE), sids[OTHER[0]]: len(OTHER)}
+    r = cli(dsn, *ingest, str(second))
+    assert r.returncode == 0, r.stderr
+    campaign = int(r.stdout.strip().splitlines()[-1])
+    after_second = computed(dsn)
+    assert after_second[sids[OTHER[0]]] == after_first[sids[OTHER[0]]]   # not recomputed
+    assert after_second[sids[IDLE[0]]] > after_first[sids[IDLE[0]]]
+    with psycopg.connect(dsn) as conn:
+        loaded_run, _, _ = run_of(conn, LOADED)
+        incremental = stored(conn)
+    (cp,) = incremental
+    idle = [total_time(n) for n in IDLE]
+    assert (cp["series_id"], cp["run_id"], cp["campaign_id"], cp["detected_campaign"]) == (
+        sids[IDLE[0]], loaded_run, campaign, campaign)
+    assert (cp["n_before"], cp["n_after"], cp["direction"]) == (len(IDLE), 1, "regression")
+    assert cp["mean_before"] == pytest.approx(statistics.fmean(idle), rel=1e-9)
+    assert cp["mean_after"] == pytest.approx(total_time(LOADED), rel=1e-9)
+    with psycopg.connect(dsn) as conn:
+        conn.execute("DELETE FROM change_points")
+        conn.execute("DELETE FROM change_point_state")
+    assert changepoints(dsn, "--full")["recomputed"][0]["series"] == 2
+    with psycopg.connect(dsn) as conn:
+        scratch = stored(conn)
+    drop = ("detected_at",)
+    assert [{k: v for k, v in c.items() if k not in drop} for c in scratch] == \
+        [{k: v for k, v in c.items() if k not in drop} for c in incremental]

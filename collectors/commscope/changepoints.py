@@ -17,7 +17,11 @@ from (change_point_state: their count and largest id), i.e. it got new runs or s
 Such a series is recomputed over its whole history, not a tail: Otava's E-divisive splits and merges over the
 whole series, so a new run can move or remove an older change point, and a whole-series recompute of one series
 costs milliseconds (collectors/README.md, Change points, has the measurements). Series without new runs are not
-read at all."""
+read at all.
+
+As runs arrive: `commscope ingest`, once its campaign is committed, recomputes the series that campaign's runs
+belong to (after_ingest), for time_s and every metric the store already keeps change points of; no other series
+is read."""
 from __future__ import annotations
 
 import dataclasses
@@ -221,6 +225,18 @@ def update(conn: psycopg.Connection, metrics=("time_s",), series_ids: list[int] 
         n = sum(recompute_series(conn, sid, metric) for sid in ids)
         out.append(Update(metric, len(ids), n, _time.perf_counter() - t0))
     return out
+
+
+def after_ingest(conn: psycopg.Connection, campaign_id: int) -> list[Update]:
+    """Recompute the change points of the series the campaign's runs belong to (those whose ok runs changed), for
+    time_s and every other metric the store keeps change points of; MissingLibrary without Otava."""
+    _otava()
+    ids = [r[0] for r in conn.execute("SELECT DISTINCT series_id FROM runs WHERE campaign_id = %s "
+                                      "AND series_id IS NOT NULL ORDER BY 1", (campaign_id,))]
+    if not ids:
+        return []
+    kept = {r[0] for r in conn.execute("SELECT DISTINCT metric FROM change_point_state")}
+    return update(conn, ["time_s", *sorted(kept - {"time_s"})], ids)
 
 
 COLUMNS = ("series_id", "metric", "window", "run_id", "campaign_id", "time", "previous_time", "n_before", "n_after",
