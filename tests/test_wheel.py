@@ -3,6 +3,7 @@ its base dependencies only, used from a directory outside the checkout. The main
 commands must work there; the wheel holds the `commscope` package and nothing else at the top level."""
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -44,6 +45,62 @@ def test_the_wheel_holds_the_package_and_its_migrations_only(installed):
     shipped = {n.rsplit("/", 1)[1] for n in names if n.startswith("commscope/migrations/")}
     in_tree = {p.name for p in (ROOT / "collectors" / "commscope" / "migrations").glob("*.sql")}
     assert shipped == in_tree
+
+
+def test_the_wheel_carries_what_setup_and_run_read(installed):
+    """Every file git tracks under the folders `commscope setup` and `run` read (studies, Ramble applications,
+    modifier, sites, workload sources, stack and interconnect catalogs, Spack package, dashboards) is in the
+    wheel, byte for byte, and no compiled Python."""
+    wheel, _ = installed
+    z = zipfile.ZipFile(wheel)
+    names = set(z.namelist())
+    tracked = subprocess.run(["git", "-C", ROOT, "ls-files", "ramble", "workloads", "ci", "packages", "dashboards",
+                              "spack.yaml", "versions.yaml"], capture_output=True, text=True, check=True).stdout.split()
+    assert len(tracked) > 100
+    for f in tracked:
+        assert f"commscope/share/{f}" in names, f
+        assert z.read(f"commscope/share/{f}") == (ROOT / f).read_bytes(), f
+    assert not [n for n in names if n.endswith(".pyc") or "__pycache__" in n]
+
+
+def _outside_env(bin_dir: Path, home: str) -> dict:
+    return {"PATH": f"{bin_dir}:/usr/bin:/bin", "COMMSCOPE_HOME": home, "HOME": home}
+
+
+def test_base_install_finds_its_studies_outside_the_checkout(installed):
+    """From a directory outside the checkout, `commscope run smoke --dry-run` knows the study and the site,
+    and stops at what is truly missing: the workload builds `commscope setup` makes."""
+    _, bin_dir = installed
+    home = private_home()
+    try:
+        p = subprocess.run([bin_dir / "commscope", "run", "smoke", "--dry-run", "--no-spack"], cwd=home,
+                           env=_outside_env(bin_dir, home), capture_output=True, text=True, timeout=120)
+        assert p.returncode != 0 and "unknown study" not in p.stderr, p.stderr
+        assert "commscope setup" in p.stderr, p.stderr
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+
+
+@pytest.mark.skipif(not os.environ.get("RAMBLE_ROOT"), reason="needs RAMBLE_ROOT: a Ramble checkout (Ramble is in "
+                    "no registry; tests/thirdparty/README.md says how it was fetched)")
+@pytest.mark.skipif(not shutil.which("mpicc.openmpi"), reason="needs Debian's Open MPI (ci/setup.sh installs it)")
+def test_base_install_sets_up_and_renders_a_study_outside_the_checkout(installed, tmp_path):
+    """The wheel's `commscope setup` builds the workloads from the sources it carries, and its `commscope run
+    smoke --dry-run` renders the same experiments as the checkout's own install does."""
+    _, bin_dir = installed
+    rendered = {}
+    for name, exe in (("wheel", bin_dir / "commscope"), ("checkout", Path(sys.executable).parent / "commscope")):
+        home = private_home()
+        env = {**_outside_env(exe.parent, home), "RAMBLE_ROOT": os.environ["RAMBLE_ROOT"]}
+        try:
+            run([exe, "setup", "--stacks", "debian-openmpi4"], cwd=home, env=env)
+            out = run([exe, "run", "smoke", "--stacks", "debian-openmpi4", "--dry-run", "--no-spack"], cwd=home,
+                      env=env).stdout
+            ws = Path(next(line.split(": ", 1)[1] for line in out.splitlines() if line.startswith("workspace: ")))
+            rendered[name] = sorted(p.name for p in (ws / "experiments").glob("*/*/*") if p.is_dir())
+        finally:
+            shutil.rmtree(home, ignore_errors=True)
+    assert rendered["wheel"] and rendered["wheel"] == rendered["checkout"], rendered
 
 
 def test_base_install_starts_the_store_ingests_and_reports_outside_the_checkout(installed):

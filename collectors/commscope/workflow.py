@@ -35,7 +35,12 @@ import yaml
 
 from . import db
 
-ROOT = Path(__file__).resolve().parents[2]          # the repository (editable install)
+# What the commands read at run time: studies, Ramble applications, modifier and sites, workload sources, stack
+# and interconnect catalogs, the Spack package. In a checkout share/ links to the repository's folders; a wheel
+# carries copies (pyproject.toml), so `commscope setup` and `run` work from any directory.
+ROOT = Path(__file__).resolve().parent / "share"
+# The git checkout this package runs from, if any: its commit is the runs' git_commit.
+CHECKOUT = Path(__file__).resolve().parents[2] if (Path(__file__).resolve().parents[2] / ".git").exists() else None
 RAMBLE_DIR = ROOT / "ramble"
 STUDIES_DIR = RAMBLE_DIR / "studies"
 SITES_DIR = RAMBLE_DIR / "sites"
@@ -135,10 +140,14 @@ def _ci(module: str):
 
 
 def git_commit() -> str:
-    p = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True)
+    """The commit of the checkout commscope runs from ("-dirty" with uncommitted changes); "unknown" when
+    installed from a wheel (not the commit of whatever repository a venv happens to sit in)."""
+    if CHECKOUT is None:
+        return "unknown"
+    p = subprocess.run(["git", "-C", str(CHECKOUT), "rev-parse", "HEAD"], capture_output=True, text=True)
     if p.returncode:
         return "unknown"
-    dirty = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=no"],
+    dirty = subprocess.run(["git", "-C", str(CHECKOUT), "status", "--porcelain", "--untracked-files=no"],
                            capture_output=True, text=True).stdout.strip()
     return p.stdout.strip() + ("-dirty" if dirty else "")
 
