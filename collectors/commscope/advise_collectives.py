@@ -488,10 +488,9 @@ def impi_express(t: Tuning, min_gain: float = MIN_GAIN) -> None:
     sizes, at that preset's measured cost. A tuning must not make any band
     slower than the default: when a default band's best preset is slower there
     by more than min_gain, the collective is left unset and listed in
-    t.unexpressible (reported, not hidden). The session-5 sweep on PyPI Intel
-    MPI 2021 had an 8-32 B default of 0.4-0.5 us against 2-62 us for every
-    preset; the string that set preset 3 there made cgsolve's 8-byte
-    Allreduces 2.8x slower."""
+    t.unexpressible (reported, not hidden). On PyPI Intel MPI 2021 the 8-32 B
+    default beat every preset several times over, and the string that set the
+    fastest preset there made cgsolve's 8-byte Allreduces 2.8x slower."""
     for coll, bands in t.tuned_bands().items():
         if not bands:
             continue
