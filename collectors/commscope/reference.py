@@ -89,6 +89,10 @@ MEASURES = {
 # What to run for an effect without runs.
 RUN_IT = "commscope run reference"
 
+# Parameters a condition's line leaves out: they follow from the ones it shows (the grid of ranks from the rank
+# count and decomposition, the file's size from the array's).
+DERIVED = ("param.process_grid", "param.file_bytes", "param.dims4", "param.global")
+
 # Parameters that never define a condition: paths of the run (pio's --dir is the experiment's directory) and
 # Ramble's workload name, which names the experiment's template, not its inputs.
 NEVER_CONDITION = ("param.dir", "param.file", "ramble_workload")
@@ -193,7 +197,8 @@ VERDICT_RULE = (
     "Reproduced: the spread overlaps the study's range. Partly: it misses the range but lies wholly on the "
     "study's side of no effect (weaker: between no effect and the range; stronger: beyond it). Not: the spread "
     "includes no effect or lies on the other side; for a level (a share), any miss. No figure: the study gives "
-    "none, ours is shown. Not run: the store has no baseline and treatment runs in one condition.")
+    "none, ours is shown. Not run: the store has no baseline and treatment runs in one condition. Runs on one "
+    "rank are left out: they communicate with nobody.")
 
 
 
@@ -231,7 +236,7 @@ def _runs(conn, effect: Effect, campaigns: tuple[int, ...]) -> list[dict]:
          {expr} AS value,
          (SELECT max(f.repeat) FROM v_foms f WHERE f.run_id = m.run_id) AS repeat
   FROM v_run_metrics m
-  WHERE m.app = %(app)s AND m.status = 'ok' AND m.series_id IS NOT NULL AND ({effect.where})
+  WHERE m.app = %(app)s AND m.status = 'ok' AND m.series_id IS NOT NULL AND m.ranks > 1 AND ({effect.where})
     AND (%(all)s OR m.campaign_id = ANY(%(campaigns)s))
   ORDER BY m.run_id, m."window" = 'focus' DESC) x
 WHERE value IS NOT NULL
@@ -299,9 +304,9 @@ def _describe(kept: dict, env: dict, window: str, varying: set[str]) -> str:
     said: set = set()
     for k in shown_keys:
         v = kept[k]
-        # the problem size once (global repeats --n), nothing said by 'none', no value twice (variant repeats
-        # cgsolve's --allreduce)
-        if k == "ranks" or v in (None, "none", "") or (k == "param.global" and v == kept.get("param.n")) or \
+        # nothing derived from the problem size (--n) and ranks, nothing said by 'none', no value twice
+        # (variant repeats cgsolve's --allreduce)
+        if k == "ranks" or v in (None, "none", "") or (k in DERIVED and "param.n" in kept) or \
                 (k == "param.variant" and v in said):
             continue
         said.add(v)
@@ -421,7 +426,7 @@ def _best_algorithm(conn, effect: Effect, campaigns) -> list[Row]:
     sql = """SELECT m.run_id, m.parameters, m.environment, c.repeat, c.algorithm, c.collective, c.bytes, c.value
 FROM v_collectives c
 JOIN (SELECT DISTINCT ON (run_id) run_id, parameters, environment FROM v_run_metrics
-      WHERE app = 'collsweep' AND status = 'ok' AND series_id IS NOT NULL
+      WHERE app = 'collsweep' AND status = 'ok' AND series_id IS NOT NULL AND ranks > 1
         AND (%(all)s OR campaign_id = ANY(%(campaigns)s))
       ORDER BY run_id) m ON m.run_id = c.run_id
 WHERE c.stat = 't_avg' AND c.collective <> 'barrier'
