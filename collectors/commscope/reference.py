@@ -194,9 +194,10 @@ VERDICT_RULE = (
     "run), shown in the study's form; the figure is the median of those ratios, the spread their interquartile "
     "range (IQR; the range is shown beside it; collsweep's sums without repeat indices: the extremes over every "
     "combination of runs). "
-    "Reproduced: the spread overlaps the study's range. Partly: it misses the range but lies wholly on the "
-    "study's side of no effect (weaker: between no effect and the range; stronger: beyond it). Not: the spread "
-    "includes no effect or lies on the other side; for a level (a share), any miss. No figure: the study gives "
+    "Reproduced: the spread overlaps the study's range and does not include no effect (unless the study's range "
+    "does). Partly: it misses the range but lies wholly on the study's side of no effect (weaker: between no "
+    "effect and the range; stronger: beyond it). Not: the spread includes no effect where the study's range does "
+    "not, or lies on the other side; for a level (a share), any miss. No figure: the study gives "
     "none, ours is shown. Not run: the store has no baseline and treatment runs in one condition. Runs on one "
     "rank are left out: they communicate with nobody.")
 
@@ -279,9 +280,12 @@ def _verdict(effect: Effect, figure: float, low: float, high: float) -> tuple[st
     form = effect.form
     spread = f"ours {fmt(form, low)} to {fmt(form, high)}" if low != high else f"ours {fmt(form, low)}"
     theirs = fmt(form, plo) if plo == phi else f"{fmt(form, plo)} to {fmt(form, phi)}"
+    none = NO_EFFECT[form]
+    if none is not None and low <= none <= high and not plo <= none <= phi:
+        # a spread on both sides of no effect shows none, however much of the study's range it covers
+        return "not", f"{spread} includes no effect ({fmt(form, none)}); the study's {theirs}"
     if low <= phi and high >= plo:
         return "reproduced", f"{spread} overlaps the study's {theirs}"
-    none = NO_EFFECT[form]
     if none is None:
         return "not", f"{spread}, {'below' if high < plo else 'above'} the study's {theirs}"
     side = 1 if (plo + phi) / 2 > none else -1
