@@ -252,3 +252,21 @@ def test_an_empty_selection_says_why_and_what_to_run(dsn):
         html_text = reference.section_html(conn)
     assert "No runs of any reference effect" in html_text and "commscope run reference" in html_text
     assert html_text.count("not run") >= len(reference.EFFECTS)
+
+
+def test_runs_on_one_rank_are_left_out(dsn, tmp_path):
+    """One rank has no halo partner: its col and row-naive runs compare nothing, so the effect is not run."""
+    stack = stack_or_skip("debian-openmpi4")
+    bdir = suite.build(stack)
+    for name in ("st-col-send", "st-row-send"):
+        workload, args = OTHERS[name]
+        r = suite.run(stack, bdir, workload, args, 1)
+        assert not suite.problems(r, allow_skip=True), suite.problems(r, allow_skip=True)
+        (tmp_path / f"{name}.out").write_text(r.stdout)
+    with psycopg.connect(dsn) as conn:
+        ingest(conn, [tmp_path], Provenance(system="ref-box", stack="debian-openmpi4"))
+        conn.commit()
+        assert conn.execute("SELECT count(*) FROM v_run_metrics WHERE app = 'stencil2d' AND ranks = 1").fetchone()[0] \
+            == 2
+        (row,) = by_key(reference.compute(conn), "stencil-row-vs-col")
+    assert row.verdict == "not run"
