@@ -548,3 +548,28 @@ def test_focus_names_the_region_a_study_is_about(dsn):
     assert got[0] == "halo_exchange"
     assert got[1] == pytest.approx(max(v[0] for v in per_rank.values()), rel=1e-9)
     assert got[2] == pytest.approx(sum(v[1] + v[2] for v in per_rank.values()) / len(per_rank), rel=1e-9)
+
+
+def test_where_a_run_put_its_files_is_not_a_parameter(dsn, tmp_path):
+    """pio prints the folder and file it wrote (PARAM dir, PARAM file): two real runs of one experiment in two
+    folders are one series, and no stored parameter is an absolute path."""
+    import suite
+    from conftest import stack_or_skip
+    stack = stack_or_skip("debian-openmpi4")
+    bdir = suite.build(stack)
+    outs = tmp_path / "outs"
+    outs.mkdir()
+    for name in ("a", "b"):
+        where = tmp_path / name
+        where.mkdir()
+        r = suite.run(stack, bdir, "pio", ["--n", "16,16,16", "--method", "independent", "--dir", str(where)], 2)
+        assert r.returncode == 0 and r.out.params["dir"] == str(where), r.stderr
+        (outs / f"pio-{name}.out").write_text(r.stdout)
+    with psycopg.connect(dsn) as conn:
+        ingest(conn, [outs], Provenance(system="testbox"))
+        conn.commit()
+        rows = conn.execute("SELECT r.series_id, s.parameters FROM runs r JOIN series s ON s.id = r.series_id "
+                            "WHERE r.source LIKE %s", (f"{outs}%",)).fetchall()
+    assert len(rows) == 2 and rows[0][0] == rows[1][0], rows
+    assert rows[0][1]["param.method"] == "independent"
+    assert not [v for v in rows[0][1].values() if str(v).startswith("/")], rows[0][1]
