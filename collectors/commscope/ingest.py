@@ -207,17 +207,23 @@ class Writer:
             self.system_ids[name] = row[0]
         return self.system_ids[name]
 
-    def _series(self, rec: Record) -> int:
-        """The run's series (migration 0012), interned by its key."""
-        key = rec.series_key
-        if key not in self.series_ids:
-            row = self.conn.execute(
-                "INSERT INTO series (key, app, parameters, environment) VALUES (%s, %s, %s, %s) "
-                "ON CONFLICT (key) DO NOTHING RETURNING id",
-                (key, rec.app, Jsonb(rec.parameters), Jsonb(rec.environment))).fetchone()
-            row = row or self.conn.execute("SELECT id FROM series WHERE key = %s", (key,)).fetchone()
-            self.series_ids[key] = row[0]
-        return self.series_ids[key]
+    def _intern_series(self, batch: list[Record]) -> None:
+        """The batch's series (migration 0012), interned by their keys with one INSERT and one SELECT for
+        all that are new to this writer, not a round trip each (a parameter sweep makes a series per run)."""
+        new = {}
+        for rec in batch:
+            key = rec.series_key
+            if key not in self.series_ids and key not in new:
+                new[key] = (rec.app, json.dumps(rec.parameters, default=str), json.dumps(rec.environment, default=str))
+        if not new:
+            return
+        keys = list(new)
+        apps, params, envs = (list(col) for col in zip(*new.values()))
+        with self.conn.cursor() as cur:
+            cur.execute("INSERT INTO series (key, app, parameters, environment) "
+                        "SELECT * FROM unnest(%s::text[], %s::text[], %s::jsonb[], %s::jsonb[]) "
+                        "ON CONFLICT (key) DO NOTHING", (keys, apps, params, envs))
+            self.series_ids.update(cur.execute("SELECT key, id FROM series WHERE key = ANY(%s)", (keys,)).fetchall())
 
     def _hardware(self, system_id: int) -> int | None:
         """The campaign's hardware description as a version of SYSTEM_ID's (migration 0011): a
@@ -263,12 +269,13 @@ class Writer:
         conn = self.conn
         text = {r.content_hash: r.copy_text or copy_text(r) for r in batch}
         self._intern_nodes(p for t in text.values() for table in t.values() for p, _tail in table if p is not None)
+        self._intern_series(batch)
         rows = [(r.content_hash, self.campaign_id, self._system(r.system), self._stack(r.stack, r.mpi_library),
                  r.status, r.profile_kind, r.app, r.workload, r.variant, r.decomposition, r.interconnect, r.ranks,
                  r.nodes, r.global_size, r.local_size, r.iterations, r.compiler, r.spack_hash, r.caliper_version,
                  r.experiment, r.started_at, r.summary["wall_time"], r.summary["mpi_time_avg"],
                  r.summary["mpi_time_max"], r.summary["mpi_fraction_avg"], r.summary["mpi_fraction_slowest"],
-                 r.source, Jsonb(r.metadata), self._hardware(self._system(r.system)), self._series(r),
+                 r.source, Jsonb(r.metadata), self._hardware(self._system(r.system)), self.series_ids[r.series_key],
                  MODEL_VERSION) for r in batch]
         ids: dict[str, int] = {}
         with conn.cursor() as cur:
