@@ -135,11 +135,12 @@ def gate_runs_only(new: list[float], base: list[float], min_effect: float = 0.05
 
 
 def alarms(nights: list[list[float]], warmup: int, detect, judge_from: int | None = None,
-           first_only: bool = False, stats: dict | None = None) -> dict[str, list[int]]:
+           first_only: bool = False, stats: dict | None = None, alpha: float = 0.01) -> dict[str, list[int]]:
     """For one series (nights of run values, larger is worse), the nights each method alarms on. Nights before
     `warmup` are history only; nights before `judge_from` (default: warmup) are not judged; with first_only a
     method stops at its first alarm (enough for detection and delay). STATS, if given, collects the two rules'
-    statistics (night mean over the previous night's, and over the reference) of every judged night."""
+    statistics (night mean over the previous night's, and over the reference) of every judged night. ALPHA: the
+    gate's (`commscope check --alpha`; the runs-only gate keeps 0.01, as before)."""
     from commscope.regressions import compare
     judge_from = warmup if judge_from is None else judge_from
     out = {m: [] for m in METHODS}
@@ -158,7 +159,7 @@ def alarms(nights: list[list[float]], warmup: int, detect, judge_from: int | Non
                 continue
             break
         if "gate" in live:
-            if compare(new, nights[max(0, t - warmup - 1):t], 0.05, 0.01, baseline=warmup)[0] == "regression":
+            if compare(new, nights[max(0, t - warmup - 1):t], 0.05, alpha, baseline=warmup)[0] == "regression":
                 out["gate"].append(t)
         if "gate (runs only)" in live:
             if gate_runs_only(new, [v for night in nights[max(0, t - warmup):t] for v in night]):
@@ -197,7 +198,7 @@ def _threshold(values: list[float], target: float) -> float:
 
 
 def cell(values: list[float], repeats: int, n_series: int, seed: int, shifts=SHIFTS, warmup: int = 10,
-         change: int = 15, nights: int = 25, detect=None, independent: bool = False) -> dict:
+         change: int = 15, nights: int = 25, detect=None, independent: bool = False, alpha: float = 0.01) -> dict:
     """Per method: false alarms and judged nights of the unshifted series, and per shift the series detected
     and their delays (nights after the change), over n_series resampled series; the rules at 1 % too, with
     their thresholds set on this cell's unshifted series."""
@@ -210,14 +211,14 @@ def cell(values: list[float], repeats: int, n_series: int, seed: int, shifts=SHI
     shifted_stats: list[tuple[float, dict]] = []   # (shift, that series' rule statistics from the change on)
     for _ in range(n_series):
         base = series(values, repeats, nights, rnd, independent)
-        for m, ts in alarms(base, warmup, detect, stats=null_stats).items():
+        for m, ts in alarms(base, warmup, detect, stats=null_stats, alpha=alpha).items():
             out[m]["false_alarms"] += len(ts)
             out[m]["judged_nights"] += nights - warmup
         for s in shifts:
             # the nights before the change are the unshifted series' (their alarms are its false alarms)
             st: dict[str, list[float]] = {}
             for m, ts in alarms(shifted(base, change, s), warmup, detect, judge_from=change, first_only=True,
-                                stats=st).items():
+                                stats=st, alpha=alpha).items():
                 if ts:
                     out[m]["detected"][s] += 1
                     out[m]["delays"][s].append(ts[0] - change)
@@ -240,7 +241,7 @@ def _fmt_rate(k: int, n: int) -> str:
     return f"{k / n:.1%}" if n else "n/a"
 
 
-def report(doc: dict, n_series: int, seed: int, independent: bool = False) -> str:
+def report(doc: dict, n_series: int, seed: int, independent: bool = False, alpha: float = 0.01) -> str:
     detect, how = _change_points()
     by_cell: dict[tuple, list[float]] = {}
     for smp in doc["samples"]:
@@ -248,7 +249,7 @@ def report(doc: dict, n_series: int, seed: int, independent: bool = False) -> st
     lines = []
     lines.append(f"change-point detector: {how}")
     lines.append(f"{n_series} series per cell (workload x noise level x runs per night), 25 nights: 10 history, "
-                 f"judged 10-24, change at night 15; seed {seed}; a night's runs: "
+                 f"judged 10-24, change at night 15; seed {seed}; gate alpha {alpha:g}; a night's runs: "
                  + ("drawn independently" if independent else "consecutive measured runs"))
     lines.append("")
     lines.append("Noise (measured): robust spread = 1.4826 x MAD / median of the single runs; "
@@ -270,7 +271,7 @@ def report(doc: dict, n_series: int, seed: int, independent: bool = False) -> st
     for (w, lv), vals in sorted(by_cell.items()):
         for r in REPEATS:
             results[(w, lv, r)] = cell(vals, r, n_series, seed, shifts=(0.0,) + SHIFTS, detect=detect,
-                                       independent=independent)
+                                       independent=independent, alpha=alpha)
             print(f"  {w} {lv} {r} runs/night done ({time.time() - t0:.0f} s)", file=sys.stderr, flush=True)
     lines.append("")
     lines.append("Per cell: false alarms per judged series-night (unshifted series); share of series with an alarm "
@@ -389,13 +390,14 @@ def main(argv=None) -> int:
     a.add_argument("--samples", type=Path, default=SAMPLES)
     a.add_argument("--series", type=int, default=100, help="series per cell (default 100)")
     a.add_argument("--seed", type=int, default=1)
+    a.add_argument("--alpha", type=float, default=0.01, help="the gate's alpha (commscope check's default: 0.01)")
     a.add_argument("--independent", action="store_true",
                    help="draw a night's runs one by one instead of as consecutive measured runs")
     args = ap.parse_args(argv)
     if args.cmd == "measure":
         measure(args.rounds, args.out)
     else:
-        print(report(load(args.samples), args.series, args.seed, args.independent), end="")
+        print(report(load(args.samples), args.series, args.seed, args.independent, args.alpha), end="")
     return 0
 
 
