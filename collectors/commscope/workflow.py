@@ -69,13 +69,21 @@ def sites() -> list[str]:
 def study_config(study: str) -> dict:
     """What `commscope run` needs for a study besides its ramble.yaml, from the optional `commscope.yaml`
     beside it: `caliper` (its default Caliper mode), `package_manager: null` (a study whose binaries are
-    built by hand, e.g. of a Ramble builtin application: Ramble's null package manager only) and `prefixes`
-    (Ramble variable -> a program: the variable is set to the install prefix of that program found on PATH)."""
+    built by hand, e.g. of a Ramble builtin application: Ramble's null package manager only), `prefixes`
+    (Ramble variable -> a program: the variable is set to the install prefix of that program found on PATH),
+    and `stacks` and `interconnects`, what the study runs on when the run names none (those of them the site
+    has): a study too long for every stack, such as `reference`, names the ones it needs."""
     f = STUDIES_DIR / study / "commscope.yaml"
     conf = (yaml.safe_load(f.read_text()) if f.is_file() else None) or {}
-    unknown = sorted(set(conf) - {"caliper", "package_manager", "prefixes"})
+    keys = ("caliper", "package_manager", "prefixes", "stacks", "interconnects")
+    unknown = sorted(set(conf) - set(keys))
     if unknown:
-        raise WorkflowError(f"{f}: unknown key(s) {', '.join(unknown)}; valid: caliper, package_manager, prefixes")
+        raise WorkflowError(f"{f}: unknown key(s) {', '.join(unknown)}; valid: {', '.join(keys)}")
+    for key in ("stacks", "interconnects"):
+        v = conf.get(key)
+        if v is not None and not (isinstance(v, list) and v and all(isinstance(x, str) and x for x in v)):
+            example = "debian-openmpi4" if key == "stacks" else "default, tcp"
+            raise WorkflowError(f"{f}: {key} must be a list of names, e.g. {key}: [{example}]")
     mode = conf.get("caliper")
     if mode is not None and mode not in CALIPER_MODES:
         raise WorkflowError(f"{f}: caliper: {mode!r} is not a Caliper mode; valid: {', '.join(CALIPER_MODES)} "
@@ -525,6 +533,11 @@ def select_interconnects(stacks: list[str], catalog: dict, asked: list[str]) -> 
     return sorted(pairs)
 
 
+def _study_default(names: list[str] | None, valid: list[str]) -> list[str]:
+    """The study's default stacks (commscope.yaml) that the site has, else every one the site has."""
+    return [n for n in names or [] if n in valid] or valid
+
+
 def plan_run(study: str, site: str = "local", stacks: list[str] | None = None,
              interconnects: list[str] | None = None, caliper: str | None = None,
              where: str | None = None, dry_run: bool = False, workspace: Path | None = None,
@@ -550,23 +563,29 @@ def plan_run(study: str, site: str = "local", stacks: list[str] | None = None,
     specs: dict = {}
     if spack:
         specs = spack_mpi_specs(site, site_conf)
-        stacks = _choose("stack", stacks, sorted(specs)) if stacks else sorted(specs)
+        stacks = _choose("stack", stacks, sorted(specs)) if stacks else \
+            _study_default(conf.get("stacks"), sorted(specs))
         profiled = {s: (True, "Spack builds every workload +caliper") for s in stacks}
     elif site_conf.get("builds") == "local-builds":
         builds = read_builds()
         valid_stacks = sorted(builds)
         if not valid_stacks:
             raise WorkflowError(f"no workload builds under {builds_dir()}; run `commscope setup` first")
-        stacks = _choose("stack", stacks, valid_stacks) if stacks else valid_stacks
+        stacks = _choose("stack", stacks, valid_stacks) if stacks else \
+            _study_default(conf.get("stacks"), valid_stacks)
         profiled = {s: (True, f"Caliper {builds[s].caliper_dir}") if builds[s].caliper else
                     (False, builds[s].note or "no Caliper was found for this MPI at setup")
                     for s in stacks}
     else:
         offered = list(site_conf.get("stacks") or [])
-        stacks = _choose("stack", stacks, sorted(offered)) if stacks else sorted(offered)
+        stacks = _choose("stack", stacks, sorted(offered)) if stacks else \
+            _study_default(conf.get("stacks"), sorted(offered))
         profiled = {s: (True, f"the site {site}'s builds") for s in stacks}
     catalog = interconnect_catalog(stacks, site)
-    pairs = select_interconnects(stacks, catalog, interconnects or ["default"])
+    if not interconnects:   # the study's own (those some chosen stack has), else each stack's default
+        offered = {x for s in stacks for lab, e in catalog[s].items() for x in (lab, e["name"])}
+        interconnects = [i for i in conf.get("interconnects") or [] if i in offered] or ["default"]
+    pairs = select_interconnects(stacks, catalog, interconnects)
     if caliper is None:
         caliper = (conf.get("caliper") or "mpi") if any(yes for yes, _why in profiled.values()) else "off"
     stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
@@ -856,8 +875,10 @@ def wait_for_slurm(ws: Path, echo, limit: float = SLURM_WAIT_LIMIT) -> None:
 
 
 def summarize(ws: Path) -> dict:
+    """Experiment names by Ramble status. A repeated experiment's base entry (N_REPEATS > 0) only summarises
+    its repeats, which are the experiments that ran: it is not counted."""
     res = json.loads((ws / "results.latest.json").read_text())
-    exps = res.get("experiments", [])
+    exps = [e for e in res.get("experiments", []) if not int(e.get("N_REPEATS") or 0)]
     status = {}
     for e in exps:
         status.setdefault(e.get("RAMBLE_STATUS", "UNKNOWN"), []).append(e["name"])
@@ -1010,8 +1031,10 @@ def setup_cmd(stacks, caliper_prefixes, no_build, spack_source_mirror, spack_ins
 @click.command("run")
 @click.argument("study")
 @click.option("--site", default="local", show_default=True, help="a folder of ramble/sites/")
-@click.option("--stacks", help="comma-separated MPI stacks (default: every stack the site has)")
-@click.option("--interconnects", help="comma-separated interconnect selections (default: default)")
+@click.option("--stacks", help="comma-separated MPI stacks (default: the study's own in its commscope.yaml, else "
+                                "every stack the site has)")
+@click.option("--interconnects", help="comma-separated interconnect selections (default: the study's own, else "
+                                      "default)")
 @click.option("--where", help="Ramble filter on experiments, e.g. '{n_ranks} == 2'")
 @click.option("--caliper", type=click.Choice(CALIPER_MODES), default=None,
               help="Caliper modifier mode; counts is mpi plus call counts (default: the study's own, counts for "

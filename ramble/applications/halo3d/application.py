@@ -17,7 +17,7 @@ class Halo3d(ExecutableApplication):
     # manager), or Spack loads the environment.
     executable("halo3d",
                "halo3d {grid_args} --iters {iters} --dims {dims} --variant {variant} --pml-width {pml_width}"
-               " {fused_flag} {reorder_flag} --verify-max-points {verify_max_points}",
+               " --pml-faces {pml_faces} {fused_flag} {reorder_flag} --verify-max-points {verify_max_points}",
                use_mpi=True, output_capture=OUTPUT_CAPTURE.ALL)
     workload("halo3d", executable="halo3d")
     # The region commscope's focus window covers (docs/measurement-model.md): the timed loop, cs_loop_begin to
@@ -36,6 +36,10 @@ class Halo3d(ExecutableApplication):
     workload_variable("variant", default="blocking", values=["blocking", "nonblocking", "overlap", "rma"],
                       description="halo exchange variant", workloads=["halo3d"])
     workload_variable("pml_width", default="4", description="absorbing-layer planes on each global face",
+                      workloads=["halo3d"])
+    # A layer on one x face with --dims 2,1,1 (pml_faces: x-) unbalances 2 ranks without oversubscribing 2 cores.
+    workload_variable("pml_faces", default="all",
+                      description="global faces carrying the absorbing layer: all, or a list of x-,x+,y-,y+,z-,z+",
                       workloads=["halo3d"])
     workload_variable("fused", default="off", values=["off", "on"],
                       description="absorbing-layer work inside the main loop nest", workloads=["halo3d"])

@@ -1,0 +1,302 @@
+"""`commscope run reference`: the five reference studies in one Ramble workspace (ramble/studies/reference).
+
+The dry run renders every experiment; its scripts are compared with the study's ramble.yaml read here on its own
+(the matrix crossed, the exclusions applied, n_repeats copies) and with the contrasts each paper's headline effect
+needs, written down here from the papers, not from the study: the workload command line each script launches
+(its flags are the workloads' documented options, workloads/README.md) must carry them. The live run runs a
+few of its experiments for real and checks that Ramble's repeats are stored as separate runs of one experiment
+with equal parameters, each holding the FOMs its own output printed.
+
+Both need Ramble (RAMBLE_ROOT), which is in no package registry, and Debian Open MPI 4.1, which `commscope
+setup` builds the workloads with."""
+from __future__ import annotations
+
+import itertools
+import os
+import re
+import shlex
+import subprocess
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+import psycopg
+import pytest
+import yaml
+
+from conftest import CALIPER_PREFIX, ROOT, stack_or_skip
+
+STUDY = ROOT / "ramble" / "studies" / "reference"
+CLI = [sys.executable, "-m", "commscope.cli"]
+RAMBLE_ROOT = os.environ.get("RAMBLE_ROOT")
+needs_ramble = pytest.mark.skipif(
+    not RAMBLE_ROOT or not Path(RAMBLE_ROOT, "bin", "ramble").exists(),
+    reason="Ramble is in no package registry: set RAMBLE_ROOT to a checkout of GoogleCloudPlatform/ramble at the "
+           "commit in versions.yaml to render and run the reference study")
+WORKLOADS = ("halo3d", "stencil2d", "commgraph", "cgsolve", "pio")
+
+
+# ---- the study as its ramble.yaml says, expanded here -----------------------------------------------------
+
+def _sub(text: str, values: dict) -> str:
+    """{name} replaced by its value, repeatedly (values may refer to others, as n: '{size},{size},{size}')."""
+    for _ in range(10):
+        new = re.sub(r"\{([A-Za-z0-9_]+)\}", lambda m: str(values.get(m.group(1), m.group(0))), text)
+        if new == text:
+            return new
+        text = new
+    return text
+
+
+def expected_configurations(stacks: list[str], interconnects: list[str]) -> dict[str, dict]:
+    """Experiment name -> its variables, for every configuration the study defines (before repeats)."""
+    doc = yaml.safe_load((STUDY / "ramble.yaml").read_text())["ramble"]
+    ws_vars = doc.get("variables") or {}
+    pairs = [{"stack": s, "interconnect": i} for s in stacks for i in interconnects]
+    out = {}
+    for app, a in doc["applications"].items():
+        for wl, w in a["workloads"].items():
+            for template, e in w["experiments"].items():
+                variables = {**ws_vars, **(e.get("variables") or {})}
+                axes = []
+                for m in e.get("matrix") or []:
+                    axes.append(pairs if m == "stack_interconnect" else [{m: v} for v in variables[m]])
+                for pick in itertools.product(*axes):
+                    v = {**variables, "application_name": app, "workload_name": wl}
+                    for p in pick:
+                        v.update(p)
+                    assert not any(isinstance(x, list) for x in v.values()), f"{template}: a list outside the matrix"
+                    excluded = any(eval(_sub(w_, v)) for w_ in (e.get("exclude") or {}).get("where") or [])
+                    if not excluded:
+                        v = {k: _sub(str(x), v) for k, x in v.items()}
+                        out[_sub(template, v)] = v
+    return out
+
+
+def repeats() -> int:
+    doc = yaml.safe_load((STUDY / "ramble.yaml").read_text())["ramble"]
+    return int((doc.get("config") or {}).get("n_repeats") or 0)
+
+
+# ---- the rendered scripts ---------------------------------------------------------------------------------
+
+def launched(script: Path) -> tuple[dict, int, str, dict]:
+    """(environment, ranks, workload, {option: value or True}) of the workload an execute_experiment launches.
+    The run's own folder reads as RUN_DIR (pio's --dir), and a rank map copied into it, `--rank-map $(cp SRC .
+    && echo NAME)`, as SRC and NAME."""
+    run_dir = str(script.parent)
+    for line in script.read_text().splitlines():
+        line = line.replace(run_dir, "RUN_DIR")
+        line = re.sub(r"--rank-map \$\(cp (\S+) \. && echo (\S+)\)", r"--rank-map \1:\2", line)
+        words = shlex.split(line, comments=False) if "mpirun" in line else []
+        app = next((w for w in words if w in WORKLOADS), None)
+        if app is None:
+            continue
+        env = dict(w.split("=", 1) for w in words[:words.index("timeout")] if "=" in w)
+        ranks = int(words[words.index("-n") + 1])
+        args = words[words.index(app) + 1:]
+        args = args[:args.index(">>")] if ">>" in args else args
+        opts: dict = {}
+        i = 0
+        while i < len(args):
+            if i + 1 < len(args) and not args[i + 1].startswith("--"):
+                opts[args[i]] = args[i + 1]
+                i += 2
+            else:
+                opts[args[i]] = True
+                i += 1
+        return env, ranks, app, opts
+    raise AssertionError(f"{script}: no workload launch line")
+
+
+def check_command(name: str, v: dict, env: dict, ranks: int, app: str, o: dict) -> None:
+    """The launched command carries every variable of the configuration, as the workload's options."""
+    assert app == v["application_name"] and ranks == int(v["n_ranks"]), name
+    assert ("OMPI_MCA_btl" in env and "tcp" in env["OMPI_MCA_btl"]) == (v["interconnect"] == "tcp"), (name, env)
+    if "n" in v:
+        assert o["--n"] == v["n"], name
+    flags = {"cgsolve": {"allreduce": "--allreduce"},
+             "halo3d": {"variant": "--variant", "pml_width": "--pml-width", "pml_faces": "--pml-faces",
+                        "dims": "--dims", "iters": "--iters"},
+             "stencil2d": {"decomp": "--decomp", "send": "--send", "iters": "--iters"},
+             "commgraph": {"pattern": "--pattern", "iters": "--iters", "large_bytes": "--large-bytes"},
+             "pio": {"method": "--method", "group_size": "--group-size"}}[app]
+    for var, flag in flags.items():
+        if var in v:
+            assert o.get(flag) == v[var], (name, var, o)
+    if app == "cgsolve":
+        assert ("--debug-barriers" in o) == (v.get("debug_barriers") == "on"), name
+    if app == "halo3d":
+        assert ("--fused" in o) == (v.get("fused") == "on"), name
+    if app == "commgraph":
+        rank_map = o.get("--rank-map")
+        if v["placement"] == "default":
+            assert rank_map is None, name
+        else:
+            # copied into the run folder under its own file name, which names the placement
+            src, _, as_name = rank_map.partition(":")
+            assert Path(src).is_file() and as_name == Path(src).name, (name, rank_map)
+            assert as_name.startswith(v["placement"]), (name, rank_map)
+            world = [int(x) for x in re.sub(r"#.*", "", Path(src).read_text()).split()]
+            assert sorted(world) == list(range(ranks)) and world != list(range(ranks)), (name, world)
+
+
+def contrasts_present(cmds: dict[str, tuple]) -> None:
+    """Every contrast of the five papers' headline effects is among the launched commands (names are the
+    study prefixes; each effect compares commands equal in everything but the contrast)."""
+    def group(prefix: str, key, vary):
+        """{everything but the contrast: {contrast values}} of the commands whose experiment starts with prefix."""
+        g = defaultdict(set)
+        for name, (env, ranks, app, o) in cmds.items():
+            if name.startswith(prefix):
+                base = key(env, ranks, o)
+                g[base].add(vary(env, ranks, o))
+        assert g, f"no {prefix} experiments"
+        return g
+
+    ic = lambda env: env.get("OMPI_MCA_btl", "default")  # noqa: E731
+    # reservoir: debug barriers on and off at every grid and rank count (MPI time, MPI fraction over the grid)
+    g = group("reservoir-barriers-", lambda e, r, o: (r, o["--n"], o["--allreduce"]),
+              lambda e, r, o: "--debug-barriers" in o)
+    assert all(s == {True, False} for s in g.values()) and len({k[1] for k in g}) >= 2, g
+    # reservoir / groundwater: the three Allreduce methods
+    g = group("reservoir-allreduce-", lambda e, r, o: (r, o["--n"]), lambda e, r, o: o["--allreduce"])
+    assert all(s == {"direct", "hierarchical", "nonblocking"} for s in g.values()), g
+    # weather codes: default, advised and random placement of the same graph
+    g = group("placement-", lambda e, r, o: (r, o["--pattern"]),
+              lambda e, r, o: o["--rank-map"].partition(":")[2].split("-")[0] if "--rank-map" in o else "default")
+    assert all(s == {"default", "advised", "random"} for s in g.values()) and r_at_least(g, 4), g
+    # seismic: blocking, overlap and RMA at 3 or more grid sizes on shared memory and on TCP
+    g = group("seismic-overlap-", lambda e, r, o: (ic(e), o["--n"]), lambda e, r, o: o["--variant"])
+    assert all(s == {"blocking", "overlap", "rma"} for s in g.values()), g
+    assert {k[0] for k in g} == {"default", "self,tcp"} and all(
+        len({n for i, n in g if i == t}) >= 3 for t in ("default", "self,tcp")), sorted(g)
+    # seismic: fusion on and off with an absorbing layer, on an unbalanced layout
+    g = group("seismic-fusion-", lambda e, r, o: (o["--pml-width"], o["--pml-faces"]), lambda e, r, o: "--fused" in o)
+    assert all(s == {True, False} and int(k[0]) > 0 and k[1] != "all" for k, s in g.items()), g
+    # 2D stencil: every decomposition x send mode at 2 and 4 ranks, and the decompositions at 1, 2 and 4 ranks
+    g = group("stencil-decomp-", lambda e, r, o: r, lambda e, r, o: (o["--decomp"], o["--send"]))
+    full = set(itertools.product(("row-naive", "row-vector", "col", "cart"), ("ssend", "send", "isend")))
+    assert g[2] == full and g[4] == full and {d for d, _ in g[1]} == {d for d, _ in full}, g
+    # ... and over a network transport, where every message pays its latency
+    g = group("stencil-transport-", lambda e, r, o: (ic(e), r), lambda e, r, o: (o["--decomp"], o["--send"]))
+    assert all(k[0] != "default" and {d for d, _ in s} >= {"row-naive", "col"}
+               and {m for _, m in s} == {"ssend", "send", "isend"} for k, s in g.items()), g
+    # groundwater: independent, collective and two-phase I/O, two-phase with more than one group size
+    g = group("groundwater-io-", lambda e, r, o: (r, o["--n"]), lambda e, r, o: (o["--method"], o["--group-size"]))
+    for s in g.values():
+        assert {m for m, _ in s} == {"independent", "collective", "two-phase"}, s
+        assert len({gs for m, gs in s if m == "two-phase"}) >= 2, s
+
+
+def r_at_least(g: dict, ranks: int) -> bool:
+    return all(k[0] >= ranks for k in g)
+
+
+def _home_with_builds(tmp_path: Path, caliper: bool) -> dict:
+    """A private COMMSCOPE_HOME with the workloads built for Debian Open MPI 4.1 (with Caliper when asked)."""
+    stack_or_skip("debian-openmpi4")
+    env = {**os.environ, "COMMSCOPE_HOME": str(tmp_path / "home"), "SPACK_ROOT": ""}
+    cmd = [*CLI, "setup", "--stacks", "debian-openmpi4"]
+    if caliper and CALIPER_PREFIX:
+        cmd += ["--caliper-prefix", f"debian-openmpi4={CALIPER_PREFIX}"]
+    p = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT, timeout=900)
+    assert "built debian-openmpi4" in p.stdout + p.stderr, p.stdout + p.stderr
+    return env
+
+
+def test_the_study_runs_on_its_own_stacks_and_interconnects_unless_told(tmp_path, monkeypatch):
+    """commscope.yaml's stacks and interconnects are the default, limited to those the site has; --stacks and
+    --interconnects still choose; a malformed list is refused by name. (The site slurm-cluster offers stacks
+    openmpi, mpich and cray-mpich, and the selection ucx-rc for openmpi alone in its interconnects.yaml.)"""
+    from commscope import workflow
+    study = tmp_path / "studies" / "reference"
+    study.mkdir(parents=True)
+    (study / "ramble.yaml").write_text((STUDY / "ramble.yaml").read_text())
+    monkeypatch.setattr(workflow, "STUDIES_DIR", tmp_path / "studies")
+    site_stacks = yaml.safe_load((ROOT / "ramble" / "sites" / "slurm-cluster" / "site.yaml").read_text())["stacks"]
+    (study / "commscope.yaml").write_text("stacks: [mpich, not-here]\ninterconnects: [default, no-such-fabric]\n")
+    plan = workflow.plan_run("reference", site="slurm-cluster", spack=False)
+    assert plan.stacks == ["mpich"] and plan.pairs == [("mpich", "default")]
+    (study / "commscope.yaml").write_text("stacks: [openmpi, mpich]\ninterconnects: [default, ucx-rc]\n")
+    plan = workflow.plan_run("reference", site="slurm-cluster", spack=False)
+    assert plan.pairs == [("mpich", "default"), ("openmpi", "default"), ("openmpi", "ucx-rc")]
+    plan = workflow.plan_run("reference", site="slurm-cluster", stacks=["openmpi"], interconnects=["default"],
+                             spack=False)
+    assert plan.stacks == ["openmpi"] and plan.pairs == [("openmpi", "default")]
+    (study / "commscope.yaml").write_text("stacks: [not-here]\n")   # none of them: every stack of the site
+    assert workflow.plan_run("reference", site="slurm-cluster", spack=False).stacks == sorted(site_stacks)
+    (study / "commscope.yaml").write_text("stacks: mpich\n")
+    with pytest.raises(workflow.WorkflowError, match=r"reference/commscope.yaml: stacks must be a list of names"):
+        workflow.plan_run("reference", site="slurm-cluster", spack=False)
+
+
+@needs_ramble
+def test_dry_run_renders_every_contrast_with_repeats(tmp_path):
+    env = _home_with_builds(tmp_path, caliper=False)
+    p = subprocess.run([*CLI, "run", "reference", "--dry-run"], capture_output=True, text=True, env=env, cwd=ROOT,
+                       timeout=600)
+    assert p.returncode == 0, p.stdout + p.stderr
+    # by default the study's own stacks and interconnects (commscope.yaml), not every stack of the site
+    conf = yaml.safe_load((STUDY / "commscope.yaml").read_text())
+    assert f"stacks {', '.join(conf['stacks'])}; interconnects {', '.join(conf['interconnects'])}" in p.stdout
+    ws = Path(re.search(r"^workspace: (\S+)$", p.stdout, re.M).group(1))
+    rendered = {d.name: d / "execute_experiment" for d in ws.glob("experiments/*/*/*") if d.is_dir()}
+    expected = expected_configurations(conf["stacks"], conf["interconnects"])
+    n = repeats()
+    assert n >= 3, "every configuration needs repeats for a spread"
+    assert set(rendered) == {f"{name}.{i}" for name in expected for i in range(1, n + 1)}
+    assert f"set up {len(expected) * n} experiments" in p.stdout
+    cmds = {}
+    for name, v in expected.items():
+        runs = [launched(rendered[f"{name}.{i}"]) for i in range(1, n + 1)]
+        for r in runs:
+            check_command(name, v, *r)
+        # the repeats launch the same command, each in its own folder
+        assert all(r == runs[0] for r in runs), (name, runs)
+        cmds[name] = runs[0]
+    contrasts_present(cmds)
+
+
+@needs_ramble
+def test_live_repeats_are_separate_runs_with_equal_parameters(tmp_path, dsn):
+    """A few reference experiments for real (cgsolve with and without debug barriers, and pio two-phase),
+    ingested: every repeat is one run of its experiment, the repeats' parameters are equal, the contrast's
+    differ, and each run's FOMs are what its own output printed."""
+    env = {**_home_with_builds(tmp_path, caliper=True), "COMMSCOPE_DB_URL": dsn}
+    where = ('re_search("^(reservoir-barriers-direct-barriers-o(n|ff)-s24|groundwater-io-two-phase-g2-s64)-", '
+             '"{experiment_name}") and "{interconnect}" == "default"')
+    p = subprocess.run([*CLI, "run", "reference", "--where", where], capture_output=True, text=True, env=env,
+                       cwd=ROOT, timeout=900)
+    assert p.returncode == 0, p.stdout + p.stderr
+    ws = Path(re.search(r"^workspace: (\S+)$", p.stdout, re.M).group(1))
+    dirs = sorted(d for d in ws.glob("experiments/*/*/*") if d.is_dir())
+    n = repeats()
+    assert len(dirs) == 5 * n, [d.name for d in dirs]   # barriers on/off at 2 and 4 ranks, one pio configuration
+    # the experiments that ran, not Ramble's summary entry of each configuration's repeats
+    assert f"analyzed: {len(dirs)} SUCCESS" in p.stdout, p.stdout
+    with psycopg.connect(dsn) as conn:
+        rows = conn.execute("SELECT r.id, r.experiment, s.parameters, r.series_id, "
+                            "r.metadata->'ramble_variables'->>'repeat_index' "
+                            "FROM runs r JOIN series s ON s.id = r.series_id").fetchall()
+        foms = conn.execute("SELECT run_id, name, repeat, value FROM foms").fetchall()
+    by_exp = defaultdict(list)
+    for rid, exp, params, series, rep in rows:   # stored as Ramble names it: application.workload.experiment
+        by_exp[exp.split(".", 2)[2]].append((rid, params, series, rep))
+    assert set(by_exp) == {d.name.rsplit(".", 1)[0] for d in dirs}
+    stored_fom = {(rid, name, rep): value for rid, name, rep, value in foms}
+    for exp, runs in by_exp.items():
+        assert len(runs) == n and len({rid for rid, *_ in runs}) == n, (exp, runs)
+        # one series: the same parameters and environment
+        assert all(params == runs[0][1] and series == runs[0][2] for _, params, series, _ in runs), exp
+        assert sorted(int(rep) for *_, rep in runs) == list(range(1, n + 1)), exp
+        for rid, *_, rep in runs:
+            out = next(ws.glob(f"experiments/*/*/{exp}.{rep}/{exp}.{rep}.out")).read_text()
+            printed = {m.group(1): float(m.group(2)) for m in re.finditer(r"^FOM (\S+) (\S+) \S+$", out, re.M)}
+            assert stored_fom[(rid, "total_time", int(rep))] == pytest.approx(printed["total_time"], rel=1e-9)
+    # the contrast: debug barriers on and off differ in the parameters that name it, and only there
+    params = {exp: runs[0][1] for exp, runs in by_exp.items()}
+    for r in (2, 4):
+        on, off = (params[f"reservoir-barriers-direct-barriers-{s}-s24-debian-openmpi4-default-n{r}"]
+                   for s in ("on", "off"))
+        assert {k for k in on if on[k] != off.get(k)} == {"param.debug-barriers"}, (on, off)
