@@ -96,7 +96,7 @@ def test_regions_moved_are_the_records_loop_nodes_that_moved_most(history_24):
     dsn, campaign = history_24
     with psycopg.connect(dsn) as conn:
         (f,) = regressions.check(conn, "time_s", campaign)
-    assert f.verdict == "regression" and f.series["window"] == "focus"
+    assert f.verdict == "suspect" and f.series["window"] == "focus"   # one night so far (regressions.judge)
     a = f.attribution
     want = expected_regions([SERIES_24[n] for n in (1, 2, 3, 4)], [SERIES_24[5]], len(a["regions"]))
     assert len(a["regions"]) >= 3
@@ -120,21 +120,22 @@ def test_regions_moved_are_the_records_loop_nodes_that_moved_most(history_24):
 
 
 def test_check_outputs_show_the_attribution(history_24, tmp_path):
-    """The CLI's table, --format json, --markdown and the JUnit failure carry the same attribution."""
+    """The CLI's table, --format json, --markdown and the JUnit case (skipped: suspect, one night so far) carry
+    the same attribution."""
     dsn, campaign = history_24
     top = expected_regions([SERIES_24[n] for n in (1, 2, 3, 4)], [SERIES_24[5]], 1)[0][0]
     text = cli("check", "--campaign", str(campaign), "--no-annotate", dsn=dsn)
-    assert text.returncode == 1, text.stderr
+    assert text.returncode == 0, text.stderr
     assert "cause: unknown" in text.stdout and f"git commit: " in text.stdout and COMMIT[5] in text.stdout
     assert top in text.stdout
     xml_file, md_file = tmp_path / "c.xml", tmp_path / "c.md"
     js = cli("check", "--campaign", str(campaign), "--no-annotate", "--format", "json", "--junit", str(xml_file),
              "--markdown", str(md_file), dsn=dsn)
-    assert js.returncode == 1, js.stderr
+    assert js.returncode == 0, js.stderr
     (s,) = json.loads(js.stdout)["series"]
     assert s["attribution"]["cause"] == "unknown" and s["attribution"]["regions"][0]["path"] == top
     assert [d["what"] for d in s["attribution"]["differs"]] == ["git commit"]
-    failure = ET.parse(xml_file).getroot().find("testsuite/testcase/failure")
+    failure = ET.parse(xml_file).getroot().find("testsuite/testcase/skipped")
     assert failure is not None and failure.get("message").endswith("cause: unknown")
     assert top in failure.text and COMMIT[5] in failure.text
     md = md_file.read_text()
@@ -205,11 +206,11 @@ def test_a_slower_network_under_the_same_series_is_platform(dsn, nights):
         found = by_app(regressions.check(conn, "time_s", campaign))
     app, ping = found["commgraph"], found["pingpong"]
     assert (app.n_new, app.n_baseline) == (RUNS, RUNS * len(BASE_NIGHTS))
-    assert app.verdict == "regression", app
+    assert app.verdict == "suspect", app   # one night so far (regressions.judge)
     assert app.attribution["cause"] == "platform", app.attribution
-    assert [c["verdict"] for c in app.attribution["canaries"]] == ["regression"]
+    assert [c["verdict"] for c in app.attribution["canaries"]] == ["suspect"]
     assert app.attribution["canaries"][0]["series_id"] == ping.series["series_id"]
-    assert ping.verdict == "regression" and ping.attribution["cause"] == "platform"
+    assert ping.verdict == "suspect" and ping.attribution["cause"] == "platform"
     for f in (app, ping):
         differs = {d["what"]: d for d in f.attribution["differs"]}
         assert set(differs) == {"interconnect (printed by the run)"}, differs
@@ -226,10 +227,10 @@ def test_a_slower_build_with_a_steady_canary_is_software(dsn, nights):
         (campaign,) = conn.execute("SELECT max(id) FROM campaigns").fetchone()
         found = by_app(regressions.check(conn, "time_s", campaign))
     halo, ping = found["halo3d"], found["pingpong"]
-    assert halo.verdict == "regression", halo
+    assert halo.verdict == "suspect", halo
     assert halo.attribution["cause"] == "software", halo.attribution
     assert [c["verdict"] for c in halo.attribution["canaries"]] in (["no change"], ["improvement"])
-    assert ping.verdict != "regression"
+    assert ping.verdict not in ("regression", "suspect")
     differs = {d["what"]: d for d in halo.attribution["differs"]}
     assert set(differs) == {"git commit"}, differs
     assert (differs["git commit"]["baseline"], differs["git commit"]["new"]) == ([GOOD], [CHANGED])

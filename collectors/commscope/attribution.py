@@ -52,7 +52,7 @@ CANARY_METRIC = "fom:latency"
 CANARY_FALLBACK_METRIC = "time_s"   # when the store's `latency` FOM cannot be judged (stored in several contexts)
 MATCH = ("system", "stack", "interconnect")   # what a canary shares with the series it speaks for
 REGIONS = 5                                  # regions listed per finding
-MOVED = ("regression", "improvement")
+MOVED = ("regression", "improvement", "suspect")   # suspect: the first night of a shift (regressions.judge)
 
 # (label, SQL expression over runs r, campaigns c, stacks st, hardware_versions h, series s, whether the key holds it)
 ATTRIBUTES = (

@@ -440,7 +440,7 @@ def check_cmd(metrics, campaign, baseline, min_effect, alpha, system, app, stack
                     click.echo(f"{f.label()}: {f.reason(alpha, min_effect)}")
             from .attribution import lines as attributed
             for f in mine:
-                if f.verdict in ("regression", "improvement") and f.attribution:
+                if f.verdict in ("regression", "improvement", "suspect") and f.attribution:
                     click.echo(f"{f.label()}: {f.verdict}")
                     for line in attributed(f):
                         click.echo(f"  {line}")

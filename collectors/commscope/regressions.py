@@ -541,6 +541,10 @@ def junit_xml(findings: list[Finding], alpha: float, min_effect: float) -> bytes
                 cause = f"; cause: {f.attribution['cause']}" if f.attribution and f.attribution.get("cause") else ""
                 ET.SubElement(case, "failure", type="regression", message=reason + cause).text = "\n".join(
                     [reason, *lines(f)])
+            elif f.verdict == "suspect":
+                from .attribution import lines
+                cause = f"; cause: {f.attribution['cause']}" if f.attribution and f.attribution.get("cause") else ""
+                ET.SubElement(case, "skipped", message=reason + cause).text = "\n".join([reason, *lines(f)])
             elif f.verdict in SKIPPED:
                 ET.SubElement(case, "skipped", message=reason)
             out = ET.SubElement(case, "system-out")
@@ -575,7 +579,7 @@ def markdown(findings: list[Finding], alpha: float, min_effect: float) -> str:
         lines.append(f"| **{f.verdict}** | `{label}` | {f.metric} | {cell(f.baseline_median)} | {cell(f.new_median)} "
                      f"| {change} | {p} | {f.n_new} / {f.n_baseline} |")
     from .attribution import lines as attributed
-    moved = [f for f in findings if f.verdict in ("regression", "improvement") and f.attribution]
+    moved = [f for f in findings if f.verdict in ("regression", "improvement", "suspect") and f.attribution]
     if moved:
         lines += ["", "What changed:"]
         for f in sorted(moved, key=lambda f: (ORDER[f.verdict], f.metric, f.series["series_id"])):
