@@ -552,7 +552,8 @@ def test_focus_names_the_region_a_study_is_about(dsn):
 
 def test_where_a_run_put_its_files_is_not_a_parameter(dsn, tmp_path):
     """pio prints the folder and file it wrote (PARAM dir, PARAM file): two real runs of one experiment in two
-    folders are one series, and no stored parameter is an absolute path."""
+    folders are one series, with neither folder among its parameters. An input file is a parameter: commgraph
+    runs with two different rank maps are two series."""
     import suite
     from conftest import stack_or_skip
     stack = stack_or_skip("debian-openmpi4")
@@ -565,11 +566,19 @@ def test_where_a_run_put_its_files_is_not_a_parameter(dsn, tmp_path):
         r = suite.run(stack, bdir, "pio", ["--n", "16,16,16", "--method", "independent", "--dir", str(where)], 2)
         assert r.returncode == 0 and r.out.params["dir"] == str(where), r.stderr
         (outs / f"pio-{name}.out").write_text(r.stdout)
+        rank_map = tmp_path / f"{name}.map"
+        rank_map.write_text("0 1\n" if name == "a" else "1 0\n")
+        r = suite.run(stack, bdir, "commgraph", ["--iters", "2", "--rank-map", str(rank_map)], 2)
+        assert r.returncode == 0, r.stderr
+        (outs / f"commgraph-{name}.out").write_text(r.stdout)
     with psycopg.connect(dsn) as conn:
         ingest(conn, [outs], Provenance(system="testbox"))
         conn.commit()
-        rows = conn.execute("SELECT r.series_id, s.parameters FROM runs r JOIN series s ON s.id = r.series_id "
-                            "WHERE r.source LIKE %s", (f"{outs}%",)).fetchall()
-    assert len(rows) == 2 and rows[0][0] == rows[1][0], rows
-    assert rows[0][1]["param.method"] == "independent"
-    assert not [v for v in rows[0][1].values() if str(v).startswith("/")], rows[0][1]
+        rows = conn.execute("SELECT r.app, r.series_id, s.parameters FROM runs r JOIN series s ON s.id = r.series_id "
+                            "WHERE r.source LIKE %s ORDER BY r.source", (f"{outs}%",)).fetchall()
+    by_app = {app: [(sid, params) for a, sid, params in rows if a == app] for app, _s, _p in rows}
+    pio, commgraph = by_app["pio"], by_app["commgraph"]
+    assert len(pio) == 2 and pio[0][0] == pio[1][0], pio
+    assert pio[0][1]["param.method"] == "independent"
+    assert not [v for v in pio[0][1].values() if str(tmp_path) in str(v)], pio[0][1]
+    assert len(commgraph) == 2 and commgraph[0][0] != commgraph[1][0], commgraph

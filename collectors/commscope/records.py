@@ -329,17 +329,15 @@ SPREAD_COLUMNS = ("n", "min", "mean", "max", "p50", "p90", "p99", "hist_lo", "hi
                   "top_values")
 
 
-# PARAM lines that describe the environment or say a thing twice, not the experiment.
-NOT_PARAMETERS = {"interconnect", "allreduce_scheme"}
+# PARAM lines that describe the environment, say a thing twice, or say where the run put its files (pio's dir and
+# file: every run folder would start a series), not the experiment. An input file (commgraph's rank map) stays.
+NOT_PARAMETERS = {"interconnect", "allreduce_scheme", "dir", "file"}
 
 
 def output_parameters(out) -> dict:
     """The experiment's parameters as the workload printed them (PARAM lines), the same whether or not
-    Caliper profiled the run, so profiled and unprofiled runs of one experiment differ only in environment.
-    An absolute path (pio's dir and file) says where the run put its files, not what it ran: left out, as
-    Ramble's path variables are (ramble.experiment_variables), or every run folder would start a series."""
-    return {f"param.{k}": clean(v) for k, v in out.params.items()
-            if k not in NOT_PARAMETERS and not str(v).startswith("/")}
+    Caliper profiled the run, so profiled and unprofiled runs of one experiment differ only in environment."""
+    return {f"param.{k}": clean(v) for k, v in out.params.items() if k not in NOT_PARAMETERS}
 
 
 # The Adiak values commscope's workloads record that define an experiment (workloads/README.md), for a profile
