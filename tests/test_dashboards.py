@@ -693,3 +693,35 @@ def test_the_best_algorithm_table_shows_first_what_beats_the_library_default(fil
         assert r["gain_over_default"] == pytest.approx(d / min(d, f), rel=1e-6)
     gains = [r["gain_over_default"] for r in rows[:defaults_first_at]]
     assert gains == sorted(gains, reverse=True)
+
+
+def test_a_series_whose_runs_carry_two_variant_labels_on_one_day_is_one_rollup_row(filled, dsn):
+    """Two experiments of a study can have equal parameters under different Ramble variant labels: one series.
+    Relabelling one of a series-day's runs (a rebuild of the group), then adding a run of that series and day
+    under a third label (the add path), must neither fail nor split the group: one row per series, day and
+    window, equal to the on-the-fly aggregate."""
+    with psycopg.connect(dsn) as conn:
+        run_id, series_id = conn.execute(
+            "SELECT r.id, r.series_id FROM runs r JOIN run_windows w ON w.run_id = r.id WHERE r.status = 'ok' "
+            "AND (SELECT count(*) FROM runs o WHERE o.series_id = r.series_id AND o.status = 'ok' "
+            "AND date_trunc('day', o.started_at, 'UTC') = date_trunc('day', r.started_at, 'UTC')) > 1 "
+            "ORDER BY r.id LIMIT 1").fetchone()
+        conn.execute("UPDATE runs SET variant = 'zz-relabelled' WHERE id = %s", (run_id,))
+        _assert_rollups_match_on_the_fly(conn)
+        cols = [c for (c,) in conn.execute(
+            "SELECT column_name FROM information_schema.columns WHERE table_name = 'runs' AND column_name "
+            "NOT IN ('id', 'content_hash', 'variant') ORDER BY ordinal_position")]
+        (copy,) = conn.execute(f"INSERT INTO runs (content_hash, variant, {', '.join(cols)}) "
+                               f"SELECT content_hash || '-third', 'aa-third', {', '.join(cols)} FROM runs "
+                               "WHERE id = %s RETURNING id", (run_id,)).fetchone()
+        wcols = [c for (c,) in conn.execute(
+            "SELECT column_name FROM information_schema.columns WHERE table_name = 'run_windows' "
+            "AND column_name <> 'run_id' ORDER BY ordinal_position")]
+        quoted = ", ".join(f'"{c}"' for c in wcols)
+        conn.execute(f"INSERT INTO run_windows (run_id, {quoted}) SELECT %s, {quoted} FROM run_windows "
+                     "WHERE run_id = %s", (copy, run_id))
+        _assert_rollups_match_on_the_fly(conn)
+        groups = conn.execute("SELECT day, \"window\", count(*) FROM run_metrics_daily WHERE series_id = %s "
+                              "GROUP BY 1, 2", (series_id,)).fetchall()
+        assert groups and all(n == 1 for _d, _w, n in groups), groups
+        conn.rollback()

@@ -500,13 +500,15 @@ _OTF_LABEL = ("coalesce(system, 'unknown') || ' ' || app || coalesce(' ' || null
               "|| coalesce(stack, 'unknown') || ' ' || interconnect || ' n' || ranks || coalesce(' ' || {gs}, '') "
               "|| ' #' || {sid}")
 ON_THE_FLY_VIEWS = [
-    # 0013's run_metrics_daily, from v_run_metrics and v_runs.
+    # 0013's (0027's) run_metrics_daily, from v_run_metrics and v_runs.
     f"""CREATE OR REPLACE VIEW v_run_metrics_daily AS
 WITH d AS (
-SELECT date_trunc('day', m.started_at, 'UTC') AS day, m.series_id, m."window", coalesce(r.system, 'unknown') AS system,
-       m.app, r.workload, coalesce(r.variant, '') AS variant, coalesce(r.stack, 'unknown') AS stack, r.interconnect,
-       m.ranks, r.global_size, strong_scaling_key(m.app, m.parameters, m.environment) AS strong_key,
-       weak_scaling_key(m.app, m.parameters, m.environment) AS weak_key, count(*)::integer AS runs,
+SELECT date_trunc('day', m.started_at, 'UTC') AS day, m.series_id, m."window",
+       min(coalesce(r.system, 'unknown')) AS system, min(m.app) AS app, min(r.workload) AS workload,
+       min(coalesce(r.variant, '')) AS variant, min(coalesce(r.stack, 'unknown')) AS stack,
+       min(r.interconnect) AS interconnect, min(m.ranks) AS ranks, min(r.global_size) AS global_size,
+       min(strong_scaling_key(m.app, m.parameters, m.environment)) AS strong_key,
+       min(weak_scaling_key(m.app, m.parameters, m.environment)) AS weak_key, count(*)::integer AS runs,
        count(m.time_s)::integer AS time_n, sum(m.time_s) AS time_sum,
        count(m.mpi_time_avg_s)::integer AS mpi_time_avg_n, sum(m.mpi_time_avg_s) AS mpi_time_avg_sum,
        count(m.mpi_fraction_avg)::integer AS mpi_fraction_avg_n, sum(m.mpi_fraction_avg) AS mpi_fraction_avg_sum,
@@ -518,7 +520,7 @@ SELECT date_trunc('day', m.started_at, 'UTC') AS day, m.series_id, m."window", c
        count(m.parallel_efficiency)::integer AS parallel_efficiency_n, sum(m.parallel_efficiency) AS parallel_efficiency_sum
 FROM v_run_metrics m JOIN v_runs r ON r.run_id = m.run_id
 WHERE m.status = 'ok' AND m.series_id IS NOT NULL
-GROUP BY 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13
+GROUP BY 1, 2, 3   -- one row per series, day and window; its labels the least of its runs' (0027)
 )
 SELECT d.*, (d."window" = 'focus' OR NOT EXISTS (
            SELECT 1 FROM d f WHERE f.day = d.day AND f.series_id = d.series_id AND f."window" = 'focus')) AS shown,
