@@ -280,6 +280,11 @@ def test_live_repeats_are_separate_runs_with_equal_parameters(tmp_path, dsn):
                             "r.metadata->'ramble_variables'->>'repeat_index' "
                             "FROM runs r JOIN series s ON s.id = r.series_id").fetchall()
         foms = conn.execute("SELECT run_id, name, repeat, value FROM foms").fetchall()
+        # the run's ingest brought every series' change points up to date, as `commscope ingest` does
+        fresh = conn.execute("SELECT s.series_id FROM (SELECT series_id, count(*) AS n, max(id) AS last FROM runs "
+                             "WHERE status = 'ok' GROUP BY 1) s JOIN change_point_state c ON c.series_id = s.series_id "
+                             "AND c.metric = 'time_s' AND c.runs = s.n AND c.max_run_id = s.last").fetchall()
+    assert len(fresh) == len({series for _r, _e, _p, series, _rep in rows}), fresh
     by_exp = defaultdict(list)
     for rid, exp, params, series, rep in rows:   # stored as Ramble names it: application.workload.experiment
         by_exp[exp.split(".", 2)[2]].append((rid, params, series, rep))

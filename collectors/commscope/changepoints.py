@@ -239,6 +239,21 @@ def after_ingest(conn: psycopg.Connection, campaign_id: int) -> list[Update]:
     return update(conn, ["time_s", *sorted(kept - {"time_s"})], ids)
 
 
+def refresh_after_ingest(campaign_id: int, warn) -> None:
+    """after_ingest on its own connection, once the campaign is committed (`commscope ingest` and `commscope
+    run`). The runs are stored whatever happens here: a failure is a note through WARN, and `commscope
+    changepoints` catches up later."""
+    try:
+        with db.connect() as conn:
+            after_ingest(conn, campaign_id)
+    except MissingLibrary as e:
+        warn(f"change points not updated: {e}")
+    except (psycopg.Error, db.DBError) as e:
+        warn(f"the runs are stored, but updating their series' change points failed "
+             f"({db.masked(str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__)}); "
+             f"run 'commscope changepoints' to update them")
+
+
 COLUMNS = ("series_id", "metric", "window", "run_id", "campaign_id", "time", "previous_time", "n_before", "n_after",
            "mean_before", "mean_after", "stddev_before", "stddev_after", "change", "direction", "p_value",
            "detected_at", "detected_campaign", "series_label")

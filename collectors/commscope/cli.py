@@ -289,7 +289,8 @@ def ingest_cmd(paths, system, stack, interconnect, git_commit, ci_pipeline, hard
         if bar:
             bar.close()
     if res.inserted and res.campaign_id is not None:
-        _change_points_after_ingest(res.campaign_id)
+        from . import changepoints
+        changepoints.refresh_after_ingest(res.campaign_id, lambda m: click.echo(f"commscope ingest: {m}", err=True))
     if fmt == "json":
         click.echo(json.dumps({"campaign_id": res.campaign_id, "stored": len(res.inserted),
                                "already_stored": len(res.skipped), "already_stored_in": res.already_in,
@@ -311,22 +312,6 @@ def ingest_cmd(paths, system, stack, interconnect, git_commit, ci_pipeline, hard
                        f"the runs were stored before, in campaigns {', '.join(map(str, res.already_in))}"), err=True)
         else:
             click.echo(res.campaign_id)
-
-
-def _change_points_after_ingest(campaign_id: int) -> None:
-    """Change points of the series this campaign's runs belong to, recomputed once the campaign is committed
-    (changepoints.after_ingest). The runs are stored whatever happens here: a failure is a note on stderr, and
-    `commscope changepoints` catches up later."""
-    from . import changepoints
-    try:
-        with db.connect() as conn:
-            changepoints.after_ingest(conn, campaign_id)
-    except changepoints.MissingLibrary as e:
-        click.echo(f"commscope ingest: change points not updated: {e}", err=True)
-    except (psycopg.Error, db.DBError) as e:
-        click.echo(f"commscope ingest: the runs are stored, but updating their series' change points failed "
-                   f"({db.masked(str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__)}); "
-                   f"run 'commscope changepoints' to update them", err=True)
 
 
 # ---- setup and run (the main job through Ramble) ------------------------------------

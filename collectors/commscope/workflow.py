@@ -975,6 +975,9 @@ def _ingest(ws: Path, plan: Plan, echo) -> bool:
     campaign = res.campaign_id   # this ingest's campaign (or the one its runs were already stored in)
     echo(f"  stored {len(res.inserted)} runs, {len(res.skipped)} already stored"
          + (f", campaign {campaign}" if campaign else ""))
+    if res.inserted and campaign is not None:   # as `commscope ingest` does
+        from . import changepoints
+        changepoints.refresh_after_ingest(campaign, lambda m: echo(f"  {m}"))
     cmd = [sys.executable, "-m", "commscope.cli", "report", "-o", str(ws / "report.html")]
     cmd += ["--campaign", str(campaign)] if campaign else []
     p = subprocess.run(cmd, capture_output=True, text=True)
