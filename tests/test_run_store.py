@@ -91,3 +91,15 @@ def test_a_run_says_per_stack_whether_it_records_profiles_and_how_many_experimen
         assert re.search(r"profiles on debian-mpich4: none ", r.stdout), r.stdout
     finally:
         shutil.rmtree(home, ignore_errors=True)
+
+
+@pytest.mark.parametrize("args, code, says", [
+    (["run", "no-such-study", "--dry-run"], 2, "unknown study 'no-such-study'; valid: "),
+    (["run", "smoke", "--site", "no-such-site", "--dry-run"], 2, "unknown site 'no-such-site'; valid: "),
+    (["run", "smoke", "--dry-run", "--no-spack"], 1, "run `commscope setup` first"),
+])
+def test_run_exits_2_on_a_name_that_does_not_exist_and_1_on_what_is_missing(home, args, code, says):
+    """A usage error (a study or site that does not exist) exits 2, like click's own; a missing piece the user
+    can make (no workload builds yet) exits 1. Both name what is wrong."""
+    r = subprocess.run([sys.executable, "-m", "commscope.cli", *args], capture_output=True, text=True, timeout=120)
+    assert r.returncode == code and says in r.stderr, (r.returncode, r.stderr)

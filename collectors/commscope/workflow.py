@@ -53,7 +53,13 @@ SLURM_WAIT_LIMIT = 6 * 3600  # seconds; a queue that never drains is reported, n
 
 
 class WorkflowError(RuntimeError):
-    """A problem with a message meant for the user."""
+    """A problem with a message meant for the user; the command exits with exit_code."""
+    exit_code = 1
+
+
+class UnknownChoice(WorkflowError):
+    """A study, site, stack, interconnect or mode the user named that does not exist: a usage error."""
+    exit_code = 2
 
 
 # ---- where things are --------------------------------------------------------------
@@ -516,7 +522,7 @@ class Plan:
 def _choose(kind: str, asked: list[str], valid: list[str]) -> list[str]:
     bad = [a for a in asked if a not in valid]
     if bad:
-        raise WorkflowError(f"unknown {kind} {', '.join(map(repr, bad))}; valid: {', '.join(valid) or '(none)'}")
+        raise UnknownChoice(f"unknown {kind} {', '.join(map(repr, bad))}; valid: {', '.join(valid) or '(none)'}")
     return asked
 
 
@@ -528,7 +534,7 @@ def select_interconnects(stacks: list[str], catalog: dict, asked: list[str]) -> 
         hits = [(s, lab) for s in stacks for lab, e in catalog[s].items() if a in (lab, e["name"])]
         if not hits:
             valid = sorted({x for s in stacks for lab, e in catalog[s].items() for x in (lab, e["name"])})
-            raise WorkflowError(f"unknown interconnect {a!r} for stacks {', '.join(stacks)}; valid: {', '.join(valid)}")
+            raise UnknownChoice(f"unknown interconnect {a!r} for stacks {', '.join(stacks)}; valid: {', '.join(valid)}")
         pairs += [h for h in hits if h not in pairs]
     return sorted(pairs)
 
@@ -1026,7 +1032,7 @@ def setup_cmd(stacks, caliper_prefixes, no_build, spack_source_mirror, spack_ins
         try:
             spack_install(spack_install_site, _split(stacks), log=click.echo)
         except WorkflowError as e:
-            _fail(str(e), 2 if str(e).startswith("unknown") else 1)
+            _fail(str(e), e.exit_code)
     if res["ramble"] is None:
         sys.exit(1)
 
@@ -1053,4 +1059,4 @@ def run_cmd(study, site, stacks, interconnects, where, caliper, spack, dry_run, 
         plan = plan_run(study, site, _split(stacks), _split(interconnects), caliper, where, dry_run, spack=spack)
         run(plan, ingest=not no_ingest)
     except WorkflowError as e:
-        _fail(str(e), 1 if not str(e).startswith("unknown") else 2)
+        _fail(str(e), e.exit_code)
