@@ -7,6 +7,8 @@ figures of merit and success criteria.
 """
 from __future__ import annotations
 
+import importlib.abc
+import importlib.util
 import os
 import re
 import sys
@@ -98,19 +100,51 @@ def _kit(defn: Definition) -> types.ModuleType:
     return kit
 
 
+class _BaseApplications(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """`from ramble.base_app.commscope.<name> import ...`: ramble/base_applications/<name>/base_application.py,
+    run against the same recording stand-ins, so the directives a base class makes count for its application
+    (as Ramble's directives are inherited)."""
+
+    PREFIX = "ramble.base_app.commscope."
+
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname in ("ramble.base_app", "ramble.base_app.commscope"):
+            return importlib.util.spec_from_loader(fullname, self, is_package=True)
+        if fullname.startswith(self.PREFIX):
+            return importlib.util.spec_from_loader(fullname, self)
+        return None
+
+    def create_module(self, spec):
+        return None
+
+    def exec_module(self, module):
+        if module.__name__.startswith(self.PREFIX):
+            name = module.__name__[len(self.PREFIX):]
+            f = next(p for p in (RAMBLE / "base_applications" / name.replace("_", "-"),
+                                 RAMBLE / "base_applications" / name) if p.is_dir()) / "base_application.py"
+            exec(compile(f.read_text(), str(f), "exec"), module.__dict__)
+
+
 def load(path: Path) -> Definition:
     """Runs one application.py or modifier.py against recording stand-ins."""
     defn = Definition()
     kit = _kit(defn)
-    saved = {k: sys.modules.get(k) for k in ("ramble", "ramble.appkit", "ramble.modkit", "ramble.expander")}
+    names = ("ramble", "ramble.appkit", "ramble.modkit", "ramble.expander")
+    saved = {k: sys.modules.get(k) for k in names}
     pkg = types.ModuleType("ramble")
+    pkg.__path__ = []
     expander = types.ModuleType("ramble.expander")   # Ramble's builtin applications name their log file with it
     expander.Expander = type("Expander", (), {"expansion_str": staticmethod(lambda name: "{" + name + "}")})
     sys.modules.update({"ramble": pkg, "ramble.appkit": kit, "ramble.modkit": kit, "ramble.expander": expander})
+    finder = _BaseApplications()
+    sys.meta_path.insert(0, finder)
     try:
         ns: dict = {"__name__": f"ramble_static_{path.parent.name}"}
         exec(compile(path.read_text(), str(path), "exec"), ns)
     finally:
+        sys.meta_path.remove(finder)
+        for k in [k for k in sys.modules if k.startswith("ramble.base_app")]:
+            del sys.modules[k]   # run again for the next application, which records into its own Definition
         for k, v in saved.items():
             if v is None:
                 sys.modules.pop(k, None)

@@ -41,11 +41,12 @@ from . import db
 ROOT = Path(__file__).resolve().parent / "share"
 # The git checkout this package runs from, if any: its commit is the runs' git_commit.
 CHECKOUT = Path(__file__).resolve().parents[2] if (Path(__file__).resolve().parents[2] / ".git").exists() else None
-RAMBLE_DIR = ROOT / "ramble"
+# Resolved: the paths written into workspaces and Spack environments are the repository's own in a checkout.
+RAMBLE_DIR = (ROOT / "ramble").resolve()
 STUDIES_DIR = RAMBLE_DIR / "studies"
 SITES_DIR = RAMBLE_DIR / "sites"
-CI_DIR = ROOT / "ci"
-VERSIONS = ROOT / "versions.yaml"
+CI_DIR = (ROOT / "ci").resolve()
+VERSIONS = (ROOT / "versions.yaml").resolve()
 # The Caliper modifier's modes (ramble/modifiers/caliper): `counts` is `mpi` plus call counts (region.count),
 # which the barrier advisor needs to tell debugging barriers from others.
 CALIPER_MODES = ("off", "time", "mpi", "counts", "comm", "matrix")
@@ -771,7 +772,9 @@ def run_scope_files(plan: Plan) -> dict[str, dict]:
             v[f"caliper_config_{s}"] = spack_caliper_config()
     return {"variables.yaml": {"variables": v},
             "zips.yaml": {"zips": {"stack_interconnect": ["stack", "interconnect"]}},
-            "modifier_repos.yaml": {"modifier_repos": [str(RAMBLE_DIR)]}}
+            "modifier_repos.yaml": {"modifier_repos": [str(RAMBLE_DIR)]},
+            # the applications' shared output contract (ramble/base_applications/commscope-workload)
+            "base_application_repos.yaml": {"base_application_repos": [str(RAMBLE_DIR)]}}
 
 
 def ramble_env() -> dict:

@@ -8,8 +8,10 @@ contract of workloads/README.md.
 """
 from ramble.appkit import *  # noqa: F403
 
+from ramble.base_app.commscope.commscope_workload import CommscopeWorkload
 
-class Collsweep(ExecutableApplication):
+
+class Collsweep(CommscopeWorkload):
     """Barrier, Bcast, Reduce, Allreduce, Allgather and Alltoall over message sizes, IMB-style."""
 
     name = "collsweep"
@@ -39,9 +41,6 @@ class Collsweep(ExecutableApplication):
                       workloads=["collsweep"])
     workload_variable("variant", default="{coll}", description="the case, for labels", workloads=["collsweep"])
 
-    figure_of_merit("mpi_library", fom_regex=r"^MPI_LIBRARY (?P<value>.+?)\s*$", group_name="value", units="")
-    figure_of_merit("ranks", fom_regex=r"^RANKS (?P<value>\d+)\s*$", group_name="value", units="")
-
     # One FOM per collective, size and statistic: allreduce_8B_t_avg (us), allreduce_8B_busbw (MB/s).
     figure_of_merit("{coll}_{size}_{stat}",
                     fom_regex=r"^FOM (?P<coll>[a-z]+)_(?P<size>\d+[KMG]?B)_(?P<stat>t_min|t_avg|t_max) (?P<value>\S+) us\s*$",
@@ -59,12 +58,3 @@ class Collsweep(ExecutableApplication):
     # ... and the library's own value of each control, read back through MPI_T ("6 rabenseifner").
     figure_of_merit("mpit.{control}", fom_regex=r"^PARAM mpit\.(?P<control>\S+) (?P<value>.+?)\s*$",
                     group_name="value", units="")
-
-    figure_of_merit("verify_{check}", fom_regex=r"^VERIFY (?P<check>\S+) (?P<status>PASS|FAIL|SKIP) \S+\s*$",
-                    group_name="status", units="")
-    figure_of_merit("verify_{check}_value", fom_regex=r"^VERIFY (?P<check>\S+) (?:PASS|FAIL|SKIP) (?P<value>\S+)\s*$",
-                    group_name="value", units="")
-
-    success_criteria("verify_passed", mode="string", match=r"^VERIFY \S+ PASS \S+")
-    success_criteria("verify_none_failed", mode="string", anti_match=r"^VERIFY \S+ (?!PASS )")
-    success_criteria("world_size", mode="fom_comparison", fom_name="ranks", formula="{value} == {n_ranks}")

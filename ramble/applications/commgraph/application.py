@@ -4,8 +4,10 @@ The FOM regexes are the output contract of workloads/README.md.
 """
 from ramble.appkit import *  # noqa: F403
 
+from ramble.base_app.commscope.commscope_workload import CommscopeWorkload
 
-class Commgraph(ExecutableApplication):
+
+class Commgraph(CommscopeWorkload):
     """Communication graph (pairs, stencil4d, random-sparse) under a chosen rank placement."""
 
     name = "commgraph"
@@ -36,20 +38,8 @@ class Commgraph(ExecutableApplication):
                       workloads=["commgraph"])
     workload_variable("variant", default="{pattern}", description="the case, for labels", workloads=["commgraph"])
 
-    figure_of_merit("mpi_library", fom_regex=r"^MPI_LIBRARY (?P<value>.+?)\s*$", group_name="value", units="")
-    figure_of_merit("ranks", fom_regex=r"^RANKS (?P<value>\d+)\s*$", group_name="value", units="")
-
     for fom, unit in [("total_time", "s"), ("time_per_iter", "s"), ("runqueue_wait_share_max", "share"),
                       ("comm_time_avg", "s"), ("comm_time_max", "s"),
                       ("bytes_sent_per_iter_avg", "B"), ("bytes_sent_per_iter_max", "B"),
                       ("internode_bytes_per_iter", "B"), ("intranode_bytes_per_iter", "B")]:
         figure_of_merit(fom, fom_regex=rf"^FOM {fom} (?P<value>\S+) {unit}\s*$", group_name="value", units=unit)
-
-    figure_of_merit("verify_{check}", fom_regex=r"^VERIFY (?P<check>\S+) (?P<status>PASS|FAIL|SKIP) \S+\s*$",
-                    group_name="status", units="")
-    figure_of_merit("verify_{check}_value", fom_regex=r"^VERIFY (?P<check>\S+) (?:PASS|FAIL|SKIP) (?P<value>\S+)\s*$",
-                    group_name="value", units="")
-
-    success_criteria("verify_passed", mode="string", match=r"^VERIFY \S+ PASS \S+")
-    success_criteria("verify_none_failed", mode="string", anti_match=r"^VERIFY \S+ (?!PASS )")
-    success_criteria("world_size", mode="fom_comparison", fom_name="ranks", formula="{value} == {n_ranks}")

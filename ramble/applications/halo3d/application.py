@@ -5,8 +5,10 @@ The FOM regexes are the output contract of workloads/README.md: rank 0 prints
 """
 from ramble.appkit import *  # noqa: F403
 
+from ramble.base_app.commscope.commscope_workload import CommscopeWorkload
 
-class Halo3d(ExecutableApplication):
+
+class Halo3d(CommscopeWorkload):
     """3D halo exchange with blocking, nonblocking, overlapped and one-sided variants,
     an absorbing layer that unbalances boundary ranks, and loop fusion."""
 
@@ -57,24 +59,9 @@ class Halo3d(ExecutableApplication):
                       description="largest grid rank 0 verifies serially; raise it for large grids, "
                                   "because every VERIFY must PASS", workloads=["halo3d"])
 
-    # Header: the MPI library and the world size the run really had.
-    figure_of_merit("mpi_library", fom_regex=r"^MPI_LIBRARY (?P<value>.+?)\s*$", group_name="value", units="")
-    figure_of_merit("ranks", fom_regex=r"^RANKS (?P<value>\d+)\s*$", group_name="value", units="")
-
     for fom, unit in [("total_time", "s"), ("time_per_iter", "s"), ("runqueue_wait_share_max", "share"),
                       ("comm_time_avg", "s"), ("comm_time_max", "s"),
                       ("compute_time_avg", "s"), ("compute_time_max", "s"),
                       ("halo_bytes_per_iter_avg", "B"), ("halo_bytes_per_iter_max", "B"),
                       ("halo_bandwidth_avg", "MB/s"), ("halo_bandwidth_max", "MB/s")]:
         figure_of_merit(fom, fom_regex=rf"^FOM {fom} (?P<value>\S+) {unit}\s*$", group_name="value", units=unit)
-
-    figure_of_merit("verify_{check}", fom_regex=r"^VERIFY (?P<check>\S+) (?P<status>PASS|FAIL|SKIP) \S+\s*$",
-                    group_name="status", units="")
-    figure_of_merit("verify_{check}_value", fom_regex=r"^VERIFY (?P<check>\S+) (?:PASS|FAIL|SKIP) (?P<value>\S+)\s*$",
-                    group_name="value", units="")
-
-    # Every VERIFY must PASS: at least one PASS, and no line with another status.
-    success_criteria("verify_passed", mode="string", match=r"^VERIFY \S+ PASS \S+")
-    success_criteria("verify_none_failed", mode="string", anti_match=r"^VERIFY \S+ (?!PASS )")
-    # MPICH under the wrong PMI runs as P one-rank copies and exits 0: check the world size.
-    success_criteria("world_size", mode="fom_comparison", fom_name="ranks", formula="{value} == {n_ranks}")

@@ -7,8 +7,10 @@ output contract of workloads/README.md.
 """
 from ramble.appkit import *  # noqa: F403
 
+from ramble.base_app.commscope.commscope_workload import CommscopeWorkload
 
-class Pingpong(ExecutableApplication):
+
+class Pingpong(CommscopeWorkload):
     """Two-rank ping-pong: the best batch's half round trip (latency) of one message size."""
 
     name = "pingpong"
@@ -31,18 +33,6 @@ class Pingpong(ExecutableApplication):
     workload_variable("variant", default="pingpong-{bytes}B", description="the case, for labels",
                       workloads=["pingpong"])
 
-    figure_of_merit("mpi_library", fom_regex=r"^MPI_LIBRARY (?P<value>.+?)\s*$", group_name="value", units="")
-    figure_of_merit("ranks", fom_regex=r"^RANKS (?P<value>\d+)\s*$", group_name="value", units="")
-
     for fom, unit in [("total_time", "s"), ("time_per_iter", "s"), ("runqueue_wait_share_max", "share"),
                       ("comm_time_avg", "s"), ("comm_time_max", "s"), ("latency", "us"), ("latency_median", "us")]:
         figure_of_merit(fom, fom_regex=rf"^FOM {fom} (?P<value>\S+) {unit}\s*$", group_name="value", units=unit)
-
-    figure_of_merit("verify_{check}", fom_regex=r"^VERIFY (?P<check>\S+) (?P<status>PASS|FAIL|SKIP) \S+\s*$",
-                    group_name="status", units="")
-    figure_of_merit("verify_{check}_value", fom_regex=r"^VERIFY (?P<check>\S+) (?:PASS|FAIL|SKIP) (?P<value>\S+)\s*$",
-                    group_name="value", units="")
-
-    success_criteria("verify_passed", mode="string", match=r"^VERIFY \S+ PASS \S+")
-    success_criteria("verify_none_failed", mode="string", anti_match=r"^VERIFY \S+ (?!PASS )")
-    success_criteria("world_size", mode="fom_comparison", fom_name="ranks", formula="{value} == {n_ranks}")

@@ -4,8 +4,10 @@ The FOM regexes are the output contract of workloads/README.md.
 """
 from ramble.appkit import *  # noqa: F403
 
+from ramble.base_app.commscope.commscope_workload import CommscopeWorkload
 
-class Pio(ExecutableApplication):
+
+class Pio(CommscopeWorkload):
     """Independent, collective (file view + _all) and two-phase (group roots do the I/O) MPI-IO."""
 
     name = "pio"
@@ -40,9 +42,6 @@ class Pio(ExecutableApplication):
     workload_variable("variant", default="{method}-g{group_size}", description="the case, for labels",
                       workloads=["pio"])
 
-    figure_of_merit("mpi_library", fom_regex=r"^MPI_LIBRARY (?P<value>.+?)\s*$", group_name="value", units="")
-    figure_of_merit("ranks", fom_regex=r"^RANKS (?P<value>\d+)\s*$", group_name="value", units="")
-
     for fom, unit in [("total_time", "s"), ("time_per_iter", "s"), ("runqueue_wait_share_max", "share"),
                       ("write_time", "s"), ("read_time", "s"),
                       ("write_bandwidth", "MB/s"), ("read_bandwidth", "MB/s"),
@@ -50,12 +49,3 @@ class Pio(ExecutableApplication):
                       ("io_time_avg", "s"), ("io_time_max", "s"),
                       ("io_calls_per_iter_avg", "calls"), ("io_calls_per_iter_max", "calls")]:
         figure_of_merit(fom, fom_regex=rf"^FOM {fom} (?P<value>\S+) {unit}\s*$", group_name="value", units=unit)
-
-    figure_of_merit("verify_{check}", fom_regex=r"^VERIFY (?P<check>\S+) (?P<status>PASS|FAIL|SKIP) \S+\s*$",
-                    group_name="status", units="")
-    figure_of_merit("verify_{check}_value", fom_regex=r"^VERIFY (?P<check>\S+) (?:PASS|FAIL|SKIP) (?P<value>\S+)\s*$",
-                    group_name="value", units="")
-
-    success_criteria("verify_passed", mode="string", match=r"^VERIFY \S+ PASS \S+")
-    success_criteria("verify_none_failed", mode="string", anti_match=r"^VERIFY \S+ (?!PASS )")
-    success_criteria("world_size", mode="fom_comparison", fom_name="ranks", formula="{value} == {n_ranks}")
