@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import subprocess
 from collections import defaultdict
 from pathlib import Path
 
@@ -552,7 +553,8 @@ def test_focus_names_the_region_a_study_is_about(dsn):
 
 def test_where_a_run_put_its_files_is_not_a_parameter(dsn, tmp_path):
     """pio prints the folder and file it wrote (PARAM dir, PARAM file): two real runs of one experiment in two
-    folders are one series, with neither folder among its parameters. An input file is a parameter: commgraph
+    folders are one series, with neither folder among its parameters, but with the file system they are on (PARAM
+    fs, checked against util-linux's findmnt). An input file is a parameter: commgraph
     runs with two different rank maps are two series."""
     import suite
     from conftest import stack_or_skip
@@ -565,6 +567,9 @@ def test_where_a_run_put_its_files_is_not_a_parameter(dsn, tmp_path):
         where.mkdir()
         r = suite.run(stack, bdir, "pio", ["--n", "16,16,16", "--method", "independent", "--dir", str(where)], 2)
         assert r.returncode == 0 and r.out.params["dir"] == str(where), r.stderr
+        fstype = subprocess.run(["findmnt", "-n", "-o", "FSTYPE", "-T", str(where)], capture_output=True, text=True,
+                                check=True).stdout.strip()
+        assert r.out.params["fs"] == fstype, (r.out.params.get("fs"), fstype)
         (outs / f"pio-{name}.out").write_text(r.stdout)
         rank_map = tmp_path / f"{name}.map"
         rank_map.write_text("0 1\n" if name == "a" else "1 0\n")
@@ -580,5 +585,6 @@ def test_where_a_run_put_its_files_is_not_a_parameter(dsn, tmp_path):
     pio, commgraph = by_app["pio"], by_app["commgraph"]
     assert len(pio) == 2 and pio[0][0] == pio[1][0], pio
     assert pio[0][1]["param.method"] == "independent"
+    assert pio[0][1]["param.fs"] == fstype   # the file system written to is a parameter: another one, another series
     assert not [v for v in pio[0][1].values() if str(tmp_path) in str(v)], pio[0][1]
     assert len(commgraph) == 2 and commgraph[0][0] != commgraph[1][0], commgraph

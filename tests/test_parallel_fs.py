@@ -87,6 +87,10 @@ def test_pio_on_glusterfs(pfs, method):
     path = mnt / f"commscope-pio-{method}.dat"
     try:
         assert int(r.out.params["file_bytes"]) == BYTES
+        # the file system pio says it wrote to is the one util-linux finds under the mount: GlusterFS's client
+        fstype = subprocess.run(["findmnt", "-n", "-o", "FSTYPE", "-T", str(mnt)], capture_output=True, text=True,
+                                check=True).stdout.strip()
+        assert r.out.params["fs"] == fstype == "fuse.glusterfs", (r.out.params.get("fs"), fstype)
         assert path.stat().st_size == BYTES
         want = expected()
         got = np.fromfile(path, dtype="<f8")

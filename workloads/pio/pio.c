@@ -15,9 +15,11 @@
  * file is removed unless --keep. Any I/O error (unwritable directory, disk
  * full) prints the failing call and the MPI error, removes the partial file
  * and exits 2 on every rank. */
+#define _XOPEN_SOURCE 700   /* realpath */
 #include "commscope.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -343,6 +345,40 @@ static long wrong_elements(const pio *p, uint64_t *sum)
 
 enum { O_N, O_DIMS, O_METHOD, O_GROUP, O_DIR, O_KEEP, O_ITERS, NOPT };
 
+/* The type of the file system that holds DIR, as the kernel names it in /proc/self/mounts (ext4, xfs, overlay,
+ * fuse.glusterfs, lustre...): the last-mounted of the longest mount points above DIR's real path, "unknown" when
+ * it cannot be read. Printed as a parameter: the file system is part of what an I/O experiment measures, so runs
+ * on two of them are two series. */
+static void fs_type(const char *dir, char *out, size_t n)
+{
+    char real[PATH_MAX], dev[1024], mnt[PATH_MAX], type[256];
+    size_t best = 0;
+    snprintf(out, n, "unknown");
+    if (!realpath(dir, real)) return;
+    FILE *f = fopen("/proc/self/mounts", "r");
+    if (!f) return;
+    while (fscanf(f, "%1023s %4095s %255s%*[^\n]", dev, mnt, type) == 3) {
+        /* a mount point's space, tab, newline and backslash are octal escapes (\040) */
+        char *r = mnt, *w = mnt;
+        while (*r) {
+            if (r[0] == '\\' && r[1] >= '0' && r[1] <= '3' && r[2] >= '0' && r[2] <= '7' && r[3] >= '0' && r[3] <= '7') {
+                *w++ = (char)((r[1] - '0') * 64 + (r[2] - '0') * 8 + (r[3] - '0'));
+                r += 4;
+            } else {
+                *w++ = *r++;
+            }
+        }
+        *w = '\0';
+        size_t len = strlen(mnt);
+        int above = strncmp(real, mnt, len) == 0 && (len == 1 || real[len] == '/' || real[len] == '\0');
+        if (above && len >= best) {
+            best = len;
+            snprintf(out, n, "%s", type);
+        }
+    }
+    fclose(f);
+}
+
 int main(int argc, char **argv)
 {
     cs_opt o[NOPT] = {
@@ -411,6 +447,11 @@ int main(int argc, char **argv)
     cs_param("global", "%ld,%ld,%ld", p.global[0], p.global[1], p.global[2]);
     cs_param("process_grid", "%d,%d,%d", p.dims[0], p.dims[1], p.dims[2]);
     cs_param("file", "%s", p.path);
+    if (p.me == 0) {
+        char fs[256];
+        fs_type(dir, fs, sizeof fs);
+        cs_param("fs", "%s", fs);
+    }
     cs_param("writers", "%d", p.method == TWO_PHASE ? (p.np + g - 1) / g : p.np);
     double bytes = (double)p.global[0] * p.global[1] * p.global[2] * sizeof(double);
     cs_param("file_bytes", "%.0f", bytes);
