@@ -299,12 +299,13 @@ def _verdict(effect: Effect, figure: float, low: float, high: float) -> tuple[st
 
 
 def _describe(kept: dict, env: dict, window: str, varying: set[str]) -> str:
-    """The condition as a short line: stack, interconnect, ranks, the problem size and whatever varies across the
-    effect's conditions."""
+    """The condition as a short line: stack, interconnect, ranks, the problem size, the file system an I/O run
+    wrote to and whatever varies across the effect's conditions."""
     parts = [str(env.get("stack") or "?"), str(env.get("interconnect") or "default")]
     if "ranks" in kept:
         parts.append(f"n{kept['ranks']}")
-    shown_keys = sorted(k for k in kept if k in varying or k in ("param.n", "param.global", "param.local"))
+    always = ("param.n", "param.global", "param.local", "param.fs")
+    shown_keys = sorted(k for k in kept if k in varying or k in always)
     said: set = set()
     for k in shown_keys:
         v = kept[k]
