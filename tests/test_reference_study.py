@@ -33,7 +33,7 @@ needs_ramble = pytest.mark.skipif(
     not RAMBLE_ROOT or not Path(RAMBLE_ROOT, "bin", "ramble").exists(),
     reason="Ramble is in no package registry: set RAMBLE_ROOT to a checkout of GoogleCloudPlatform/ramble at the "
            "commit in versions.yaml to render and run the reference study")
-WORKLOADS = ("halo3d", "stencil2d", "commgraph", "cgsolve", "pio")
+WORKLOADS = ("halo3d", "stencil2d", "commgraph", "cgsolve", "pio", "collsweep")
 
 
 # ---- the study as its ramble.yaml says, expanded here -----------------------------------------------------
@@ -92,7 +92,8 @@ def launched(script: Path) -> tuple[dict, int, str, dict]:
         app = next((w for w in words if w in WORKLOADS), None)
         if app is None:
             continue
-        env = dict(w.split("=", 1) for w in words[:words.index("timeout")] if "=" in w)
+        # the launcher's environment, and the workload's own `env A=B` (collsweep's algorithm controls)
+        env = dict(w.split("=", 1) for w in words[:words.index(app)] if "=" in w and not w.startswith("-"))
         ranks = int(words[words.index("-n") + 1])
         args = words[words.index(app) + 1:]
         args = args[:args.index(">>")] if ">>" in args else args
@@ -120,7 +121,8 @@ def check_command(name: str, v: dict, env: dict, ranks: int, app: str, o: dict) 
                         "dims": "--dims", "iters": "--iters"},
              "stencil2d": {"decomp": "--decomp", "send": "--send", "iters": "--iters"},
              "commgraph": {"pattern": "--pattern", "iters": "--iters", "large_bytes": "--large-bytes"},
-             "pio": {"method": "--method", "group_size": "--group-size"}}[app]
+             "pio": {"method": "--method", "group_size": "--group-size"},
+             "collsweep": {"coll": "--coll", "sizes": "--sizes", "iters": "--iters"}}[app]
     for var, flag in flags.items():
         if var in v:
             assert o.get(flag) == v[var], (name, var, o)
@@ -182,6 +184,11 @@ def contrasts_present(cmds: dict[str, tuple]) -> None:
     g = group("stencil-transport-", lambda e, r, o: (ic(e), r), lambda e, r, o: (o["--decomp"], o["--send"]))
     assert all(k[0] != "default" and {d for d, _ in s} >= {"row-naive", "col"}
                and {m for _, m in s} == {"ssend", "send", "isend"} for k, s in g.items()), g
+    # reservoir: the library's default Allreduce algorithm and two others forced through its own control
+    controls = ("_allreduce_algorithm", "ALLREDUCE_INTRA_ALGORITHM", "I_MPI_ADJUST_ALLREDUCE")
+    g = group("reservoir-collectives-", lambda e, r, o: (r, o["--coll"]),
+              lambda e, r, o: next((v for k, v in e.items() if k.endswith(controls)), "default"))
+    assert all(len(s) == 3 and "default" in s for s in g.values()) and {k[0] for k in g} == {2, 4}, g
     # groundwater: independent, collective and two-phase I/O, two-phase with more than one group size
     g = group("groundwater-io-", lambda e, r, o: (r, o["--n"]), lambda e, r, o: (o["--method"], o["--group-size"]))
     for s in g.values():
