@@ -101,7 +101,8 @@ COPY_TABLES = {
                    lambda r: [(row[0], row[1:]) for row in r.comm_rows]),
     "rank_spread": (True, True, '"window", quantity, ranks, min, mean, max, p50, p90, p99, hist_lo, hist_hi, '
                     "hist_counts, top_ranks, top_values",
-                    lambda r: [(row[1], (row[0], *row[2:-3], *map(_array_literal, row[-3:]))) for row in r.spread_rows]),
+                    lambda r: [(row[1], (row[0], *row[2:-3], *map(_array_literal, row[-3:])))
+                               for row in r.spread_rows]),
     "rank_metrics": (True, False, "rank, total_time, user_time, mpi_time, mpi_sync_time",
                      lambda r: [(None, row) for row in r.rank_rows]),
     "comm_matrix": (True, False, "src, dst, messages, bytes", lambda r: [(None, row) for row in r.matrix_rows]),
@@ -207,23 +208,24 @@ class Writer:
             self.system_ids[name] = row[0]
         return self.system_ids[name]
 
-    def _intern_series(self, batch: list[Record]) -> None:
-        """The batch's series (migration 0012), interned by their keys with one INSERT and one SELECT for
-        all that are new to this writer, not a round trip each (a parameter sweep makes a series per run)."""
+    def _intern_series(self, batch: list[Record]) -> list[int]:
+        """The batch's series ids in batch order (migration 0012), interned by their keys with one INSERT and one
+        SELECT for all that are new to this writer, not a round trip each (a parameter sweep makes a series per
+        run)."""
+        keys = [rec.series_key for rec in batch]
         new = {}
-        for rec in batch:
-            key = rec.series_key
+        for key, rec in zip(keys, batch):
             if key not in self.series_ids and key not in new:
                 new[key] = (rec.app, json.dumps(rec.parameters, default=str), json.dumps(rec.environment, default=str))
-        if not new:
-            return
-        keys = list(new)
-        apps, params, envs = (list(col) for col in zip(*new.values()))
-        with self.conn.cursor() as cur:
-            cur.execute("INSERT INTO series (key, app, parameters, environment) "
-                        "SELECT * FROM unnest(%s::text[], %s::text[], %s::jsonb[], %s::jsonb[]) "
-                        "ON CONFLICT (key) DO NOTHING", (keys, apps, params, envs))
-            self.series_ids.update(cur.execute("SELECT key, id FROM series WHERE key = ANY(%s)", (keys,)).fetchall())
+        if new:
+            apps, params, envs = (list(col) for col in zip(*new.values()))
+            with self.conn.cursor() as cur:
+                cur.execute("INSERT INTO series (key, app, parameters, environment) "
+                            "SELECT * FROM unnest(%s::text[], %s::text[], %s::jsonb[], %s::jsonb[]) "
+                            "ON CONFLICT (key) DO NOTHING", (list(new), apps, params, envs))
+                self.series_ids.update(cur.execute("SELECT key, id FROM series WHERE key = ANY(%s)",
+                                                   (list(new),)).fetchall())
+        return [self.series_ids[key] for key in keys]
 
     def _hardware(self, system_id: int) -> int | None:
         """The campaign's hardware description as a version of SYSTEM_ID's (migration 0011): a
@@ -269,14 +271,14 @@ class Writer:
         conn = self.conn
         text = {r.content_hash: r.copy_text or copy_text(r) for r in batch}
         self._intern_nodes(p for t in text.values() for table in t.values() for p, _tail in table if p is not None)
-        self._intern_series(batch)
+        series = self._intern_series(batch)
         rows = [(r.content_hash, self.campaign_id, self._system(r.system), self._stack(r.stack, r.mpi_library),
                  r.status, r.profile_kind, r.app, r.workload, r.variant, r.decomposition, r.interconnect, r.ranks,
                  r.nodes, r.global_size, r.local_size, r.iterations, r.compiler, r.spack_hash, r.caliper_version,
                  r.experiment, r.started_at, r.summary["wall_time"], r.summary["mpi_time_avg"],
                  r.summary["mpi_time_max"], r.summary["mpi_fraction_avg"], r.summary["mpi_fraction_slowest"],
-                 r.source, Jsonb(r.metadata), self._hardware(self._system(r.system)), self.series_ids[r.series_key],
-                 MODEL_VERSION) for r in batch]
+                 r.source, Jsonb(r.metadata), self._hardware(self._system(r.system)), series_id,
+                 MODEL_VERSION) for r, series_id in zip(batch, series)]
         ids: dict[str, int] = {}
         with conn.cursor() as cur:
             # A run stored before the measurement model (model_version NULL) or under an older version of it is
@@ -302,18 +304,21 @@ class Writer:
             # The tables partitioned by their run's month (migration 0022) carry the run's started_at as stored.
             started = {run_id: t for run_id, _h, t in returned}
             new = [(ids[r.content_hash], r) for r in batch if r.content_hash in ids]
+            # each run's leading columns, with and without its started_at, formatted once for every table
+            heads = {run_id: (b"%d\t%s" % (run_id, _copy_field(started[run_id])), b"%d" % run_id)
+                     for run_id, _r in new}
             for table, (month, node, cols, _rows) in COPY_TABLES.items():
                 lines = []
                 for run_id, r in new:
-                    head = b"%d\t%s" % (run_id, _copy_field(started[run_id])) if month else b"%d" % run_id
+                    head = heads[run_id][0 if month else 1]
                     for path, tail in text[r.content_hash][table]:
                         if node:
                             lines += (head, b"\t\\N\t" if path is None else b"\t%d\t" % self.node_ids[path], tail)
                         else:
                             lines += (head, b"\t", tail)
                 if lines:
-                    with cur.copy(f"COPY {table} (run_id, {'started_at, ' if month else ''}{'node_id, ' if node else ''}"
-                                  f"{cols}) FROM STDIN") as cp:
+                    lead = "run_id, " + ("started_at, " if month else "") + ("node_id, " if node else "")
+                    with cur.copy(f"COPY {table} ({lead}{cols}) FROM STDIN") as cp:
                         cp.write(b"".join(lines))
         return set(ids)
 

@@ -40,7 +40,8 @@ from . import db
 # carries copies (pyproject.toml), so `commscope setup` and `run` work from any directory.
 ROOT = Path(__file__).resolve().parent / "share"
 # The git checkout this package runs from, if any: its commit is the runs' git_commit.
-CHECKOUT = Path(__file__).resolve().parents[2] if (Path(__file__).resolve().parents[2] / ".git").exists() else None
+_ABOVE_PACKAGE = Path(__file__).resolve().parents[2]
+CHECKOUT = _ABOVE_PACKAGE if (_ABOVE_PACKAGE / ".git").exists() else None
 # Resolved: the paths written into workspaces and Spack environments are the repository's own in a checkout.
 RAMBLE_DIR = (ROOT / "ramble").resolve()
 STUDIES_DIR = RAMBLE_DIR / "studies"
