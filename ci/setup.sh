@@ -22,8 +22,8 @@ if ((${#missing[@]})); then
 fi
 # Debian's postgresql package may start a system cluster; commscope never uses it.
 
-python3 ci/mpi_stacks.py install
-python3 ci/mpi_stacks.py list
+python3 -m commscope.workflow.stacks install
+python3 -m commscope.workflow.stacks list
 
 if [ ! -x .venv/bin/python ]; then python3 -m venv .venv; fi
 .venv/bin/pip install -q --disable-pip-version-check -e ".[test]"

@@ -32,19 +32,11 @@ DAEMONS = ("munged", "slurmctld", "slurmd")
 CLIENTS = ("sbatch", "srun", "sinfo", "scontrol", "squeue", "scancel")
 PARTITION = "local"
 
-# The PMI that srun must offer each family (`srun --mpi=...`), as run here
-# with Slurm 22.05 on all five stacks of ci/mpi_stacks.py. The wrong one does
-# not fail: MPICH under pmix crashes in MPI_Init, but MPICH under none and
-# Open MPI 5 under pmi2 exit 0 with every process rank 0 of a world of 1, so
-# every run must check the world size it reports. Intel MPI 2021 also runs
-# under pmix, without I_MPI_PMI_LIBRARY.
-SRUN_MPI = {"openmpi": "pmix", "mpich": "pmi2", "impi": "pmi2"}
 
 
 def srun(stack, ranks: int, argv: list[str]) -> list[str]:
-    """The srun line that starts `argv` on `ranks` ranks of an mpi_stacks.Stack.
-    Run it with stack.environ(): srun passes the environment to every rank."""
-    return ["srun", f"--mpi={SRUN_MPI[stack.family]}", "-n", str(ranks), *argv]
+    """The srun line that starts `argv` on `ranks` ranks of a commscope.workflow.stacks.Stack."""
+    return stack.srun(ranks, argv)
 
 
 def unavailable() -> str | None:

@@ -6,7 +6,7 @@ and check that the VERIFY values agree across variants, rank counts and stacks.
     python3 ci/suite.py --stacks debian-mpich4 --ranks 2
 
 Builds go to build/<stack>/, outputs to build/results/<stack>/. Stdlib only.
-The output contract is parsed by collectors/commscope/contract.py.
+The output contract is parsed by commscope/read/contract.py.
 """
 from __future__ import annotations
 
@@ -20,10 +20,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "collectors"))
-import mpi_stacks  # noqa: E402
-from commscope.contract import Output, parse_output  # noqa: E402,F401  (one parser for CI and collectors)
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))   # the checkout's commscope package
+from commscope.read.contract import Output, parse_output  # noqa: E402,F401  (one parser for CI and the readers)
+from commscope.workflow import stacks as mpi_stacks  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 WORKLOADS = ROOT / "workloads"
@@ -159,16 +158,8 @@ class Run:
 
 def build(stack: mpi_stacks.Stack, caliper: str = "OFF", build_dir: Path | None = None,
           extra: list[str] | None = None) -> Path:
-    """Configures and builds the workloads with the stack's own wrapper."""
-    bdir = build_dir or BUILD / stack.name
-    env = stack.environ()
-    cfg = ["cmake", "-S", str(WORKLOADS), "-B", str(bdir), f"-DMPI_C_COMPILER={stack.mpicc}",
-           f"-DCOMMSCOPE_WITH_CALIPER={caliper}", *(extra or [])]
-    for cmd in (cfg, ["cmake", "--build", str(bdir), "-j", "2"]):
-        p = subprocess.run(cmd, env=env, capture_output=True, text=True)
-        if p.returncode:
-            raise RuntimeError(f"{' '.join(cmd)} failed for {stack.name}:\n{p.stdout[-3000:]}\n{p.stderr[-3000:]}")
-    return bdir
+    """Builds the workloads for one stack under build/<stack> (or build_dir)."""
+    return mpi_stacks.build_workloads(stack, build_dir or BUILD / stack.name, caliper, extra)
 
 
 # Launcher start-up failures that happen before any rank runs (seen with the

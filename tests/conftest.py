@@ -20,8 +20,8 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "ci"))
 
-import mpi_stacks  # noqa: E402
-from commscope import db  # noqa: E402
+from commscope.workflow import stacks as mpi_stacks
+from commscope.store import db  # noqa: E402
 import suite  # noqa: E402
 
 STACK_NAMES = [s.name for s in mpi_stacks.catalog()]

@@ -17,7 +17,7 @@ import psycopg
 import pytest
 
 import suite
-from commscope.ingest import Provenance, ingest
+from commscope.store.ingest import Provenance, ingest
 
 
 DATA = Path(__file__).parent / "data"

@@ -18,7 +18,7 @@ import psycopg
 import pytest
 
 import suite
-from commscope.ingest import Provenance, ingest
+from commscope.store.ingest import Provenance, ingest
 
 from conftest import competing_tasks
 from test_fixtures import rank_of

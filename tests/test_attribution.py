@@ -1,4 +1,4 @@
-"""Attribution of the regression gate's findings (collectors/commscope/attribution.py) against a real PostgreSQL.
+"""Attribution of the regression gate's findings (commscope/gate/attribution.py) against a real PostgreSQL.
 
 - The call-tree regions whose time moved most: tests/gate-history's 24^3 halo3d series (night 5 ran beside two
   busy loops), with the expected regions and times computed from the profiles' records with caliper-reader.
@@ -30,8 +30,8 @@ import pytest
 
 import interconnects
 import suite
-from commscope import regressions
-from commscope.ingest import Provenance, ingest
+from commscope.gate import regressions
+from commscope.store.ingest import Provenance, ingest
 from conftest import stack_or_skip
 
 caliperreader = pytest.importorskip("caliperreader", reason="caliper-reader (pip install caliper-reader) is needed "

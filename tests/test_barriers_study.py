@@ -24,8 +24,8 @@ import pytest
 
 import ramble_static as rs
 import suite
-from commscope import workflow
-from commscope.ingest import Provenance, ingest
+from commscope.workflow import errors, paths, plan as workflow_plan, run as workflow_run
+from commscope.store.ingest import Provenance, ingest
 
 from conftest import CALIPER_PREFIX, ROOT, stack_or_skip
 
@@ -39,11 +39,11 @@ TIME = "sum#sum#time.duration"
 def test_the_barriers_study_records_call_counts_by_default():
     """Without --caliper the barriers study runs in the mode that counts calls, and that mode's Caliper
     configuration has region.count; other studies keep `mpi`, and --caliper still chooses."""
-    plan = workflow.plan_run("barriers", site="slurm-cluster", spack=False)
+    plan = workflow_plan.plan_run("barriers", site="slurm-cluster", spack=False)
     assert plan.caliper == "counts"
-    assert workflow.render(plan)["ramble"]["modifiers"] == [{"name": "caliper", "mode": "counts"}]
-    assert workflow.plan_run("smoke", site="slurm-cluster", spack=False).caliper == "mpi"
-    assert workflow.plan_run("barriers", site="slurm-cluster", caliper="mpi", spack=False).caliper == "mpi"
+    assert workflow_run.render(plan)["ramble"]["modifiers"] == [{"name": "caliper", "mode": "counts"}]
+    assert workflow_plan.plan_run("smoke", site="slurm-cluster", spack=False).caliper == "mpi"
+    assert workflow_plan.plan_run("barriers", site="slurm-cluster", caliper="mpi", spack=False).caliper == "mpi"
     mod = rs.load(rs.RAMBLE / "modifiers" / "caliper" / "modifier.py")
     (config,) = [v for n, v, meth, modes in mod.env_mods if n == "CALI_CONFIG" and "counts" in modes]
     assert {"profile.mpi", "region.count"} <= set(config.split(","))
@@ -53,9 +53,9 @@ def test_a_study_declaring_an_unknown_mode_is_refused(tmp_path, monkeypatch):
     study = tmp_path / "studies" / "barriers"
     study.mkdir(parents=True)
     (study / "commscope.yaml").write_text("caliper: everything\n")
-    monkeypatch.setattr(workflow, "STUDIES_DIR", tmp_path / "studies")
-    with pytest.raises(workflow.WorkflowError, match=r"commscope.yaml: caliper: 'everything' is not a Caliper mode"):
-        workflow.study_caliper_mode("barriers")
+    monkeypatch.setattr(paths, "STUDIES_DIR", tmp_path / "studies")
+    with pytest.raises(errors.WorkflowError, match=r"commscope.yaml: caliper: 'everything' is not a Caliper mode"):
+        workflow_plan.study_caliper_mode("barriers")
 
 
 # ---- the reference, from the workspace's own files ------------------------------------------

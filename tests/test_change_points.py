@@ -1,4 +1,4 @@
-"""Change points over each series' whole history (collectors/commscope/changepoints.py, migration 0024), against the
+"""Change points over each series' whole history (commscope/gate/changepoints.py, migration 0024), against the
 real PostgreSQL test store, on real halo3d runs (tests/gate-history/README.md):
 
 - the five nights of profiles that tests/test_regressions.py judges (its real_history fixture), where 24^3 at
@@ -29,7 +29,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from commscope import panels as P
+from commscope.views import panels as P
 from conftest import grant_local
 from test_regressions import HISTORY, NIGHTS, focus_time, real_history  # noqa: F401  (real_history: a fixture)
 
@@ -130,8 +130,8 @@ def test_check_reports_the_change_point_its_campaign_completes(real_history, tmp
 def test_the_panel_the_annotations_and_the_report_show_it(real_history):
     """The dashboards' change points table and annotation layer, expanded as Grafana would for every series, and
     the static report, read the stored change point from the real store."""
-    from commscope import dashboards as D
-    from commscope import report
+    from commscope.views import grafana as D
+    from commscope.views import report
     dsn, sids = real_history
     changepoints(dsn)
     with psycopg.connect(dsn) as conn:

@@ -1,4 +1,4 @@
-"""The Grafana dashboards (collectors/commscope/dashboards.py, panels.py, dashboards/).
+"""The Grafana dashboards (commscope/views/grafana.py, panels.py, dashboards/).
 
 Grafana itself cannot be installed here. What is tested instead: the committed
 JSON is what the generator makes, it validates against the dashboard schema
@@ -25,11 +25,11 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from commscope import dashboards as D
-from commscope import db
-from commscope import panels as P
+from commscope.views import grafana as D
+from commscope.store import db
+from commscope.views import panels as P
 from commscope.cli import main
-from commscope.ingest import Provenance, ingest
+from commscope.store.ingest import Provenance, ingest
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "tests" / "data"

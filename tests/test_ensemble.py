@@ -12,11 +12,11 @@ import psycopg
 import pytest
 
 import commscope
-from commscope import hatchet_io
-from commscope.ingest import Provenance, ingest
+from commscope.read import hatchet_io
+from commscope.store.ingest import Provenance, ingest
 
 DATA = Path(__file__).parent / "data"
-NOTEBOOK = Path(__file__).resolve().parent.parent / "collectors" / "examples" / "halo3d_mpi_time.ipynb"
+NOTEBOOK = Path(__file__).resolve().parent.parent / "examples" / "halo3d_mpi_time.ipynb"
 
 
 @pytest.fixture

@@ -13,8 +13,8 @@ import pytest
 
 from caliperreader import read_caliper_contents
 
-from commscope import hatchet_io, profiles
-from commscope import records as records_mod
+from commscope.read import hatchet_io, profiles
+from commscope.read import records as records_mod
 
 DATA = Path(__file__).parent / "data"
 THIRD = Path(__file__).parent / "thirdparty"

@@ -12,7 +12,7 @@ import sys
 import pytest
 
 import interconnects
-import mpi_stacks
+from commscope.workflow import stacks as mpi_stacks
 import suite
 from conftest import ROOT, STACK_NAMES, _builds, stack_or_skip
 

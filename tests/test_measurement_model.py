@@ -19,9 +19,9 @@ import psycopg
 import pytest
 from caliperreader import read_caliper_contents
 
-from commscope.contract import parse_output
-from commscope.ingest import Provenance, ingest
-from commscope.records import ReadOptions
+from commscope.read.contract import parse_output
+from commscope.store.ingest import Provenance, ingest
+from commscope.read.records import ReadOptions
 
 DATA = Path(__file__).parent / "data"
 THIRD = Path(__file__).parent / "thirdparty"
@@ -119,7 +119,7 @@ def stored(server):
         a.execute('CREATE DATABASE "model_fixtures"')
     emb.prepare_database("model_fixtures")
     url = emb.url("model_fixtures")
-    from commscope import db
+    from commscope.store import db
     with psycopg.connect(url) as conn:
         db.migrate(conn)
         ingest(conn, [DATA], Provenance(system="testbox"))
@@ -402,7 +402,7 @@ def stored_ramble(server):
         a.execute('DROP DATABASE IF EXISTS "model_ramble" WITH (FORCE)')
         a.execute('CREATE DATABASE "model_ramble"')
     emb.prepare_database("model_ramble")
-    from commscope import db
+    from commscope.store import db
     out: dict = {}
     with psycopg.connect(emb.url("model_ramble")) as conn:
         db.migrate(conn)
@@ -505,7 +505,7 @@ def test_a_rank_mapped_trace_without_its_mapping_is_refused_not_stored_wrong(dsn
     bare.mkdir()
     for f in RANKMAP.glob("rank-*.cali"):
         shutil.copy(f, bare / f.name)   # the output with the RANK lines left behind
-    from commscope.profiles import BadProfile
+    from commscope.read.profiles import BadProfile
     with psycopg.connect(dsn) as conn:
         with pytest.raises(BadProfile, match="renumbered communicator") as e:
             ingest(conn, [bare], Provenance())

@@ -25,8 +25,8 @@ import pytest
 
 from caliperreader import read_caliper_contents
 
-from commscope.ingest import MODEL_VERSION, Provenance, ingest
-from commscope.records import ReadOptions
+from commscope.store.ingest import MODEL_VERSION, Provenance, ingest
+from commscope.read.records import ReadOptions
 
 DATA = Path(__file__).parent / "data"
 RAMBLE = DATA / "ramble"

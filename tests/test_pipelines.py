@@ -21,7 +21,7 @@ import psycopg
 import pytest
 import yaml
 
-from commscope import db
+from commscope.store import db
 from commscope.cli import main
 from conftest import grant_local
 
@@ -199,7 +199,7 @@ def test_ingest_and_check_stages_judge_this_pipeline_s_campaign(dsn, tmp_path, n
         other = tmp_path / "other" / OTHER_OUTPUT.name
         other.parent.mkdir()
         shutil.copy(OTHER_OUTPUT, other)
-        from commscope.ingest import Provenance, ingest
+        from commscope.store.ingest import Provenance, ingest
         newer = ingest(conn, [other], Provenance(system="other-box")).campaign_id
     assert newer > ours
     r = bash(check_lines, project, check_env, flags)

@@ -12,8 +12,9 @@ import psycopg
 import pytest
 
 import suite
-from commscope import placement, profiles
-from commscope.ingest import Provenance, ingest
+from commscope.advise import placement
+from commscope.read import profiles
+from commscope.store.ingest import Provenance, ingest
 from conftest import stack_or_skip
 
 DATA = Path(__file__).parent / "data"

@@ -19,7 +19,7 @@ import emulated_nodes
 import suite
 from conftest import stack_or_skip
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "collectors" / "bench"))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
 import placement_measured  # noqa: E402
 
 MiB = 1 << 20

@@ -19,8 +19,8 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from commscope import panels as P
-from commscope.ingest import Provenance, ingest
+from commscope.views import panels as P
+from commscope.store.ingest import Provenance, ingest
 
 WS = Path(__file__).parent / "data" / "ramble" / "smoke-mixed-caliper"
 REF = "debian-openmpi4"

@@ -113,11 +113,11 @@ def test_spack_environment_per_stack_is_spack_yaml_narrowed():
     """What Ramble's spack package manager gets for one stack: spack.yaml's own repos, develop
     source and requirements, with absolute paths (Ramble copies the file into the workspace),
     the site's scope, and the workloads crossed with that stack's MPI only."""
-    sys.path.insert(0, str(ROOT / "collectors"))
-    from commscope import workflow
+    sys.path.insert(0, str(ROOT))
+    from commscope.workflow import plan as workflow_plan, spack_envs, run as workflow_run
 
     top = yaml.safe_load((ROOT / "spack.yaml").read_text())["spack"]
-    env = workflow.spack_env_for("openmpi@=4.1.4", "slurm-cluster")["spack"]
+    env = spack_envs.spack_env_for("openmpi@=4.1.4", "slurm-cluster")["spack"]
     workloads = next(d["workloads"] for d in top["definitions"] if "workloads" in d)
     assert env["specs"] == [f"{w} ^openmpi@=4.1.4" for w in workloads]
     assert env["include"] == [str(ROOT / "ramble" / "sites" / "slurm-cluster" / "spack")]
@@ -130,7 +130,7 @@ def test_spack_environment_per_stack_is_spack_yaml_narrowed():
     # The Caliper modifier's config name follows the Caliper version spack.yaml pins.
     req = top["packages"]["caliper"]["require"]
     major_minor = tuple(int(x) for x in re.search(r"@=?(\d+)\.(\d+)", req).groups())
-    assert workflow.spack_caliper_config() == ("runtime-profile" if major_minor >= (2, 13)
+    assert spack_envs.spack_caliper_config() == ("runtime-profile" if major_minor >= (2, 13)
                                                else "hatchet-region-profile")
 
 
@@ -192,23 +192,23 @@ def test_smoke_study_end_to_end_through_ramble(tmp_path, server, dsn):
 def test_slurm_dry_run_renders_sbatch_and_srun_for_a_two_node_matrix(tmp_path):
     """slurm-cluster's scripts for 1 and 2 ranks at one rank per node: the 2-rank experiments ask
     Slurm for 2 nodes and srun the stack's PMI; nothing is submitted."""
-    sys.path.insert(0, str(ROOT / "collectors"))
-    from commscope import workflow
+    sys.path.insert(0, str(ROOT))
+    from commscope.workflow import plan as workflow_plan, spack_envs, run as workflow_run
 
     home = tmp_path / "home"
     os.environ["COMMSCOPE_HOME"] = str(home)
     try:
-        plan = workflow.plan_run("smoke", site="slurm-cluster", stacks=["openmpi", "mpich"], caliper="mpi",
+        plan = workflow_plan.plan_run("smoke", site="slurm-cluster", stacks=["openmpi", "mpich"], caliper="mpi",
                                  dry_run=True, workspace=tmp_path / "ws", spack=False)
-        ws = workflow.create_workspace(plan)
+        ws = workflow_run.create_workspace(plan)
         scope = ws / "commscope" / "run-scope" / "variables.yaml"
         doc = yaml.safe_load(scope.read_text())
         doc["variables"]["processes_per_node"] = 1      # a 2-rank experiment then needs 2 nodes
         scope.write_text(yaml.safe_dump(doc))
-        workflow._ramble(ws, "workspace", "setup", "--dry-run")
+        workflow_run._ramble(ws, "workspace", "setup", "--dry-run")
     finally:
         os.environ.pop("COMMSCOPE_HOME")
-    dirs = workflow.experiment_dirs(ws)
+    dirs = workflow_run.experiment_dirs(ws)
     assert len(dirs) == 6 * 2 * 2          # 6 experiments x n_ranks 1,2 x 2 stacks
     for d in dirs:
         ranks = int(re.search(r"-n(\d+)$", d.name).group(1))

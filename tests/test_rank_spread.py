@@ -14,8 +14,8 @@ import psycopg
 import pytest
 from caliperreader import read_caliper_contents
 
-from commscope.ingest import Provenance, ingest
-from commscope.records import ReadOptions
+from commscope.store.ingest import Provenance, ingest
+from commscope.read.records import ReadOptions
 from corpus import copy_to_ranks
 
 DATA = Path(__file__).parent / "data"

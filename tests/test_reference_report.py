@@ -17,8 +17,8 @@ import psycopg
 import pytest
 
 import suite
-from commscope import reference, report
-from commscope.ingest import Provenance, ingest
+from commscope.views import reference, report
+from commscope.store.ingest import Provenance, ingest
 
 from conftest import stack_or_skip
 

@@ -216,26 +216,26 @@ def test_the_study_runs_on_its_own_stacks_and_interconnects_unless_told(tmp_path
     """commscope.yaml's stacks and interconnects are the default, limited to those the site has; --stacks and
     --interconnects still choose; a malformed list is refused by name. (The site slurm-cluster offers stacks
     openmpi, mpich and cray-mpich, and the selection ucx-rc for openmpi alone in its interconnects.yaml.)"""
-    from commscope import workflow
+    from commscope.workflow import errors, paths, plan as workflow_plan
     study = tmp_path / "studies" / "reference"
     study.mkdir(parents=True)
     (study / "ramble.yaml").write_text((STUDY / "ramble.yaml").read_text())
-    monkeypatch.setattr(workflow, "STUDIES_DIR", tmp_path / "studies")
+    monkeypatch.setattr(paths, "STUDIES_DIR", tmp_path / "studies")
     site_stacks = yaml.safe_load((ROOT / "ramble" / "sites" / "slurm-cluster" / "site.yaml").read_text())["stacks"]
     (study / "commscope.yaml").write_text("stacks: [mpich, not-here]\ninterconnects: [default, no-such-fabric]\n")
-    plan = workflow.plan_run("reference", site="slurm-cluster", spack=False)
+    plan = workflow_plan.plan_run("reference", site="slurm-cluster", spack=False)
     assert plan.stacks == ["mpich"] and plan.pairs == [("mpich", "default")]
     (study / "commscope.yaml").write_text("stacks: [openmpi, mpich]\ninterconnects: [default, ucx-rc]\n")
-    plan = workflow.plan_run("reference", site="slurm-cluster", spack=False)
+    plan = workflow_plan.plan_run("reference", site="slurm-cluster", spack=False)
     assert plan.pairs == [("mpich", "default"), ("openmpi", "default"), ("openmpi", "ucx-rc")]
-    plan = workflow.plan_run("reference", site="slurm-cluster", stacks=["openmpi"], interconnects=["default"],
+    plan = workflow_plan.plan_run("reference", site="slurm-cluster", stacks=["openmpi"], interconnects=["default"],
                              spack=False)
     assert plan.stacks == ["openmpi"] and plan.pairs == [("openmpi", "default")]
     (study / "commscope.yaml").write_text("stacks: [not-here]\n")   # none of them: every stack of the site
-    assert workflow.plan_run("reference", site="slurm-cluster", spack=False).stacks == sorted(site_stacks)
+    assert workflow_plan.plan_run("reference", site="slurm-cluster", spack=False).stacks == sorted(site_stacks)
     (study / "commscope.yaml").write_text("stacks: mpich\n")
-    with pytest.raises(workflow.WorkflowError, match=r"reference/commscope.yaml: stacks must be a list of names"):
-        workflow.plan_run("reference", site="slurm-cluster", spack=False)
+    with pytest.raises(errors.WorkflowError, match=r"reference/commscope.yaml: stacks must be a list of names"):
+        workflow_plan.plan_run("reference", site="slurm-cluster", spack=False)
 
 
 @needs_ramble

@@ -16,8 +16,8 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from commscope.ingest import Provenance, ingest
-from commscope.records import ReadOptions
+from commscope.store.ingest import Provenance, ingest
+from commscope.read.records import ReadOptions
 from conftest import grant_local
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -197,12 +197,12 @@ def test_report_and_dashboards_take_a_reframe_run(dsn, tmp_path):
     """Runs without any commscope field (no profile, no workload output, no window): every panel query of every
     dashboard runs, the dashboards' variables offer the run's system and application, Grafana's read-only role
     reads its FOMs from v_foms (equal to the workload's FOM lines), and the report is written. No panel draws an
-    arbitrary application's FOMs yet (collectors/README.md, ReFrame)."""
+    arbitrary application's FOMs yet (commscope/README.md, ReFrame)."""
     import datetime as dt
 
     from click.testing import CliRunner
 
-    from commscope import panels as P
+    from commscope.views import panels as P
     from commscope.cli import main
     _store(dsn, REPORTS)
     with psycopg.connect(dsn) as conn:

@@ -1,5 +1,5 @@
-"""The accuracy bench's bookkeeping (collectors/bench/regression_accuracy.py), on the committed measured samples
-(collectors/bench/results/regression_accuracy_samples.json): cases whose answer follows by hand from the samples'
+"""The accuracy bench's bookkeeping (bench/regression_accuracy.py), on the committed measured samples
+(bench/results/regression_accuracy_samples.json): cases whose answer follows by hand from the samples'
 own spread, not from the bench's code. Not a timed test: no workload runs here."""
 import json
 import statistics
@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-BENCH = ROOT / "collectors" / "bench" / "regression_accuracy.py"
-SAMPLES = ROOT / "collectors" / "bench" / "results" / "regression_accuracy_samples.json"
+BENCH = ROOT / "bench" / "regression_accuracy.py"
+SAMPLES = ROOT / "bench" / "results" / "regression_accuracy_samples.json"
 sys.path.insert(0, str(BENCH.parent))
 import regression_accuracy as ra  # noqa: E402
 

@@ -22,9 +22,10 @@ import psycopg
 import pytest
 
 import suite
-from commscope import regressions, windows
-from commscope.ingest import Provenance, ingest, ingest_records
-from commscope.records import Record
+from commscope.gate import regressions
+from commscope.read import windows
+from commscope.store.ingest import Provenance, ingest, ingest_records
+from commscope.read.records import Record
 from conftest import stack_or_skip
 from test_measurement_model import reference
 

@@ -1,4 +1,4 @@
-"""The static report (collectors/commscope/report.py), loaded in real headless
+"""The static report (commscope/views/report.py), loaded in real headless
 Chromium (Debian's `chromium`) through the DevTools protocol: no console
 errors, no exceptions, every plot drawn and not blank on a screenshot, few
 legend entries and no label outside its plot at 1400 px; and its findings,
@@ -23,7 +23,7 @@ import pytest
 from click.testing import CliRunner
 from PIL import Image, ImageStat
 
-from commscope import panels as P
+from commscope.views import panels as P
 from commscope.cli import main
 from test_dashboards import filled, workload_outputs  # noqa: F401  (the same real store)
 
@@ -224,7 +224,7 @@ def test_an_empty_panel_says_why_and_what_to_run(dsn, tmp_path):
     """Issue 17: on a store whose runs recorded no MPI time (real halo3d runs profiled without MPI wrapping,
     tests/gate-history), the MPI fraction panels are empty and say that profile.mpi is what they need and how
     to get it; every empty panel of the report says something beyond 'No data'."""
-    from commscope.ingest import Provenance, ingest
+    from commscope.store.ingest import Provenance, ingest
     history = Path(__file__).resolve().parent / "gate-history"
     files = sorted(history.glob("halo3d-blocking-24-n2.nompi.night*.cali"))
     assert files

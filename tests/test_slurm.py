@@ -12,6 +12,7 @@ import time
 import pytest
 
 import interconnects
+from commscope.workflow import stacks as mpi_stacks
 import slurm_local
 import suite
 from conftest import STACK_NAMES, _builds, stack_or_skip
@@ -57,7 +58,7 @@ def test_workload_runs_as_one_world_under_srun(cluster, tmp_path, name):
                                   cwd=tmp_path, env=stack.env, name=f"halo3d-{name}")
     print(f"[slurm] {name}: sbatch --wait returned after {time.monotonic() - t0:.1f} s")
     assert rc == 0, out
-    assert world_sizes(out) == [2], f"srun --mpi={slurm_local.SRUN_MPI[stack.family]}: world sizes {world_sizes(out)}\n{out}"
+    assert world_sizes(out) == [2], f"srun --mpi={mpi_stacks.SRUN_MPI[stack.family]}: world sizes {world_sizes(out)}\n{out}"
     assert re.search(r"^VERIFY checksum PASS ", out, re.M), out
 
 

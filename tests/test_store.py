@@ -12,12 +12,12 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from commscope import db
+from commscope.store import db
 from conftest import grant_local, private_home
 from corpus import varied_copies
-from commscope.contract import parse_output
-from commscope.ingest import Provenance, ingest
-from commscope.profiles import BadProfile
+from commscope.read.contract import parse_output
+from commscope.store.ingest import Provenance, ingest
+from commscope.read.profiles import BadProfile
 
 DATA = Path(__file__).parent / "data"
 CLI = [sys.executable, "-m", "commscope.cli"]

@@ -16,8 +16,8 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from commscope import db
-from commscope.ingest import MODEL_VERSION, Provenance, ingest
+from commscope.store import db
+from commscope.store.ingest import MODEL_VERSION, Provenance, ingest
 from conftest import private_home
 
 DATA = Path(__file__).parent / "data"

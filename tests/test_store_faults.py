@@ -16,7 +16,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from commscope import db
+from commscope.store import db
 from conftest import private_home
 from corpus import varied_copies
 

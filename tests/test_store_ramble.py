@@ -12,9 +12,9 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from commscope.contract import parse_output
-from commscope.ingest import Provenance, ingest
-from commscope.profiles import BadProfile
+from commscope.read.contract import parse_output
+from commscope.store.ingest import Provenance, ingest
+from commscope.read.profiles import BadProfile
 
 RAMBLE = Path(__file__).parent / "data" / "ramble"
 MPI_WS = RAMBLE / "smoke-openmpi4-mpi"

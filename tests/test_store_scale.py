@@ -18,9 +18,9 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from commscope import db
-from commscope import panels as P
-from commscope.ingest import Provenance, ingest
+from commscope.store import db
+from commscope.views import panels as P
+from commscope.store.ingest import Provenance, ingest
 from conftest import grant_local
 
 DATA = Path(__file__).parent / "data"

@@ -15,8 +15,8 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from commscope import db
-from commscope.ingest import Provenance, ingest
+from commscope.store import db
+from commscope.store.ingest import Provenance, ingest
 from conftest import private_home
 
 DATA = Path(__file__).parent / "data"
@@ -180,7 +180,7 @@ def test_two_starts_at_once_give_one_server():
 
 def test_a_held_write_lock_times_out_with_a_message_naming_its_holder(dsn):
     with psycopg.connect(dsn) as holder:
-        holder.execute("SELECT pg_advisory_xact_lock(hashtext('commscope.ingest'))")
+        holder.execute("SELECT pg_advisory_xact_lock(hashtext('commscope.store.ingest'))")
         pid = holder.info.backend_pid
         t0 = time.monotonic()
         r = cli("ingest", "-q", str(PROFILE), env={"COMMSCOPE_DB_URL": dsn, "COMMSCOPE_LOCK_TIMEOUT": "2s"},
@@ -242,7 +242,7 @@ def test_times_go_in_and_out_in_utc_whatever_the_server_s_zone(dsn, server):
     """A server (or database) set to another zone: bounds without a zone still mean UTC, and
     commscope's connections read times in UTC."""
     import datetime as dt
-    from commscope.ensemble import select_runs
+    from commscope.views.thicket import select_runs
     emb, _ = server
     name = dsn.split("/")[3].split("?")[0]
     with emb.admin("postgres") as a:

@@ -17,9 +17,9 @@ import psycopg
 import pytest
 from caliperreader import read_caliper_contents
 
-from commscope.ingest import Provenance, ingest
-from commscope.profiles import BadProfile
-from commscope.records import ReadOptions
+from commscope.store.ingest import Provenance, ingest
+from commscope.read.profiles import BadProfile
+from commscope.read.records import ReadOptions
 
 THIRD = Path(__file__).parent / "thirdparty"
 CLI = [sys.executable, "-m", "commscope.cli"]
@@ -263,7 +263,7 @@ def test_dashboards_and_report_show_third_party_series(stored, tmp_path):
     Σ MPI / Σ time; runs without MPI wrapping draw none; the report is written and names the applications."""
     from click.testing import CliRunner
 
-    from commscope import panels as P
+    from commscope.views import panels as P
     from commscope.cli import main
     with psycopg.connect(stored) as conn:
         values = P.all_values(conn)

@@ -25,7 +25,7 @@ import psycopg
 import pytest
 import yaml
 
-from commscope.ingest import Provenance, ingest
+from commscope.store.ingest import Provenance, ingest
 from conftest import ROOT, grant_local, stack_or_skip
 
 WS = Path(__file__).parent / "thirdparty" / "ramble-imb"
@@ -250,7 +250,7 @@ def test_text_foms_are_kept_in_the_run_s_metadata(dsn):
 def test_the_regression_gate_takes_a_fom_of_one_context(dsn):
     """commscope check --metric fom:NAME compares a series' values of one FOM: IMB's "Latency min" of every message
     size are no one series, so a context must be named (fom:NAME@CONTEXT), and its values are that size's."""
-    from commscope import regressions
+    from commscope.gate import regressions
     with psycopg.connect(dsn) as conn:
         ingest(conn, [WS], Provenance())
         with pytest.raises(ValueError, match=r"'Latency min' is stored in 14 contexts .*fom:Latency min@"):
@@ -290,7 +290,7 @@ def test_report_and_panels_take_the_runs_without_commscope_fields(dsn, tmp_path)
     application and shows its FOMs."""
     from click.testing import CliRunner
 
-    from commscope import panels as P
+    from commscope.views import panels as P
     from commscope.cli import main
     with psycopg.connect(dsn) as conn:
         ingest(conn, [WS], Provenance(system="imb-test-node"))

@@ -24,7 +24,7 @@ import psycopg
 import pytest
 import yaml
 
-from commscope import workflow
+from commscope.workflow import errors, paths, plan as workflow_plan
 from conftest import ROOT, private_home, stack_or_skip
 from test_thirdparty_ramble import calling_sequence, expected_foms, imb_prefix, out_file
 
@@ -43,15 +43,15 @@ def commscope(*args, home: Path, env: dict | None = None) -> subprocess.Complete
 # ---- the study's files, without Ramble ----------------------------------------------------------------
 
 def test_the_study_is_listed_and_runs_a_ramble_builtin_application_with_no_package_manager():
-    assert STUDY in workflow.studies()
+    assert STUDY in paths.studies()
     doc = yaml.safe_load((STUDY_DIR / "ramble.yaml").read_text())
     assert set(doc) == {"ramble"} and not {"include", "repos", "modifiers", "software"} & set(doc["ramble"])
     assert set(doc["ramble"]["applications"]) == {APP}
     # Ramble's own definition is used: there is none of ours to shadow it
     assert not (ROOT / "ramble" / "applications" / APP).exists()
-    conf = workflow.study_config(STUDY)
+    conf = workflow_plan.study_config(STUDY)
     assert conf == {"package_manager": None, "caliper": "off", "prefixes": {"intel-mpi-benchmarks_path": "IMB-MPI1"}}
-    assert workflow.study_caliper_mode(STUDY) == "off"
+    assert workflow_plan.study_caliper_mode(STUDY) == "off"
 
 
 def test_without_imb_on_path_the_run_names_the_program_and_creates_nothing(tmp_path):
@@ -81,9 +81,9 @@ def test_a_malformed_commscope_yaml_names_the_file_and_the_key(tmp_path, monkeyp
     study.mkdir(parents=True)
     shutil.copy(STUDY_DIR / "ramble.yaml", study)
     (study / "commscope.yaml").write_text(text)
-    monkeypatch.setattr(workflow, "STUDIES_DIR", tmp_path / "studies")
-    with pytest.raises(workflow.WorkflowError, match=re.escape(str(study / "commscope.yaml")) + ": " + message):
-        workflow.study_config(STUDY)
+    monkeypatch.setattr(paths, "STUDIES_DIR", tmp_path / "studies")
+    with pytest.raises(errors.WorkflowError, match=re.escape(str(study / "commscope.yaml")) + ": " + message):
+        workflow_plan.study_config(STUDY)
 
 
 def test_a_prefix_is_the_folder_above_the_program_s_bin(tmp_path, monkeypatch):
@@ -96,10 +96,10 @@ def test_a_prefix_is_the_folder_above_the_program_s_bin(tmp_path, monkeypatch):
         f.parent.mkdir(parents=True)
         shutil.copy("/bin/true", f)
     monkeypatch.setenv("PATH", str(installed.parent))
-    assert workflow.install_prefixes(STUDY, conf) == {"tool_path": str(tmp_path / "prefix")}
+    assert workflow_plan.install_prefixes(STUDY, conf) == {"tool_path": str(tmp_path / "prefix")}
     monkeypatch.setenv("PATH", str(loose.parent))
-    with pytest.raises(workflow.WorkflowError, match=r"is not in a bin/ folder.*install it as <prefix>/bin/commscope-probe"):
-        workflow.install_prefixes(STUDY, conf)
+    with pytest.raises(errors.WorkflowError, match=r"is not in a bin/ folder.*install it as <prefix>/bin/commscope-probe"):
+        workflow_plan.install_prefixes(STUDY, conf)
 
 
 # ---- for real: Ramble, IMB, PostgreSQL ----------------------------------------------------------------

@@ -43,7 +43,7 @@ def test_the_wheel_holds_the_package_and_its_migrations_only(installed):
     top = {n.split("/", 1)[0] for n in names}
     assert top == {"commscope", wheel.name.split("-")[0] + "-" + wheel.name.split("-")[1] + ".dist-info"}, top
     shipped = {n.rsplit("/", 1)[1] for n in names if n.startswith("commscope/migrations/")}
-    in_tree = {p.name for p in (ROOT / "collectors" / "commscope" / "migrations").glob("*.sql")}
+    in_tree = {p.name for p in (ROOT / "commscope" / "store" / "migrations").glob("*.sql")}
     assert shipped == in_tree
 
 

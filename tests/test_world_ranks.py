@@ -21,9 +21,9 @@ import caliperreader
 import psycopg
 import pytest
 
-from commscope import panels as P
-from commscope import placement
-from commscope.ingest import Provenance, ingest
+from commscope.views import panels as P
+from commscope.advise import placement
+from commscope.store.ingest import Provenance, ingest
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "tests" / "data"

@@ -1,13 +1,13 @@
 """ReFrame site configuration for one machine: the system `local`, whose partition `mpirun` runs jobs on this
 host (the `local` scheduler) through Debian's Open MPI 4.1 launcher, and the programming environment
 `debian-openmpi4` that compiles with Debian's Open MPI wrapper. It mirrors the `debian-openmpi4` stack of
-ci/mpi_stacks.py: the stack's own wrapper and launcher by full name, never whatever `mpicc`/`mpirun` comes first
+commscope/workflow/stacks.py: the stack's own wrapper and launcher by full name, never whatever `mpicc`/`mpirun` comes first
 on PATH.
 
     reframe -C reframe/config/local.py -c reframe/checks/pingpong.py -r
 
 Performance logs go to ReFrame's default file handler (`filelog`, one `|`-separated file per test under
-<perflogdir>/local/mpirun/, with a header line), which commscope ingest reads (collectors/README.md, ReFrame)."""
+<perflogdir>/local/mpirun/, with a header line), which commscope ingest reads (commscope/README.md, ReFrame)."""
 from reframe.core.backends import register_launcher
 from reframe.core.launchers.mpi import MpirunLauncher
 

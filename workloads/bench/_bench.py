@@ -10,13 +10,13 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "ci"))
-import mpi_stacks  # noqa: E402
+from commscope.workflow import stacks as mpi_stacks
 import suite  # noqa: E402
 
 
 def parser(doc: str) -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--stack", default="debian-openmpi4", help="MPI stack from ci/mpi_stacks.py")
+    ap.add_argument("--stack", default="debian-openmpi4", help="MPI stack from commscope/workflow/stacks.py")
     ap.add_argument("--repeats", type=int, default=3, help="runs per configuration; the median is reported")
     ap.add_argument("--build-dir", type=Path, help="use this build instead of build/<stack>")
     return ap

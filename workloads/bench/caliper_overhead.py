@@ -24,7 +24,7 @@ import tempfile
 from pathlib import Path
 
 from _bench import measure, parser, suite
-import mpi_stacks
+from commscope.workflow import stacks as mpi_stacks
 
 
 def main():

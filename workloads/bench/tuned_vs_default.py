@@ -31,8 +31,9 @@ import suite  # noqa: E402  (on the path once _bench is imported)
 from coll_algorithms import algorithms  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / "collectors"))
-from commscope import advise_collectives as ac, regressions  # noqa: E402
+sys.path.insert(0, str(REPO))
+from commscope.advise import collectives as ac
+from commscope.gate import regressions  # noqa: E402
 
 # Intel MPI presets have no names here; the valid ranges are in workloads/README.md.
 IMPI_PRESETS = {"allreduce": 12, "bcast": 12, "reduce": 10, "allgather": 6, "alltoall": 6, "barrier": 8}
@@ -186,7 +187,7 @@ def main():
         print("predicted (from the sweep): " + ", ".join(f"{c} {p['speedup']:.2f}x" for c, p in pred.items()))
     print(f"load average {load()} at the end")
     if args.store:
-        from commscope import db
+        from commscope.store import db
         with db.connect() as conn:
             aid = ac.store(conn, tuning, f"workloads/bench/tuned_vs_default.py {stack.name} n{args.ranks}", written,
                            measured)

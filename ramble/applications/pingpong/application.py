@@ -2,7 +2,7 @@
 
 The nightly study runs it on every stack and interconnect as the regression gate's canary: it measures the
 transport alone, so when it moves together with the applications of the same system, stack and interconnect in
-one campaign, the gate calls the change "platform" (collectors/commscope/attribution.py). The FOM regexes are the
+one campaign, the gate calls the change "platform" (commscope/gate/attribution.py). The FOM regexes are the
 output contract of workloads/README.md.
 """
 from ramble.appkit import *  # noqa: F403

@@ -18,14 +18,14 @@ includes:
 
     packages.yaml     externals, every MPI and tool not buildable
     definitions.yaml  site_mpis: one spec per stack found, the local matrix
-    stacks.yaml       the same specs by stack name (ci/mpi_stacks.py), for
+    stacks.yaml       the same specs by stack name (commscope/workflow/stacks.py), for
                       `commscope run` with Ramble's spack package manager
     mirrors.yaml      only with --source-mirror: the file:// Caliper/Adiak mirror
     stacks/           the per-stack prefixes
 
     python3 ramble/sites/local/generate_spack_externals.py [--home DIR] [--source-mirror DIR]
 
-Stdlib only. The stack catalog is ci/mpi_stacks.py.
+Stdlib only. The stack catalog is commscope/workflow/stacks.py.
 """
 from __future__ import annotations
 
@@ -51,12 +51,16 @@ def _load(name: str, path: Path):
     return module
 
 
-mpi_stacks = _load("commscope_mpi_stacks", REPO / "ci" / "mpi_stacks.py")
+# The stack catalog: commscope/workflow/stacks.py in a checkout; in an installed package this folder is
+# commscope/share/ramble/sites/local, and the catalog is commscope/workflow/stacks.py beside share/.
+_STACKS = next(p for p in (REPO / "commscope" / "workflow" / "stacks.py", REPO.parent / "workflow" / "stacks.py")
+               if p.exists())
+mpi_stacks = _load("commscope_mpi_stacks", _STACKS)
 
 
 def commscope_home() -> Path:
-    """The same rule as collectors/commscope/db.py home(), without importing the
-    collectors (this script runs before the project venv exists)."""
+    """The same rule as commscope/store/db.py home(), without importing the
+    package (this script runs before the project venv exists)."""
     if os.environ.get("COMMSCOPE_HOME"):
         return Path(os.environ["COMMSCOPE_HOME"]).resolve()
     if os.geteuid() == 0:
@@ -257,7 +261,7 @@ def generate(home: Path | None = None, source_mirror: Path | None = None) -> Pat
     present = [s for s in mpi_stacks.catalog() if s.present()]
     if not present:
         raise GenerateError("no MPI stack found; install them with ci/setup.sh "
-                            "(or: python3 ci/mpi_stacks.py install)")
+                            "(or: python3 commscope/workflow/stacks.py install)")
     if source_mirror is not None and not Path(source_mirror).is_dir():
         raise GenerateError(f"--source-mirror {source_mirror}: not a directory")
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -280,7 +284,7 @@ def generate(home: Path | None = None, source_mirror: Path | None = None) -> Pat
             HEADER + "# One spec per MPI stack found here: spack.yaml crosses the workloads with it.\n"
             + to_yaml({"definitions": [{"site_mpis": site_mpis}]}) + "\n")
         (tmp / "stacks.yaml").write_text(
-            HEADER + "# The spec of each stack's external, by the stack's name in ci/mpi_stacks.py.\n"
+            HEADER + "# The spec of each stack's external, by the stack's name in commscope/workflow/stacks.py.\n"
             + to_yaml({"stacks": by_stack}) + "\n")
         if source_mirror is not None:
             url = Path(source_mirror).resolve().as_uri()

@@ -1,0 +1,405 @@
+#!/usr/bin/env python3
+"""Accuracy of the regression detectors (issue 18): detection rate, false-alarm rate per series-night and
+detection delay of the gate, the change-point detector, Benchpark's rule and a ReFrame-style fixed reference,
+all on the same series in the same run, with series built from noise measured on this machine.
+
+Measure (about 7 minutes here): real runs of halo3d, cgsolve and pingpong (Debian Open MPI 4, 2 ranks, through
+ci/suite.py) at three noise levels: idle (whatever else the shared machine runs), beside 1 busy loop and beside 2
+busy loops (`yes`, as tests/conftest.py's competing_tasks). The workloads are interleaved, and the levels take
+turns in blocks of BLOCK rounds. The raw samples (the workloads' own timers: total_time for halo3d and cgsolve,
+the best batch's latency for pingpong, as the canary) go to a JSON file, so the analysis re-runs without
+re-measuring.
+
+Analyse: for every workload and noise level, --series series of 25 nights with 3 and with 10 runs per night. A
+night is a block of consecutive measured samples from a random place in that cell's measured sequence (runs of
+one night ran back to back), divided by the cell's median. From night 15 on, the samples are multiplied by
+1 + shift (2, 5, 10, 20, 50 %). Nights 0-9 are history only; nights 10-24 are judged by each method:
+
+- gate: regressions.judge(night, the 11 nights before it) with the gate's defaults (min_effect 0.05, alpha
+  0.01, a baseline of 10 campaigns as `commscope check`): runs and campaign medians, a shift persisting over 2
+  nights; an alarm is the verdict 'regression' ('suspect', a shift of one night so far, is none);
+- gate (runs only): the gate before, in the same run: a one-sided Mann-Whitney test of the night's runs against
+  the 10 nights' runs (robust z-score below 3 runs), p < 0.01 and at least 5 %; an alarm is its 'regression';
+- change points: changepoints.detect (Apache Otava's E-divisive with the store's parameters) over all runs so
+  far, in order; an alarm is a regression change point that the runs up to the night before did not have;
+- Benchpark: the night's mean > the previous night's mean x 1.05;
+- ReFrame: the night's mean > reference x 1.10, the reference being the mean of nights 0-9, fixed.
+- the two rules at 1 %: the same statistics (night mean / previous night mean; night mean / reference) with the
+  threshold set, per cell, to the smallest that gives at most 1 % false alarms on that cell's unshifted series
+  (set on the series it is then scored on: the rules' best case), so detections compare at the target's rate.
+
+False alarms: alarms per judged night (10-24) of the unshifted series. Detection: a shifted series (the same
+draws, shifted from night 15) is detected when a method alarms on night 15 or later; the delay is that night
+minus 15. All methods see the same series. A shift is called undetectable in a cell when no method whose false
+alarms there are within the 1 % target detects at least half of the series.
+
+    .venv/bin/python bench/regression_accuracy.py measure [--rounds 80] [--out FILE]
+    .venv/bin/python bench/regression_accuracy.py analyse [--samples FILE] [--series 200]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = Path(__file__).resolve().parent / "results"
+SAMPLES = RESULTS / "regression_accuracy_samples.json"
+
+STACK = "debian-openmpi4"
+RANKS = 2
+# workload -> (arguments, FOM): short runs (well under a second alone), each timed by the workload itself.
+WORKLOADS = {
+    "halo3d": (["--n", "48,48,48", "--iters", "20", "--variant", "blocking"], "total_time"),
+    "cgsolve": (["--n", "40,40,40", "--tol", "1e-8", "--allreduce", "direct"], "total_time"),
+    "pingpong": (["--iters", "1000", "--batches", "5", "--bytes", "8"], "latency"),
+}
+LEVELS = {"idle": 0, "busy1": 1, "busy2": 2}   # noise level -> busy loops beside the runs
+BLOCK = 10   # rounds of one level before the next level's turn
+
+
+def measure(rounds: int, out: Path) -> None:
+    sys.path.insert(0, str(ROOT / "ci"))
+    from commscope.workflow import stacks as mpi_stacks
+    import suite
+    stack = mpi_stacks.by_name(STACK)
+    bdir = suite.build(stack)
+    samples = []
+    started = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    for first in range(0, rounds, BLOCK):
+        # levels take turns in blocks, so the shared machine's own load drifts over all levels alike
+        for level, loops in LEVELS.items():
+            hogs = [subprocess.Popen(["yes"], stdout=subprocess.DEVNULL) for _ in range(loops)]
+            try:
+                for i in range(first, min(first + BLOCK, rounds)):
+                    for w, (args, fom) in WORKLOADS.items():
+                        r = suite.run(stack, bdir, w, args, RANKS)
+                        bad = suite.problems(r)
+                        if bad:
+                            raise SystemExit(f"{w} at noise level {level} failed: {'; '.join(bad)}")
+                        samples.append({"workload": w, "level": level, "round": i, "value": r.out.foms[fom][0],
+                                        "unit": r.out.foms[fom][1], "load1": os.getloadavg()[0],
+                                        "runqueue_wait_share_max": r.out.foms["runqueue_wait_share_max"][0]})
+            finally:
+                for h in hogs:
+                    h.kill()
+                    h.wait()
+            print(f"{level} rounds {first + 1}-{min(first + BLOCK, rounds)}/{rounds}", file=sys.stderr, flush=True)
+    doc = {"how": {"stack": STACK, "ranks": RANKS, "cores": os.cpu_count(), "started": started,
+                   "finished": datetime.now(timezone.utc).isoformat(timespec="seconds"), "rounds": rounds,
+                   "workloads": {w: {"args": a, "fom": f} for w, (a, f) in WORKLOADS.items()},
+                   "levels": {lv: f"{n} busy loops (yes) beside the runs" for lv, n in LEVELS.items()}, "block": BLOCK,
+                   "command": f"bench/regression_accuracy.py measure --rounds {rounds}"},
+           "samples": samples}
+    tmp = out.with_suffix(".tmp")
+    tmp.write_text(json.dumps(doc, indent=1) + "\n")
+    tmp.replace(out)
+    print(f"{len(samples)} samples -> {out}")
+
+
+# ---- analysis ----------------------------------------------------------------------
+
+METHODS = ("gate", "gate (runs only)", "change points", "Benchpark x1.05", "ReFrame ±10%")
+CALIBRATED = ("Benchpark at 1 %", "ReFrame at 1 %")   # the rules with thresholds set to the false-alarm target
+REPORTED = METHODS + CALIBRATED
+BASELINES = ("Benchpark x1.05", "ReFrame ±10%")
+SHIFTS = (0.02, 0.05, 0.10, 0.20, 0.50)
+ALL = (0.0,) + SHIFTS       # reported: shift 0 is the chance of an alarm in the same nights
+REPEATS = (3, 10)
+FALSE_ALARM_TARGET = 0.01   # issue 18: at most 1 % per series-night
+DETECTABLE = 0.5            # a shift the noise allows: some method within the false-alarm target detects half
+
+
+def _change_points():
+    """The detector as the store runs it (changepoints.detect, Apache Otava's E-divisive), and its name."""
+    from commscope.gate.changepoints import detect, method
+    return detect, f"commscope.gate.changepoints.detect: {method()}"
+
+
+def gate_runs_only(new: list[float], base: list[float], min_effect: float = 0.05, alpha: float = 0.01) -> bool:
+    """The gate before the campaign-level test (kept here to compare on the same series): a one-sided Mann-Whitney
+    test of the new runs against the baseline runs (with 3 or more new runs, else a robust z-score of the new
+    median), p < alpha and at least min_effect; unreachable levels count as no alarm."""
+    from commscope.gate.regressions import MANN_WHITNEY_FROM, _mann_whitney_greater, _robust_z_p, smallest_p
+    if len(base) < 3 or not new or smallest_p(len(new), len(base)) >= alpha:
+        return False
+    nm, bm = statistics.median(new), statistics.median(base)
+    p = _mann_whitney_greater(new, base) if len(new) >= MANN_WHITNEY_FROM else _robust_z_p(nm, base)
+    return p < alpha and (nm - bm) / abs(bm) >= min_effect
+
+
+def alarms(nights: list[list[float]], warmup: int, detect, judge_from: int | None = None,
+           first_only: bool = False, stats: dict | None = None, alpha: float = 0.01) -> dict[str, list[int]]:
+    """For one series (nights of run values, larger is worse), the nights each method alarms on. Nights before
+    `warmup` are history only; nights before `judge_from` (default: warmup) are not judged; with first_only a
+    method stops at its first alarm (enough for detection and delay). STATS, if given, collects the two rules'
+    statistics (night mean over the previous night's, and over the reference) of every judged night. ALPHA: the
+    gate's (`commscope check --alpha`; the runs-only gate keeps 0.01, as before)."""
+    from commscope.gate.regressions import compare
+    judge_from = warmup if judge_from is None else judge_from
+    out = {m: [] for m in METHODS}
+    reference = statistics.mean(v for night in nights[:warmup] for v in night)
+    flat = [v for night in nights[:judge_from] for v in night]
+    seen = {lv.index for lv in detect(flat) if lv.mean_after > lv.mean_before}
+    for t in range(judge_from, len(nights)):
+        new = nights[t]
+        flat += new
+        if stats is not None:
+            stats.setdefault("Benchpark at 1 %", []).append(statistics.mean(new) / statistics.mean(nights[t - 1]))
+            stats.setdefault("ReFrame at 1 %", []).append(statistics.mean(new) / reference)
+        live = [m for m in METHODS if not (first_only and out[m])]
+        if not live:
+            if stats is not None:
+                continue
+            break
+        if "gate" in live:
+            if compare(new, nights[max(0, t - warmup - 1):t], 0.05, alpha, baseline=warmup)[0] == "regression":
+                out["gate"].append(t)
+        if "gate (runs only)" in live:
+            if gate_runs_only(new, [v for night in nights[max(0, t - warmup):t] for v in night]):
+                out["gate (runs only)"].append(t)
+        if "change points" in live:
+            found = {lv.index for lv in detect(flat) if lv.mean_after > lv.mean_before}
+            if found - seen:
+                out["change points"].append(t)
+            seen = found
+        if "Benchpark x1.05" in live and statistics.mean(new) > statistics.mean(nights[t - 1]) * 1.05:
+            out["Benchpark x1.05"].append(t)
+        if "ReFrame ±10%" in live and statistics.mean(new) > reference * 1.10:
+            out["ReFrame ±10%"].append(t)
+    return out
+
+
+def series(values: list[float], repeats: int, nights: int, rnd, independent: bool = False) -> list[list[float]]:
+    """Nights of `repeats` consecutive measured values each, from random places in the measured sequence (or,
+    independent, of values drawn one by one), divided by its median."""
+    med = statistics.median(values)
+    if independent:
+        return [[rnd.choice(values) / med for _ in range(repeats)] for _ in range(nights)]
+    starts = range(len(values) - repeats + 1)
+    return [[v / med for v in values[s:s + repeats]] for s in (rnd.choice(starts) for _ in range(nights))]
+
+
+def shifted(nights: list[list[float]], change: int, shift: float) -> list[list[float]]:
+    return [[v * (1 + shift) if t >= change else v for v in night] for t, night in enumerate(nights)]
+
+
+def _threshold(values: list[float], target: float) -> float:
+    """The smallest threshold T with at most `target` of VALUES above T (an alarm is a value > T)."""
+    ordered = sorted(values, reverse=True)
+    allowed = int(target * len(ordered))   # alarms the target allows
+    return ordered[allowed] if allowed < len(ordered) else -float("inf")
+
+
+def cell(values: list[float], repeats: int, n_series: int, seed: int, shifts=SHIFTS, warmup: int = 10,
+         change: int = 15, nights: int = 25, detect=None, independent: bool = False, alpha: float = 0.01) -> dict:
+    """Per method: false alarms and judged nights of the unshifted series, and per shift the series detected
+    and their delays (nights after the change), over n_series resampled series; the rules at 1 % too, with
+    their thresholds set on this cell's unshifted series."""
+    import random
+    detect = detect or _change_points()[0]
+    rnd = random.Random(seed)
+    out = {m: {"false_alarms": 0, "judged_nights": 0, "detected": {s: 0 for s in shifts},
+               "delays": {s: [] for s in shifts}} for m in REPORTED}
+    null_stats: dict[str, list[float]] = {}
+    shifted_stats: list[tuple[float, dict]] = []   # (shift, that series' rule statistics from the change on)
+    for _ in range(n_series):
+        base = series(values, repeats, nights, rnd, independent)
+        for m, ts in alarms(base, warmup, detect, stats=null_stats, alpha=alpha).items():
+            out[m]["false_alarms"] += len(ts)
+            out[m]["judged_nights"] += nights - warmup
+        for s in shifts:
+            # the nights before the change are the unshifted series' (their alarms are its false alarms)
+            st: dict[str, list[float]] = {}
+            for m, ts in alarms(shifted(base, change, s), warmup, detect, judge_from=change, first_only=True,
+                                stats=st, alpha=alpha).items():
+                if ts:
+                    out[m]["detected"][s] += 1
+                    out[m]["delays"][s].append(ts[0] - change)
+            shifted_stats.append((s, st))
+    for m in CALIBRATED:
+        t = _threshold(null_stats[m], FALSE_ALARM_TARGET)
+        out[m]["threshold"] = t
+        out[m]["false_alarms"] = sum(v > t for v in null_stats[m])
+        out[m]["judged_nights"] = len(null_stats[m])
+        for s, st in shifted_stats:
+            first = next((i for i, v in enumerate(st[m]) if v > t), None)
+            if first is not None:
+                out[m]["detected"][s] += 1
+                out[m]["delays"][s].append(first)
+    out["series"] = n_series
+    return out
+
+
+def _fmt_rate(k: int, n: int) -> str:
+    return f"{k / n:.1%}" if n else "n/a"
+
+
+def report(doc: dict, n_series: int, seed: int, independent: bool = False, alpha: float = 0.01) -> str:
+    detect, how = _change_points()
+    by_cell: dict[tuple, list[float]] = {}
+    for smp in doc["samples"]:
+        by_cell.setdefault((smp["workload"], smp["level"]), []).append(smp["value"])
+    lines = []
+    lines.append(f"change-point detector: {how}")
+    lines.append(f"{n_series} series per cell (workload x noise level x runs per night), 25 nights: 10 history, "
+                 f"judged 10-24, change at night 15; seed {seed}; gate alpha {alpha:g}; a night's runs: "
+                 + ("drawn independently" if independent else "consecutive measured runs"))
+    lines.append("")
+    lines.append("Noise (measured): robust spread = 1.4826 x MAD / median of the single runs; "
+                 "night spread = the same of 3-run and 10-run night means (consecutive runs)")
+    lines.append("")
+    lines.append("| workload | level | runs | median | robust spread | 3-run night spread | 10-run night spread |")
+    lines.append("|---|---|---|---|---|---|---|")
+    unit = {(s["workload"]): s["unit"] for s in doc["samples"]}
+    for (w, lv), vals in sorted(by_cell.items()):
+        med = statistics.median(vals)
+        def spread(xs):
+            m = statistics.median(xs)
+            return 1.4826 * statistics.median(abs(x - m) for x in xs) / m
+        nm = {r: [statistics.mean(vals[i:i + r]) for i in range(0, len(vals) - r + 1, r)] for r in REPEATS}
+        lines.append(f"| {w} | {lv} | {len(vals)} | {med:.4g} {unit[w]} | {spread(vals):.1%} | {spread(nm[3]):.1%} | "
+                     f"{spread(nm[10]):.1%} |")
+    results = {}
+    t0 = time.time()
+    for (w, lv), vals in sorted(by_cell.items()):
+        for r in REPEATS:
+            results[(w, lv, r)] = cell(vals, r, n_series, seed, shifts=(0.0,) + SHIFTS, detect=detect,
+                                       independent=independent, alpha=alpha)
+            print(f"  {w} {lv} {r} runs/night done ({time.time() - t0:.0f} s)", file=sys.stderr, flush=True)
+    lines.append("")
+    lines.append("Per cell: false alarms per judged series-night (unshifted series); share of series with an alarm "
+                 "in the 10 nights from the change, and median delay in nights (d). Column 0%: the same without a "
+                 "shift, the share a method 'detects' by chance.")
+    for r in REPEATS:
+        lines.append("")
+        lines.append(f"### {r} runs per night")
+        lines.append("")
+        lines.append("| workload | level | method | false alarms | " + " | ".join(f"{s:.0%}" for s in ALL) + " |")
+        lines.append("|---|---|---|---|" + "---|" * len(ALL))
+        for (w, lv, rr), res in results.items():
+            if rr != r:
+                continue
+            for m in REPORTED:
+                x = res[m]
+                cells = []
+                for s in ALL:
+                    d = x["delays"][s]
+                    delay = f" d{statistics.median(d):g}" if d else ""
+                    cells.append(f"{x['detected'][s] / res['series']:.0%}{delay}")
+                lines.append(f"| {w} | {lv} | {m} | {_fmt_rate(x['false_alarms'], x['judged_nights'])} | "
+                             + " | ".join(cells) + " |")
+    # pooled over cells: rates and ratios against the two rules, same series
+    lines.append("")
+    lines.append("### Pooled over the 9 noise cells, and ratios against the rules (same series, same run)")
+    lines.append("")
+    lines.append("| runs/night | method | false alarms | " + " | ".join(f"det. {s:.0%}" for s in ALL)
+                 + " | mean delay at 10 % |")
+    lines.append("|---|---|---|" + "---|" * len(ALL) + "---|")
+    pooled = {}
+    for r in REPEATS:
+        cells_r = [res for (w, lv, rr), res in results.items() if rr == r]
+        n = sum(c["series"] for c in cells_r)
+        for m in REPORTED:
+            fa = sum(c[m]["false_alarms"] for c in cells_r)
+            jn = sum(c[m]["judged_nights"] for c in cells_r)
+            det = {s: sum(c[m]["detected"][s] for c in cells_r) for s in ALL}
+            d10 = [d for c in cells_r for d in c[m]["delays"][0.10]]
+            pooled[(r, m)] = (fa / jn, {s: det[s] / n for s in ALL})
+            delay = f"{statistics.mean(d10):.2f}" if d10 else "n/a"
+            lines.append(f"| {r} | {m} | {fa / jn:.2%} | " + " | ".join(f"{det[s] / n:.0%}" for s in ALL)
+                         + f" | {delay} |")
+    lines.append("")
+    lines.append("| runs/night | ratio | false alarms | " + " | ".join(f"det. {s:.0%}" for s in ALL) + " |")
+    lines.append("|---|---|---|" + "---|" * len(ALL))
+    ratio = lambda a, b: f"{a / b:.2f}" if b else ("inf" if a else "n/a")  # noqa: E731
+    for r in REPEATS:
+        for ours in ("gate", "gate (runs only)", "change points"):
+            for rule in BASELINES + CALIBRATED:
+                fa_o, det_o = pooled[(r, ours)]
+                fa_b, det_b = pooled[(r, rule)]
+                lines.append(f"| {r} | {ours} / {rule} | {ratio(fa_o, fa_b)} | "
+                             + " | ".join(ratio(det_o[s], det_b[s]) for s in ALL) + " |")
+    # targets
+    lines.append("")
+    lines.append("### Targets (issue 18), per cell")
+    lines.append("")
+    for r in REPEATS:
+        for (w, lv, rr), res in results.items():
+            if rr != r:
+                continue
+            notes = []
+            for m in ("gate", "gate (runs only)", "change points"):
+                fa = res[m]["false_alarms"] / res[m]["judged_nights"]
+                notes.append(f"{m} false alarms {fa:.2%} ({'meets' if fa <= FALSE_ALARM_TARGET else 'MISSES'} <= 1 %)")
+            ok = [m for m in REPORTED if res[m]["false_alarms"] / res[m]["judged_nights"] <= FALSE_ALARM_TARGET]
+            undetectable = [s for s in SHIFTS
+                            if not any(res[m]["detected"][s] / res["series"] >= DETECTABLE for m in ok)]
+            beats = []
+            for s in SHIFTS:
+                if s in undetectable:
+                    continue
+                best_rule = max(res[b]["detected"][s] for b in BASELINES)
+                best_at = max(res[b]["detected"][s] for b in CALIBRATED)
+                said = []
+                for m, short in (("gate", "gate"), ("change points", "cp")):
+                    g = res[m]["detected"][s]
+                    cmp = ">" if g > best_rule else ("=" if g == best_rule else "<")
+                    said.append(f"{short} {g / res['series']:.0%} {cmp}")
+                g = res["gate"]["detected"][s]
+                said.append(f"gate {'>' if g > best_at else ('=' if g == best_at else '<')} best rule at 1 % "
+                            f"{best_at / res['series']:.0%}")
+                beats.append(f"{s:.0%}: {', '.join(said)} best rule {best_rule / res['series']:.0%}")
+            lines.append(f"- {r} runs/night, {w} {lv}: " + "; ".join(notes)
+                         + f"; undetectable (no method within 1 % false alarms detects half): "
+                         + (", ".join(f"{s:.0%}" for s in undetectable) or "none")
+                         + ("; " + "; ".join(beats) if beats else ""))
+    return "\n".join(lines) + "\n"
+
+
+def load(path: Path) -> dict:
+    try:
+        doc = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise SystemExit(f"{path}: no such samples file; measure first (regression_accuracy.py measure) "
+                         f"or pass --samples FILE") from None
+    except json.JSONDecodeError as e:
+        raise SystemExit(f"{path}: not JSON ({e}); pass the file `measure` wrote") from None
+    bad = [i for i, s in enumerate(doc.get("samples", []) if isinstance(doc, dict) else [])
+           if not isinstance(s, dict) or not {"workload", "level", "value"} <= set(s)
+           or not isinstance(s["value"], (int, float)) or not s["value"] > 0]
+    if not isinstance(doc, dict) or not doc.get("samples") or bad:
+        raise SystemExit(f"{path}: needs a 'samples' list of {{workload, level, value > 0}} records"
+                         + (f" (bad records at {bad[:5]})" if bad else "") + "; pass the file `measure` wrote")
+    return doc
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    m = sub.add_parser("measure", help="run the workloads and save the samples")
+    m.add_argument("--rounds", type=int, default=80, help="runs of each workload at each level")
+    m.add_argument("--out", type=Path, default=SAMPLES)
+    a = sub.add_parser("analyse", help="build series from saved samples and report each method's accuracy")
+    a.add_argument("--samples", type=Path, default=SAMPLES)
+    a.add_argument("--series", type=int, default=100, help="series per cell (default 100)")
+    a.add_argument("--seed", type=int, default=1)
+    a.add_argument("--alpha", type=float, default=0.01, help="the gate's alpha (commscope check's default: 0.01)")
+    a.add_argument("--independent", action="store_true",
+                   help="draw a night's runs one by one instead of as consecutive measured runs")
+    args = ap.parse_args(argv)
+    if args.cmd == "measure":
+        measure(args.rounds, args.out)
+    else:
+        print(report(load(args.samples), args.series, args.seed, args.independent, args.alpha), end="")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

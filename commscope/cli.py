@@ -1,0 +1,704 @@
+"""The commscope command."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+import psycopg
+
+from commscope.store import db
+
+
+def _fail(msg: str, code: int = 1):
+    click.echo(f"commscope: error: {msg}", err=True)
+    sys.exit(code)
+
+
+@click.group()
+@click.version_option(package_name="commscope")
+def main():
+    """Where MPI applications lose time to communication."""
+
+
+# ---- db -----------------------------------------------------------------------
+
+@main.group("db")
+def db_group():
+    """The store: the embedded server, migrations and roles."""
+
+
+@db_group.command("start")
+@click.option("--listen", metavar="ADDRESS",
+              help="also listen on this TCP address (scram-sha-256 passwords only; default: the socket only)")
+@click.option("--port", type=click.IntRange(1, 65535), default=5432, show_default=True, help="TCP port with --listen")
+def db_start(listen, port):
+    """Start the embedded PostgreSQL under COMMSCOPE_HOME and migrate it.
+
+    Only the user who starts it can connect (a 0700 socket, peer authentication);
+    commscope works as the role `commscope`, which owns the schema and is no superuser."""
+    try:
+        emb = db.Embedded()
+        url = emb.start(listen=listen, port=port)
+        with db.connect(url) as conn:
+            applied = db.migrate(conn)
+    except db.DBError as e:
+        _fail(str(e))
+    for name in applied:
+        click.echo(f"applied {name}")
+    click.echo(url)
+
+
+@db_group.command("stop")
+def db_stop():
+    """Stop the embedded server."""
+    try:
+        stopped = db.Embedded().stop()
+    except db.DBError as e:
+        _fail(str(e))
+    click.echo("stopped" if stopped else "not running")
+
+
+@db_group.command("status")
+def db_status():
+    """Say whether the embedded server runs, and the schema version of the store in use."""
+    emb = db.Embedded()
+    click.echo(f"embedded server: {'running' if emb.running() else 'stopped'} ({emb.root})")
+    try:
+        with db.connect() as conn:
+            v = conn.execute("SELECT max(version) FROM schema_version").fetchone()[0]
+            click.echo(f"schema version: {v}")
+            if conn.execute("SELECT to_regclass('v_runs_needing_reingest')").fetchone()[0]:
+                before, older = conn.execute(
+                    "SELECT count(*) FILTER (WHERE r.model_version IS NULL), count(r.model_version) "
+                    "FROM v_runs_needing_reingest v JOIN runs r ON r.id = v.run_id").fetchone()
+                if before:
+                    click.echo(f"{before} runs were stored before the measurement model (docs/measurement-model.md) "
+                               f"and have no windows or series: ingest their files again (v_runs_needing_reingest "
+                               f"lists them)")
+                if older:
+                    click.echo(f"{older} runs were measured under an older version of the measurement model "
+                               f"(docs/measurement-model.md, Model versions): their legacy run columns, rank_metrics "
+                               f"and MPI routines follow older definitions; ingest their files again "
+                               f"(v_runs_needing_reingest lists them with the reason)")
+    except Exception as e:  # status reports, it does not fail
+        click.echo(f"store: not reachable ({db.masked(str(e).splitlines()[0])})")
+
+
+@db_group.command("url")
+def db_url():
+    """Print the libpq URI of the store (last line)."""
+    try:
+        click.echo(db.masked(db.url()) or "(from PG* environment variables)")
+    except db.DBError as e:
+        _fail(str(e))
+
+
+@db_group.command("migrate")
+def db_migrate():
+    """Apply pending schema migrations to the store in use."""
+    try:
+        with db.connect() as conn:
+            applied = db.migrate(conn)
+    except db.DBError as e:
+        _fail(str(e))
+    click.echo("\n".join(f"applied {a}" for a in applied) or "up to date")
+
+
+@db_group.command("dump")
+@click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
+def db_dump(file):
+    """Write the whole store to FILE (pg_dump's custom format, no owners or grants)."""
+    try:
+        db.dump(db.url(), file)
+    except db.DBError as e:
+        _fail(str(e))
+    click.echo(f"dumped to {file}")
+
+
+@db_group.command("restore")
+@click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
+def db_restore(file):
+    """Restore FILE (from `db dump`) into the store in use, which must hold no runs, then migrate it.
+    Moves an embedded store to a site server: dump there, set COMMSCOPE_DB_URL, restore."""
+    try:
+        applied = db.restore(db.url(), file)
+    except db.DBError as e:
+        _fail(str(e))
+    for name in applied:
+        click.echo(f"applied {name}")
+    click.echo(f"restored {file}")
+
+
+def _grant(grant, role: str, password_stdin: bool, what: str) -> None:
+    """Creates ROLE and grants it: on the embedded store the superuser creates
+    the role and the owner may then connect as it over the socket; on a site
+    server the connection in use must be allowed to create roles."""
+    password = sys.stdin.readline().rstrip("\n") if password_stdin else None
+    try:
+        if db.external_dsn() is None:
+            emb = db.Embedded()
+            with db.connect() as conn, emb.admin() as admin:
+                grant(conn, role, admin=admin, password=password)
+            emb.allow_local(role)
+        else:
+            with db.connect() as conn:
+                grant(conn, role, password=password)
+    except (db.DBError, psycopg.errors.InsufficientPrivilege) as e:
+        _fail(f"cannot grant {role}: {db.masked(str(e))}")
+    click.echo(f"role {role} {what}")
+
+
+@db_group.command("grant-readonly")
+@click.argument("role")
+@click.option("--password-stdin", is_flag=True, help="read the role's password (for TCP logins) from standard input")
+def db_grant_readonly(role, password_stdin):
+    """Create ROLE (login) that may read the views only (for Grafana)."""
+    _grant(db.grant_readonly, role, password_stdin, "may read the views")
+
+
+@db_group.command("grant-writer")
+@click.argument("role")
+@click.option("--password-stdin", is_flag=True, help="read the role's password (for TCP logins) from standard input")
+def db_grant_writer(role, password_stdin):
+    """Create ROLE (login) that may ingest but not change the schema (for a site server's ingest jobs)."""
+    _grant(db.grant_writer, role, password_stdin, "may ingest, not change the schema")
+
+
+@db_group.command("retain")
+@click.option("--per-rank-older-than", "age", required=True, metavar="AGE",
+              help="drop the per-rank rows (rank_metrics, comm_matrix) of every month that ended longer ago than "
+                   "AGE: months or years, e.g. 6mo, 2y")
+@click.option("--dry-run", is_flag=True, help="list what would be dropped; change nothing")
+def db_retain(age, dry_run):
+    """Drop per-rank detail older than AGE, a month at a time; keep runs, windows, distributions over ranks,
+    call-tree and MPI routine rows, FOMs and the daily rollups. Also makes the coming months' partitions:
+    run it from cron, e.g. nightly after the ingest."""
+    from commscope.store import retention
+    try:
+        months = retention.parse_age(age)
+    except ValueError as e:
+        _fail(str(e), 2)
+    try:
+        with db.connect() as conn:
+            parts = retention.retain(conn, months, dry_run=dry_run)
+    except (db.DBError, psycopg.Error) as e:
+        _fail(f"db retain: {db.masked(str(e))}")
+    verb = "would drop" if dry_run else "dropped"
+    for p in parts:
+        click.echo(f"{verb} {p.partition}: {p.month:%Y-%m}, {p.rows} rows of {p.runs} runs, "
+                   f"{p.bytes / 2**20:.1f} MiB")
+    click.echo(f"{verb} {len(parts)} partitions, {sum(p.rows for p in parts)} rows, "
+               f"{sum(p.bytes for p in parts) / 2**20:.1f} MiB: per-rank rows of months older than {age}"
+               if parts else f"no per-rank rows older than {age}")
+
+
+# ---- ingest ---------------------------------------------------------------------
+
+@main.command("ingest")
+@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option("--system", help="system name (default: Adiak's cluster)")
+@click.option("--stack", help="MPI stack name, e.g. debian-openmpi4 (default: vendor and version)")
+@click.option("--interconnect", help="interconnect configuration the runs used")
+@click.option("--git-commit", help="project commit the runs were built from")
+@click.option("--ci-pipeline", help="CI pipeline id")
+@click.option("--hardware", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="the system's hardware description (a site's hardware.yaml)")
+@click.option("--skip-bad", is_flag=True, help="continue past bad files and list them at the end")
+@click.option("--allow-partial", is_flag=True,
+              help="store a run with ranks missing as status 'partial' (kept out of series statistics) "
+                   "instead of refusing it")
+@click.option("--focus", metavar="REGION",
+              help="the Caliper region the study is about: the focus window (default: the workloads' timed loop)")
+@click.option("--app", metavar="NAME",
+              help="the application's name (default: Adiak's workload, Ramble's application, the executable's name)")
+@click.option("--ranks", type=click.IntRange(1), metavar="N",
+              help="the job's rank count (default: Adiak's jobsize, mpi.world.size, the largest rank + 1)")
+@click.option("--param", "params", multiple=True, metavar="KEY=VALUE",
+              help="an experiment parameter of every run ingested (repeatable)")
+@click.option("--param-keys", metavar="KEY,...",
+              help="the metadata keys (Adiak values, Caliper globals) that define the application's experiment, "
+                   "e.g. its problem size (default: its command line's arguments)")
+@click.option("--rank-rows", default="1024", show_default=True, metavar="N|all",
+              help="keep one row per rank for runs of up to N ranks ('all': every run); larger runs keep the "
+                   "distributions over ranks only (v_rank_spread)")
+@click.option("--started-at", metavar="TIME",
+              help="ISO 8601 time with a UTC offset (2026-11-25T02:17:00Z): the start of every run whose files "
+                   "carry no time (a workload's output without a profile); default: the file's modification time")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True,
+              help="json: one object with the campaign id and the counts")
+@click.option("--quiet", "-q", is_flag=True, help="no progress bar; only the campaign id (and errors)")
+def ingest_cmd(paths, system, stack, interconnect, git_commit, ci_pipeline, hardware, skip_bad, allow_partial, focus,
+               app, ranks, params, param_keys, rank_rows, started_at, fmt, quiet):
+    """Store Caliper profiles of any application (files, directories), or one Ramble workspace, from PATHS
+    as one campaign. The last line printed is the campaign's id alone (for `commscope check --campaign`): the
+    new campaign, or, when every run was stored before, the campaign that holds them."""
+    import datetime as dt
+    import json
+    from tqdm import tqdm
+
+    from commscope.store.ingest import Provenance, ingest
+    from commscope.read.profiles import BadProfile
+    from commscope.read.ramble import read_hardware
+    from commscope.read.records import ReadOptions
+
+    pairs = []
+    for p in params:
+        key, eq, value = p.partition("=")
+        if not eq or not key.strip():
+            _fail(f"--param {p!r}: expected KEY=VALUE, e.g. --param problem_size=64", 2)
+        pairs.append((key.strip(), value))
+    keys = tuple(k.strip() for k in (param_keys or "").split(",") if k.strip())
+    if param_keys is not None and not keys:
+        _fail("--param-keys is empty: name the metadata keys, e.g. --param-keys Problem,Size-x", 2)
+    if rank_rows != "all" and not (rank_rows.isdigit()):
+        _fail(f"--rank-rows {rank_rows!r}: expected a number of ranks or 'all'", 2)
+    start = None
+    if started_at is not None:
+        try:
+            start = dt.datetime.fromisoformat(started_at)
+        except ValueError:
+            _fail(f"--started-at {started_at!r}: not an ISO 8601 time; give e.g. 2026-11-25T02:17:00Z", 2)
+        if start.tzinfo is None:
+            _fail(f"--started-at {started_at!r} has no UTC offset; give one, e.g. {started_at}Z or "
+                  f"{started_at}+01:00", 2)
+    read = ReadOptions(allow_partial, focus, app, ranks, tuple(pairs), keys,
+                       None if rank_rows == "all" else int(rank_rows))
+    bar = None if quiet or not sys.stderr.isatty() else tqdm(desc="ingest", unit="run", file=sys.stderr)
+    try:
+        prov = Provenance(system=system, stack=stack, interconnect=interconnect, git_commit=git_commit,
+                          ci_pipeline=ci_pipeline, hardware=read_hardware(hardware) if hardware else None,
+                          started_at=start)
+        with db.connect() as conn:
+            res = ingest(conn, list(paths), prov, skip_bad=skip_bad, progress=bar, read=read)
+    except BadProfile as e:
+        _fail(f"{e}; nothing was stored", 2)
+    except db.DBError as e:
+        _fail(str(e))
+    except psycopg.Error as e:
+        # the server went away (killed, stopped, disk full) mid-campaign: its transaction is gone with it
+        detail = db.masked(str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__)
+        why = db.Embedded().last_failure() if db.external_dsn() is None else None
+        if why:
+            detail += f" (the server's log: {why})"
+        hint = (" Free space on the store's disk, then 'commscope db start' and ingest again."
+                if "space left on device" in str(e) + (why or "")
+                else " Check the server ('commscope db status'), then ingest again.")
+        _fail(f"the store failed during ingest: {detail}. Nothing of this campaign was stored.{hint}")
+    finally:
+        if bar:
+            bar.close()
+    if res.inserted and res.campaign_id is not None:
+        from commscope.gate import changepoints
+        changepoints.refresh_after_ingest(res.campaign_id, lambda m: click.echo(f"commscope ingest: {m}", err=True))
+    if fmt == "json":
+        click.echo(json.dumps({"campaign_id": res.campaign_id, "stored": len(res.inserted),
+                               "already_stored": len(res.skipped), "already_stored_in": res.already_in,
+                               "bad": res.bad, "left_out": res.left_out}))
+    elif not quiet:
+        click.echo(f"stored {len(res.inserted)} runs, {len(res.skipped)} already stored"
+                   + (f" (in campaign {', '.join(map(str, res.already_in))})" if res.already_in else ""))
+    if res.left_out:
+        click.echo("left out Ramble workspaces (each is a campaign of its own; ingest them one by one):", err=True)
+        for w in res.left_out:
+            click.echo(f"  {w}", err=True)
+    if res.bad:
+        click.echo(f"skipped {len(res.bad)} bad inputs:", err=True)
+        for b in res.bad:
+            click.echo(f"  {b}", err=True)
+    if fmt == "text":
+        if res.campaign_id is None:
+            click.echo("no campaign: " + ("nothing was stored" if not res.already_in else
+                       f"the runs were stored before, in campaigns {', '.join(map(str, res.already_in))}"), err=True)
+        else:
+            click.echo(res.campaign_id)
+
+
+# ---- setup and run (the main job through Ramble) ------------------------------------
+
+from commscope.workflow.commands import run_cmd, setup_cmd  # noqa: E402
+
+main.add_command(setup_cmd)
+main.add_command(run_cmd)
+
+# ---- dashboards (dashboards.py) ---------------------------------------------------
+
+from commscope.views.grafana import dashboards_group  # noqa: E402
+from commscope.views.report import report_cmd  # noqa: E402
+
+main.add_command(dashboards_group)
+main.add_command(report_cmd)
+
+
+# ---- check ------------------------------------------------------------------------
+
+@main.command("check")
+@click.option("--metric", "metrics", multiple=True, default=["time_s"], show_default=True,
+              help="a v_run_metrics column (time_s, mpi_fraction_avg, mpi_fraction_slowest, mpi_time_avg_s, "
+                   "load_balance, ...) on each series' focus window, else its run window; wall_time means time_s; "
+                   "or fom:NAME (repeatable: each metric is judged)")
+@click.option("--campaign", type=click.IntRange(1),
+              help="the campaign to judge: the id `commscope ingest` printed. Without it the newest campaign is "
+                   "judged only if every campaign in the selection has one origin (kind and systems); otherwise "
+                   "check refuses, as the newest may be another pipeline's")
+@click.option("--baseline", type=click.IntRange(1), default=10, show_default=True,
+              help="earlier campaigns of each series to compare against")
+@click.option("--min-effect", type=click.FloatRange(0), default=0.05, show_default=True,
+              help="smallest relative change that counts")
+@click.option("--alpha", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=0.01, show_default=True,
+              help="significance level of the test")
+@click.option("--system")
+@click.option("--app")
+@click.option("--stack")
+@click.option("--interconnect")
+@click.option("--no-annotate", is_flag=True, help="do not write dashboard annotations")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True,
+              help="json: one object with the campaign and every series' verdict, key and parameters")
+@click.option("--junit", type=click.Path(dir_okay=False, path_type=Path),
+              help="also write the verdicts as JUnit XML (one test case per series; a regression fails it)")
+@click.option("--markdown", type=click.Path(dir_okay=False, path_type=Path),
+              help="also write a Markdown summary (for a merge request comment or a job summary)")
+def check_cmd(metrics, campaign, baseline, min_effect, alpha, system, app, stack, interconnect, no_annotate, fmt,
+              junit, markdown):
+    """The regression gate: exit 1 if any series of the judged campaign regressed.
+
+    Verdicts: regression, improvement (a shift in this campaign and the one before), suspect (in this campaign
+    alone), no change, no baseline (fewer than 3 earlier runs) and cannot tell (with these run counts the test
+    cannot reach --alpha; it says how many runs or campaigns it would need). Exit 2 on bad arguments or when
+    it cannot tell which campaign to judge."""
+    import json
+
+    from commscope.gate import changepoints, regressions
+    findings, unmeasured = [], []
+    try:
+        with db.connect() as conn:
+            for metric in metrics:
+                try:
+                    findings += regressions.check(conn, metric, campaign, baseline, min_effect, alpha,
+                                                  system=system, app=app, stack=stack, interconnect=interconnect)
+                except regressions.NotMeasured as e:
+                    # one metric nobody measured (no MPI wrapping) leaves the others' verdicts standing
+                    unmeasured.append(str(e))
+            if not findings and unmeasured:
+                raise LookupError("; ".join(unmeasured))
+            for note in unmeasured:
+                click.echo(f"commscope check: {note}", err=True)
+            noted = 0 if no_annotate else regressions.annotate(conn, findings)
+            changes = _change_points_for(conn, findings)
+    except (ValueError, LookupError) as e:
+        _fail(str(e), 2)
+    except db.DBError as e:
+        _fail(str(e))
+    bad = [f for f in findings if f.verdict == "regression"]
+    try:
+        if junit:
+            junit.write_bytes(regressions.junit_xml(findings, alpha, min_effect))
+        if markdown:
+            markdown.write_text(regressions.markdown(findings, alpha, min_effect) + changepoints.markdown(changes))
+    except OSError as e:
+        _fail(f"cannot write {e.filename}: {e.strerror}; the verdicts were: {len(bad)} regressions", 2)
+    if fmt == "json":
+        series = [regressions.as_dict(f, alpha, min_effect) for f in findings]
+        for f, d in zip(findings, series):
+            d["change_points"] = [changepoints.as_dict(c) for c in changes
+                                  if (c["series_id"], c["metric"]) == (f.series["series_id"], f.metric)]
+        click.echo(json.dumps({"campaigns": sorted({f.campaign for f in findings}), "alpha": alpha,
+                               "min_effect": min_effect, "regressions": len(bad), "annotations": noted,
+                               "change_points": [changepoints.as_dict(c) for c in changes],
+                               "series": series}, default=str, indent=1))
+    else:
+        width = max(len(f.label()) for f in findings)
+        for metric in metrics:
+            mine = [f for f in findings if f.metric == regressions.canonical_metric(metric)]
+            if not mine:
+                continue
+            click.echo(f"campaign {', '.join(sorted({str(f.campaign) for f in mine}))}: {mine[0].metric}")
+            click.echo(f"{'series':<{width}}  {'verdict':<12} {'baseline':>12} {'new':>12} {'change':>8} {'p':>8}  n")
+            for f in mine:
+                fmt_v = lambda v: f"{v:12.6g}" if v is not None else f"{'-':>12}"  # noqa: E731
+                change = f"{f.effect:+8.1%}" if f.effect is not None else f"{'-':>8}"
+                p = f"{f.p_value:8.2g}" if f.p_value is not None else f"{'-':>8}"
+                click.echo(f"{f.label():<{width}}  {f.verdict:<12} {fmt_v(f.baseline_median)} {fmt_v(f.new_median)} "
+                           f"{change} {p}  {f.n_new}/{f.n_baseline}")
+            for f in mine:
+                if f.verdict in ("cannot tell", "suspect"):
+                    click.echo(f"{f.label()}: {f.reason(alpha, min_effect)}")
+            from commscope.gate.attribution import lines as attributed
+            for f in mine:
+                if f.verdict in ("regression", "improvement", "suspect") and f.attribution:
+                    click.echo(f"{f.label()}: {f.verdict}")
+                    for line in attributed(f):
+                        click.echo(f"  {line}")
+        for c in changes:
+            click.echo(f"change point: {changepoints.describe(c)}")
+        unsure = sum(f.verdict == "cannot tell" for f in findings)
+        suspect = sum(f.verdict == "suspect" for f in findings)
+        click.echo(f"{len(findings)} series, {len(bad)} regressions"
+                   + (f", {suspect} suspect" if suspect else "") + (f", {unsure} cannot tell" if unsure else "")
+                   + ("" if no_annotate else f", {noted} annotations written"))
+    if bad:
+        sys.exit(1)
+
+
+def _change_points_for(conn, findings) -> list[dict]:
+    """The change points that each checked series' judged campaign completes, after recomputing the series that
+    got new runs (changepoints.py); none, with a note on stderr, without Apache Otava. FOMs have none."""
+    from commscope.gate import changepoints
+    out = []
+    by_metric: dict[tuple, set] = {}
+    for f in findings:
+        if not f.metric.startswith("fom:"):
+            by_metric.setdefault((f.metric, f.campaign), set()).add(f.series["series_id"])
+    try:
+        for (metric, campaign), ids in by_metric.items():
+            changepoints.update(conn, [metric], sorted(ids))
+            out += changepoints.completed_by(conn, campaign, metric, sorted(ids))
+    except changepoints.MissingLibrary as e:
+        click.echo(f"commscope check: no change points: {e}", err=True)
+    return out
+
+
+@main.command("changepoints")
+@click.option("--metric", "metrics", multiple=True, default=["time_s"], show_default=True,
+              help="a v_run_metrics column (repeatable)")
+@click.option("--series", "series_ids", type=click.IntRange(1), multiple=True,
+              help="only this series (its id, as check and the dashboards show it; repeatable)")
+@click.option("--full", is_flag=True, help="recompute every series, not only those that got new runs")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+def changepoints_cmd(metrics, series_ids, full, fmt):
+    """Change points over each series' whole history (Apache Otava's E-divisive): recompute the series that got
+    new runs since they were last computed, store them (v_change_points, drawn on the dashboards) and list them."""
+    import json
+
+    from commscope.gate import changepoints
+    ids = sorted(series_ids) if series_ids else None
+    try:
+        with db.connect() as conn:
+            done = changepoints.update(conn, metrics, ids, full=full)
+            found = [c for u in done for c in changepoints.stored(conn, u.metric, ids)]
+    except ValueError as e:
+        _fail(str(e), 2)
+    except changepoints.MissingLibrary as e:
+        _fail(str(e), 2)
+    except db.DBError as e:
+        _fail(str(e))
+    if fmt == "json":
+        click.echo(json.dumps({"recomputed": [{"metric": u.metric, "series": u.series, "change_points": u.change_points,
+                                               "seconds": round(u.seconds, 3)} for u in done],
+                               "change_points": [changepoints.as_dict(c) for c in found]}, indent=1))
+        return
+    for u in done:
+        click.echo(f"{u.metric}: recomputed {u.series} series ({u.change_points} change points) in {u.seconds:.2f} s")
+    for c in found:
+        click.echo(changepoints.describe(c))
+    click.echo(f"{len(found)} change points stored")
+
+
+# ---- advise -------------------------------------------------------------------------
+
+@main.group("advise")
+def advise_group():
+    """Turn the stored data into actions, as the reference studies did."""
+
+
+def _store_advice(write) -> None:
+    """write(conn) in one transaction; a store that fails says how to only print the advice."""
+    try:
+        with db.connect() as conn:
+            write(conn)
+            conn.commit()
+    except db.DBError as e:
+        _fail(f"{e} (use --no-store to only print the advice)")
+
+
+@advise_group.command("placement")
+@click.argument("source")
+@click.option("--topology", "topology_file", required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="YAML: nodes, ranks_per_node, network (flat, fat-tree, torus, hypercube)")
+@click.option("-o", "--output", type=click.Path(file_okay=False, path_type=Path),
+              help="write the rankfile, host lists and rank map into this directory")
+@click.option("--no-store", is_flag=True, help="do not record the advice in the store")
+def advise_placement(source, topology_file, output, no_store):
+    """Rank-to-node placement from the communication matrix of SOURCE: a stored run id, or a message-tracing profile.
+    A run traced under commgraph --rank-map gets a commgraph.rank-map composed with the application rank each world
+    rank played (its RANK lines; for a stored run, read again from its source files)."""
+    import yaml
+
+    from commscope.advise import placement
+    from commscope.read import profiles
+
+    def played(out, ranks: int, where: str) -> list[int] | None:
+        """placement.app_ranks of a workload output's RANK lines; a bad mapping is a bad profile."""
+        try:
+            return placement.app_ranks(out.rank_lines if out else [], ranks)
+        except ValueError as e:
+            raise profiles.BadProfile(f"{where}: {e}") from None
+
+    def stored_played(source: str, content_hash: str, ranks: int) -> tuple[list[int] | None, bool]:
+        """The store keeps no RANK lines: they are read from the run's source files when these are still there
+        and unchanged (same content hash). (mapping, whether the files were found)."""
+        path = Path(source)
+        if path.exists():
+            for group in profiles.discover([path]):
+                if profiles.file_hash(group) == content_hash:
+                    return played(profiles.read_files(group, allow_partial=True).output, ranks, source), True
+        return None, False
+
+    unknown_map = None   # why no commgraph rank map can be written
+    try:
+        try:
+            topo = placement.Topology.from_dict(yaml.safe_load(topology_file.read_text()), str(topology_file))
+        except yaml.YAMLError as e:
+            raise placement.BadTopology(f"{topology_file}: not YAML ({e})") from None
+        run_id = int(source) if source.isdigit() else None
+        if run_id is None:
+            groups = profiles.discover([Path(source)])
+            if len(groups) != 1:
+                raise profiles.BadProfile(f"{source}: expected one run's message-tracing profile, found {len(groups)} runs")
+            prof = profiles.read_files(groups[0])
+            matrix, ranks = {k: v[1] for k, v in prof.matrix.items()}, prof.ranks
+            app_rank_of = played(prof.output, ranks, source)
+        else:
+            with db.connect() as conn:
+                row = conn.execute("SELECT ranks, source, content_hash, decomposition, status, metadata->'missing_ranks' "
+                                   "FROM runs WHERE id = %s", (run_id,)).fetchone()
+                if not row:
+                    raise LookupError(f"no run {run_id} in the store")
+                ranks, run_source, content_hash, decomposition, status, missing = row
+                if status == "partial":   # the missing ranks' messages are not in its matrix
+                    raise LookupError(f"run {run_id} is partial: rank(s) {', '.join(map(str, missing or []))} of its "
+                                      f"{ranks} have no data, so its matrix lacks their messages; advise from a "
+                                      f"complete run")
+                matrix = {(s, d): b for s, d, b in conn.execute(
+                    "SELECT src, dst, bytes FROM v_comm_matrix WHERE run_id = %s", (run_id,))}
+            app_rank_of, found = stored_played(run_source, content_hash, ranks) if matrix else (None, False)
+            if not found and decomposition == "rank-map":
+                unknown_map = (f"run {run_id} was traced under a rank map, and its output, which says which application "
+                               f"rank each world rank played, is no longer at {run_source}: no commgraph.rank-map "
+                               f"written (give the run directory as SOURCE for one)")
+        if not matrix:
+            raise LookupError(f"{source}: no communication matrix (profile it with the Caliper modifier's matrix mode)")
+        p = placement.optimize(matrix, ranks, topo)
+    except (placement.BadTopology, profiles.BadProfile, LookupError) as e:
+        _fail(str(e), 2)
+    except db.DBError as e:
+        _fail(str(e))
+    files = placement.launcher_files(p, topo, app_rank_of)
+    if unknown_map:
+        files.pop("commgraph.rank-map", None)
+    rnd_i, rnd_h = p.random_mean
+    lines = [f"placement of {ranks} ranks on {topo.nodes} nodes x {topo.ranks_per_node} ({topo.kind}), {p.method}",
+             f"{'':12}{'inter-node bytes':>18}{'hop-bytes':>16}",
+             f"{'default':12}{p.default[0]:>18,}{p.default[1]:>16,}",
+             f"{'random':12}{rnd_i:>18,.0f}{rnd_h:>16,.0f}",
+             f"{'optimized':12}{p.optimized[0]:>18,}{p.optimized[1]:>16,}",
+             "node of each rank: " + " ".join(topo.hosts[n] for n in p.node_of)]
+    if app_rank_of:
+        lines.append("application rank each traced world rank played: " + " ".join(map(str, app_rank_of)))
+    if unknown_map:
+        lines.append(unknown_map)
+    click.echo("\n".join(lines))
+    if output:
+        output.mkdir(parents=True, exist_ok=True)
+        for name, text in files.items():
+            (output / name).write_text(text)
+        click.echo(f"wrote {', '.join(sorted(files))} to {output}")
+    if not no_store:
+        summary = {"ranks": ranks, "nodes": topo.nodes, "ranks_per_node": topo.ranks_per_node, "network": topo.kind,
+                   "method": p.method, "node_of": p.node_of, "default": p.default, "optimized": p.optimized,
+                   "random_mean": p.random_mean, "app_rank_of": app_rank_of}
+        text = placement.advice_text([topo.hosts[n] for n in p.node_of], p.default, p.optimized, rnd_h)
+        _store_advice(lambda conn: db.insert_advice(conn, "placement", run_id, source, summary, text))
+
+
+@advise_group.command("barriers")
+@click.argument("source")
+@click.option("--fastest", type=click.FloatRange(0, 1, min_open=True), default=1.0, show_default=True,
+              help="measure the saving on this share of the runs, the fastest of each side (on a loaded machine)")
+@click.option("--no-store", is_flag=True, help="do not record the advice in the store")
+def advise_barriers(source, fastest, no_store):
+    """Barrier time, likely debugging barriers and the predicted saving of SOURCE: a stored run id, campaign:ID
+    (runs that differ only in the debug-barrier switch are compared), or a profile file. Needs call counts
+    (region.count; commscope run --caliper counts)."""
+    from commscope.advise import barriers as ab
+    from commscope.read import profiles
+    try:
+        if Path(source).exists():
+            advice, skipped = [ab.from_profile_path(source)], []
+        else:
+            with db.connect() as conn:
+                advice, skipped = ab.from_store(conn, source, fastest)
+    except (LookupError, profiles.BadProfile) as e:
+        _fail(str(e), 2)
+    except db.DBError as e:
+        _fail(str(e))
+    for note in skipped:
+        click.echo(f"skipped {note}")
+    for a in advice:
+        click.echo(f"{'run ' + str(a.run_id) if a.run_id else a.source}: {a.text}")
+    if not no_store:
+        _store_advice(lambda conn: ab.store(conn, advice))
+
+
+@advise_group.command("collectives")
+@click.argument("source", nargs=-1, required=True)
+@click.option("-o", "--output", type=click.Path(file_okay=False, path_type=Path), default=Path("tuning"),
+              show_default=True, help="directory for each stack's tuning file and its .env")
+@click.option("--stack", help="stack name for output files (files only; default: from the MPI library line)")
+@click.option("--mpich-library", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="the MPICH shared library to tune (its own selection tree fills what is not tuned)")
+@click.option("--no-store", is_flag=True, help="do not record the advice in the store")
+def advise_collectives(source, output, stack, mpich_library, no_store):
+    """Best collective algorithm per message-size band from a collsweep sweep, as each stack's tuning input.
+
+    SOURCE is a stored campaign id, or collsweep stdout files and directories."""
+    from commscope.advise import collectives as ac
+    try:
+        if len(source) == 1 and source[0].isdigit():
+            with db.connect() as conn:
+                points = ac.points_from_store(conn, int(source[0]))
+        else:
+            points = ac.points_from_files([Path(s) for s in source], stack)
+        tunings = ac.choose(points)
+        written = ac.write([ac.render(t, output, mpich_library) for t in tunings], output)
+    except ac.BadInput as e:
+        _fail(str(e), 2)
+    except db.DBError as e:
+        _fail(str(e))
+    for t, w in zip(tunings, written):
+        click.echo("\n".join(ac.describe(t)))
+        click.echo("  enable with: " + " ".join(f"{k}='{v}'" for k, v in w["env"].items()))
+    def store(conn):
+        for t, w in zip(tunings, written):
+            ac.store(conn, t, " ".join(source), w)
+    if not no_store:
+        _store_advice(store)
+
+
+@advise_group.command("overlap")
+@click.argument("source")
+@click.option("--no-store", is_flag=True, help="do not record the advice in the store")
+def advise_overlap(source, no_store):
+    """Exposed communication, overlap efficiency against blocking, the Irecv gap, and per region the imbalance and
+    whether waiting comes from imbalance or the network, over each run's focus window (its loop), for SOURCE: a
+    stored run id or campaign:ID."""
+    from commscope.advise import overlap as ao
+    try:
+        with db.connect() as conn:
+            results, skipped = ao.from_store(conn, source)
+            for note in skipped:
+                click.echo(f"skipped {note}")
+            click.echo(ao.table(results))
+            for o in results:
+                click.echo(f"run {o.run_id}: {o.text()}")
+            if not no_store:
+                ao.store(conn, source, results)
+                conn.commit()
+    except LookupError as e:
+        _fail(str(e), 2)
+    except db.DBError as e:
+        _fail(str(e))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,258 @@
+"""What changed behind a finding of the regression gate, and whether the platform or the software moved.
+
+Attribution: each regression and improvement `regressions.check` finds lists what differs between its baseline
+runs and its new runs, and the call-tree regions whose time moved most. Other verdicts have nothing to explain and
+get none, so a campaign of mostly unchanged series reads no call trees; what is read is the judged series' runs in
+the gate's own window, never older history.
+
+- **What differs.** For every run the store keeps: the git commit (the campaign's `--git-commit`, and a
+  `git_commit` the run recorded itself through `COMMSCOPE_META_git_commit`), commscope's version, the Spack spec
+  hash, the MPI library (the stack's version string, and the vendor and version Adiak recorded), the interconnect
+  (as stored, and as the run itself printed it: the workloads' `PARAM interconnect` line or Adiak value, which is
+  the catalog entry it was launched with), the hardware description (its digest and CPU model), the Caliper
+  configuration and Caliper's version, the compiler, and the hosts (Adiak `hostname`/`hostlist`).
+  A series is by definition equal in its environment (docs/measurement-model.md: system, hardware digest, stack,
+  MPI library, interconnect, compiler, Spack hash, Caliper configuration are in its key), so within one series
+  those can only differ where the key holds another spelling of them (an interconnect named at ingest over the
+  one the run printed, an MPI library string beside Adiak's). What the key leaves out can differ freely: git
+  commit, commscope's and Caliper's versions, the hosts. Each item says whether the key holds it
+  (`in_series_key`); an item differs when a new run has a value no baseline run has. Values never recorded are
+  left out (None), never taken as a difference.
+- **Regions moved.** From the stored call tree (node_metrics), on the finding's window: every node for the run
+  window, the nodes under the focus region for the focus window (a FOM finding uses the focus window when its runs
+  have one). A node's time in a run is its exclusive time averaged over the ranks (node_metrics.excl_avg, a rank
+  that never reached it counting 0; a run with a call tree but without the node counts 0 there too). Per node, the
+  median over the baseline runs and over the new runs; the REGIONS nodes with the largest absolute change, largest
+  first. Runs without a call tree (a workload's output alone) give none, and the finding says so.
+
+Canary series and the cause. The nightly study runs pingpong (ramble/studies/nightly: 8-byte latency and 1 MiB
+bandwidth messages) on every stack and interconnect it runs the applications on. A pingpong series measures the
+transport alone, so its FOM `latency` (the best batch's half round trip, in us) is judged by the same gate, with
+the same baseline window, alpha and smallest effect, in the same campaign. The rule, for a regression or an
+improvement of a series other than a canary:
+
+- **platform** when a canary of the same system, stack and interconnect (the series' environment) got the same
+  verdict in the same campaign: the transport moved with the application;
+- **software** when such a canary was judged (no change, or moved the other way) and none moved with it;
+- **unknown** when no canary was judged there (none ran in the campaign, or it had no baseline, or the gate cannot
+  tell with its run counts); the finding says which.
+
+A canary's own regression or improvement is **platform**. Verdicts other than regression and improvement get no
+cause.
+"""
+from __future__ import annotations
+
+import statistics
+import threading
+
+import psycopg
+
+CANARY_APPS = ("pingpong",)
+CANARY_METRIC = "fom:latency"
+CANARY_FALLBACK_METRIC = "time_s"   # when the store's `latency` FOM cannot be judged (stored in several contexts)
+MATCH = ("system", "stack", "interconnect")   # what a canary shares with the series it speaks for
+REGIONS = 5                                  # regions listed per finding
+MOVED = ("regression", "improvement", "suspect")   # suspect: the first night of a shift (regressions.judge)
+
+# (label, SQL expression over runs r, campaigns c, stacks st, hardware_versions h, series s, whether the key holds it)
+ATTRIBUTES = (
+    ("git commit", "c.git_commit", False),
+    ("git commit (recorded by the run)", "r.metadata->>'git_commit'", False),
+    ("commscope version", "r.metadata->>'commscope_version'", False),
+    ("Spack spec hash", "r.spack_hash", True),
+    ("MPI library", "st.library", True),
+    ("MPI library (Adiak)", "nullif(concat_ws(' ', r.metadata->>'mpi_library_vendor', "
+                            "r.metadata->>'mpi_library_version'), '')", True),
+    ("interconnect", "r.interconnect", True),
+    ("interconnect (printed by the run)", "coalesce(r.metadata->'params'->>'interconnect', "
+                                          "r.metadata->>'interconnect')", False),
+    ("hardware", "CASE WHEN h.id IS NOT NULL THEN concat_ws(' ', h.cpu_model, 'digest ' || left(h.digest, 12)) END",
+     True),
+    ("Caliper configuration", "s.environment->>'caliper'", True),
+    ("Caliper version", "r.caliper_version", False),
+    ("compiler", "r.compiler", True),
+    ("hosts", "coalesce(r.metadata->>'hostlist', r.metadata->>'hostname')", False),
+)
+
+_judging_canaries = threading.local()
+
+
+def attach(conn: psycopg.Connection, findings: list, rows: list[tuple], campaign: int, *, baseline: int,
+           min_effect: float, alpha: float) -> None:
+    """Sets `attribution` on every regression and improvement: what differs, the regions moved and the cause.
+    ROWS are the gate's measured rows (series_id, window, campaign_id, started_at, run_id, value) of these
+    findings."""
+    if getattr(_judging_canaries, "active", False):
+        return   # the canaries' own verdicts, asked for by classify: no attribution needed there
+    runs: dict[tuple, dict[str, list[int]]] = {}
+    for sid, window, cid, _started, run_id, _value in rows:
+        runs.setdefault((sid, window), {"baseline": [], "new": []})["new" if cid == campaign else "baseline"].append(run_id)
+    judged = [f for f in findings if f.verdict in MOVED and (f.series["series_id"], f.series["window"]) in runs]
+    if not judged:
+        return
+    every = sorted({r for f in judged for part in runs[(f.series["series_id"], f.series["window"])].values() for r in part})
+    attrs = _attributes(conn, every)
+    nodes = _nodes(conn, every)
+    canaries = None
+    for f in judged:
+        ids = runs[(f.series["series_id"], f.series["window"])]
+        f.attribution = {"differs": [], "same": {}, **_regions(nodes, ids, f.series["window"])}
+        for i, (label, _expr, in_key) in enumerate(ATTRIBUTES):
+            base = _values(attrs, ids["baseline"], i)
+            new = _values(attrs, ids["new"], i)
+            if not base and not new:
+                continue
+            if set(new) - set(base):
+                f.attribution["differs"].append({"what": label, "in_series_key": in_key, "baseline": base, "new": new})
+            else:
+                f.attribution["same"][label] = new[0] if len(new) == 1 else new
+        if canaries is None:
+            canaries = _canary_verdicts(conn, campaign, baseline, min_effect, alpha)
+        f.attribution.update(classify(f, canaries))
+
+
+def _attributes(conn: psycopg.Connection, run_ids: list[int]) -> dict[int, tuple]:
+    cols = ", ".join(expr for _, expr, _ in ATTRIBUTES)
+    q = (f"SELECT r.id, {cols} FROM runs r JOIN campaigns c ON c.id = r.campaign_id "
+         f"LEFT JOIN stacks st ON st.id = r.stack_id LEFT JOIN hardware_versions h ON h.id = r.hardware_id "
+         f"LEFT JOIN series s ON s.id = r.series_id WHERE r.id = ANY(%s)")
+    return {row[0]: row[1:] for row in conn.execute(q, (run_ids,))}
+
+
+def _values(attrs: dict[int, tuple], run_ids: list[int], i: int) -> list[str]:
+    """The distinct recorded values of attribute I over the runs, most runs first (None: not recorded, left out)."""
+    seen: dict[str, int] = {}
+    for r in run_ids:
+        v = attrs[r][i]
+        if v is not None:
+            seen[str(v)] = seen.get(str(v), 0) + 1
+    return sorted(seen, key=lambda v: (-seen[v], v))
+
+
+def _nodes(conn: psycopg.Connection, run_ids: list[int]) -> dict[int, dict]:
+    """Per run: its focus region per window, and its nodes' exclusive time averaged over ranks by path."""
+    out: dict[int, dict] = {r: {"focus": None, "nodes": {}} for r in run_ids}
+    for run_id, focus in conn.execute("SELECT run_id, focus_region FROM run_windows WHERE \"window\" = 'focus' "
+                                      "AND run_id = ANY(%s)", (run_ids,)):
+        out[run_id]["focus"] = focus
+    for run_id, path, excl in conn.execute("SELECT nm.run_id, n.path, nm.excl_avg FROM node_metrics nm "
+                                           "JOIN nodes n ON n.id = nm.node_id WHERE nm.run_id = ANY(%s)", (run_ids,)):
+        if excl is not None:
+            out[run_id]["nodes"][path] = excl
+    return out
+
+
+def _regions(nodes: dict[int, dict], ids: dict[str, list[int]], window: str) -> dict:
+    """The REGIONS nodes of the window whose median time moved most between baseline and new runs."""
+    every = ids["baseline"] + ids["new"]
+    focus = {nodes[r]["focus"] for r in every if nodes[r]["focus"]}
+    if window == "fom":
+        window = "focus" if focus else "run"
+    region = None
+    if window == "focus":
+        if len(focus) != 1:
+            return {"regions": [], "regions_note": "the runs have no single focus region to read nodes under"}
+        (region,) = focus
+
+    def inside(path: str) -> bool:
+        return region is None or region in path.split("/")
+
+    have = {r: {p: t for p, t in nodes[r]["nodes"].items() if inside(p)} for r in every}
+    base = [have[r] for r in ids["baseline"] if have[r]]
+    new = [have[r] for r in ids["new"] if have[r]]
+    if not base or not new:
+        missing = "baseline" if not base else "new"
+        return {"regions": [], "regions_note": f"no call tree stored for the {missing} runs "
+                                               f"(runs without a profile, or profiles without this window's nodes)"}
+    moved = []
+    for path in sorted(set().union(*base, *new)):
+        b = statistics.median(t.get(path, 0.0) for t in base)
+        n = statistics.median(t.get(path, 0.0) for t in new)
+        moved.append({"path": path, "baseline_s": b, "new_s": n, "change_s": n - b,
+                      "change": (n - b) / b if b else None})
+    moved.sort(key=lambda m: (-abs(m["change_s"]), m["path"]))
+    where = f"under {region}" if region else "of the whole run"
+    return {"regions": moved[:REGIONS], "regions_note": f"exclusive time, mean over ranks, median of "
+                                                        f"{len(base)} baseline and {len(new)} new runs, nodes {where}"}
+
+
+def _canary_verdicts(conn: psycopg.Connection, campaign: int, baseline: int, min_effect: float,
+                     alpha: float) -> list:
+    """The gate's findings on every canary series of the campaign (empty when none ran)."""
+    from commscope.gate import regressions
+    found = []
+    if not conn.execute("SELECT 1 FROM runs WHERE campaign_id = %s AND app = ANY(%s) LIMIT 1",
+                        (campaign, list(CANARY_APPS))).fetchone():
+        return found
+    _judging_canaries.active = True
+    try:
+        for app in CANARY_APPS:
+            for metric in (CANARY_METRIC, CANARY_FALLBACK_METRIC):
+                try:
+                    found += regressions.check(conn, metric, campaign, baseline, min_effect, alpha, app=app)
+                    break
+                except regressions.NotMeasured:
+                    continue
+                except ValueError:   # the FOM is stored in several contexts (IMB's): judge the loop time instead
+                    continue
+                except LookupError:  # no run of this canary in the campaign
+                    break
+    finally:
+        _judging_canaries.active = False
+    return found
+
+
+def classify(f, canaries: list) -> dict:
+    """The cause of a regression or improvement F: platform, software or unknown (the module's rule), with the
+    canaries it rests on."""
+    if f.series["app"] in CANARY_APPS:
+        return {"cause": "platform", "cause_reason": f"{f.series['app']} is a canary: it measures the transport alone",
+                "canaries": []}
+    mine = [c for c in canaries if all(c.series.get(k) == f.series.get(k) for k in MATCH)]
+    said = [{"series_id": c.series["series_id"], "label": c.label(), "metric": c.metric, "verdict": c.verdict,
+             "effect": c.effect} for c in mine]
+    where = ", ".join(f"{k} {f.series.get(k)}" for k in MATCH)
+    moved = [c for c in mine if c.verdict == f.verdict]
+    judged = [c for c in mine if c.verdict in ("regression", "improvement", "no change")]
+    if moved:
+        return {"cause": "platform", "canaries": said,
+                "cause_reason": f"the canary {moved[0].label()} shows a {f.verdict} too "
+                                f"({moved[0].metric} {moved[0].effect:+.1%}) in the same campaign"}
+    if judged:
+        return {"cause": "software", "canaries": said,
+                "cause_reason": f"the canary {judged[0].label()} shows {judged[0].verdict} "
+                                f"({judged[0].metric}) in the same campaign"}
+    why = (f"its canaries could not be judged ({', '.join(sorted({c.verdict for c in mine}))})" if mine
+           else "no canary (pingpong) of the same " + where + " ran in this campaign")
+    return {"cause": "unknown", "canaries": said, "cause_reason": why}
+
+
+# ---- what the outputs show -----------------------------------------------------------------------------
+
+def _short(values: list[str], n: int = 3) -> str:
+    shown = ", ".join(values[:n])
+    return shown + (f" (+{len(values) - n} more)" if len(values) > n else "")
+
+
+def lines(f) -> list[str]:
+    """The attribution of a finding as text lines (for the table, JUnit's failure message and Markdown)."""
+    a = getattr(f, "attribution", None)
+    if not a:
+        return []
+    out = []
+    if a.get("cause"):
+        out.append(f"cause: {a['cause']} ({a['cause_reason']})")
+    for d in a["differs"]:
+        key = " [in the series key]" if d["in_series_key"] else ""
+        out.append(f"differs: {d['what']}{key}: {_short(d['baseline']) or 'not recorded'} -> "
+                   f"{_short(d['new']) or 'not recorded'}")
+    if not a["differs"]:
+        out.append("differs: nothing recorded differs between the baseline and the new runs")
+    if a["regions"]:
+        out.append(f"regions moved most ({a['regions_note']}):")
+        for m in a["regions"]:
+            rel = f", {m['change']:+.1%}" if m["change"] is not None else ""
+            out.append(f"  {m['path']}: {m['baseline_s']:.6g} s -> {m['new_s']:.6g} s ({m['change_s']:+.6g} s{rel})")
+    else:
+        out.append(f"regions moved: none ({a['regions_note']})")
+    return out

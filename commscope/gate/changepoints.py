@@ -1,0 +1,311 @@
+"""Change points over each series' whole history (issue 18).
+
+The regression gate (regressions.py) asks one question per campaign: are this campaign's runs worse than the
+campaigns just before? A change point asks another, over all of a series' runs: where did its level move? That
+finds shifts the gate misses (a slow drift, a change that needs several nights of runs to be significant) and
+says when they began.
+
+The detector is Apache Otava's E-divisive (`otava.analysis.compute_change_points`, Hunter's variant: E-divisive
+over sliding windows, then a merge step that keeps a change point only when Student's t-test of the two levels
+it separates is significant at ALPHA and the relative change is above MIN_MAGNITUDE). A series' points are its ok
+runs' values of one v_run_metrics column, in start-time order (run id breaks ties), on its focus window when any
+of its runs has one, else on its run window (the window the dashboards show). Partial and failed runs are no
+points, and a run that did not measure the metric (NULL) is none either.
+
+Incremental: a series is recomputed when its ok runs are no longer those its stored change points were computed
+from (change_point_state: their count and largest id), i.e. it got new runs or some were re-ingested or removed.
+Such a series is recomputed over its whole history, not a tail: Otava's E-divisive splits and merges over the
+whole series, so a new run can move or remove an older change point, and a whole-series recompute of one series
+costs milliseconds (commscope/README.md, Change points, has the measurements). Series without new runs are not
+read at all.
+
+As runs arrive: `commscope ingest`, once its campaign is committed, recomputes the series that campaign's runs
+belong to (after_ingest), for time_s and every metric the store already keeps change points of; no other series
+is read."""
+from __future__ import annotations
+
+import dataclasses
+import math
+import time as _time
+from importlib import metadata
+
+import psycopg
+from psycopg import sql
+
+from commscope.store import db
+from commscope.gate.regressions import ALIASES, METRICS
+
+ALPHA = 0.01          # Otava's max_pvalue: the merge step's t-test level (the gate's default alpha)
+MIN_MAGNITUDE = 0.05  # Otava's min_magnitude: the smallest relative change kept (the gate's min_effect)
+WINDOW_LEN = 50       # Otava's window_len: E-divisive's sliding window over the series, in runs (Otava's default)
+MIN_LEVEL = 2         # runs a level needs, but the newest level (detect)
+LOCK = "commscope.gate.changepoints"
+
+
+def method() -> str:
+    """The library, its version and the parameters, stored with every change point."""
+    try:
+        version = metadata.version("apache-otava")
+    except metadata.PackageNotFoundError:
+        version = "?"
+    return (f"apache-otava {version} e-divisive (split/merge, t-test) max_pvalue={ALPHA:g} "
+            f"min_magnitude={MIN_MAGNITUDE:g} window_len={WINDOW_LEN}")
+
+
+class MissingLibrary(RuntimeError):
+    """Apache Otava is not installed."""
+
+
+def _otava():
+    try:
+        from otava.analysis import compute_change_points
+    except ImportError as e:
+        raise MissingLibrary(f"change points need Apache Otava ({e}): pip install 'commscope[changepoints]'") from None
+    return compute_change_points
+
+
+def canonical_metric(metric: str) -> str:
+    """The v_run_metrics column a --metric names; FOMs have no change points (yet)."""
+    metric = ALIASES.get(metric, metric)
+    if metric not in METRICS:
+        raise ValueError(f"no change points for metric {metric!r}: choose a v_run_metrics column "
+                         f"({', '.join(METRICS)})")
+    return metric
+
+
+@dataclasses.dataclass
+class Level:
+    """One change point found in a list of values: the index of the first value of the new level, and the two
+    levels it separates (back to the previous change point, up to the next)."""
+    index: int
+    p_value: float
+    n_before: int
+    n_after: int
+    mean_before: float
+    mean_after: float
+    stddev_before: float
+    stddev_after: float
+
+
+def detect(values: list[float], alpha: float = ALPHA, min_magnitude: float = MIN_MAGNITUDE,
+           window_len: int = WINDOW_LEN) -> list[Level]:
+    """Otava's change points of VALUES (in order), as Levels, by index.
+
+    A level holds at least MIN_LEVEL runs, except the newest, which may hold the newest run alone: one run at the
+    start or between two change points is an outlier that no later run can confirm, while a single newest run is
+    what the series shows so far (a later recompute drops it if the next runs return to the old level). A change
+    point that leaves a shorter level is removed and the remaining ones are tested again with Otava's own merge
+    step (t-test at ALPHA, MIN_MAGNITUDE)."""
+    if len(values) < 3:
+        return []
+    compute = _otava()
+    from otava.analysis import TTestSignificanceTester, merge
+    series = [float(v) for v in values]
+    cps, _weak = compute(series, window_len=window_len, max_pvalue=alpha, min_magnitude=min_magnitude)
+    tester = TTestSignificanceTester(alpha)
+    while True:
+        cuts = [0] + [int(c.index) for c in cps] + [len(series)]
+        short = [i for i, c in enumerate(cps) if cuts[i + 1] - cuts[i] < MIN_LEVEL
+                 or (cuts[i + 2] - cuts[i + 1] < MIN_LEVEL and i + 1 < len(cps))]
+        if not short:
+            break
+        del cps[short[0]]
+        intervals = tester.get_intervals(cps)
+        cps = merge([tester.change_point(c.to_candidate(), series, intervals) for c in cps], series, alpha,
+                    min_magnitude)
+    cuts = [0] + [int(c.index) for c in cps] + [len(series)]
+    out = []
+    for i, c in enumerate(cps, 1):
+        s = c.stats
+        out.append(Level(int(c.index), float(s.pvalue), cuts[i] - cuts[i - 1], cuts[i + 1] - cuts[i],
+                         float(s.mean_1), float(s.mean_2), float(s.std_1), float(s.std_2)))
+    return out
+
+
+# ---- the store -------------------------------------------------------------------
+
+def _fingerprints(conn: psycopg.Connection, series_ids: list[int] | None) -> dict[int, tuple[int, int]]:
+    """series_id -> (ok runs, largest ok run id), in SQL; for the given series or every series."""
+    where = "AND series_id = ANY(%(ids)s)" if series_ids is not None else ""
+    rows = conn.execute(f"SELECT series_id, count(*), max(id) FROM runs WHERE status = 'ok' "
+                        f"AND series_id IS NOT NULL {where} GROUP BY series_id", {"ids": series_ids})
+    return {sid: (n, mx) for sid, n, mx in rows}
+
+
+def stale_series(conn: psycopg.Connection, metric: str, series_ids: list[int] | None = None) -> list[int]:
+    """The series whose change points of METRIC were computed from other ok runs than they have now (or with
+    another method), or never; and series whose runs are gone but whose rows remain."""
+    now = _fingerprints(conn, series_ids)
+    where = "AND series_id = ANY(%(ids)s)" if series_ids is not None else ""
+    state = {sid: (n, mx, m) for sid, n, mx, m in conn.execute(
+        f"SELECT series_id, runs, max_run_id, method FROM change_point_state WHERE metric = %(metric)s {where}",
+        {"metric": metric, "ids": series_ids})}
+    me = method()
+    stale = [sid for sid, fp in now.items() if sid not in state or state[sid][:2] != fp or state[sid][2] != me]
+    gone = [sid for sid in state if sid not in now]
+    return sorted(stale + gone)
+
+
+def series_points(conn: psycopg.Connection, series_id: int, metric: str) -> tuple[str | None, list[tuple]]:
+    """(window, [(run_id, campaign_id, started_at, value)]) of one series: its ok runs that measured METRIC,
+    in start-time order, on its focus window when any run has one there, else its run window."""
+    q = sql.SQL("""SELECT w."window", r.id, r.campaign_id, r.started_at, w.{col}
+FROM runs r JOIN run_windows w ON w.run_id = r.id
+WHERE r.series_id = %s AND r.status = 'ok' AND w.{col} IS NOT NULL
+ORDER BY r.started_at, r.id""").format(col=sql.Identifier(metric))
+    rows = conn.execute(q, (series_id,)).fetchall()
+    windows = {r[0] for r in rows}
+    window = "focus" if "focus" in windows else ("run" if "run" in windows else None)
+    return window, [r[1:] for r in rows if r[0] == window]
+
+
+def recompute_series(conn: psycopg.Connection, series_id: int, metric: str) -> int:
+    """Replace one series' change points of METRIC by those of its whole history now; returns how many. A change
+    point found again at the same run keeps when and with which campaign it was first found."""
+    with conn.transaction():
+        db.writer_session(conn)
+        conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s), %s)", (LOCK, series_id))
+        fp = _fingerprints(conn, [series_id]).get(series_id)
+        window, points = series_points(conn, series_id, metric) if fp else (None, [])
+        found = detect([float(p[3]) for p in points]) if points else []
+        kept = {r[0]: (r[1], r[2]) for r in conn.execute(
+            "SELECT run_id, detected_at, detected_campaign FROM change_points WHERE series_id = %s AND metric = %s",
+            (series_id, metric))}
+        conn.execute("DELETE FROM change_points WHERE series_id = %s AND metric = %s", (series_id, metric))
+        newest_campaign = max((p[1] for p in points), default=None)
+        worse_higher = METRICS[metric] == "lower"
+        me = method()
+        for lv in found:
+            run_id, campaign_id, started, _ = points[lv.index]
+            change = lv.mean_after / lv.mean_before - 1 if lv.mean_before else None
+            up = lv.mean_after > lv.mean_before
+            direction = "regression" if up == worse_higher else "improvement"
+            first_at, first_campaign = kept.get(run_id, (None, newest_campaign))
+            conn.execute(
+                "INSERT INTO change_points (series_id, metric, \"window\", run_id, campaign_id, \"time\", "
+                "previous_time, n_before, n_after, mean_before, mean_after, stddev_before, stddev_after, change, "
+                "direction, p_value, method, detected_at, detected_campaign) VALUES (%s, %s, %s, %s, %s, %s, %s, "
+                "%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, coalesce(%s, now()), %s)",
+                (series_id, metric, window, run_id, campaign_id, started, points[lv.index - 1][2], lv.n_before,
+                 lv.n_after, lv.mean_before, lv.mean_after, lv.stddev_before, lv.stddev_after, change, direction,
+                 lv.p_value, me, first_at, first_campaign))
+        if fp:
+            conn.execute(
+                "INSERT INTO change_point_state (series_id, metric, runs, max_run_id, points, method) "
+                "VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (series_id, metric) DO UPDATE SET runs = EXCLUDED.runs, "
+                "max_run_id = EXCLUDED.max_run_id, points = EXCLUDED.points, method = EXCLUDED.method, "
+                "computed_at = now()", (series_id, metric, fp[0], fp[1], len(points), me))
+        else:
+            conn.execute("DELETE FROM change_point_state WHERE series_id = %s AND metric = %s", (series_id, metric))
+    return len(found)
+
+
+@dataclasses.dataclass
+class Update:
+    metric: str
+    series: int          # series recomputed
+    change_points: int   # change points those series have now
+    seconds: float
+
+
+def update(conn: psycopg.Connection, metrics=("time_s",), series_ids: list[int] | None = None,
+           full: bool = False) -> list[Update]:
+    """Recompute the change points of the series that got new runs (or all given/stored series with FULL), per
+    metric; series_ids limits it to those series."""
+    out = []
+    for metric in metrics:
+        metric = canonical_metric(metric)
+        t0 = _time.perf_counter()
+        if full:
+            ids = sorted(set(_fingerprints(conn, series_ids)) | {r[0] for r in conn.execute(
+                "SELECT series_id FROM change_point_state WHERE metric = %s", (metric,))
+                if series_ids is None or r[0] in series_ids})
+        else:
+            ids = stale_series(conn, metric, series_ids)
+        n = sum(recompute_series(conn, sid, metric) for sid in ids)
+        out.append(Update(metric, len(ids), n, _time.perf_counter() - t0))
+    return out
+
+
+def after_ingest(conn: psycopg.Connection, campaign_id: int) -> list[Update]:
+    """Recompute the change points of the series the campaign's runs belong to (those whose ok runs changed), for
+    time_s and every other metric the store keeps change points of; MissingLibrary without Otava."""
+    _otava()
+    ids = [r[0] for r in conn.execute("SELECT DISTINCT series_id FROM runs WHERE campaign_id = %s "
+                                      "AND series_id IS NOT NULL ORDER BY 1", (campaign_id,))]
+    if not ids:
+        return []
+    kept = {r[0] for r in conn.execute("SELECT DISTINCT metric FROM change_point_state")}
+    return update(conn, ["time_s", *sorted(kept - {"time_s"})], ids)
+
+
+def refresh_after_ingest(campaign_id: int, warn) -> None:
+    """after_ingest on its own connection, once the campaign is committed (`commscope ingest` and `commscope
+    run`). The runs are stored whatever happens here: a failure is a note through WARN, and `commscope
+    changepoints` catches up later."""
+    try:
+        with db.connect() as conn:
+            after_ingest(conn, campaign_id)
+    except MissingLibrary as e:
+        warn(f"change points not updated: {e}")
+    except (psycopg.Error, db.DBError) as e:
+        warn(f"the runs are stored, but updating their series' change points failed "
+             f"({db.masked(str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__)}); "
+             f"run 'commscope changepoints' to update them")
+
+
+COLUMNS = ("series_id", "metric", "window", "run_id", "campaign_id", "time", "previous_time", "n_before", "n_after",
+           "mean_before", "mean_after", "stddev_before", "stddev_after", "change", "direction", "p_value",
+           "detected_at", "detected_campaign", "series_label")
+
+
+def stored(conn: psycopg.Connection, metric: str | None = None, series_ids: list[int] | None = None) -> list[dict]:
+    """The stored change points (v_change_points), by series and time."""
+    cols = sql.SQL(", ").join(sql.Identifier(c) for c in COLUMNS)
+    q = sql.SQL("SELECT {} FROM v_change_points WHERE (%(metric)s::text IS NULL OR metric = %(metric)s) "
+                "AND (%(ids)s::int[] IS NULL OR series_id = ANY(%(ids)s)) ORDER BY series_id, metric, \"time\", run_id"
+                ).format(cols)
+    return [dict(zip(COLUMNS, r)) for r in conn.execute(q, {"metric": metric, "ids": series_ids})]
+
+
+def completed_by(conn: psycopg.Connection, campaign: int, metric: str, series_ids: list[int]) -> list[dict]:
+    """Change points of these series that the campaign completes: the new level starts with its runs, or the
+    series' history first showed the change when this campaign was its newest."""
+    return [c for c in stored(conn, canonical_metric(metric), series_ids)
+            if c["campaign_id"] == campaign or c["detected_campaign"] == campaign]
+
+
+def as_dict(c: dict) -> dict:
+    """One change point, machine-readable (JSON-safe)."""
+    out = {}
+    for k, v in c.items():
+        if hasattr(v, "isoformat"):
+            v = v.isoformat()
+        elif isinstance(v, float) and not math.isfinite(v):
+            v = None
+        out[k] = v
+    return out
+
+
+def describe(c: dict) -> str:
+    """One line: series, metric, how much, from which run and campaign, how significant."""
+    change = f"{c['change']:+.1%}" if c["change"] is not None else "?"
+    return (f"{c['series_label']} [{c['window']}]: {c['metric']} {change} ({c['direction']}), mean "
+            f"{c['mean_before']:.6g} over {c['n_before']} runs -> {c['mean_after']:.6g} over {c['n_after']} runs, "
+            f"from run {c['run_id']} of campaign {c['campaign_id']} ({c['time']:%Y-%m-%d %H:%M} UTC), "
+            f"p={c['p_value']:.2g}; first found with campaign {c['detected_campaign']}")
+
+
+def markdown(changes: list[dict]) -> str:
+    """A section for check's Markdown summary."""
+    if not changes:
+        return ""
+    lines = ["", "Change points this campaign completes (Apache Otava E-divisive over each series' history):", ""]
+    lines += [f"- `{describe(c)}`" for c in changes]
+    return "\n".join(lines) + "\n"
+
+
+def annotation_text(c: dict) -> str:
+    change = f"{c['change']:+.1%}" if c["change"] is not None else "?"
+    return (f"change point ({c['direction']}): {c['metric']} [{c['window']}] {change}, "
+            f"{c['mean_before']:.4g} -> {c['mean_after']:.4g} (p={c['p_value']:.2g}) #{c['series_id']}")

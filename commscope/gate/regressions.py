@@ -1,0 +1,591 @@
+"""The regression gate: for every series (docs/measurement-model.md: runs of equal application, parameters and
+environment, one series_id) in the judged campaign, compare its runs with the runs of the same series in the
+campaigns before it. Runs of another problem size, Caliper configuration or stack are other series, so they are
+never each other's baseline.
+
+The measurement is a column of v_run_metrics on the series' focus window where its judged runs have one (the
+workloads' timed loop), else on its run window, as the dashboards show a series (v_run_metrics_daily's `shown`); or
+a FOM (fom:NAME, or fom:NAME@CONTEXT for a FOM Ramble reports per context). Only runs with status 'ok' count:
+partial runs (ranks missing) and failed runs are neither baseline nor judged.
+
+The test has two levels, because runs of one night are not independent: a loaded night (another job, a
+slow node) slows all its runs together, so a test on runs alone reads one bad night as strong evidence (measured
+in bench/results/regression_accuracy.md: 2.9-7.3 % false alarms per series-night where 1 % was meant).
+- Runs: with three or more new samples a one-sided Mann-Whitney U test of the new runs against the baseline
+  window's runs, else a robust z-score (median and MAD of the baseline) of the new median.
+- Campaigns: the new campaign's median against the medians of the baseline campaigns (the between-night
+  spread), by Student's t for one new value against a sample (scipy.stats.ttest_ind of [new median] against
+  the baseline medians: the prediction interval of the next campaign), on log values (timings are skewed).
+A campaign is significantly worse when both levels give p < alpha AND the change is at least min_effect, so tiny
+but consistent shifts on a quiet machine do not fail a pipeline (Benchpark's gate is a fixed baseline x 1.05;
+min_effect=0.05 with alpha plays that role while ignoring noise).
+
+A shift must persist: the verdict is a regression (or improvement) only when the campaign before the judged one
+was also significantly worse (better) than the baseline before it. The first campaign of a shift is "suspect":
+one loaded night is what a shared machine gives now and then, and it cannot be told from a software change by its
+times alone; a change that stays is confirmed by the next campaign.
+
+Verdicts: regression, improvement, suspect (significant in the judged campaign alone), no change, no baseline
+(fewer than 3 earlier runs), and cannot tell: with these run counts the test cannot reach alpha at all (3 new
+against 6 baseline runs: Mann-Whitney's smallest one-sided p is 1/84 > 0.01), or the baseline has fewer than
+MIN_CAMPAIGNS campaigns, so the between-night spread is unknown; "no change" would be a claim the data cannot
+support, and the finding says how many runs or campaigns would make the level reachable.
+
+Which campaign: the one given (pipelines pass the id `commscope ingest` printed). Without one, the newest campaign
+with runs in the selection is judged only when every such campaign has one origin (the same kind of input and the
+same systems); on a store shared by pipelines of several systems or kinds the newest campaign may be another
+pipeline's, so the gate refuses and names --campaign (narrowing with --system also makes it one origin).
+
+Reading: only the judged campaign's runs and, per series, its `baseline` + 1 most recent earlier campaigns with a
+value (the baseline, and the one before it that the previous campaign is judged against) are read from the store,
+selected in SQL; history beyond that window never leaves the database."""
+from __future__ import annotations
+
+import functools
+import json
+import math
+import statistics
+from dataclasses import dataclass
+
+import psycopg
+from psycopg import sql
+
+# v_run_metrics columns the gate can judge, and which way is worse.
+METRICS = {"time_s": "lower", "mpi_time_avg_s": "lower", "mpi_time_max_s": "lower", "mpi_fraction_avg": "lower",
+           "mpi_fraction_slowest": "lower", "user_time_avg_s": "lower", "mpi_sync_time_avg_s": "lower",
+           "load_balance": "higher", "communication_efficiency": "higher", "parallel_efficiency": "higher"}
+# The names the gate had before the measurement model, for pipelines that still pass them.
+ALIASES = {"wall_time": "time_s", "mpi_time_avg": "mpi_time_avg_s"}
+# What a selection may filter on: v_runs columns (the dashboards' template variables).
+FILTERS = ("system", "app", "workload", "variant", "stack", "interconnect", "ranks")
+# What a finding says about its series (v_runs columns of its newest run), for the label and the annotation.
+DESCRIBE = FILTERS + ("global_size",)
+LOWER_BETTER_UNITS = {"s", "ms", "us", "ns", "sec", "msec", "usec", "nsec", "seconds"}  # usec: IMB through Ramble
+
+
+MANN_WHITNEY_FROM = 3   # new runs from which the Mann-Whitney test is used (else the robust z-score)
+MIN_BASELINE = 3        # earlier runs below which there is no baseline
+MIN_CAMPAIGNS = 3       # baseline campaigns the between-campaign test needs (its spread has MIN_CAMPAIGNS - 1 df)
+SEARCH_LIMIT = 1000     # the largest run count runs_needed looks at
+
+
+@dataclass
+class Finding:
+    series: dict          # series_id, key, parameters, environment, window, and DESCRIBE's columns
+    metric: str
+    verdict: str          # regression | improvement | suspect | no change | cannot tell | no baseline
+    baseline_median: float | None
+    new_median: float | None
+    effect: float | None  # relative change, positive = worse
+    p_value: float | None
+    n_baseline: int
+    n_new: int
+    time: object = None   # the newest run's start
+    campaign: int | None = None          # the campaign judged
+    smallest_p: float | None = None      # the smallest p-value the test can give with n_new and n_baseline runs
+    needs: dict | None = None            # cannot tell: {"new": runs, "baseline": runs} that make alpha reachable,
+    #                                      or {"campaigns": baseline campaigns} the between-campaign test needs
+    n_campaigns: int | None = None       # baseline campaigns
+    campaign_p: float | None = None      # the judged campaign's median against the baseline campaigns' medians
+    previous: str | None = None          # the campaign before: "worse", "better" or "same" against its own baseline
+    attribution: dict | None = None      # regression, improvement: what differs, regions moved, cause (attribution.py)
+
+    def label(self) -> str:
+        """As the dashboards name a series (v_run_metrics_daily.series_label) and the window judged."""
+        s = self.series
+        variant = f" {s['variant']}" if s["variant"] else ""
+        size = f" {s['global_size']}" if s["global_size"] else ""
+        return (f"{s['system'] or 'unknown'} {s['app']}{variant} {s['stack'] or 'unknown'} {s['interconnect']} "
+                f"n{s['ranks']}{size} #{s['series_id']} [{s['window']}]")
+
+    def reason(self, alpha: float, min_effect: float) -> str:
+        """One sentence: why this verdict."""
+        if self.verdict == "no baseline":
+            return (f"{self.n_baseline} earlier runs of this series; the gate needs at least {MIN_BASELINE}")
+        change = f"{self.effect:+.1%}" if self.effect is not None and math.isfinite(self.effect) else "?"
+        said = (f"{self.metric} {change} against the median of {self.n_baseline} earlier runs "
+                f"({self.n_new} new, p={self.p_value:.2g})")
+        if self.verdict == "cannot tell" and self.needs and self.needs.get("campaigns"):
+            return (f"cannot tell: the baseline has {self.n_campaigns} campaigns; the between-campaign test needs "
+                    f"{self.needs['campaigns']} (the spread between nights is unknown before); {said}")
+        if self.verdict == "cannot tell":
+            more = []
+            if self.needs and self.needs.get("new"):
+                more.append(f"{self.needs['new']} new runs")
+            if self.needs and self.needs.get("baseline"):
+                more.append(f"{self.needs['baseline']} baseline runs")
+            need = (" or ".join(more) if more else f"more than {SEARCH_LIMIT} runs")
+            return (f"cannot tell: with {self.n_new} new and {self.n_baseline} baseline runs the test's smallest "
+                    f"p-value is {self.smallest_p:.3g}, not below alpha={alpha:g}; it needs {need}; {said}")
+        between = (f"; campaign median against {self.n_campaigns} baseline campaigns' p={self.campaign_p:.2g}"
+                   if self.campaign_p is not None else "")
+        if self.verdict == "suspect":
+            way = "worse" if (self.effect or 0) > 0 else "better"
+            return (f"suspect: {way} in this campaign alone, not yet in the one before (a shift counts when it "
+                    f"persists over 2 campaigns): {said}{between}")
+        if self.verdict == "no change":
+            return f"no change of at least {min_effect:.0%} that is significant at alpha={alpha:g}: {said}{between}"
+        if self.verdict in ("regression", "improvement"):
+            return f"{self.verdict}: {said}{between}; the campaign before too"
+        return f"{self.verdict}: {said}"
+
+
+class NotMeasured(LookupError):
+    """The judged campaign has successful runs in the selection, but none of them measured the metric (an MPI
+    fraction of runs made without MPI wrapping, say): there is nothing to judge on it, which is not an error
+    of the selection."""
+
+
+def _mann_whitney_greater(new: list[float], base: list[float]) -> float:
+    from scipy.stats import mannwhitneyu
+    return float(mannwhitneyu(new, base, alternative="greater").pvalue)
+
+
+def _robust_z_p(new_med: float, base: list[float]) -> float:
+    med = statistics.median(base)
+    mad = statistics.median(abs(x - med) for x in base) * 1.4826
+    if mad == 0:
+        return 0.0 if new_med > med else 1.0
+    z = (new_med - med) / mad
+    return 0.5 * math.erfc(z / math.sqrt(2))  # one-sided normal tail
+
+
+@functools.lru_cache(maxsize=4096)
+def smallest_p(n_new: int, n_base: int) -> float:
+    """The smallest one-sided p-value the gate's test can give with these run counts: scipy's Mann-Whitney, called
+    as the gate calls it, on samples that do not overlap at all (every new value above every baseline value), so
+    its own distribution decides; the robust z-score (fewer than 3 new runs) reaches any level."""
+    if n_new < MANN_WHITNEY_FROM:
+        return 0.0
+    return _mann_whitney_greater([float(n_base + i) for i in range(n_new)], [float(i) for i in range(n_base)])
+
+
+def runs_needed(n_new: int, n_base: int, alpha: float) -> dict:
+    """The fewest new runs (with these baseline runs), and the fewest baseline runs (with these new runs), that make
+    p < alpha reachable; None where even SEARCH_LIMIT runs would not."""
+    new = next((k for k in range(max(n_new, MANN_WHITNEY_FROM), SEARCH_LIMIT + 1) if smallest_p(k, n_base) < alpha),
+               None)
+    base = next((k for k in range(n_base, SEARCH_LIMIT + 1) if smallest_p(n_new, k) < alpha), None)
+    return {"new": new, "baseline": base}
+
+
+def _monotone(values: list[float]) -> list[float]:
+    """Log values where all are positive (timings are skewed: a loaded night is a factor, not an offset), -log(-x)
+    where all are negative (a higher-is-better metric, negated), else the values; order is kept, so larger is
+    still worse."""
+    if all(v > 0 for v in values):
+        return [math.log(v) for v in values]
+    if all(v < 0 for v in values):
+        return [-math.log(-v) for v in values]
+    return list(values)
+
+
+def campaign_p(new_median: float, base_medians: list[float]) -> float:
+    """One-sided p that a campaign median this large comes from the baseline campaigns' distribution: Student's t
+    for one new value against a sample, the t prediction interval (what scipy.stats.ttest_ind of [new] against
+    the baseline medians gives, with len(base) - 1 degrees of freedom; computed here through scipy.stats.t,
+    which is 100x faster than ttest_ind's checks for the many series a check judges), on _monotone values."""
+    from scipy.stats import t as student_t
+    y = _monotone([new_median, *base_medians])
+    base = y[1:]
+    sd = statistics.stdev(base)
+    if sd == 0:
+        return 0.0 if y[0] > base[0] else 1.0
+    k = len(base)
+    return float(student_t.sf((y[0] - statistics.fmean(base)) / (sd * math.sqrt(1 + 1 / k)), k - 1))
+
+
+def _flat(campaigns: list[list[float]]) -> list[float]:
+    return [v for c in campaigns for v in c]
+
+
+def _moved(new: list[float], base: list[list[float]], min_effect: float, alpha: float,
+           quick: bool = False) -> tuple[str | None, dict]:
+    """Whether NEW's runs are significantly worse ('worse') or better ('better') than the BASE campaigns' runs,
+    at both levels (runs, campaign medians), by at least min_effect; None when neither; with the numbers of the
+    side the medians moved to (the only side that can pass). QUICK: only the verdict is needed, so a change below
+    min_effect is not tested."""
+    flat = _flat(base)
+    nm, bm = statistics.median(new), statistics.median(flat)
+    effect = (nm - bm) / abs(bm) if bm else (math.inf if nm > bm else 0.0)
+    worse = effect >= 0
+    out = {"effect": effect, "p": None, "campaign_p": None}
+    if quick and abs(effect) < min_effect:
+        return None, out
+    sign = 1.0 if worse else -1.0
+    signed_new, signed_flat = [sign * x for x in new], [sign * x for x in flat]
+    if len(new) >= MANN_WHITNEY_FROM:
+        out["p"] = _mann_whitney_greater(signed_new, signed_flat)
+    else:
+        out["p"] = _robust_z_p(sign * nm, signed_flat)
+    if len(base) >= MIN_CAMPAIGNS:
+        out["campaign_p"] = campaign_p(sign * nm, [sign * statistics.median(c) for c in base])
+    if (out["campaign_p"] is not None and out["p"] < alpha and out["campaign_p"] < alpha
+            and abs(effect) >= min_effect):
+        return ("worse" if worse else "better"), out
+    return None, out
+
+
+@dataclass
+class Judgement:
+    verdict: str
+    effect: float | None
+    p_value: float | None           # the runs' test of the judged campaign (the larger of its two levels' p)
+    campaign_p: float | None = None
+    n_campaigns: int = 0            # baseline campaigns
+    previous: str | None = None     # the campaign before, against its own baseline: worse, better, same
+
+
+def judge(new: list[float], earlier: list[list[float]], min_effect: float, alpha: float,
+          baseline: int = 10) -> Judgement:
+    """The verdict on NEW (one campaign's values, larger is worse) given EARLIER campaigns' values (oldest first,
+    the newest last; up to baseline + 1 are used). The baseline is the `baseline` newest: NEW moved against it
+    alone is suspect. A regression (improvement) is a shift that persists: the newest earlier campaign and NEW
+    both moved the same way against the `baseline` campaigns before that one (so the shift's first night is not
+    in the baseline it is judged against)."""
+    base = earlier[-baseline:] if baseline else []
+    flat = _flat(base)
+    if len(flat) < MIN_BASELINE or not new:
+        return Judgement("no baseline", None, None, n_campaigns=len(base))
+    moved, x = _moved(new, base, min_effect, alpha)
+    c = x["campaign_p"]
+    j = Judgement("no change", x["effect"], max(x["p"], c) if c is not None else x["p"], c, len(base))
+    if smallest_p(len(new), len(flat)) >= alpha:
+        j.verdict, j.p_value = "cannot tell", x["p"]
+        return j
+    if len(base) < MIN_CAMPAIGNS:
+        j.verdict = "cannot tell"
+        return j
+    # persistence: the campaign before and this one, both against the baseline before them
+    before = earlier[:-1][-baseline:]
+    pair = None
+    if len(_flat(before)) >= MIN_BASELINE and len(before) >= MIN_CAMPAIGNS:
+        prev, _ = _moved(earlier[-1], before, min_effect, alpha, quick=True)
+        j.previous = prev or "same"
+        if prev is not None and _moved(new, before, min_effect, alpha, quick=True)[0] == prev:
+            pair = prev
+    if pair is not None:
+        j.verdict = "regression" if pair == "worse" else "improvement"
+    elif moved is not None:
+        j.verdict = "suspect"
+    return j
+
+
+def compare(new: list[float], earlier: list[list[float]], min_effect: float, alpha: float,
+            baseline: int = 10) -> tuple[str, float | None, float | None]:
+    """(verdict, effect, p) for values where larger is worse: judge's, for callers that need only those."""
+    j = judge(new, earlier, min_effect, alpha, baseline)
+    return j.verdict, j.effect, j.p_value
+
+
+def canonical_metric(metric: str) -> str:
+    """The v_run_metrics column (or fom:NAME) a --metric names."""
+    metric = ALIASES.get(metric, metric)
+    if metric.startswith("fom:") or metric in METRICS:
+        return metric
+    raise ValueError(f"unknown metric {metric!r}; choose a v_run_metrics column ({', '.join(METRICS)}), "
+                     f"{', '.join(f'{a} (= {c})' for a, c in ALIASES.items())}, or fom:NAME")
+
+
+def _fom_and_context(conn: psycopg.Connection, spec: str) -> tuple[str, str | None]:
+    """(FOM name, context) of fom:NAME or fom:NAME@CONTEXT. A FOM stored in several contexts (migration 0015:
+    one IMB latency per message size) must name one; values of different contexts are no one series."""
+    name, at, context = spec, "", None
+    if "@" in spec and not conn.execute("SELECT 1 FROM foms WHERE name = %s LIMIT 1", (spec,)).fetchone():
+        name, at, context = spec.partition("@")
+    contexts = sorted((r[0] for r in conn.execute("SELECT DISTINCT context FROM foms WHERE name = %s", (name,))),
+                      key=lambda c: (c is not None, str(c)))
+    if at and context not in contexts:
+        raise ValueError(f"FOM {name!r} has no context {context!r} in the store"
+                         + (f" (it has: {', '.join(map(str, contexts[:8]))})" if contexts else ""))
+    if not at and len(contexts) > 1:
+        raise ValueError(f"FOM {name!r} is stored in {len(contexts)} contexts ({', '.join(map(str, contexts[:8]))}"
+                         f"{', ...' if len(contexts) > 8 else ''}); name one: fom:{name}@{contexts[-1]}")
+    if not at and contexts:
+        context = contexts[0]   # its one context
+    return name, context
+
+
+def _measurements(conn: psycopg.Connection, metric: str, where: dict) -> tuple[sql.Composable, dict, str]:
+    """A SELECT of (series_id, window, campaign_id, started_at, run_id, value, system_id) over the ok runs with a
+    series in the selection, not run (the callers narrow it to the rows they need), its named parameters, and the
+    metric's direction. v_runs is joined only when the selection filters on its columns."""
+    clauses, params = [sql.SQL("r.status = 'ok'"), sql.SQL("r.series_id IS NOT NULL")], {}
+    for k, v in where.items():
+        if v is not None:
+            clauses.append(sql.SQL("v.{} = {}").format(sql.Identifier(k), sql.Placeholder(f"f_{k}")))
+            params[f"f_{k}"] = v
+    selected = sql.SQL(" AND ").join(clauses)
+    described = sql.SQL("JOIN v_runs v ON v.run_id = r.id" if params else "")
+    if metric.startswith("fom:"):
+        name, context = _fom_and_context(conn, metric[4:])
+        units = {r[0] for r in conn.execute("SELECT DISTINCT unit FROM foms WHERE name = %s AND context IS NOT "
+                                            "DISTINCT FROM %s", (name, context))}
+        if not units:
+            raise ValueError(f"no FOM named {name!r} in the store")
+        direction = "lower" if units <= LOWER_BETTER_UNITS else "higher" if all("/s" in (u or "") for u in units) else None
+        if direction is None:
+            raise ValueError(f"FOM {name!r} has units {sorted(map(str, units))}: cannot tell whether larger is worse")
+        # A FOM is the workload's own figure: no window of commscope's.
+        q = sql.SQL("SELECT r.series_id, 'fom'::text AS \"window\", r.campaign_id, r.started_at, r.id AS run_id, "
+                    "f.value, r.system_id FROM runs r {} JOIN foms f ON f.run_id = r.id "
+                    "WHERE f.name = %(fom)s AND f.context IS NOT DISTINCT FROM %(fom_context)s AND {}"
+                    ).format(described, selected)
+        return q, {**params, "fom": name, "fom_context": context}, direction
+    q = sql.SQL("SELECT r.series_id, w.\"window\", r.campaign_id, r.started_at, r.id AS run_id, w.{col} AS value, "
+                "r.system_id FROM runs r JOIN run_windows w ON w.run_id = r.id {described} "
+                "WHERE {selected}").format(col=sql.Identifier(metric), described=described, selected=selected)
+    return q, params, METRICS[metric]
+
+
+def _values(conn: psycopg.Connection, metric: str, where: dict) -> tuple[list[tuple], str]:
+    """Every row (series_id, window, campaign_id, started_at, run_id, value) of the metric in the selection, and its
+    direction: for inspecting what the gate would compare (the gate itself reads measured_rows' window only)."""
+    measured, params, direction = _measurements(conn, canonical_metric(metric), where)
+    q = sql.SQL("SELECT series_id, \"window\", campaign_id, started_at, run_id, value FROM ({}) m "
+                "WHERE value IS NOT NULL").format(measured)
+    return conn.execute(q, params).fetchall(), direction
+
+
+def newest_campaign(conn: psycopg.Connection, measured: sql.Composable, params: dict, metric: str) -> int:
+    """The campaign to judge when none is named: the newest with a value in the selection, if every campaign with
+    one has the same origin (campaign kind and systems); else LookupError naming --campaign and the candidates."""
+    q = sql.SQL("""SELECT m.campaign_id, c.kind, c.created_at, c.ci_pipeline, c.git_commit,
+       array_agg(DISTINCT coalesce(s.name, 'unknown') ORDER BY coalesce(s.name, 'unknown'))
+FROM ({measured}) m JOIN campaigns c ON c.id = m.campaign_id LEFT JOIN systems s ON s.id = m.system_id
+WHERE m.value IS NOT NULL
+GROUP BY m.campaign_id, c.kind, c.created_at, c.ci_pipeline, c.git_commit
+ORDER BY m.campaign_id DESC""").format(measured=measured)
+    rows = conn.execute(q, params).fetchall()
+    if not rows:
+        (old,) = conn.execute("SELECT count(*) FROM runs WHERE series_id IS NULL").fetchone()
+        hint = (f" ({old} runs stored before the measurement model have no series: re-ingest their files, "
+                f"v_runs_needing_reingest lists them)" if old else "")
+        raise LookupError(f"no successful runs with {metric} match; nothing to check{hint}")
+    newest_of: dict[tuple, tuple] = {}
+    for row in rows:   # newest first
+        newest_of.setdefault((row[1], tuple(row[5])), row)
+    if len(newest_of) > 1:
+        shown = "; ".join(f"campaign {cid} ({kind} on {', '.join(systems)}, stored {created:%Y-%m-%d %H:%M %Z}"
+                          f"{', pipeline ' + pipeline if pipeline else ''})"
+                          for cid, kind, created, pipeline, _commit, systems in list(newest_of.values())[:6])
+        raise LookupError(f"the store holds campaigns of {len(newest_of)} origins with {metric} in this selection, "
+                          f"so the newest need not be yours: name it with --campaign ID (the id `commscope ingest` "
+                          f"printed), or narrow the selection with --system. Newest of each: {shown}")
+    return rows[0][0]
+
+
+def measured_rows(conn: psycopg.Connection, measured: sql.Composable, params: dict, campaign: int,
+                  baseline: int) -> list[tuple]:
+    """Rows (series_id, window, campaign_id, started_at, run_id, value) of the judged campaign, and per series of
+    it the rows of its `baseline` most recent earlier campaigns with a value: nothing older is read. Each series
+    on one window: focus where its judged runs measured the metric there, else run. (A focus window taken from
+    a workload's timers has a time but no MPI fraction; the profile's run window may have one.)"""
+    q = sql.SQL("""WITH new AS (
+  SELECT * FROM ({measured}) m WHERE m.campaign_id = %(campaign)s
+), shown AS (
+  SELECT series_id, CASE WHEN bool_or("window" = 'focus' AND value IS NOT NULL) THEN 'focus'
+                         WHEN bool_or("window" = 'run') THEN 'run' ELSE min("window") END AS "window"
+  FROM new GROUP BY series_id
+), earlier AS (
+  SELECT s.series_id, s."window", e.campaign_id
+  FROM shown s CROSS JOIN LATERAL (
+    SELECT DISTINCT m.campaign_id FROM ({measured}) m
+    WHERE m.series_id = s.series_id AND m."window" = s."window" AND m.campaign_id < %(campaign)s
+      AND m.value IS NOT NULL
+    ORDER BY m.campaign_id DESC LIMIT %(baseline)s) e
+)
+SELECT n.series_id, n."window", n.campaign_id, n.started_at, n.run_id, n.value
+FROM new n JOIN shown USING (series_id, "window") WHERE n.value IS NOT NULL
+UNION ALL
+SELECT m.series_id, m."window", m.campaign_id, m.started_at, m.run_id, m.value
+FROM earlier e CROSS JOIN LATERAL (
+  SELECT * FROM ({measured}) m
+  WHERE m.series_id = e.series_id AND m.campaign_id = e.campaign_id AND m."window" = e."window"
+    AND m.value IS NOT NULL) m""").format(measured=measured)
+    return conn.execute(q, {**params, "campaign": campaign, "baseline": baseline}).fetchall()
+
+
+def check(conn: psycopg.Connection, metric: str = "time_s", campaign: int | None = None, baseline: int = 10,
+          min_effect: float = 0.05, alpha: float = 0.01, **where) -> list[Finding]:
+    """Findings for every series of the given campaign (or, without one, of the newest when it is unambiguous:
+    newest_campaign): its ok runs there against its ok runs in the `baseline` campaigns before it that have any."""
+    metric = canonical_metric(metric)
+    unknown = set(where) - set(FILTERS)
+    if unknown:
+        raise ValueError(f"cannot filter series by {', '.join(sorted(unknown))}; choose from {', '.join(FILTERS)}")
+    measured, params, direction = _measurements(conn, metric, where)
+    judged = campaign if campaign is not None else newest_campaign(conn, measured, params, metric)
+    rows = measured_rows(conn, measured, params, judged, baseline + 1)
+    if not any(r[2] == judged for r in rows):
+        q = sql.SQL("SELECT count(DISTINCT run_id) FROM ({}) m WHERE m.campaign_id = %(campaign)s").format(measured)
+        (unmeasured,) = conn.execute(q, {**params, "campaign": judged}).fetchone()
+        if unmeasured:
+            raise NotMeasured(f"campaign {judged}: none of its {unmeasured} successful runs in the selection measured "
+                              f"{metric} (NULL: not measured), so nothing is judged on it")
+        raise LookupError(f"campaign {judged} has no successful runs of {metric} matching the selection")
+    series: dict[tuple, dict[int, list]] = {}
+    last: dict[tuple, tuple] = {}   # the series' newest run in the judged campaign: (started_at, run_id)
+    for sid, window, cid, started, run_id, value in rows:
+        key = (sid, window)
+        series.setdefault(key, {}).setdefault(cid, []).append(float(value))
+        if cid == judged:
+            last[key] = max(last.get(key, (started, run_id)), (started, run_id))
+    described = _describe(conn, [run_id for _, run_id in last.values()])
+    sign = 1.0 if direction == "lower" else -1.0
+    findings = []
+    for key, by_campaign in sorted(series.items()):
+        earlier_ids = sorted(c for c in by_campaign if c != judged)
+        earlier = [[sign * v for v in by_campaign[c]] for c in earlier_ids]
+        base = [v for c in earlier_ids[-baseline:] for v in by_campaign[c]] if baseline else []
+        new = by_campaign[judged]
+        j = judge([sign * v for v in new], earlier, min_effect, alpha, baseline)
+        started, run_id = last[key]
+        f = Finding({"series_id": key[0], "window": key[1], **described[run_id]}, metric, j.verdict,
+                    statistics.median(base) if base else None, statistics.median(new),
+                    j.effect, j.p_value, len(base), len(new), started, judged, n_campaigns=j.n_campaigns,
+                    campaign_p=j.campaign_p, previous=j.previous)
+        if j.verdict != "no baseline":
+            f.smallest_p = smallest_p(len(new), len(base))
+        if j.verdict == "cannot tell":
+            f.needs = (runs_needed(len(new), len(base), alpha) if f.smallest_p >= alpha
+                       else {"campaigns": MIN_CAMPAIGNS})
+        findings.append(f)
+    # attribution compares the judged campaign with the baseline window, not the older campaign read for persistence
+    window = {key: {judged, *sorted(c for c in by_campaign if c != judged)[-baseline:]} if baseline else {judged}
+              for key, by_campaign in series.items()}
+    shown = [r for r in rows if r[2] in window[(r[0], r[1])]]
+    from commscope.gate import attribution
+    attribution.attach(conn, findings, shown, judged, baseline=baseline, min_effect=min_effect, alpha=alpha)
+    return findings
+
+
+def _describe(conn: psycopg.Connection, run_ids: list[int]) -> dict[int, dict]:
+    """DESCRIBE's columns of each run, and its series' key, parameters and environment."""
+    cols = sql.SQL(", ").join(sql.SQL("v.{}").format(sql.Identifier(c)) for c in DESCRIBE)
+    q = sql.SQL("SELECT v.run_id, s.key, s.parameters, s.environment, {} FROM v_runs v JOIN runs r ON r.id = v.run_id "
+                "JOIN series s ON s.id = r.series_id WHERE v.run_id = ANY(%s)").format(cols)
+    return {r[0]: {"key": r[1], "parameters": r[2], "environment": r[3], **dict(zip(DESCRIBE, r[4:]))}
+            for r in conn.execute(q, (run_ids,))}
+
+
+def annotate(conn: psycopg.Connection, findings: list[Finding]) -> int:
+    """One annotation per regression or improvement, shown by the dashboards; re-checking the same campaign
+    replaces its annotations (one per series, metric and time: tag series:ID)."""
+    n = 0
+    with conn.transaction():
+        for f in findings:
+            if f.verdict not in ("regression", "improvement"):
+                continue
+            tag = f"series:{f.series['series_id']}"
+            conn.execute("DELETE FROM annotations WHERE \"time\" = %s AND tags @> %s",
+                         (f.time, ["commscope-check", f.metric, tag]))
+            conn.execute("INSERT INTO annotations (\"time\", system, app, workload, variant, stack, interconnect, ranks, "
+                         "text, tags) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+                         (f.time, *(f.series[k] for k in FILTERS),
+                          f"{f.verdict}: {f.metric} [{f.series['window']}] {f.effect:+.1%} against the median of "
+                          f"{f.n_baseline} earlier runs of series #{f.series['series_id']} (p={f.p_value:.2g})",
+                          ["commscope-check", f.metric, f.verdict, tag]))
+            n += 1
+    return n
+
+
+# ---- what a pipeline reads: JSON, JUnit XML, Markdown --------------------------------------------------------
+
+def _number(v):
+    """A JSON number, or None for what was not measured or is not finite."""
+    return None if v is None or (isinstance(v, float) and not math.isfinite(v)) else v
+
+
+def as_dict(f: Finding, alpha: float, min_effect: float) -> dict:
+    """One finding, machine-readable; its series identified by key and parameters."""
+    s = f.series
+    return {"series_id": s["series_id"], "series_key": s["key"], "app": s["app"], "parameters": s["parameters"],
+            "environment": s["environment"], "window": s["window"], "label": f.label(),
+            **{k: s[k] for k in DESCRIBE if k != "app"},
+            "campaign": f.campaign, "metric": f.metric, "verdict": f.verdict,
+            "baseline_median": _number(f.baseline_median), "new_median": _number(f.new_median),
+            "effect": _number(f.effect), "p_value": _number(f.p_value), "smallest_p": _number(f.smallest_p),
+            "n_new": f.n_new, "n_baseline": f.n_baseline, "runs_needed": f.needs,
+            "n_baseline_campaigns": f.n_campaigns, "campaign_p": _number(f.campaign_p), "previous": f.previous,
+            "newest_run_started_at": f.time.isoformat() if f.time else None, "reason": f.reason(alpha, min_effect),
+            "attribution": f.attribution}
+
+
+SKIPPED = ("cannot tell", "no baseline", "suspect")
+
+
+def junit_xml(findings: list[Finding], alpha: float, min_effect: float) -> bytes:
+    """JUnit XML: one test suite per metric, one test case per series judged. A regression is a failure; cannot
+    tell and no baseline are skipped (not judged), and so is suspect (not confirmed yet: the next campaign
+    decides); no change and improvement pass."""
+    import xml.etree.ElementTree as ET
+    root = ET.Element("testsuites", name="commscope check")
+    metrics = list(dict.fromkeys(f.metric for f in findings))
+    for metric in metrics:
+        mine = [f for f in findings if f.metric == metric]
+        campaigns = sorted({str(f.campaign) for f in mine})
+        suite = ET.SubElement(root, "testsuite", name=f"commscope check {metric} campaign {', '.join(campaigns)}",
+                              tests=str(len(mine)), failures=str(sum(f.verdict == "regression" for f in mine)),
+                              skipped=str(sum(f.verdict in SKIPPED for f in mine)),
+                              errors="0")
+        props = ET.SubElement(suite, "properties")
+        for name, value in (("campaign", ", ".join(campaigns)), ("metric", metric), ("alpha", f"{alpha:g}"),
+                            ("min_effect", f"{min_effect:g}")):
+            ET.SubElement(props, "property", name=name, value=value)
+        for f in mine:
+            case = ET.SubElement(suite, "testcase", classname=f"commscope.check.{metric}", name=f.label())
+            reason = f.reason(alpha, min_effect)
+            if f.verdict == "regression":
+                from commscope.gate.attribution import lines
+                cause = f"; cause: {f.attribution['cause']}" if f.attribution and f.attribution.get("cause") else ""
+                ET.SubElement(case, "failure", type="regression", message=reason + cause).text = "\n".join(
+                    [reason, *lines(f)])
+            elif f.verdict == "suspect":
+                from commscope.gate.attribution import lines
+                cause = f"; cause: {f.attribution['cause']}" if f.attribution and f.attribution.get("cause") else ""
+                ET.SubElement(case, "skipped", message=reason + cause).text = "\n".join([reason, *lines(f)])
+            elif f.verdict in SKIPPED:
+                ET.SubElement(case, "skipped", message=reason)
+            out = ET.SubElement(case, "system-out")
+            out.text = json.dumps(as_dict(f, alpha, min_effect), default=str, indent=1)
+    total = sum(1 for _ in root.iter("testcase"))
+    root.set("tests", str(total))
+    root.set("failures", str(sum(f.verdict == "regression" for f in findings)))
+    root.set("skipped", str(sum(f.verdict in SKIPPED for f in findings)))
+    root.set("errors", "0")
+    return ET.tostring(root, encoding="utf-8", xml_declaration=True)
+
+
+ORDER = {"regression": 0, "suspect": 1, "cannot tell": 2, "improvement": 3, "no baseline": 4, "no change": 5}
+
+
+def markdown(findings: list[Finding], alpha: float, min_effect: float) -> str:
+    """A summary for a merge request comment or a job summary: counts, then every series, regressions first."""
+    counts = {v: sum(f.verdict == v for f in findings) for v in ORDER}
+    campaigns = ", ".join(sorted({str(f.campaign) for f in findings}))
+    metrics = ", ".join(dict.fromkeys(f.metric for f in findings))
+    head = "regressions" if counts["regression"] else "no regressions"
+    lines = [f"### commscope check: {head} in campaign {campaigns}", "",
+             f"{len(findings)} series on {metrics} (alpha {alpha:g}, smallest effect {min_effect:.0%}): "
+             + ", ".join(f"{n} {v}" for v, n in counts.items() if n), "",
+             "| verdict | series | metric | baseline median | new median | change | p | runs new / baseline |",
+             "|---|---|---|---:|---:|---:|---:|---:|"]
+    cell = lambda v: f"{v:.6g}" if v is not None else "–"  # noqa: E731
+    for f in sorted(findings, key=lambda f: (ORDER[f.verdict], f.metric, f.series["series_id"])):
+        change = f"{f.effect:+.1%}" if f.effect is not None and math.isfinite(f.effect) else "–"
+        p = f"{f.p_value:.2g}" if f.p_value is not None else "–"
+        label = f.label().replace("|", "\\|")
+        lines.append(f"| **{f.verdict}** | `{label}` | {f.metric} | {cell(f.baseline_median)} | {cell(f.new_median)} "
+                     f"| {change} | {p} | {f.n_new} / {f.n_baseline} |")
+    from commscope.gate.attribution import lines as attributed
+    moved = [f for f in findings if f.verdict in ("regression", "improvement", "suspect") and f.attribution]
+    if moved:
+        lines += ["", "What changed:"]
+        for f in sorted(moved, key=lambda f: (ORDER[f.verdict], f.metric, f.series["series_id"])):
+            lines += [f"- **{f.verdict}** `{f.label()}` ({f.metric}):"] + [f"  - {a}" for a in attributed(f)]
+    unsure = [f for f in findings if f.verdict in ("suspect", "cannot tell")]
+    if unsure:
+        lines += ["", "Suspect or cannot tell:"] + [f"- `{f.label()}`: {f.reason(alpha, min_effect)}"
+                                                     for f in unsure]
+    return "\n".join(lines) + "\n"

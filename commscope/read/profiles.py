@@ -1,0 +1,749 @@
+"""Caliper profiles -> records. One Profile per run, whatever the file layout:
+an aggregated runtime-profile/hatchet-region-profile (.cali with mpi.rank),
+per-rank files (rank-N.cali, use.mpi=false), spot, json-split, or a
+message-tracing aggregate (rank-N.cali keyed by mpi.rank, mpi.msg.dst).
+
+Any application's profile is read, not only commscope's workloads: regions are
+whatever nested attributes the application annotated (caliper-reader resolves
+them into `path`), and the rank count comes from the first of Adiak's
+`jobsize`, Caliper's `mpi.world.size`, the rank files or the largest
+`mpi.rank` + 1, or 1 for a profile without MPI (docs/add-your-application.md).
+
+Reading uses caliper-reader, the fastest of the field's readers; the numbers
+are cross-checked against Hatchet in the tests."""
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import os
+import re
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+from caliperreader import caliperstreamreader
+from caliperreader.readererror import ReaderError
+
+from commscope.read.contract import Output, parse_output
+
+TIME_ATTRS = ("sum#sum#time.duration", "sum#time.duration", "time")
+SPOT_PREFIX = "inclusive#sum#time.duration"
+SPOT_EXCL = "scale#sum#time.duration.ns"  # spot's exclusive time, in seconds despite the name
+# The groundwater study's MPI_SYNC group: barrier and wait-type time.
+MPI_SYNC = {"MPI_Barrier", "MPI_Wait", "MPI_Waitall", "MPI_Waitany", "MPI_Waitsome",
+            "MPI_Win_wait", "MPI_Win_fence", "MPI_Win_complete", "MPI_Ibarrier"}
+RANK_FILE = re.compile(r"rank-(\d+)\.cali$")
+
+
+# Caliper's comm.stats option, per comm region and rank: (our name, attribute, how ranks combine).
+COMM_STATS = (("sends", "sum#sum#total.send.count", "sum"), ("recvs", "sum#sum#total.recv.count", "sum"),
+              ("bytes_sent", "sum#sum#mpi.send.size", "sum"), ("bytes_recv", "sum#sum#mpi.recv.size", "sum"),
+              ("max_message", "max#max#mpi.send.size", "max"), ("dest_ranks", "max#max#total.dest.ranks", "max"),
+              ("src_ranks", "max#max#total.src.ranks", "max"), ("collectives", "max#max#total.coll.count", "sum"),
+              ("irecv_gap_min", "min#cs.irecv_gap.min", "min"), ("irecv_gap_avg", "avg#cs.irecv_gap.avg", "avg"),
+              ("irecv_gap_max", "max#cs.irecv_gap.max", "max"))
+
+
+class BadProfile(ValueError):
+    """A profile that cannot be ingested; the message names the file."""
+
+
+@dataclass
+class Profile:
+    """One run as read, with per-rank data held densely (one float per rank and call path), so
+    memory grows with paths x ranks at 8 bytes, not with the file's records."""
+    kind: str
+    files: list[Path]
+    content_hash: str
+    meta: dict
+    ranks: int
+    # path tuple -> exclusive seconds per rank (index = rank, 0 where the rank has no record)
+    excl: dict = field(default_factory=dict)
+    # path tuple -> which ranks have a record there
+    present: dict = field(default_factory=dict)
+    # path tuple -> calls summed over ranks (region.count), absent when not counted
+    calls: dict = field(default_factory=dict)
+    # spot only: path -> {min, max, avg, sum} of inclusive time across ranks
+    spot: dict = field(default_factory=dict)
+    # path tuple -> bytes sent, summed over ranks, from message tracing
+    bytes_sent: dict = field(default_factory=dict)
+    matrix: dict = field(default_factory=dict)   # (src, dst) -> [messages, bytes]
+    # comm region path -> comm.stats counters combined over ranks (see COMM_STATS)
+    comm: dict = field(default_factory=dict)
+    # seconds outside every region and outside MPI per rank (Caliper's records without a path)
+    outside: np.ndarray | None = None
+    # spot only: {min, max, avg, sum} across ranks of the time outside every region
+    spot_outside: dict | None = None
+    # whether Caliper wrapped MPI (profile.mpi): without it MPI time is not measured, not zero
+    mpi_profiled: bool = False
+    # ranks of the job that have no data (stored only with --allow-partial; the run is then 'partial')
+    missing_ranks: list = field(default_factory=list)
+    output: Output | None = None                  # the workload's stdout, when kept beside the profile
+    ranks_source: str = ""                        # where the rank count came from (see rank_count)
+    measured: np.ndarray | None = None            # which ranks have any record (bool per rank)
+
+    @functools.cached_property
+    def stats(self) -> dict:
+        """node_stats(self), computed once: interning and inserting both need it."""
+        return node_stats(self)
+
+    @property
+    def source(self) -> str:
+        return str(self.files[0].parent if len(self.files) > 1 else self.files[0])
+
+    @property
+    def measured_ranks(self) -> np.ndarray:
+        """The ranks with any record, ascending."""
+        return np.flatnonzero(self.measured) if self.measured is not None else np.zeros(0, dtype=np.int64)
+
+
+def file_hash(paths: list[Path]) -> str:
+    """The run's identity: its bytes. Names count only in a per-rank set,
+    where they carry the rank."""
+    h = hashlib.sha256()
+    for p in sorted(paths):
+        if len(paths) > 1:
+            h.update(p.name.encode() + b"\0")
+        h.update(p.read_bytes())
+    return h.hexdigest()
+
+
+# split_record's stand-ins for escaped separators and backslashes (Unicode private use; a line that already
+# holds one goes the upstream way)
+_ESCAPED = {",": "\ue001", "=": "\ue002", "\\": "\ue003", "n": "\n"}
+_ESCAPE = re.compile(r"\\(.)", re.S)
+_RESTORE = str.maketrans({"\ue001": ",", "\ue002": "=", "\ue003": "\\"})
+
+
+def split_record(line: str) -> dict:
+    """caliper-reader's record splitter, with a fast path: it walks every
+    character to honour backslash escapes, which was half of all ingest time.
+    Lines split on ',' and '=' with the same result (the tests compare both on
+    every fixture line); escaped characters stand in as private-use ones while
+    the line is split. A trailing empty value goes the upstream way."""
+    line = original = line.strip()
+    escaped = "\\" in line
+    if escaped:
+        if any(c in line for c in "\ue001\ue002\ue003"):
+            return caliperstreamreader._read_cali_record(original)
+        line = _ESCAPE.sub(lambda m: _ESCAPED.get(m.group(1), m.group(1)), line)
+    if line.endswith(("=", ",")) or escaped and "\\" in line:   # or a lone backslash at the end
+        return caliperstreamreader._read_cali_record(original)
+    out = {}
+    for entry in line.split(","):
+        key, *values = entry.split("=")
+        out[key.translate(_RESTORE) if escaped else key] = [v.translate(_RESTORE) for v in values] if escaped else values
+    return out
+
+
+class _StreamReader(caliperstreamreader.CaliperStreamReader):
+    """caliper-reader's stream reader with split_record (0.4.1's _process, otherwise unchanged)."""
+
+    def _process(self, line, process_record_fn=None):
+        record = split_record(line)
+        if "__rec" not in record:
+            raise ReaderError('"__rec" missing: ' + line)
+        kind = record["__rec"][0]
+        if kind == "node":
+            self._process_node_record(record)
+        elif kind == "ctx" and process_record_fn is not None:
+            process_record_fn(self._expand_record(record))
+        elif kind == "globals":
+            self.globals = self._expand_record(record)
+
+
+def read_caliper_contents(path: str) -> tuple[list, dict]:
+    records: list = []
+    reader = _StreamReader()
+    reader.read(path, records.append)
+    return records, reader.globals
+
+
+def _stream_cali(path: Path, on_record) -> dict:
+    """Hands each record of a .cali file to ON_RECORD as it is read (none is kept); returns the globals."""
+    try:
+        if path.stat().st_size == 0:
+            raise BadProfile(f"{path}: empty file")
+        with path.open("rb") as f:
+            head = f.read(64)
+        if not head.startswith(b"__rec="):
+            raise BadProfile(f"{path}: not a Caliper .cali file (it does not start with a __rec= record)")
+        reader = _StreamReader()
+        reader.read(str(path), on_record)
+        globals_ = reader.globals
+    except BadProfile:
+        raise
+    except Exception as e:  # caliper-reader raises bare exceptions on damage
+        raise BadProfile(f"{path}: unreadable Caliper file ({type(e).__name__}: {e})") from e
+    if not globals_:
+        raise BadProfile(f"{path}: no global metadata; the file is truncated or not a profile")
+    return globals_
+
+
+def _path(rec) -> tuple:
+    p = rec.get("path")
+    if isinstance(p, list):
+        return tuple(p)
+    return (p,) if p else ()
+
+
+def _time(rec) -> float | None:
+    for a in TIME_ATTRS:
+        if a in rec:
+            return float(rec[a])
+    return None
+
+
+def _sidecar(paths: list[Path]) -> Output | None:
+    """The workload's stdout kept beside the profile (same stem, or the one .out in a run directory)."""
+    first = paths[0]
+    candidates = [first.with_suffix(".out")] if len(paths) == 1 else []
+    candidates += sorted(first.parent.glob("*.out")) if len(paths) > 1 else []
+    for c in candidates:
+        if c.exists():
+            out = parse_output(c.read_text(errors="replace"))
+            # another application's stdout has no contract lines: nothing to read from it
+            return out if out.workload else None
+    return None
+
+
+def _int_meta(path: Path, g: dict, key: str) -> int | None:
+    """An integer metadata value, None when absent; a value that is not an integer is refused."""
+    if key not in g:
+        return None
+    try:
+        n = int(g[key])
+    except (TypeError, ValueError):
+        raise BadProfile(f"{path}: {key} {g[key]!r} is not an integer; give the rank count with --ranks N") from None
+    if n < 1:
+        raise BadProfile(f"{path}: {key} {n} is not a rank count; give the rank count with --ranks N")
+    return n
+
+
+def rank_count(path: Path, g: dict, ranks_seen: set, mpi_seen: bool, given: int | None = None,
+               file_ranks: set = frozenset()) -> tuple[int, str]:
+    """The job's rank count and where it came from, first found: --ranks; Adiak's jobsize; Caliper's
+    mpi.world.size; the largest rank with data + 1, named by the rank files (FILE_RANKS, from rank-N.cali) or
+    by mpi.rank (RANKS_SEEN); 1 for a profile without MPI."""
+    if given:
+        return given, "--ranks"
+    for key in ("jobsize", "mpi.world.size"):
+        n = _int_meta(path, g, key)
+        if n is not None:
+            return n, key
+    if ranks_seen or file_ranks:
+        n = max(set(ranks_seen) | set(file_ranks)) + 1
+        return n, "rank files" if file_ranks and max(file_ranks) + 1 == n else "largest mpi.rank + 1"
+    if not mpi_seen:
+        return 1, "no MPI in the profile"
+    raise BadProfile(f"{path}: the rank count is not recorded (no Adiak jobsize, no mpi.world.size, no mpi.rank); "
+                     f"give it with --ranks N")
+
+
+class _PerRank:
+    """Per call path, one float per rank, grown as higher ranks appear."""
+
+    def __init__(self):
+        self.values: dict[tuple, np.ndarray] = {}
+        self.present: dict[tuple, np.ndarray] = {}
+
+    def add(self, path: tuple, rank: int, t: float) -> None:
+        arr = self.values.get(path)
+        if arr is None or rank >= len(arr):
+            arr = self._grow(path, rank)
+        arr[rank] += t
+        self.present[path][rank] = True
+
+    def _grow(self, path: tuple, rank: int) -> np.ndarray:
+        old, had = self.values.get(path), self.present.get(path)
+        size = max(8, rank + 1, 2 * (len(old) if old is not None else 0))
+        arr, pres = np.zeros(size), np.zeros(size, dtype=bool)
+        if old is not None:
+            arr[:len(old)], pres[:len(had)] = old, had
+        self.values[path], self.present[path] = arr, pres
+        return arr
+
+    def sized(self, n: int) -> tuple[dict, dict]:
+        """Every array cut or padded to N ranks, in place (one array's copy at a time)."""
+        for d in (self.values, self.present):
+            for p, a in d.items():
+                if len(a) != n:
+                    out = np.zeros(n, dtype=a.dtype)
+                    out[:min(n, len(a))] = a[:n]
+                    d[p] = out
+        return self.values, self.present
+
+
+class _Reader:
+    """Accumulates one run's records as they stream in, whatever the file layout."""
+
+    def __init__(self, prof: Profile):
+        self.prof = prof
+        self.excl = _PerRank()
+        self.outside = _PerRank()
+        self.ranked: set[int] = set()   # ranks named by mpi.rank or a rank file
+        self.unranked = False           # records that name no rank: a one-process profile, else refused
+        self.spot = False
+        self.any_msg = False
+        self.comm_acc: dict = {}        # path -> {name: [sum, count, min, max]}
+        self.spot_unsummed = False      # spot format 1 (Caliper 2.3-2.4): no across-rank sum, refused
+
+    def record(self, rec: dict, file_rank: int | None) -> None:
+        prof = self.prof
+        if "mpi.rank" in rec:
+            rank = int(rec["mpi.rank"])
+            self.ranked.add(rank)
+        elif file_rank is not None:
+            rank = file_rank
+        else:
+            rank, self.unranked = 0, True
+        p = _path(rec)
+        if f"max#{SPOT_PREFIX}" in rec or "spot.channel" in rec:
+            self.spot = True
+            if f"max#{SPOT_PREFIX}" in rec and f"sum#{SPOT_PREFIX}" not in rec:
+                self.spot_unsummed = True
+                return
+            if rec.get("spot.channel", "regionprofile") != "regionprofile":
+                return   # spot's timeseries channel: not stored (docs/add-your-application.md)
+            if not p and f"max#{SPOT_PREFIX}" in rec and "mpi.msg.dst" not in rec:
+                prof.spot_outside = {k: float(rec[f"{k}#{SPOT_PREFIX}"]) for k in ("min", "max", "avg", "sum")}
+            if p and f"max#{SPOT_PREFIX}" in rec:
+                prof.spot[p] = {k: float(rec[f"{k}#{SPOT_PREFIX}"]) for k in ("min", "max", "avg", "sum")}
+                if f"avg#{SPOT_EXCL}" in rec:
+                    prof.spot[p].update({f"excl_{k}": float(rec[f"{k}#{SPOT_EXCL}"])
+                                         for k in ("min", "max", "avg", "sum")})
+                if "sum#sum#rc.count" in rec:
+                    prof.calls[p] = int(rec["sum#sum#rc.count"])
+            return
+        if "mpi.msg.dst" in rec or "mpi.msg.src" in rec:
+            self.any_msg = True
+        if "mpi.msg.dst" in rec:
+            dst = int(rec["mpi.msg.dst"])
+            if dst >= 0:  # MPI_PROC_NULL (-2) moves nothing
+                nbytes = int(float(rec.get("sum#mpi.msg.size", 0)))
+                cell = prof.matrix.setdefault((rank, dst), [0, 0])
+                cell[0] += int(rec.get("count", 0))
+                cell[1] += nbytes
+                if p:
+                    prof.bytes_sent[p] = prof.bytes_sent.get(p, 0) + nbytes
+            return
+        if p and "sum#sum#total.send.count" in rec:
+            acc = self.comm_acc.setdefault(p, {})
+            for name, attr, _how in COMM_STATS:
+                if attr in rec:
+                    v = float(rec[attr])
+                    a = acc.get(name)
+                    if a is None:
+                        acc[name] = [v, 1, v, v]
+                    else:
+                        a[0] += v
+                        a[1] += 1
+                        a[2] = min(a[2], v)
+                        a[3] = max(a[3], v)
+        t = _time(rec)
+        if t is None:
+            return  # a record without timing
+        if not p:   # time outside every region
+            self.outside.add((), rank, t)
+            return
+        self.excl.add(p, rank, t)
+        if "sum#rc.count" in rec:
+            prof.calls[p] = prof.calls.get(p, 0) + int(float(rec["sum#rc.count"]))
+
+    def comm(self) -> dict:
+        """comm.stats per comm region, combined over ranks (sums of counts and bytes, largest message
+        and peer counts, the Irecv gap's min/mean/max)."""
+        out = {}
+        for p, acc in self.comm_acc.items():
+            row = {}
+            for name, _attr, how in COMM_STATS:
+                if name in acc:
+                    total, n, lo, hi = acc[name]
+                    row[name] = {"sum": total, "max": hi, "min": lo, "avg": total / n}[how]
+            out[p] = row
+        return out
+
+
+def read_files(paths: list[Path], allow_partial: bool = False, ranks: int | None = None) -> Profile:
+    """One run from one aggregated file or a set of per-rank files, read as a stream. A run some of
+    whose ranks have no data is refused, naming them, unless ALLOW_PARTIAL: then it is read with
+    missing_ranks set. RANKS (--ranks) overrides the rank count the profile records."""
+    paths = sorted(paths)
+    if paths[0].suffix == ".out":
+        raise BadProfile(f"{paths[0]}: a workload's output, not a profile")  # records.from_output reads these
+    prof = Profile(kind="", files=paths, content_hash=file_hash(paths), meta={}, ranks=0, output=_sidecar(paths))
+    reader = _Reader(prof)
+    json_kind = None
+    g: dict | None = None
+    if paths[0].suffix == ".json":
+        records, g, json_kind = _read_json(paths[0])
+        for rec in records:
+            reader.record(rec, None)
+    else:
+        for path in paths:
+            m = RANK_FILE.search(path.name)
+            file_rank = int(m.group(1)) if m else None
+            globals_ = _stream_cali(path, lambda rec, fr=file_rank: reader.record(rec, fr))
+            g = g if g is not None else dict(globals_)
+    prof.meta = g
+    if reader.spot_unsummed:
+        raise BadProfile(f"{paths[0]}: a spot profile of format {g.get('spot.format.version', 1)} from Caliper "
+                         f"{g.get('cali.caliper.version', '(version not recorded)')}, which keeps only the min, max and "
+                         f"mean over ranks of each region's inclusive time: without their sum across ranks (spot "
+                         f"format 2, Caliper 2.5 and later) or per-rank times the mean rank's time is unknown; record "
+                         f"with hatchet-region-profile (per-rank times) or with a newer Caliper's spot")
+    prof.comm = reader.comm()
+    prof.mpi_profiled = _mpi_profiled(g, prof, reader.excl.values)
+    per_rank_files = [int(m.group(1)) for p in paths if (m := RANK_FILE.search(p.name))]
+    seen = reader.ranked | set(per_rank_files)
+    prof.ranks, prof.ranks_source = rank_count(paths[0], g, reader.ranked, prof.mpi_profiled or "mpi.world.size" in g,
+                                               ranks, set(per_rank_files))
+    if reader.unranked and prof.ranks > 1 and not reader.spot:
+        raise BadProfile(f"{paths[0]}: records carry no mpi.rank and the file name does not say the rank, but the "
+                         f"job had {prof.ranks} ranks ({prof.ranks_source}); record with an MPI-enabled Caliper, or "
+                         f"one file per rank named rank-N.cali (output=rank-%mpi.rank%.cali)")
+    n = max([prof.ranks] + [r + 1 for r in seen])
+    prof.excl, prof.present = reader.excl.sized(n)
+    out_values, out_present = reader.outside.sized(n)
+    prof.outside = out_values.get((), np.zeros(n))
+    measured = np.zeros(n, dtype=bool)
+    for pres in prof.present.values():
+        measured |= pres
+    if () in out_present:
+        measured |= out_present[()]
+    for src, _dst in prof.matrix:
+        if 0 <= src < n:
+            measured[src] = True
+    measured[[r for r in per_rank_files if r < n]] = True
+    prof.measured = measured
+    _check_ranks(prof, allow_partial)
+    if prof.matrix:
+        prof.matrix = _world_matrix(prof)
+    prof.kind = ("spot" if reader.spot else "msgtrace" if reader.any_msg and not prof.excl
+                 else "per-rank" if len(paths) > 1 or RANK_FILE.search(paths[0].name)
+                 else json_kind or g.get("cali.channel", "profile"))
+    if not prof.excl and not prof.spot and not prof.matrix:
+        if "comm_matrix" in prof.meta:
+            raise BadProfile(f"{prof.source}: its communication matrix is {prof.meta['comm_matrix']}; ingest the "
+                             f"run directory with the workload's output in it")
+        raise BadProfile(f"{prof.source}: no timed regions and no messages: nothing to ingest")
+    return prof
+
+
+def _check_ranks(prof: Profile, allow_partial: bool) -> None:
+    """Every rank of the job must have data; spot keeps no ranks, so it cannot be checked."""
+    if not prof.measured.any() or prof.spot:
+        return
+    missing = np.flatnonzero(~prof.measured[:prof.ranks]).tolist()
+    if not missing:
+        return
+    if not allow_partial:
+        shown = ", ".join(map(str, missing[:20])) + (f" and {len(missing) - 20} more" if len(missing) > 20 else "")
+        raise BadProfile(f"{prof.source}: rank{'s' if len(missing) > 1 else ''} {shown} of the {prof.ranks} "
+                         f"({prof.ranks_source}) have no data, so the run is incomplete; find the missing rank files, or "
+                         f"give --allow-partial to store it as a partial run, kept out of series statistics")
+    prof.missing_ranks = missing
+
+
+def _world_matrix(prof: Profile) -> dict:
+    """The matrix with every rank in MPI_COMM_WORLD. Caliper keys a message's sender by its world rank
+    (mpi.rank) but its destination by the rank in the communicator used (mpi.msg.dst). Where the
+    workload prints which world rank each communicator rank is (`RANK r world=w`), destinations are
+    translated; where the run says it renumbered ranks (Adiak decomposition=rank-map) and names no
+    mapping, no matrix is kept rather than a wrong one, and the metadata says why."""
+    out = prof.output
+    lines = out.rank_lines if out else []
+    if lines and all("world" in ln for ln in lines):
+        to_world = {int(ln["rank"]): int(ln["world"]) for ln in lines}
+        world: dict = {}
+        for (src, dst), (msgs, nbytes) in prof.matrix.items():
+            if dst not in to_world:
+                raise BadProfile(f"{prof.source}: messages to rank {dst}, which the workload's RANK lines "
+                                 f"do not map to a world rank")
+            cell = world.setdefault((src, to_world[dst]), [0, 0])
+            cell[0] += msgs
+            cell[1] += nbytes
+        return world
+    if prof.meta.get("decomposition") == "rank-map":
+        prof.meta["comm_matrix"] = ("not stored: its destinations are ranks of a renumbered communicator and the "
+                                    "run's output, which names each rank's world rank, is not beside the profile")
+        return {}
+    return prof.matrix
+
+
+def _mpi_profiled(g: dict, prof: Profile, paths) -> bool:
+    """Caliper says whether it wrapped MPI: runtime-profile and friends as opts:profile.mpi, spot in
+    spot.options. Older files say neither; MPI functions among the nodes then show it was on."""
+    if g.get("opts:profile.mpi") == "true" or "profile.mpi" in g.get("spot.options", "").split(","):
+        return True
+    return any(is_mpi(p) for p in paths) or any(is_mpi(p) for p in prof.spot)
+
+
+def _read_json(path: Path) -> tuple[list, dict, str]:
+    """A JSON profile as caliper-reader-style records and globals, so one loop reads every format:
+    Caliper's json-split (hatchet-region-profile's `output.format=json-split`, or cali-query's `format
+    json-split`: call paths as a node table), and cali-query's `format json(object)` (records with
+    '/'-joined nested values, plus globals) or plain `format json` (a list of records, no globals)."""
+    try:
+        doc = json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise BadProfile(f"{path}: not JSON ({type(e).__name__}: {e})") from None
+    if isinstance(doc, dict) and {"nodes", "columns", "data"} <= doc.keys():
+        return (*_json_split_records(path, doc), "json-split")
+    if isinstance(doc, dict) and isinstance(doc.get("records"), list):
+        return [_json_record(r) for r in doc["records"]], _json_globals(doc.get("globals") or {}), "cali-query-json"
+    if isinstance(doc, list) and all(isinstance(r, dict) for r in doc):
+        return [_json_record(r) for r in doc], {}, "cali-query-json"
+    raise BadProfile(f"{path}: not a Caliper JSON profile: expected json-split (nodes, columns, data) or "
+                     f"cali-query's json output (a list of records, or an object with 'records')")
+
+
+def _json_globals(g: dict) -> dict:
+    return {k: v if isinstance(v, list) else str(v) for k, v in g.items()
+            if k not in ("nodes", "columns", "data", "column_metadata")}
+
+
+def _json_record(r: dict) -> dict:
+    """A cali-query JSON record: nested values ('path', 'region', an application's own attribute) are
+    '/'-joined strings there, lists in caliper-reader."""
+    out = {k: v if isinstance(v, (str, list)) else str(v) for k, v in r.items()}
+    if isinstance(out.get("path"), str):
+        out["path"] = out["path"].split("/")
+    return out
+
+
+def _json_split_records(path: Path, doc: dict) -> tuple[list, dict]:
+    columns, meta = doc["columns"], doc.get("column_metadata") or [{} for _ in doc["columns"]]
+    alias = [m.get("attribute.alias", c) if isinstance(m, dict) else c for c, m in zip(columns, meta)]
+
+    def col(*names):
+        return next((i for i, (c, a) in enumerate(zip(columns, alias)) if c in names or a in names), None)
+    ti = col(*TIME_ATTRS, "time")
+    pi, ri, ci = col("path"), col("mpi.rank"), col("sum#rc.count", "rc.count", "Calls")
+    fi = col("mpi.function")
+    if ti is None or pi is None:
+        raise BadProfile(f"{path}: a json-split file without a time or a path column (columns: {columns}); "
+                         f"write it with hatchet-region-profile,output.format=json-split")
+    paths: list[list] = []
+    for n in doc["nodes"]:
+        parent = n.get("parent")
+        paths.append((paths[parent] if parent is not None else []) + [n["label"]])
+    records = []
+    for row in doc["data"]:
+        rec = {"sum#time.duration": row[ti]} if row[ti] is not None else {}
+        if row[pi] is not None:
+            rec["path"] = paths[row[pi]]
+        if ri is not None and row[ri] is not None:
+            rec["mpi.rank"] = str(row[ri])
+        if ci is not None and row[ci] is not None:
+            rec["sum#rc.count"] = str(row[ci])
+        if fi is not None and row[fi] is not None:
+            rec["mpi.function"] = row[fi]
+        records.append(rec)
+    return records, _json_globals(doc)
+
+
+def _looks_caliper_json(path: Path) -> bool:
+    """In a directory, a .json is a profile only if it opens like json-split or cali-query's JSON
+    (Ramble's results and other JSON files stay out)."""
+    with path.open("rb") as f:
+        head = f.read(4096).lstrip()
+    if head.startswith(b"{"):
+        return b'"data"' in head[:64] or (b'"records"' in head and b'"path"' in head)
+    return head.startswith(b"[") and (b'"path"' in head or b'"mpi.rank"' in head)
+
+
+def is_ramble_workspace(path: Path) -> bool:
+    return path.is_dir() and ((path / "results.latest.json").exists() or (path / "configs" / "ramble.yaml").exists())
+
+
+def _is_workload_output(path: Path) -> bool:
+    """A workload's stdout (workloads/README.md): it opens with the COMMSCOPE header."""
+    try:
+        with path.open("rb") as f:
+            return f.read(20).startswith(b"COMMSCOPE workload=")
+    except OSError:
+        return False
+
+
+def discover(inputs: list[Path], nested_workspaces: list | None = None) -> list[list[Path]]:
+    """Groups input files into runs: per-rank files of one directory form one
+    run; every other .cali or json-split .json file is a run of its own, and so
+    is a workload's stdout (.out) with no profile beside it (a run without
+    Caliper). Ramble workspaces below a given directory are left out (each is
+    one campaign of its own) and listed in nested_workspaces."""
+    groups: list[list[Path]] = []
+    for inp in inputs:
+        if not inp.exists():
+            raise BadProfile(f"{inp}: no such file or directory")
+        if inp.is_dir():
+            files = []
+            for d, subdirs, names in os.walk(inp):
+                d = Path(d)
+                keep = []
+                for sd in sorted(subdirs):
+                    if is_ramble_workspace(d / sd):
+                        if nested_workspaces is not None:
+                            nested_workspaces.append(d / sd)
+                    else:
+                        keep.append(sd)
+                subdirs[:] = keep
+                files += [d / n for n in names]
+            files.sort()
+        else:
+            files = [inp]
+        per_dir: dict = defaultdict(list)
+        outs = []
+        for f in files:
+            if not f.is_file():
+                continue
+            if RANK_FILE.search(f.name):
+                per_dir[f.parent].append(f)
+            elif f.suffix == ".out":
+                outs.append(f)
+            elif f.suffix == ".cali" or inp.is_file() or (f.suffix == ".json" and _looks_caliper_json(f)):
+                groups.append([f])
+        for f in outs:
+            beside = f.with_suffix(".cali").exists() or f.with_suffix(".json").exists() or f.parent in per_dir
+            if inp.is_file() or (not beside and _is_workload_output(f)):
+                groups.append([f])
+        groups.extend(per_dir[d] for d in sorted(per_dir))
+    return groups
+
+
+# ---- metrics ---------------------------------------------------------------
+
+@dataclass
+class NodeStats:
+    excl_min: float
+    excl_avg: float
+    excl_max: float
+    incl_min: float
+    incl_avg: float
+    incl_max: float
+    calls: int | None
+    incl_max_rank: int | None = None   # the rank with the most inclusive time (unknown for spot)
+    incl_spread: dict | None = None    # inclusive time over ranks: distribution() (unknown for spot)
+
+
+def is_mpi(path: tuple) -> bool:
+    return bool(path) and path[-1].startswith("MPI_")
+
+
+def node_stats(prof: Profile) -> dict[tuple, NodeStats]:
+    """Exclusive and inclusive time, min/avg/max over the measured ranks, per call path (a rank without
+    a record at a path counts 0 there, as Hatchet zero-fills)."""
+    if prof.spot:
+        return _spot_stats(prof)
+    ranks = prof.measured_ranks
+    # Every prefix is a node, even one that only has children.
+    incl: dict = {}
+    for p, arr in prof.excl.items():
+        for i in range(1, len(p) + 1):
+            q = p[:i]
+            if q in incl:
+                incl[q] = incl[q] + arr
+            else:
+                incl[q] = arr.copy()
+    zero = np.zeros(len(prof.measured))
+    paths = list(incl)
+    step = max(1, 1_000_000 // max(len(ranks), 1))
+    stats = {}
+    for first in range(0, len(paths), step):
+        chunk = paths[first:first + step]
+        inc = np.stack([incl[p][ranks] for p in chunk])
+        ex = np.stack([prof.excl.get(p, zero)[ranks] for p in chunk])
+        spreads = distributions(inc, ranks)
+        # one numpy call per statistic for the whole chunk, not one per path
+        cols = zip(*(a.tolist() for a in (ex.min(axis=1), ex.mean(axis=1), ex.max(axis=1), inc.min(axis=1),
+                                          inc.mean(axis=1), inc.max(axis=1), ranks[np.argmax(inc, axis=1)])))
+        for p, spread, (ex_min, ex_avg, ex_max, in_min, in_avg, in_max, slowest) in zip(chunk, spreads, cols):
+            stats[p] = NodeStats(ex_min, ex_avg, ex_max, in_min, in_avg, in_max, prof.calls.get(p), slowest, spread)
+    return stats
+
+
+TOP_K = 10          # the slowest ranks kept by name, per node and window
+HIST_BINS = 16      # equal-width bins between the minimum and the maximum
+PERCENTILES = (50, 90, 99)
+
+
+def distributions(values: np.ndarray, ranks: np.ndarray) -> list[dict]:
+    """Per row of VALUES (one column per rank of RANKS): the percentiles (numpy's linear interpolation),
+    a histogram of HIST_BINS equal bins from min to max, and the TOP_K largest values with their ranks,
+    largest first. What a store keeps of a rank distribution when it does not keep every rank. Rows go
+    in chunks of about a million values, so the temporaries stay small however many ranks there are."""
+    rows, n = values.shape
+    step = max(1, 1_000_000 // max(n, 1))
+    out: list[dict] = []
+    for first in range(0, rows, step):
+        out += _distributions(values[first:first + step], ranks)
+    return out
+
+
+def _distributions(values: np.ndarray, ranks: np.ndarray) -> list[dict]:
+    rows, n = values.shape
+    pct = np.percentile(values, PERCENTILES, axis=1)
+    lo, hi = values.min(axis=1), values.max(axis=1)
+    width = np.where(hi > lo, hi - lo, 1.0)
+    bins = np.minimum(((values - lo[:, None]) / width[:, None] * HIST_BINS).astype(np.int64), HIST_BINS - 1)
+    counts = np.zeros((rows, HIST_BINS), dtype=np.int64)
+    np.add.at(counts, (np.repeat(np.arange(rows), n), bins.ravel()), 1)
+    del bins
+    k = min(TOP_K, n)
+    top = np.argpartition(-values, k - 1, axis=1)[:, :k] if k < n else np.tile(np.arange(n), (rows, 1))
+    # the TOP_K largest, largest first (a stable sort keeps the lower rank first among equals)
+    order = np.take_along_axis(top, np.argsort(-np.take_along_axis(values, top, axis=1), axis=1, kind="stable"),
+                               axis=1)
+    cols = zip(lo.tolist(), values.mean(axis=1).tolist(), hi.tolist(), *pct.tolist(), counts.tolist(),
+               ranks[order].tolist(), np.take_along_axis(values, order, axis=1).tolist())
+    return [{"n": int(n), "min": mn, "mean": mean, "max": mx, "p50": p50, "p90": p90, "p99": p99,
+             "hist_lo": mn, "hist_hi": mx, "hist_counts": hist, "top_ranks": top_ranks, "top_values": top_values}
+            for mn, mean, mx, p50, p90, p99, hist, top_ranks, top_values in cols]
+
+
+def _spot_stats(prof: Profile) -> dict[tuple, NodeStats]:
+    """spot keeps min/max/avg across ranks of inclusive time and, with
+    time.exclusive (an option from Caliper 2.10, the default for spot from 2.11), of exclusive time. Without
+    the latter (older spot files), the exclusive avg is the node's sum less its
+    children's sums, over the ranks that have the node (sum/avg of them): a child
+    only some ranks reached counts for those ranks only. Exact up to the file's
+    printed precision; exclusive min/max are unknown."""
+    children: dict = defaultdict(list)
+    for p in prof.spot:
+        if len(p) > 1:
+            children[p[:-1]].append(p)
+    stats = {}
+    for p, s in prof.spot.items():
+        if "excl_avg" in s:
+            ex_min, ex_avg, ex_max = s["excl_min"], s["excl_avg"], s["excl_max"]
+        else:
+            kids = children.get(p, [])
+            kid_sum = sum(prof.spot[k]["sum"] for k in kids)
+            ex_avg = (s["sum"] - kid_sum) * s["avg"] / s["sum"] if s["sum"] else s["avg"] - kid_sum
+            ex_min, ex_max = (s["min"], s["max"]) if not kids else (None, None)
+        stats[p] = NodeStats(ex_min, ex_avg, ex_max, s["min"], s["avg"], s["max"], prof.calls.get(p))
+    return stats
+
+
+def rank_groups(prof: Profile) -> dict[str, np.ndarray]:
+    """Per measured rank over the run window: total, USER, MPI (not sync) and MPI_SYNC exclusive time,
+    as arrays aligned with prof.measured_ranks. The total includes the time outside every region, so it
+    is the rank's run-window time (docs/measurement-model.md); without MPI wrapping the MPI groups are
+    None, not 0."""
+    ranks = prof.measured_ranks
+    n = len(prof.measured) if prof.measured is not None else 0
+    total, mpi, sync = np.zeros(n), np.zeros(n), np.zeros(n)
+    for p, arr in prof.excl.items():
+        total += arr
+        if is_mpi(p):
+            (sync if p[-1] in MPI_SYNC else mpi).__iadd__(arr)
+    if prof.outside is not None:
+        total += prof.outside
+    out = {"rank": ranks, "total": total[ranks]}
+    if prof.mpi_profiled:
+        out.update(user=(total - mpi - sync)[ranks], mpi=mpi[ranks], sync=sync[ranks])
+    else:
+        out.update(user=None, mpi=None, sync=None)
+    return out

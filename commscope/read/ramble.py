@@ -1,0 +1,293 @@
+"""Ramble workspaces -> records. `ramble workspace analyze -f json` writes
+results.latest.json in the workspace root: one entry per experiment with its
+status, its key-level names (application_name, workload_name, n_ranks,
+n_nodes, ...), RAMBLE_VARIABLES and the FOMs per context. Each experiment's
+run directory holds the profile the Caliper modifier wrote.
+
+One experiment is one run, of any application (commscope's own workloads,
+Ramble's builtin ones such as intel-mpi-benchmarks, a site's own). A profiled
+experiment takes its metrics from the profile and its names and FOMs from
+Ramble; an experiment without a profile (Caliper off, an application without
+Caliper, or it failed before writing one) is stored from its FOMs and status
+alone. A failed experiment is stored as failed, never dropped.
+
+Every FOM Ramble reports is kept with its name, unit and context (migration
+0015): IMB reports "Latency min" once per message size, in contexts such as
+"Bytes: 4 (Latency)". Numeric FOMs go to the foms table; text FOMs, which have
+no number to store there, to the run's metadata (ramble_text_foms).
+
+The parameters of an application that is not one of commscope's workloads are
+its Ramble variables (those that define the experiment: not Ramble's own
+bookkeeping keywords, nor paths, nor what `commscope run` added from the site
+and its run scope, which name where and how it ran, not what). A
+commscope workload declares its parameters itself (its PARAM lines or Adiak
+values), which the Ramble variables only repeat."""
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Iterator
+
+from commscope.read import profiles
+from commscope.read.profiles import BadProfile
+from commscope.read.records import ReadOptions, Record, clean, read_record
+
+RESULTS = "results.latest.json"
+# The shape this module reads: Ramble 0.5's ExperimentResult.to_dict().
+REQUIRED = ("name", "RAMBLE_STATUS", "CONTEXTS", "RAMBLE_VARIABLES", "N_REPEATS")
+# Ramble variable names the studies use for the matrix axes (ramble/README.md).
+# interconnect_name is the catalog name (openmpi4/tcp); interconnect alone is its short label.
+AXES = {"stack": ("stack", "mpi_stack"), "interconnect": ("interconnect_name", "interconnect"), "variant": ("variant",)}
+# The Spack package of the workloads (packages/spack_repo/commscope): its hash is a run's spack_hash.
+APP_PACKAGE = "commscope-workloads"
+# Ramble's own keywords (ramble/keywords.py of Ramble 0.5) and the variables its pipelines add: names,
+# directories, indexes and launch commands of the workspace, never an input of the application. They stay
+# in metadata.ramble_variables, but are no parameters. n_ranks and n_nodes are (as ranks and nodes).
+RAMBLE_KEYWORDS = {
+    "workspace_name", "application_name", "application_run_dir", "application_input_dir", "application_namespace",
+    "simplified_application_namespace", "workload_name", "workload_run_dir", "workload_input_dir",
+    "workload_namespace", "simplified_workload_namespace", "license_input_dir", "experiments_file",
+    "experiment_name", "experiment_run_dir", "experiment_status", "experiment_index", "experiment_namespace",
+    "simplified_experiment_namespace", "log_dir", "log_file", "err_file", "env_path", "input_name", "repeat_index",
+    "spec_name", "env_name", "n_ranks", "n_nodes", "batch_submit", "mpi_command", "experiment_template_name",
+    "unformatted_command", "execute_experiment", "command", "spack_env", "spack_hash"}
+# The Caliper modifier's variables (ramble/modifiers/caliper): how the run was measured, which is its
+# environment (the profile's Caliper configuration), not an input of the application.
+MODIFIER_PREFIX = "caliper_"
+
+
+def _number(v):
+    try:
+        return float(v)
+    except (TypeError, ValueError):
+        return None
+
+
+@dataclass
+class Workspace:
+    root: Path
+    results: dict
+    hardware: dict | None = None
+    # Variables `commscope run` added from the site and its run scope (commscope-run.json): not parameters.
+    run_variables: frozenset = frozenset()
+
+    def experiments(self) -> list[dict]:
+        # A repeated experiment's base entry only summarises its repeats,
+        # which are experiments of their own: store the repeats.
+        return [e for e in self.results["experiments"] if int(e.get("N_REPEATS") or 0) == 0]
+
+    def records(self, opts: ReadOptions = ReadOptions()) -> Iterator[Record | BadProfile]:
+        for exp in self.experiments():
+            try:
+                yield from self._records(exp, opts)
+            except BadProfile as e:
+                yield e
+
+    def _var(self, exp: dict, *names, default=None):
+        for n in names:
+            for src in (exp, exp["RAMBLE_VARIABLES"]):
+                if n in src and src[n] not in (None, ""):
+                    return src[n]
+        return default
+
+    def _run_dir(self, exp: dict) -> Path:
+        """The experiment's directory inside this workspace. Ramble records
+        absolute paths; a workspace copied or moved elsewhere must still read
+        its own files, never those left at the old path."""
+        own = self.root / "experiments" / exp.get("application_name", "") / exp.get("workload_name", "") / \
+            exp.get("experiment_name", exp["name"].rsplit(".", 1)[-1])
+        if own.is_dir():
+            return own
+        d = self._var(exp, "experiment_run_dir")
+        if d:
+            parts = Path(d).parts
+            if "experiments" in parts:
+                moved = self.root.joinpath(*parts[len(parts) - parts[::-1].index("experiments") - 1:])
+                if moved.is_dir():
+                    return moved
+            if Path(d).is_dir() and Path(d).resolve().is_relative_to(self.root.resolve()):
+                return Path(d)
+        return own
+
+    def _records(self, exp: dict, opts: ReadOptions) -> Iterator[Record]:
+        name = exp["name"]
+        status = "ok" if exp["RAMBLE_STATUS"] == "SUCCESS" else "failed"
+        run_dir = self._run_dir(exp)
+        groups = profiles.discover([run_dir]) if run_dir.is_dir() else []
+        # The focus window's region: --focus at ingest, else what the experiment declares (the Ramble application's
+        # commscope_focus variable, or the study's), else the workloads' own. The application's name, for a
+        # profile that records none (an application without Adiak, profiled by the Caliper modifier's preload
+        # mode): Ramble's, unless --app says otherwise.
+        app, given_app = clean(exp.get("application_name")), opts.app
+        opts = replace(opts, focus=opts.focus or clean(self._var(exp, "commscope_focus")) or None,
+                       app=given_app or app or None)
+        recs: list[Record] = []
+        profile_error = None
+        for g in groups:
+            try:
+                rec = read_record(g, opts)  # a profile, or the workload's output when it ran without Caliper
+                if rec.metadata.get("app_source") == "--app" and not given_app:
+                    # named by Ramble, not by --app; a workload's Adiak name (equal to Ramble's) comes first
+                    rec.metadata["app_source"] = "workload" if rec.metadata.get("workload") else "ramble"
+                recs.append(rec)
+            except BadProfile as e:
+                if status == "ok":
+                    raise BadProfile(f"{self.root / RESULTS}: experiment {name}: {e}") from None
+                profile_error = str(e)  # a failed run often leaves a broken profile; the failure is the record
+        if not recs:
+            recs = [self._bare(exp, run_dir)]
+        repeat = int(self._var(exp, "repeat_index", default=0) or 0)
+        # The repeats of one experiment share its name, so views can group them; FOMs carry the repeat index.
+        if repeat and name.endswith(f".{repeat}"):
+            name = name[: -len(f".{repeat}")]
+        foms, text_foms = fom_rows(exp, repeat)
+        axes = {k: clean(self._var(exp, *names)) for k, names in AXES.items()}
+        ranks = int(self._var(exp, "n_ranks", default=recs[0].ranks) or recs[0].ranks)
+        nodes = int(self._var(exp, "n_nodes", default=recs[0].nodes or 1) or 1)
+        for rec in recs:
+            # The experiment's parameters: the workload's own (its PARAM lines or Adiak values), or, for any
+            # other application, its Ramble variables; Ramble's workload, ranks and nodes; not its name,
+            # repeat index or paths, so repeats are one series.
+            own = {} if is_commscope_workload(rec) else experiment_variables(exp, self.run_variables)
+            params = {**rec.parameters, **own, "ranks": ranks, "nodes": nodes,
+                      "ramble_workload": clean(exp.get("workload_name") or rec.workload)}
+            meta = dict(rec.metadata)
+            meta.update({"ramble_status": exp["RAMBLE_STATUS"], "ramble_workspace": clean(self.results.get("workspace_name")),
+                         "ramble_variables": {k: clean(v) for k, v in exp["RAMBLE_VARIABLES"].items()}})
+            if text_foms:
+                meta["ramble_text_foms"] = text_foms
+            if profile_error:
+                meta["profile_error"] = clean(profile_error)
+            # A failed experiment is failed whatever its profile says; otherwise the record's own status stands:
+            # ok, failed (a VERIFY line failed) or partial (ranks missing, stored on --allow-partial).
+            yield replace(
+                rec, experiment=clean(name), status="failed" if status == "failed" else rec.status,
+                app=clean(exp.get("application_name") or rec.app), workload=clean(exp.get("workload_name") or rec.workload),
+                ranks=ranks, nodes=nodes, parameters=params,
+                stack=axes["stack"] or rec.stack, interconnect=axes["interconnect"] or rec.interconnect,
+                variant=axes["variant"] or rec.variant, fom_rows=foms or rec.fom_rows, metadata=meta,
+                spack_hash=clean(self._var(exp, "spack_hash")) or self._spack_hash(exp) or rec.spack_hash)
+
+    def _spack_hash(self, exp: dict) -> str | None:
+        """With Ramble's spack package manager, the DAG hash of the workloads build the experiment
+        ran: the root of its environment's spack.lock (software/<env_name>/)."""
+        env = self._var(exp, "env_name")
+        if not env or "/" in str(env) or str(env).startswith("."):
+            return None
+        lock = self.root / "software" / str(env) / "spack.lock"
+        if not lock.is_file():
+            return None
+        try:
+            roots = json.loads(lock.read_text()).get("roots") or []
+        except (OSError, ValueError) as e:
+            raise BadProfile(f"{lock}: not a Spack lock file ({e})") from None
+        for r in roots:
+            if str(r.get("spec", "")).startswith(f"{APP_PACKAGE}") and r.get("hash"):
+                return clean(str(r["hash"]), 64)
+        return None
+
+    def _bare(self, exp: dict, run_dir: Path) -> Record:
+        """An experiment with no profile: its identity is its result entry."""
+        h = hashlib.sha256(json.dumps([self.results.get("workspace_hash"), exp], sort_keys=True).encode()).hexdigest()
+        # Ramble's log of the experiment (the application's output): {experiment_run_dir}/{experiment_name}.out
+        log = run_dir / f"{exp.get('experiment_name') or exp['name'].rsplit('.', 1)[-1]}.out"
+        when = log.stat().st_mtime if log.exists() else (self.root / RESULTS).stat().st_mtime
+        return Record(content_hash=h, source=clean(str(run_dir)), profile_kind="none",
+                      app=clean(exp.get("application_name", "unknown")), workload=clean(exp.get("workload_name", "unknown")),
+                      ranks=int(self._var(exp, "n_ranks", default=1)),
+                      started_at=dt.datetime.fromtimestamp(when, dt.timezone.utc))
+
+
+def fom_rows(exp: dict, repeat: int) -> tuple[list[tuple], list[dict]]:
+    """The experiment's FOMs as (name, repeat, value, unit, context) rows, every context Ramble reports,
+    and its text FOMs (no number) as dicts for the metadata. Ramble's "null" context is context NULL."""
+    rows, text = [], []
+    for ctx in exp["CONTEXTS"]:
+        context = None if ctx.get("name") in (None, "null", "") else clean(ctx["name"], 200)
+        for f in ctx.get("foms", []):
+            value = _number(f.get("value"))
+            if value is None:
+                text.append({"name": clean(f.get("name"), 200), "context": context, "value": clean(f.get("value")),
+                             "unit": clean(f.get("units"), 50)})
+                continue
+            rows.append((clean(f["name"], 200), repeat, value, clean(f.get("units"), 50), context))
+    return rows, text
+
+
+def is_commscope_workload(rec: Record) -> bool:
+    """Whether the record is of one of commscope's workloads, which declare their parameters themselves:
+    read from their own output (from_output keeps its VERIFY lines) or from a profile that names its
+    workload in Adiak."""
+    return "verify" in rec.metadata or rec.metadata.get("app_source") == "workload"
+
+
+def experiment_variables(exp: dict, run_variables: frozenset = frozenset()) -> dict:
+    """The Ramble variables that define an experiment of any application: RAMBLE_VARIABLES less Ramble's
+    own keywords, the Caliper modifier's variables, absolute paths and, in a workspace of `commscope run`,
+    the variables its site and run scope added (where and how it ran, not what), plus the thread count.
+    Values as strings, as Ramble reports them."""
+    out = {k: clean(v) for k, v in exp["RAMBLE_VARIABLES"].items()
+           if k not in RAMBLE_KEYWORDS and k not in run_variables and not k.startswith(MODIFIER_PREFIX)
+           and not str(v).startswith("/")}
+    if exp.get("n_threads") not in (None, ""):
+        out["n_threads"] = clean(exp["n_threads"])
+    return out
+
+
+def read_workspace(root: Path) -> Workspace:
+    """Reads and checks results.latest.json; BadProfile names what is wrong."""
+    path = root / RESULTS
+    if not path.exists():
+        raise BadProfile(f"{root}: a Ramble workspace without {RESULTS}; run `ramble workspace analyze -f json` first")
+    try:
+        doc = json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise BadProfile(f"{path}: not JSON ({e})") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("experiments"), list):
+        raise BadProfile(f"{path}: unknown Ramble results version: no 'experiments' list "
+                         f"(commscope reads the results format of Ramble 0.5)")
+    for i, exp in enumerate(doc["experiments"]):
+        missing = [k for k in REQUIRED if not isinstance(exp, dict) or k not in exp]
+        if missing:
+            raise BadProfile(f"{path}: unknown Ramble results version: experiment {i} lacks {', '.join(missing)} "
+                             f"(commscope reads the results format of Ramble 0.5)")
+        if not isinstance(exp["CONTEXTS"], list) or not isinstance(exp["RAMBLE_VARIABLES"], dict):
+            raise BadProfile(f"{path}: experiment {exp.get('name')}: CONTEXTS must be a list and RAMBLE_VARIABLES a mapping")
+        if not str(exp.get("n_ranks", exp["RAMBLE_VARIABLES"].get("n_ranks", "1"))).isdigit():
+            raise BadProfile(f"{path}: experiment {exp['name']}: n_ranks {exp.get('n_ranks')!r} is not an integer")
+    hardware = None
+    for hw_file in (root / "hardware.yaml", root / "configs" / "hardware.yaml"):
+        if hw_file.exists():
+            hardware = read_hardware(hw_file)
+            break
+    return Workspace(root, doc, hardware, run_variables(root / "commscope-run.json"))
+
+
+def run_variables(path: Path) -> frozenset:
+    """The variables `commscope run` added to the workspace from the site and its run scope, as its
+    commscope-run.json lists them; none for a workspace made otherwise."""
+    if not path.exists():
+        return frozenset()
+    try:
+        names = json.loads(path.read_text()).get("run_variables") or []
+    except (OSError, ValueError, AttributeError) as e:
+        raise BadProfile(f"{path}: not the JSON `commscope run` writes ({e}); remove it or run the study again") from None
+    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+        raise BadProfile(f"{path}: run_variables must be a list of variable names")
+    return frozenset(names)
+
+
+def read_hardware(path: Path) -> dict:
+    """A site's hardware description (ramble/sites/<site>/hardware.yaml)."""
+    import yaml
+    try:
+        doc = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError) as e:
+        raise BadProfile(f"{path}: unreadable hardware description ({e})") from None
+    hw = doc.get("hardware", doc) if isinstance(doc, dict) else None
+    if not isinstance(hw, dict):
+        raise BadProfile(f"{path}: a hardware description must be a mapping (cpu_model, cores_per_node, ...)")
+    return hw

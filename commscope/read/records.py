@@ -1,0 +1,426 @@
+"""Profiles -> records. A Record is one run in the shape the store keeps:
+its identity, its provenance, and rows for each metrics table with call paths
+as '/'-joined strings. It is plain data, so reader processes build records and
+send them to the one process that writes (ingest.py)."""
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from commscope.read import profiles, windows
+from commscope.read.contract import parse_output
+from commscope.read.profiles import BadProfile, Profile
+
+
+def clean(s, limit: int = 4096) -> str | None:
+    """A metadata string as stored: no NUL (PostgreSQL rejects it), bounded."""
+    if s is None:
+        return None
+    return str(s).replace("\x00", "\ufffd")[:limit]
+
+
+def as_int(s) -> int | None:
+    try:
+        return int(s)
+    except (TypeError, ValueError):
+        return None
+
+
+@dataclass
+class Record:
+    content_hash: str
+    source: str
+    profile_kind: str               # runtime-profile, per-rank, spot, json-split, msgtrace, none (Ramble, no profile)
+    app: str
+    workload: str
+    ranks: int
+    started_at: dt.datetime
+    status: str = "ok"              # ok | failed
+    variant: str | None = None
+    decomposition: str | None = None
+    interconnect: str | None = None
+    nodes: int | None = None
+    global_size: str | None = None
+    local_size: str | None = None
+    iterations: int | None = None
+    compiler: str | None = None
+    spack_hash: str | None = None
+    caliper_version: str | None = None
+    experiment: str | None = None   # Ramble experiment name
+    system: str = "unknown"
+    stack: str = "unknown"          # a catalog name (debian-openmpi4) or vendor and version
+    mpi_library: str = "unknown"
+    summary: dict = field(default_factory=lambda: dict.fromkeys(
+        ("wall_time", "mpi_time_avg", "mpi_time_max", "mpi_fraction_avg", "mpi_fraction_slowest")))
+    metadata: dict = field(default_factory=dict)
+    # (path, excl_min, excl_avg, excl_max, incl_min, incl_avg, incl_max, calls, imbalance, incl_max_rank)
+    node_rows: list = field(default_factory=list)
+    # (region path, function, time_total, time_max, calls, bytes)
+    mpi_rows: list = field(default_factory=list)
+    # (rank, total, user, mpi, mpi_sync)
+    rank_rows: list = field(default_factory=list)
+    # (src, dst, messages, bytes)
+    matrix_rows: list = field(default_factory=list)
+    # (name, repeat, value, unit)
+    fom_rows: list = field(default_factory=list)
+    # (comm region path, *profiles.COMM_STATS values combined over ranks)
+    comm_rows: list = field(default_factory=list)
+    # windows.COLUMNS, one tuple per window (run, focus)
+    window_rows: list = field(default_factory=list)
+    # (window, node path, quantity, *SPREAD_COLUMNS): distributions over ranks (migration 0019)
+    spread_rows: list = field(default_factory=list)
+    # the rows above as the store's COPY text (ingest.copy_text), when a reader process formatted them
+    copy_text: dict | None = None
+    # every input that defines the experiment, and the environment it ran in (docs/measurement-model.md)
+    parameters: dict = field(default_factory=dict)
+    caliper_config: str = "none"    # the Caliper channel and options the profile was recorded with
+    mpi_identity: str | None = None  # the MPI library as the profile's Adiak names it, whatever sits beside the file
+    hardware_digest: str | None = None   # the site's hardware description given at ingest
+
+    @property
+    def environment(self) -> dict:
+        """Where and how the run ran: system and hardware, MPI library, interconnect, compiler, Spack spec
+        hash, Caliper configuration."""
+        return {"system": self.system, "hardware": self.hardware_digest, "stack": self.stack,
+                "mpi_library": self.mpi_identity or self.mpi_library, "interconnect": self.interconnect or "default",
+                "compiler": self.compiler, "spack_hash": self.spack_hash, "caliper": self.caliper_config}
+
+    @property
+    def series_key(self) -> str:
+        """Runs with equal application, parameters and environment are one series."""
+        doc = json.dumps([self.app, self.parameters, self.environment], sort_keys=True, default=str)
+        return hashlib.sha256(doc.encode()).hexdigest()
+
+
+def _started_at(prof: Profile) -> dt.datetime:
+    for key in ("launchdate", "starttime.sec"):
+        if key in prof.meta:
+            try:
+                return dt.datetime.fromtimestamp(int(prof.meta[key]), dt.timezone.utc)
+            except ValueError:
+                pass
+    return dt.datetime.fromtimestamp(prof.files[0].stat().st_mtime, dt.timezone.utc)
+
+
+# The region of MPI calls made outside every annotated region (MPI_Init, MPI_Finalize, and every call of
+# a binary without annotations): a node of its own, so per-function MPI time has a region to hang on.
+OUTSIDE_REGIONS = "(outside regions)"
+
+
+def _join(p: tuple) -> str:
+    return "/".join(p)
+
+
+def app_name(prof: Profile, given: str | None = None) -> tuple[str, str]:
+    """The application and where its name came from, first found: --app; the name commscope's
+    workloads record (Adiak `workload`); Ramble's application name; the executable's base name
+    (Adiak `executable`, else `executablepath` or the first word of `cmdline`)."""
+    g = prof.meta
+    if given:
+        return clean(given, 200), "--app"
+    for key in ("workload", "ramble_application", "executable"):
+        if g.get(key):
+            return clean(Path(str(g[key])).name, 200), key
+    for key in ("executablepath", "cmdline"):
+        v = g.get(key)
+        v = v[0] if isinstance(v, list) and v else v
+        if v and str(v).strip("[]"):
+            return clean(Path(str(v).strip("[]").split(",")[0].split()[0]).name, 200), key
+    raise BadProfile(f"{prof.source}: no application name in its metadata (no Adiak workload or executable); "
+                     f"give it with --app NAME")
+
+
+# Where an MPI library's identity can be read from a profile's metadata, in order.
+LIBMPI = re.compile(r"(?:^|/)(lib(?:p?mpi|mpi_\w+|mpich|mpifort)[\w.-]*\.so[\w.]*)")
+
+
+def mpi_library(prof: Profile) -> tuple[str, str]:
+    """(MPI library, where it came from): the library version string the workload printed
+    (MPI_Get_library_version); Adiak's mpi_library_vendor/version; the libmpi among Adiak's `libraries`;
+    an application's own `mpi` value; else 'unknown'."""
+    g, out = prof.meta, prof.output
+    if out and out.mpi_library:
+        return clean(out.mpi_library), "output"
+    if g.get("mpi_library_vendor"):
+        return clean(f"{g['mpi_library_vendor']} {g.get('mpi_library_version', '')}".strip()), "adiak"
+    libs = g.get("libraries")
+    for lib in (libs if isinstance(libs, list) else str(libs or "").strip("[]").split(",")):
+        m = LIBMPI.search(str(lib).strip())
+        if m:
+            return clean(str(lib).strip()), "libraries"
+    if g.get("mpi"):
+        return clean(g["mpi"]), "mpi"
+    return "unknown", "none"
+
+
+def _meta_value(v):
+    """A metadata value as stored: lists (cmdline, libraries) stay lists, the rest strings."""
+    return [clean(x) for x in v] if isinstance(v, list) else clean(v)
+
+
+def library_list(v) -> list:
+    """Adiak's `libraries` (a set of paths, which Caliper writes as one '[a,b,...]' string) as a list of paths:
+    kept whole however many libraries a program loads (one string would be cut at clean()'s limit), and a run
+    is found by one library it loaded: `metadata @> '{"libraries": ["/lib/x86_64-linux-gnu/libmpi.so.40"]}'`."""
+    if isinstance(v, list):
+        return v
+    s = str(v).strip()
+    return [p.strip() for p in (s[1:-1] if s.startswith("[") and s.endswith("]") else s).split(",") if p.strip()]
+
+
+# Metadata Caliper and Adiak write for every program, not the application's own values.
+CALIPER_AND_ADIAK_KEYS = {"cali.caliper.version", "cali.channel", "mpi.world.size", "starttime.sec", "starttime.nsec",
+                          "adiakversion", "user", "uid", "launchdate", "launchday", "executable", "executablepath",
+                          "working_directory", "libraries", "cmdline", "hostname", "cluster", "jobsize", "numhosts",
+                          "hostlist", "mpi_version", "mpi_library_vendor", "mpi_library_version", "compiler",
+                          "compiler version", "walltime", "systime", "cputime", "spot.metrics", "spot.timeseries.metrics",
+                          "spot.format.version", "spot.options", "spot.channels"}
+
+
+def application_values(g: dict) -> dict:
+    """The values an application recorded itself (Adiak or Caliper globals), without Caliper's and
+    Adiak's own."""
+    return {k: v for k, v in g.items() if k not in CALIPER_AND_ADIAK_KEYS and not k.startswith(("opts:", "cali."))}
+
+
+def third_party_parameters(prof: Profile, opts: "ReadOptions") -> dict:
+    """The experiment parameters of an application that is not one of commscope's workloads
+    (docs/add-your-application.md): the metadata keys --param-keys names; without it, the command line's
+    arguments (Adiak cmdline, less the executable) where Adiak recorded it, else every value the
+    application recorded itself. --param K=V adds or overrides."""
+    g = prof.meta
+    if opts.param_keys:
+        missing = [k for k in opts.param_keys if k not in g]
+        if missing:
+            raise BadProfile(f"{prof.source}: --param-keys names {', '.join(map(repr, missing))}, which its metadata "
+                             f"does not have (it has: {', '.join(sorted(application_values(g))) or 'no application values'}); "
+                             f"give the value with --param KEY=VALUE or leave the key out")
+        return {k: _meta_value(g[k]) for k in opts.param_keys}
+    cmd = g.get("cmdline")
+    if cmd:
+        args = cmd if isinstance(cmd, list) else str(cmd).strip("[]").split(",")
+        return {"cmdline": " ".join(str(a) for a in args[1:])}
+    return {k: _meta_value(v) for k, v in sorted(application_values(g).items())}
+
+
+# Where a run's focus window came from (runs.metadata.focus_source, docs/measurement-model.md): the profile's
+# call tree (the focus region's subtrees), or the workload's own timers (its FOMs over its timed loop).
+FOCUS_FROM_PROFILE, FOCUS_FROM_TIMERS = "profile", "workload timers"
+
+
+def focus_windows(prof: Profile, focus: str | None) -> tuple[list[dict], str | None]:
+    """The run's windows and where its focus window came from (None: it has none).
+
+    A FOCUS named at ingest or by the Ramble experiment is that region's subtrees in the profile, or no
+    focus window. Without one, or when it names the workloads' timed loop (`loop`, which every commscope
+    Ramble application declares), the focus is the loop: the `loop` region where the profile has it; else,
+    when the workload's output is beside the profile, the workload's own timers, which time exactly that
+    loop (as for a run without a profile): a profile made before the workloads had `loop` (its `timestep`
+    regions leave out what the loop does between steps, such as halo3d's first exchange) or one that timed
+    nothing (a message trace). Without the output such a profile has
+    no focus window rather than one over another interval."""
+    if focus is not None and focus != windows.WORKLOAD_FOCUS:
+        rows = windows.profile_windows(prof, focus)
+        return rows, FOCUS_FROM_PROFILE if any(w["window"] == "focus" for w in rows) else None
+    rows = windows.profile_windows(prof, windows.WORKLOAD_FOCUS)
+    if any(w["window"] == "focus" for w in rows):
+        return rows, FOCUS_FROM_PROFILE
+    timers = windows.output_window(prof.output.foms) if prof.output else []
+    return rows + timers, FOCUS_FROM_TIMERS if timers else None
+
+
+def from_profile(prof: Profile, focus: str | None = None, opts: "ReadOptions | None" = None) -> Record:
+    """Every metric the store keeps for one profiled run, of any application. FOCUS names the focus
+    window's region; without it, the workloads' own (their timed loop)."""
+    opts = opts or ReadOptions()
+    g = prof.meta
+    out = prof.output
+    app, app_source = app_name(prof, opts.app)
+    library, library_source = mpi_library(prof)
+    stats = prof.stats
+    window_rows, focus_source = focus_windows(prof, focus)
+    run_window = next((w for w in window_rows if w["window"] == "run"), {})
+    rec = Record(
+        content_hash=prof.content_hash, source=clean(prof.source), profile_kind=prof.kind,
+        app=app, workload=clean(g.get("ramble_workload") or g.get("workload") or app),
+        ranks=prof.ranks, started_at=_started_at(prof),
+        status="failed" if out and any(s == "FAIL" for s, _ in out.verify.values())
+        else "partial" if prof.missing_ranks else "ok",
+        variant=clean(g.get("variant")), decomposition=clean(g.get("decomposition")),
+        interconnect=clean(g.get("interconnect")), nodes=as_int(g.get("numhosts")),
+        global_size=clean(g.get("global_size")), local_size=clean(g.get("local_size")),
+        iterations=as_int(g.get("iterations")), compiler=clean(g.get("compiler")),
+        spack_hash=clean(g.get("spack_hash")), caliper_version=clean(g.get("cali.caliper.version")),
+        experiment=clean(g.get("experiment")),
+        system=clean(g.get("cluster") or g.get("hostname") or "unknown"),
+        stack=clean(g.get("stack") or (f"{g['mpi_library_vendor']} {g.get('mpi_library_version', '')}".strip()
+                                       if g.get("mpi_library_vendor") else library)),
+        mpi_library=library,
+        # runs' legacy columns are the run window's numbers (docs/measurement-model.md)
+        summary={"wall_time": run_window.get("time_s"), "mpi_time_avg": run_window.get("mpi_time_avg_s"),
+                 "mpi_time_max": run_window.get("mpi_time_max_s"),
+                 "mpi_fraction_avg": run_window.get("mpi_fraction_avg"),
+                 "mpi_fraction_slowest": run_window.get("mpi_fraction_slowest")},
+        metadata={k: _meta_value(library_list(v) if k == "libraries" else v) for k, v in g.items()}
+        | {"ranks_source": prof.ranks_source, "app_source": app_source, "mpi_library_source": library_source}
+        | ({"missing_ranks": prof.missing_ranks} if prof.missing_ranks else {}),
+    )
+    for p, s in stats.items():
+        imb = s.excl_max / s.excl_avg if s.excl_max is not None and s.excl_avg else None
+        rec.node_rows.append((_join(p), s.excl_min, s.excl_avg, s.excl_max, s.incl_min, s.incl_avg, s.incl_max,
+                              s.calls, imb, s.incl_max_rank))
+    # MPI calls summed over ranks (spot: its across-rank sum), by the region they were made in; calls
+    # outside every region (all of an unannotated binary's) under OUTSIDE_REGIONS.
+    mpi_total: dict = {p: float(arr.sum()) for p, arr in prof.excl.items() if profiles.is_mpi(p)}
+    for p, sp in prof.spot.items():
+        if profiles.is_mpi(p):
+            mpi_total[p] = sp.get("excl_sum", sp["sum"])
+    bytes_by_path = prof.bytes_sent
+    for p, total in mpi_total.items():
+        rec.mpi_rows.append((_join(p[:-1]) or OUTSIDE_REGIONS, p[-1], total, stats[p].excl_max, stats[p].calls,
+                             bytes_by_path.get(p)))
+    for p, b in bytes_by_path.items():
+        if p not in mpi_total and profiles.is_mpi(p):
+            rec.mpi_rows.append((_join(p[:-1]) or OUTSIDE_REGIONS, p[-1], 0.0, None, None, b))
+    groups = profiles.rank_groups(prof)
+    if opts.rank_rows is None or len(groups["rank"]) <= opts.rank_rows:
+        cols = [groups[k].tolist() if groups[k] is not None else [None] * len(groups["rank"])
+                for k in ("rank", "total", "user", "mpi", "sync")]
+        rec.rank_rows = list(zip(*cols))
+    else:
+        rec.metadata["rank_rows"] = (f"not kept: {len(groups['rank'])} ranks, more than --rank-rows {opts.rank_rows}; "
+                                     f"the distributions over ranks are in v_rank_spread")
+    rec.spread_rows = [(w["window"], None, q, *(d[c] for c in SPREAD_COLUMNS))
+                       for w in window_rows for q, d in (w.get("spread") or {}).items()]
+    rec.spread_rows += [(None, _join(p), "incl_time", *(s.incl_spread[c] for c in SPREAD_COLUMNS))
+                        for p, s in stats.items() if s.incl_spread]
+    rec.matrix_rows = [(src, dst, msgs, b) for (src, dst), (msgs, b) in sorted(prof.matrix.items())]
+    if out:
+        rec.fom_rows = [(clean(name, 200), 0, value, clean(unit, 50)) for name, (value, unit) in out.foms.items()]
+    rec.comm_rows = _comm_rows(prof)
+    rec.window_rows = [tuple(w[c] for c in windows.COLUMNS) for w in window_rows]
+    if focus_source:
+        rec.metadata["focus_source"] = focus_source
+    if out:
+        params = output_parameters(out)
+    elif "workload" in g:
+        params = {k: clean(g[k]) for k in WORKLOAD_ADIAK_PARAMETERS if k in g}
+    else:
+        params = third_party_parameters(prof, opts)
+    if out or "workload" in g:
+        missing = [k for k in opts.param_keys if k not in g]
+        if missing:
+            raise BadProfile(f"{prof.source}: --param-keys names {', '.join(map(repr, missing))}, which its "
+                             f"metadata does not have; give the value with --param KEY=VALUE or leave the key out")
+        params.update({k: _meta_value(g[k]) for k in opts.param_keys})
+    rec.parameters = {"ranks": prof.ranks, "nodes": rec.nodes, **params, **dict(opts.params)}
+    rec.caliper_config = caliper_config(g)
+    rec.mpi_identity = (clean(f"{g['mpi_library_vendor']} {g.get('mpi_library_version', '')}".strip())
+                        if g.get("mpi_library_vendor") else None)
+    return rec
+
+
+# A distribution over ranks as rank_spread stores it (profiles.distributions).
+SPREAD_COLUMNS = ("n", "min", "mean", "max", "p50", "p90", "p99", "hist_lo", "hist_hi", "hist_counts", "top_ranks",
+                  "top_values")
+
+
+# PARAM lines that describe the environment, say a thing twice, or say where the run put its files (pio's dir and
+# file: every run folder would start a series), not the experiment. An input file (commgraph's rank map) stays.
+NOT_PARAMETERS = {"interconnect", "allreduce_scheme", "dir", "file"}
+
+
+def output_parameters(out) -> dict:
+    """The experiment's parameters as the workload printed them (PARAM lines), the same whether or not
+    Caliper profiled the run, so profiled and unprofiled runs of one experiment differ only in environment."""
+    return {f"param.{k}": clean(v) for k, v in out.params.items() if k not in NOT_PARAMETERS}
+
+
+# The Adiak values commscope's workloads record that define an experiment (workloads/README.md), for a profile
+# whose output is not beside it.
+WORKLOAD_ADIAK_PARAMETERS = ("workload", "variant", "decomposition", "global_size", "iterations", "pml_width",
+                             "pml_faces", "fused", "small_bytes", "large_bytes", "message_bytes", "sizes", "datatype",
+                             "alloc", "debug_barriers", "tolerance", "group_size", "ramble_workload")
+
+
+def caliper_config(g: dict) -> str:
+    """The Caliper configuration a profile was recorded with: its channel and options, sorted."""
+    opts = sorted(k[5:] + ("" if v == "true" else f"={v}") for k, v in g.items()
+                  if k.startswith("opts:") and k != "opts:output")
+    if not opts and g.get("spot.options"):
+        opts = sorted(g["spot.options"].split(","))
+    return ",".join([g.get("cali.channel", "profile")] + opts)
+
+
+
+
+def _comm_rows(prof: Profile) -> list[tuple]:
+    """comm.stats per comm region, as the reader combined them over ranks."""
+    return [(_join(p), *(values.get(name) for name, _attr, _how in profiles.COMM_STATS))
+            for p, values in sorted(prof.comm.items())]
+
+
+# The option that names a workload's variant, per workload (workloads/README.md).
+VARIANT_PARAMS = {"stencil2d": ("decomp", "send"), "commgraph": ("pattern",), "pio": ("method",),
+                  "cgsolve": ("allreduce",), "collsweep": ("coll",)}
+
+
+def from_output(path) -> Record:
+    """A run without Caliper: the workload's stdout alone. It gives FOMs, the
+    VERIFY status and the wall time (FOM total_time), but no call tree and no
+    MPI fraction: those need a profile."""
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except (OSError, UnicodeDecodeError) as e:
+        raise BadProfile(f"{path}: unreadable workload output ({e})") from None
+    out = parse_output(text)
+    if not out.workload or not out.ranks:
+        raise BadProfile(f"{path}: not a commscope workload output (no COMMSCOPE header or RANKS line)")
+    p = out.params
+    names = VARIANT_PARAMS.get(out.workload, ("variant",))
+    variant = "-".join(p[n] for n in names if n in p) or p.get("variant")
+    total = out.foms.get("total_time")
+    rec = Record(
+        content_hash=profiles.file_hash([path]), source=clean(str(path)), profile_kind="none",
+        app=clean(out.workload), workload=clean(out.workload), ranks=out.ranks,
+        started_at=dt.datetime.fromtimestamp(path.stat().st_mtime, dt.timezone.utc),
+        status="failed" if not out.verify or any(st == "FAIL" for st, _ in out.verify.values()) else "ok",
+        variant=clean(variant), interconnect=clean(p.get("interconnect")), global_size=clean(p.get("global") or p.get("n")),
+        iterations=as_int(p.get("iters")), stack=clean(out.mpi_library.split(",")[0] or "unknown"),
+        mpi_library=clean(out.mpi_library or "unknown"),
+        metadata={"params": {k: clean(v) for k, v in p.items()},
+                  "verify": {k: list(v) for k, v in out.verify.items()}},
+    )
+    if total and total[1] == "s":
+        rec.summary["wall_time"] = total[0]
+    rec.fom_rows = [(clean(name, 200), 0, value, clean(unit, 50)) for name, (value, unit) in out.foms.items()]
+    rec.window_rows = [tuple(w[c] for c in windows.COLUMNS) for w in windows.output_window(out.foms)]
+    if rec.window_rows:
+        rec.metadata["focus_source"] = FOCUS_FROM_TIMERS
+    rec.parameters = {"ranks": out.ranks, "nodes": None, **output_parameters(out)}
+    return rec
+
+
+@dataclass(frozen=True)
+class ReadOptions:
+    """What the user says at ingest about how to read the inputs."""
+    allow_partial: bool = False    # store a run with ranks missing as 'partial' instead of refusing it
+    focus: str | None = None       # the focus window's region (else the workloads' timed loop: focus_windows)
+    app: str | None = None         # --app: the application's name, over what the profile says
+    ranks: int | None = None       # --ranks: the job's rank count, over what the profile says
+    params: tuple = ()             # --param K=V: (key, value) pairs added to every run's parameters
+    param_keys: tuple = ()         # --param-keys: the metadata keys that define the experiment
+    rank_rows: int | None = 1024   # --rank-rows: per-rank rows kept up to this many ranks (None: always)
+
+
+def read_record(files: list, opts: ReadOptions = ReadOptions()) -> Record:
+    """One input group (see profiles.discover) to one record. Runs in the
+    reader processes; raises BadProfile naming the file."""
+    if len(files) == 1 and str(files[0]).endswith(".out"):
+        return from_output(files[0])
+    return from_profile(profiles.read_files(files, opts.allow_partial, opts.ranks), opts.focus, opts)

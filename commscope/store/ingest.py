@@ -1,0 +1,434 @@
+"""Records -> PostgreSQL, streamed. Reader processes turn input groups into
+records (records.py); this process writes them, a batch at a time, inside one
+transaction per campaign. So memory stays flat however many profiles come in,
+a bad file or a kill -9 leaves the store unchanged, and re-ingesting is a
+no-op because runs are keyed by the content hash of their files.
+
+Concurrent ingests take one advisory lock for their campaign transaction:
+writers queue instead of interleaving, which rules out duplicate runs and
+lock-order deadlocks on the shared names (systems, stacks, call paths). The
+wait is bounded (db.writer_session): a hung ingest cannot block the others
+for ever, and the one that gives up names the session holding the lock."""
+from __future__ import annotations
+
+import concurrent.futures as cf
+import datetime as dt
+import hashlib
+import json
+import multiprocessing
+import os
+from collections import deque
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Iterable, Iterator
+
+import psycopg
+from psycopg._copy_base import format_row_text   # psycopg is pinned (pyproject.toml)
+from psycopg.adapt import Transformer
+from psycopg.types.json import Jsonb
+
+from commscope.store import db
+from commscope.read import profiles, windows
+from commscope.read.profiles import BadProfile
+from commscope.read.records import ReadOptions, Record, as_int, clean, read_record
+
+BATCH = 64            # runs per round of COPYs
+PARALLEL_FROM = 32    # fewer input groups than this are read in-process
+WRITE_LOCK = "commscope.store.ingest"
+# runs.model_version: the version of docs/measurement-model.md a run was measured under. 2: runs' legacy
+# columns and rank_metrics are the run window (nothing left out by name, time outside regions counted) and
+# MPI calls outside every region are kept; v_runs_needing_reingest (migrations 0020, 0023, 0026) lists the runs
+# below it that the later versions measure differently, with the reason (docs/measurement-model.md).
+MODEL_VERSION = 4
+RUN_COLUMNS = ("content_hash, campaign_id, system_id, stack_id, status, profile_kind, app, workload, variant, "
+               "decomposition, interconnect, ranks, nodes, global_size, local_size, iterations, compiler, spack_hash, "
+               "caliper_version, experiment, started_at, wall_time, mpi_time_avg, mpi_time_max, mpi_fraction_avg, "
+               "mpi_fraction_slowest, source, metadata, hardware_id, series_id, model_version")
+
+
+@dataclass
+class Provenance:
+    """What the profile itself cannot say, given on the command line. Set
+    values override what the profile's metadata says."""
+    system: str | None = None
+    stack: str | None = None
+    interconnect: str | None = None
+    git_commit: str | None = None
+    ci_pipeline: str | None = None
+    spack_hash: str | None = None
+    compiler: str | None = None
+    hardware: dict | None = None   # the site's hardware description (CPU model, cores/node, interconnect, ...)
+    started_at: dt.datetime | None = None   # --started-at: the start of runs whose files carry no time
+
+    def apply(self, rec: Record) -> Record:
+        over = {k: clean(v) for k, v in (("system", self.system), ("stack", self.stack),
+                                         ("interconnect", self.interconnect), ("spack_hash", self.spack_hash),
+                                         ("compiler", self.compiler)) if v}
+        if self.started_at and rec.profile_kind == "none":
+            # No profile: a workload's output (or a Ramble experiment's log) prints no time, so the reader took the
+            # file's modification time, which a copy (a CI artifact) resets; a profile keeps Adiak's launchdate.
+            over["started_at"] = self.started_at
+        if self.hardware:
+            over["hardware_digest"] = hardware_digest(self.hardware)
+        return replace(rec, **over) if over else rec
+
+
+def hardware_digest(hw: dict) -> str:
+    """The identity of a hardware description: md5 of its canonical JSON."""
+    return hashlib.md5(json.dumps(json.loads(json.dumps(hw, default=str)), sort_keys=True).encode()).hexdigest()
+
+
+@dataclass
+class Result:
+    inserted: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)   # already in the store
+    bad: list[str] = field(default_factory=list)       # with --skip-bad
+    left_out: list[str] = field(default_factory=list)  # Ramble workspaces found inside a directory
+    # The campaign that holds this ingest's runs: the new one, or, when every run was already stored, the one
+    # campaign they were stored in (a retried job prints the same id); None when there is no single one.
+    campaign_id: int | None = None
+    already_in: list[int] = field(default_factory=list)  # the campaigns holding the runs already stored
+
+
+# The tables a run's rows are COPYed into: whether the table carries the run's started_at (the month
+# partitions of migration 0022), whether its rows name a node (interned by the writer), the columns after
+# run_id [, started_at][, node_id], and a function from a record to its rows as (node path, those columns).
+COPY_TABLES = {
+    "node_metrics": (True, True, "excl_min, excl_avg, excl_max, incl_min, incl_avg, incl_max, calls, imbalance, "
+                     "incl_max_rank", lambda r: [(row[0], row[1:]) for row in r.node_rows]),
+    "mpi_metrics": (True, True, "function, time_total, time_max, calls, bytes",
+                    lambda r: [(row[0], row[1:]) for row in r.mpi_rows]),
+    "comm_stats": (False, True, ", ".join(name for name, _a, _h in profiles.COMM_STATS),
+                   lambda r: [(row[0], row[1:]) for row in r.comm_rows]),
+    "rank_spread": (True, True, '"window", quantity, ranks, min, mean, max, p50, p90, p99, hist_lo, hist_hi, '
+                    "hist_counts, top_ranks, top_values",
+                    lambda r: [(row[1], (row[0], *row[2:-3], *map(_array_literal, row[-3:])))
+                               for row in r.spread_rows]),
+    "rank_metrics": (True, False, "rank, total_time, user_time, mpi_time, mpi_sync_time",
+                     lambda r: [(None, row) for row in r.rank_rows]),
+    "comm_matrix": (True, False, "src, dst, messages, bytes", lambda r: [(None, row) for row in r.matrix_rows]),
+    # a FOM outside every context has context NULL (migration 0015)
+    "foms": (False, False, "name, repeat, value, unit, context",
+             lambda r: [(None, (*row, None) if len(row) == 4 else row) for row in r.fom_rows]),
+    "run_windows": (False, False, ", ".join(f'"{c}"' for c in windows.COLUMNS),
+                    lambda r: [(None, row) for row in r.window_rows]),
+}
+_COPY_TX = Transformer()   # psycopg's global adapters: the same text a cursor's COPY writes
+
+
+def _copy_field(value) -> bytes:
+    """One value in COPY's text format, without the line's end."""
+    return bytes(format_row_text((value,), _COPY_TX))[:-1]
+
+
+def _array_literal(values: list) -> str:
+    """A list of numbers as a PostgreSQL array literal, which COPY parses into the column's array type:
+    much cheaper than psycopg's per-element array dumping, which was a fifth of the writer's time."""
+    if None in values:
+        return "{" + ",".join("NULL" if v is None else repr(v) for v in values) + "}"
+    return "{" + ",".join(map(repr, values)) + "}"   # ints and floats as Python writes them: exact
+
+
+def copy_text(rec: Record) -> dict[str, list[tuple[str | None, bytes]]]:
+    """The record's rows for each table of COPY_TABLES as (node path or None, the line's text after the
+    writer's own columns), formatted by psycopg's COPY formatter. Reader processes format them
+    (_read), so the single writer process only joins bytes: it was the bottleneck of a parallel ingest."""
+    return {table: [(path, bytes(format_row_text(tail, _COPY_TX))) for path, tail in rows(rec)]
+            for table, (_month, _node, _cols, rows) in COPY_TABLES.items()}
+
+
+def _read(group: list[Path], opts: ReadOptions = ReadOptions()) -> Record | BadProfile:
+    """A record with its COPY text made here, in the reader process; the row lists it was made from are not
+    sent back to the writer a second time."""
+    try:
+        rec = read_record(group, opts)
+    except BadProfile as e:
+        return e
+    return replace(rec, copy_text=copy_text(rec), node_rows=[], mpi_rows=[], comm_rows=[], spread_rows=[],
+                   rank_rows=[], matrix_rows=[], fom_rows=[], window_rows=[])
+
+
+def _die_with_parent() -> None:
+    """Reader processes must not outlive a killed ingest (kill -9 sends no
+    signal they could see otherwise)."""
+    import ctypes
+    import signal
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass  # not Linux: the pool's own shutdown still applies
+
+
+def workers() -> int:
+    return int(os.environ.get("COMMSCOPE_INGEST_WORKERS", 0)) or max(1, min(4, os.cpu_count() or 1))
+
+
+def read_records(groups: list, n_workers: int | None = None,
+                 opts: ReadOptions = ReadOptions()) -> Iterator[Record | BadProfile]:
+    """Records in input order. Reader processes work ahead of the writer by a
+    bounded window, so at most a few dozen records are in memory at once."""
+    n = n_workers or workers()
+    if n == 1 or len(groups) < PARALLEL_FROM:
+        for g in groups:
+            yield _read(g, opts)
+        return
+    window = n * 8
+    # spawn, not fork: the parent holds a database connection.
+    with cf.ProcessPoolExecutor(n, mp_context=multiprocessing.get_context("spawn"),
+                                initializer=_die_with_parent) as pool:
+        pending: deque = deque()
+        it = iter(groups)
+        for g in it:
+            pending.append(pool.submit(_read, g, opts))
+            if len(pending) >= window:
+                break
+        while pending:
+            yield pending.popleft().result()
+            nxt = next(it, None)
+            if nxt is not None:
+                pending.append(pool.submit(_read, nxt, opts))
+
+
+class Writer:
+    """Writes records into one campaign; interns shared names as it meets them."""
+
+    def __init__(self, conn: psycopg.Connection, campaign_id: int, prov: Provenance):
+        self.conn, self.campaign_id, self.prov = conn, campaign_id, prov
+        self.node_ids: dict[str, int] = {}
+        self.system_ids: dict[str, int] = {}
+        self.stack_ids: dict[tuple, int] = {}
+        self.hardware_ids: dict[int, int] = {}
+        self.series_ids: dict[str, int] = {}
+        self.staged = False   # the campaign's temporary runs_in table exists
+
+    def _system(self, name: str) -> int:
+        if name not in self.system_ids:
+            row = self.conn.execute("INSERT INTO systems (name) VALUES (%s) ON CONFLICT (name) DO NOTHING "
+                                    "RETURNING id", (name,)).fetchone()
+            row = row or self.conn.execute("SELECT id FROM systems WHERE name = %s", (name,)).fetchone()
+            self.system_ids[name] = row[0]
+        return self.system_ids[name]
+
+    def _intern_series(self, batch: list[Record]) -> list[int]:
+        """The batch's series ids in batch order (migration 0012), interned by their keys with one INSERT and one
+        SELECT for all that are new to this writer, not a round trip each (a parameter sweep makes a series per
+        run)."""
+        keys = [rec.series_key for rec in batch]
+        new = {}
+        for key, rec in zip(keys, batch):
+            if key not in self.series_ids and key not in new:
+                new[key] = (rec.app, json.dumps(rec.parameters, default=str), json.dumps(rec.environment, default=str))
+        if new:
+            apps, params, envs = (list(col) for col in zip(*new.values()))
+            with self.conn.cursor() as cur:
+                cur.execute("INSERT INTO series (key, app, parameters, environment) "
+                            "SELECT * FROM unnest(%s::text[], %s::text[], %s::jsonb[], %s::jsonb[]) "
+                            "ON CONFLICT (key) DO NOTHING", (list(new), apps, params, envs))
+                self.series_ids.update(cur.execute("SELECT key, id FROM series WHERE key = ANY(%s)",
+                                                   (list(new),)).fetchall())
+        return [self.series_ids[key] for key in keys]
+
+    def _hardware(self, system_id: int) -> int | None:
+        """The campaign's hardware description as a version of SYSTEM_ID's (migration 0011): a
+        description seen before is the same version; a new one leaves the runs before it as they were."""
+        hw = self.prov.hardware
+        if not hw:
+            return None
+        if system_id not in self.hardware_ids:
+            doc = json.loads(json.dumps(hw, default=str))
+            digest = hardware_digest(hw)
+            row = self.conn.execute(
+                "INSERT INTO hardware_versions (system_id, digest, cpu_model, cores_per_node, interconnect, hardware) "
+                "VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (system_id, digest) DO NOTHING RETURNING id",
+                (system_id, digest, *hardware_columns(hw), Jsonb(doc))).fetchone()
+            row = row or self.conn.execute("SELECT id FROM hardware_versions WHERE system_id = %s AND digest = %s",
+                                           (system_id, digest)).fetchone()
+            self.hardware_ids[system_id] = row[0]
+        return self.hardware_ids[system_id]
+
+    def _stack(self, name: str, library: str) -> int:
+        key = (name, library)
+        if key not in self.stack_ids:
+            row = self.conn.execute("INSERT INTO stacks (name, library) VALUES (%s, %s) ON CONFLICT (name, library) "
+                                    "DO NOTHING RETURNING id", key).fetchone()
+            row = row or self.conn.execute("SELECT id FROM stacks WHERE name = %s AND library = %s", key).fetchone()
+            self.stack_ids[key] = row[0]
+        return self.stack_ids[key]
+
+    def _intern_nodes(self, paths: Iterable[str]) -> None:
+        new = sorted(set(paths) - self.node_ids.keys())
+        if not new:
+            return
+        rows = [(k, k.rsplit("/", 1)[-1], k.rsplit("/", 1)[0] if "/" in k else None, k.count("/") + 1,
+                 k.rsplit("/", 1)[-1].startswith("MPI_")) for k in new]
+        with self.conn.cursor() as cur:
+            cur.execute("INSERT INTO nodes (path, name, parent_path, depth, is_mpi) "
+                        "SELECT * FROM unnest(%s::text[], %s::text[], %s::text[], %s::int[], %s::bool[]) "
+                        "ON CONFLICT (path) DO NOTHING", [list(col) for col in zip(*rows)])
+            self.node_ids.update(cur.execute("SELECT path, id FROM nodes WHERE path = ANY(%s)", (new,)).fetchall())
+
+    def write(self, batch: list[Record]) -> set[str]:
+        """Inserts a batch; returns the content hashes that were new."""
+        conn = self.conn
+        text = {r.content_hash: r.copy_text or copy_text(r) for r in batch}
+        self._intern_nodes(p for t in text.values() for table in t.values() for p, _tail in table if p is not None)
+        series = self._intern_series(batch)
+        rows = [(r.content_hash, self.campaign_id, self._system(r.system), self._stack(r.stack, r.mpi_library),
+                 r.status, r.profile_kind, r.app, r.workload, r.variant, r.decomposition, r.interconnect, r.ranks,
+                 r.nodes, r.global_size, r.local_size, r.iterations, r.compiler, r.spack_hash, r.caliper_version,
+                 r.experiment, r.started_at, r.summary["wall_time"], r.summary["mpi_time_avg"],
+                 r.summary["mpi_time_max"], r.summary["mpi_fraction_avg"], r.summary["mpi_fraction_slowest"],
+                 r.source, Jsonb(r.metadata), self._hardware(self._system(r.system)), series_id,
+                 MODEL_VERSION) for r, series_id in zip(batch, series)]
+        ids: dict[str, int] = {}
+        with conn.cursor() as cur:
+            # A run stored before the measurement model (model_version NULL) or under an older version of it is
+            # measured again: the new record replaces it (its rows go with it, and the rollups follow the delete).
+            cur.execute("DELETE FROM runs WHERE (model_version IS NULL OR model_version < %s) "
+                        "AND content_hash = ANY(%s)", (MODEL_VERSION, [r.content_hash for r in batch]))
+            # One INSERT per batch, not per run: the statement-level rollup triggers (migration 0010) then
+            # add the batch to its (series, day) groups once, so ingest stays as fast as a series fills.
+            # The staging table lives until the commit: an earlier ingest in the caller's own transaction
+            # may have made it already.
+            if not self.staged:
+                cur.execute(f"CREATE TEMP TABLE IF NOT EXISTS runs_in ON COMMIT DROP AS SELECT {RUN_COLUMNS} "
+                            "FROM runs WITH NO DATA")
+                self.staged = True
+            cur.execute("TRUNCATE runs_in")
+            with cur.copy(f"COPY runs_in ({RUN_COLUMNS}) FROM STDIN") as cp:
+                for row in rows:
+                    cp.write_row(row)
+            cur.execute(f"INSERT INTO runs ({RUN_COLUMNS}) SELECT {RUN_COLUMNS} FROM runs_in "
+                        "ON CONFLICT (content_hash) DO NOTHING RETURNING id, content_hash, started_at")
+            returned = cur.fetchall()
+            ids.update((h, run_id) for run_id, h, _t in returned)
+            # The tables partitioned by their run's month (migration 0022) carry the run's started_at as stored.
+            started = {run_id: t for run_id, _h, t in returned}
+            new = [(ids[r.content_hash], r) for r in batch if r.content_hash in ids]
+            # each run's leading columns, with and without its started_at, formatted once for every table
+            heads = {run_id: (b"%d\t%s" % (run_id, _copy_field(started[run_id])), b"%d" % run_id)
+                     for run_id, _r in new}
+            for table, (month, node, cols, _rows) in COPY_TABLES.items():
+                lines = []
+                for run_id, r in new:
+                    head = heads[run_id][0 if month else 1]
+                    for path, tail in text[r.content_hash][table]:
+                        if node:
+                            lines += (head, b"\t\\N\t" if path is None else b"\t%d\t" % self.node_ids[path], tail)
+                        else:
+                            lines += (head, b"\t", tail)
+                if lines:
+                    lead = "run_id, " + ("started_at, " if month else "") + ("node_id, " if node else "")
+                    with cur.copy(f"COPY {table} ({lead}{cols}) FROM STDIN") as cp:
+                        cp.write(b"".join(lines))
+        return set(ids)
+
+
+def hardware_columns(hw: dict) -> tuple:
+    """(cpu model, cores per node, interconnect) from a site's hardware
+    description, flat (cpu_model: ...) or nested as ramble/sites/*/hardware.yaml
+    writes it (cpu: {model, cores_per_node}, interconnect: {name, ...})."""
+    cpu = hw.get("cpu") if isinstance(hw.get("cpu"), dict) else {}
+    ic = hw.get("interconnect")
+    if isinstance(ic, dict):
+        ic = ic.get("name") or ic.get("technology")
+    return (clean(hw.get("cpu_model") or cpu.get("model")),
+            as_int(hw.get("cores_per_node") or cpu.get("cores_per_node")), clean(ic))
+
+
+def ingest_records(conn: psycopg.Connection, records: Iterable[Record | BadProfile], prov: Provenance,
+                   source: str, kind: str = "ingest", skip_bad: bool = False, progress=None) -> Result:
+    """Writes a stream of records as one campaign in one transaction."""
+    res = Result()
+    seen: set[str] = set()
+    with conn.transaction():
+        db.writer_session(conn)
+        db.take_write_lock(conn, WRITE_LOCK)
+        campaign_id = conn.execute(
+            "INSERT INTO campaigns (kind, source, git_commit, ci_pipeline) VALUES (%s, %s, %s, %s) RETURNING id",
+            (kind, clean(source), clean(prov.git_commit), clean(prov.ci_pipeline))).fetchone()[0]
+        writer = Writer(conn, campaign_id, prov)
+        batch: list[Record] = []
+        stored_before: set[str] = set()   # content hashes of runs already in the store
+
+        def flush():
+            new = writer.write(batch)
+            for r in batch:
+                (res.inserted if r.content_hash in new else res.skipped).append(r.source)
+            stored_before.update(r.content_hash for r in batch if r.content_hash not in new)
+            batch.clear()
+
+        for rec in records:
+            if progress:
+                progress.update(1)
+            if isinstance(rec, BadProfile):
+                if not skip_bad:
+                    raise rec  # rolls the whole campaign back
+                res.bad.append(str(rec))
+                continue
+            if rec.content_hash in seen:  # the same file given twice
+                res.skipped.append(rec.source)
+                continue
+            seen.add(rec.content_hash)
+            batch.append(prov.apply(rec))
+            if len(batch) >= BATCH:
+                flush()
+        if batch:
+            flush()
+        res.already_in = [r[0] for r in conn.execute(
+            "SELECT DISTINCT campaign_id FROM runs WHERE content_hash = ANY(%s) AND campaign_id <> %s ORDER BY 1",
+            (sorted(stored_before), campaign_id))]
+        if not res.inserted:
+            conn.execute("DELETE FROM campaigns WHERE id = %s", (campaign_id,))
+            res.campaign_id = res.already_in[0] if len(res.already_in) == 1 else None
+        else:
+            res.campaign_id = campaign_id
+    return res
+
+
+def ingest(conn: psycopg.Connection, inputs: list[Path], prov: Provenance, skip_bad: bool = False,
+           progress=None, allow_partial: bool = False, focus: str | None = None,
+           read: ReadOptions | None = None) -> Result:
+    """Stores Caliper profiles (files, directories) and Ramble workspaces as one campaign. ALLOW_PARTIAL
+    and FOCUS, or READ with every reading option (--app, --ranks, --param, --param-keys): see
+    records.ReadOptions."""
+    from commscope.read import ramble
+    opts = read or ReadOptions(allow_partial, focus)
+    inputs = [Path(i) for i in inputs]
+    for i in inputs:
+        if not i.exists():
+            raise BadProfile(f"{i}: no such file or directory")
+    workspaces = [i for i in inputs if profiles.is_ramble_workspace(i)]
+    if workspaces and len(inputs) > 1:
+        raise BadProfile(f"{workspaces[0]}: a Ramble workspace is one campaign; ingest it on its own")
+    if workspaces:
+        ws = ramble.read_workspace(workspaces[0])
+        if ws.hardware and not prov.hardware:
+            prov = replace(prov, hardware=ws.hardware,
+                           system=prov.system or ws.hardware.get("system") or ws.hardware.get("site"))
+        return ingest_records(conn, ws.records(opts), prov, str(workspaces[0]), "ramble", skip_bad, progress)
+    # ReFrame run reports and perflogs (reframe_results.py): one campaign of their own, as a workspace is.
+    from commscope.read import reframe as reframe_results
+    kinds = {i: reframe_results.classify(i) for i in inputs}
+    neither = [i for i, k in kinds.items() if k == "neither"]
+    if neither and not skip_bad:
+        raise BadProfile(reframe_results.NEITHER.format(path=neither[0]))
+    if "reframe" in kinds.values():
+        other = [i for i, k in kinds.items() if k != "reframe"]
+        if other:
+            raise BadProfile(f"{other[0]}: not ReFrame results, given with ReFrame results; ingest ReFrame reports "
+                             f"and perflogs on their own")
+        return ingest_records(conn, reframe_results.records(inputs, opts), prov, json.dumps([str(i) for i in inputs]),
+                              "reframe", skip_bad, progress)
+    nested: list[Path] = []
+    groups = profiles.discover(inputs, nested)
+    if not groups:
+        raise BadProfile(f"{', '.join(map(str, inputs))}: no Caliper profiles or workload outputs found"
+                         + (f" (only Ramble workspaces, ingest each on its own: {', '.join(map(str, nested))})"
+                            if nested else ""))
+    if progress is not None:
+        progress.total = len(groups)
+    res = ingest_records(conn, read_records(groups, opts=opts), prov, json.dumps([str(i) for i in inputs]),
+                         skip_bad=skip_bad, progress=progress)
+    res.left_out = [str(n) for n in nested]
+    return res

@@ -1,0 +1,294 @@
+"""Grafana dashboards as code: the panels of panels.py built with
+grafana-foundation-sdk (the Grafana 11.6 flavour), checked, and deployed.
+
+    commscope dashboards build  [--out dashboards/json]
+    commscope dashboards lint   [--dir dashboards/json] [--provisioning dashboards/provisioning]
+    commscope dashboards deploy --url URL     (token in GRAFANA_TOKEN, or GRAFANA_USER/GRAFANA_PASSWORD)
+
+The SDK has no PostgreSQL query builder, so SQLQuery below is the Dataquery
+Grafana's PostgreSQL datasource stores: rawSql, format, datasource.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+from pathlib import Path
+
+import click
+
+from commscope.views import panels as P
+
+DATASOURCE_UID = "commscope-postgres"
+DATASOURCE_TYPE = "grafana-postgresql-datasource"
+DATASOURCE = {"type": DATASOURCE_TYPE, "uid": DATASOURCE_UID}
+
+
+def _sdk():
+    try:
+        from grafana_foundation_sdk.builders import (barchart, dashboard, heatmap, table,  # noqa: F401
+                                                     timeseries, xychart)
+        from grafana_foundation_sdk.cog import builder, variants  # noqa: F401
+        from grafana_foundation_sdk.models import dashboard as models  # noqa: F401
+    except ImportError:
+        raise click.ClickException('grafana-foundation-sdk is not installed: pip install "commscope[dashboards]"') from None
+    import grafana_foundation_sdk
+    return grafana_foundation_sdk
+
+
+def _query_classes():
+    from grafana_foundation_sdk.cog import builder, variants
+
+    class SQLQuery(variants.Dataquery):
+        """What Grafana's PostgreSQL datasource keeps for a code-mode query."""
+
+        def __init__(self, ref_id: str, sql: str, fmt: str):
+            self.ref_id, self.sql, self.fmt = ref_id, sql, fmt
+
+        def to_json(self) -> dict:
+            return {"refId": self.ref_id, "datasource": dict(DATASOURCE), "editorMode": "code",
+                    "format": self.fmt, "rawQuery": True, "rawSql": self.sql}
+
+    class SQLQueryBuilder(builder.Builder[SQLQuery]):
+        def __init__(self, ref_id: str, sql: str, fmt: str):
+            self._q = SQLQuery(ref_id, sql, fmt)
+
+        def build(self) -> SQLQuery:
+            return self._q
+
+    return SQLQueryBuilder
+
+
+def _panel(p: P.Panel, panel_id: int, SQLQueryBuilder):
+    from grafana_foundation_sdk.builders import barchart, heatmap, table, timeseries, xychart
+    from grafana_foundation_sdk.models import common
+    from grafana_foundation_sdk.models import dashboard as m
+    kind = {"timeseries": timeseries, "barchart": barchart, "table": table, "xychart": xychart,
+            "heatmap": heatmap}[p.type]
+    b = (kind.Panel().id(panel_id).title(p.title).description(p.description).datasource(m.DataSourceRef(type_val=DATASOURCE_TYPE, uid=DATASOURCE_UID))
+         .with_target(SQLQueryBuilder("A", p.sql, p.format)).span(12).height(9))
+    if p.unit:
+        b = b.unit(p.unit)
+    if p.type == "timeseries":
+        b = b.interval("1d")   # nightly data: no finer buckets than a day
+    if p.type == "barchart" and p.plot.get("stacked"):
+        b = b.stacking(common.StackingMode.NORMAL)
+    if p.type == "xychart":
+        # One series per value of the `series` column.
+        b = b.with_transformation(m.DataTransformerConfig(id_val="partitionByValues",
+                                                          options={"fields": [p.plot["series"]]}))
+    if p.type == "heatmap":
+        b = b.calculate(False).with_transformation(m.DataTransformerConfig(
+            id_val="groupingToMatrix", options={"columnField": p.plot["x"], "rowField": p.plot["y"],
+                                                "valueField": p.plot["z"]}))
+    return b
+
+
+def build_dashboard(d: P.Dashboard) -> dict:
+    """One dashboard as the JSON Grafana stores."""
+    _sdk()
+    from grafana_foundation_sdk.builders import dashboard as db
+    from grafana_foundation_sdk.cog.encoder import JSONEncoder
+    from grafana_foundation_sdk.models import dashboard as m
+    SQLQueryBuilder = _query_classes()
+    ds = m.DataSourceRef(type_val=DATASOURCE_TYPE, uid=DATASOURCE_UID)
+    b = (db.Dashboard(d.title).uid(d.uid).description(d.description).tags(["commscope"]).timezone("utc")
+         .time(d.time_from, "now").refresh("").readonly())
+    for name, label, col in P.VARIABLES:
+        b = b.with_variable(db.QueryVariable(name).label(label).datasource(ds).query(P.variable_query(col))
+                            .multi(True).include_all(True).refresh(m.VariableRefresh.ON_DASHBOARD_LOAD)
+                            .sort(m.VariableSort.ALPHABETICAL_ASC))
+    for v in d.extra_variables:
+        b = b.with_variable(db.QueryVariable(v["name"]).label(v["label"]).datasource(ds).query(v["query"])
+                            .refresh(m.VariableRefresh.ON_DASHBOARD_LOAD).sort(m.VariableSort.ALPHABETICAL_ASC))
+    if d.annotations:
+        b = b.annotation(db.AnnotationQuery().name("Regressions").datasource(ds).enable(True).icon_color("red")
+                         .target(db.AnnotationTarget().limit(100).match_any(False).tags([]).type("tags")))
+        b = b.annotation(db.AnnotationQuery().name("Change points").datasource(ds).enable(True).icon_color("orange")
+                         .target(db.AnnotationTarget().limit(100).match_any(False).tags([]).type("tags")))
+    for i, p in enumerate(d.panels, 1):
+        b = b.with_panel(_panel(p, i, SQLQueryBuilder))
+    out = json.loads(json.dumps(b.build(), cls=JSONEncoder))
+    for v in out.get("templating", {}).get("list", []):
+        # The SDK gives every variable the interval variable's defaults; they mean
+        # nothing to a query variable and @grafana/schema 11.6 has no such fields.
+        for k in ("auto", "auto_min", "auto_count"):
+            v.pop(k, None)
+    for a in out.get("annotations", {}).get("list", []):
+        raw = {"Regressions": P.ANNOTATIONS_SQL, "Change points": P.CHANGE_POINTS_ANNOTATION_SQL}.get(a.get("name"))
+        if raw:
+            # A SQL annotation's target is the datasource's own query, as Grafana stores it.
+            a["target"].update({"refId": "Anno", "editorMode": "code", "format": "table", "rawQuery": True,
+                                "rawSql": raw})
+    return out
+
+
+def build_all() -> dict[str, dict]:
+    """uid -> dashboard JSON for every dashboard in panels.DASHBOARDS."""
+    return {d.uid: build_dashboard(d) for d in P.DASHBOARDS}
+
+
+def dump(doc: dict) -> str:
+    return json.dumps(doc, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+
+
+def write_all(out: Path) -> list[Path]:
+    out.mkdir(parents=True, exist_ok=True)
+    written = []
+    for uid, doc in build_all().items():
+        f = out / f"{uid}.json"
+        f.write_text(dump(doc))
+        written.append(f)
+    return written
+
+
+# ---- lint ------------------------------------------------------------------------------
+
+def _refs(node, path="$"):
+    """Every datasource reference in a dashboard, with where it is."""
+    if isinstance(node, dict):
+        for k, v in node.items():
+            if k == "datasource":
+                yield f"{path}.datasource", v
+            yield from _refs(v, f"{path}.{k}")
+    elif isinstance(node, list):
+        for i, v in enumerate(node):
+            yield from _refs(v, f"{path}[{i}]")
+
+
+def provisioned_uid(provisioning: Path) -> str:
+    """The uid of the PostgreSQL datasource the provisioning file declares."""
+    import yaml
+    f = provisioning / "datasources" / "commscope.yaml"
+    doc = yaml.safe_load(f.read_text())
+    pg = [d for d in doc.get("datasources", []) if d.get("type") == DATASOURCE_TYPE]
+    if len(pg) != 1:
+        raise click.ClickException(f"{f}: expected one {DATASOURCE_TYPE} datasource, found {len(pg)}")
+    return pg[0]["uid"]
+
+
+def lint(docs: dict[str, dict], ds_uid: str) -> list[str]:
+    """What is wrong with a set of dashboards; empty when nothing is."""
+    problems = []
+    seen_uids: dict[str, str] = {}
+    for name, d in docs.items():
+        uid = d.get("uid")
+        if not uid:
+            problems.append(f"{name}: no uid")
+        elif uid in seen_uids:
+            problems.append(f"{name}: uid {uid} is also {seen_uids[uid]}'s")
+        else:
+            seen_uids[uid] = name
+        ids = [p.get("id") for p in d.get("panels", [])]
+        if len(ids) != len(set(ids)):
+            problems.append(f"{name}: duplicate panel ids {ids}")
+        for where, ref in _refs(d):
+            if not isinstance(ref, dict) or ref.get("uid") != ds_uid or ref.get("type") != DATASOURCE_TYPE:
+                problems.append(f"{name}: {where} is {ref!r}, not the provisioned datasource {ds_uid}")
+        names = {v.get("name") for v in d.get("templating", {}).get("list", [])}
+        for var, _, _ in P.VARIABLES:
+            if var not in names:
+                problems.append(f"{name}: no template variable {var}")
+        for p in d.get("panels", []):
+            want = "time_series" if p.get("type") == "timeseries" else "table"
+            for t in p.get("targets", []):
+                if t.get("format") != want:
+                    problems.append(f"{name}: panel {p.get('title')!r} is a {p.get('type')} with a "
+                                    f"{t.get('format')!r} query (needs {want!r})")
+                sql = t.get("rawSql", "")
+                if want == "time_series" and not re.search(r'\$__timeGroupAlias\(|AS "time"', sql):
+                    problems.append(f"{name}: panel {p.get('title')!r}: a time series query needs a time column")
+                if not sql.strip():
+                    problems.append(f"{name}: panel {p.get('title')!r} has no SQL")
+    return problems
+
+
+def read_dir(d: Path) -> dict[str, dict]:
+    docs = {}
+    for f in sorted(d.glob("*.json")):
+        try:
+            docs[f.name] = json.loads(f.read_text())
+        except json.JSONDecodeError as e:
+            raise click.ClickException(f"{f}: not JSON ({e})") from None
+    if not docs:
+        raise click.ClickException(f"{d}: no dashboard JSON files")
+    return docs
+
+
+# ---- deploy -----------------------------------------------------------------------------
+
+def deploy(docs: dict[str, dict], url: str, token: str | None, user: str | None, password: str | None,
+           folder_uid: str | None = None) -> list[str]:
+    """Upload every dashboard through Grafana's HTTP API (overwriting same uids)."""
+    try:
+        from grafana_client import GrafanaApi
+    except ImportError:
+        raise click.ClickException('grafana-client is not installed: pip install "commscope[dashboards]"') from None
+    import niquests   # grafana-client's HTTP library
+    if not re.match(r"^https?://", url):
+        raise click.BadParameter(f"{url!r} is not an http(s) URL", param_hint="--url")
+    credential = token or ((user, password) if user and password else None)
+    if credential is None:
+        raise click.ClickException("no Grafana credentials: set GRAFANA_TOKEN (a service account token), "
+                                   "or GRAFANA_USER and GRAFANA_PASSWORD")
+    api = GrafanaApi.from_url(url, credential=credential, timeout=10)
+    done = []
+    for name, d in docs.items():
+        body = {"dashboard": {**d, "id": None}, "overwrite": True, "message": "commscope dashboards deploy"}
+        if folder_uid:
+            body["folderUid"] = folder_uid
+        try:
+            api.dashboard.update_dashboard(body)
+        except niquests.exceptions.ConnectionError as e:
+            raise click.ClickException(f"cannot reach Grafana at {url}: {str(e).splitlines()[0][:300]}") from None
+        except Exception as e:  # grafana_client raises its own classes per HTTP status
+            raise click.ClickException(f"Grafana at {url} refused {name}: {e}") from None
+        done.append(d.get("uid", name))
+    return done
+
+
+# ---- commands ---------------------------------------------------------------------------
+
+@click.group("dashboards")
+def dashboards_group():
+    """Grafana dashboards: generate the JSON, check it, upload it."""
+
+
+@dashboards_group.command("build")
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("dashboards/json"),
+              show_default=True, help="where the dashboard JSON goes")
+def build_cmd(out):
+    """Generate the dashboard JSON from the panel catalog."""
+    _sdk()
+    for f in write_all(out):
+        click.echo(f)
+
+
+@dashboards_group.command("lint")
+@click.option("--dir", "json_dir", type=click.Path(exists=True, file_okay=False, path_type=Path),
+              default=Path("dashboards/json"), show_default=True)
+@click.option("--provisioning", type=click.Path(exists=True, file_okay=False, path_type=Path),
+              default=Path("dashboards/provisioning"), show_default=True)
+def lint_cmd(json_dir, provisioning):
+    """Unique uids, every datasource the provisioned one, panel types matching query formats."""
+    problems = lint(read_dir(json_dir), provisioned_uid(provisioning))
+    for p in problems:
+        click.echo(p, err=True)
+    if problems:
+        sys.exit(1)
+    click.echo(f"{json_dir}: ok")
+
+
+@dashboards_group.command("deploy")
+@click.option("--url", envvar="GRAFANA_URL", required=True, help="Grafana's base URL (or GRAFANA_URL)")
+@click.option("--dir", "json_dir", type=click.Path(exists=True, file_okay=False, path_type=Path),
+              default=Path("dashboards/json"), show_default=True)
+@click.option("--folder-uid", help="Grafana folder to put the dashboards in")
+def deploy_cmd(url, json_dir, folder_uid):
+    """Upload the dashboards through Grafana's HTTP API, for sites without file provisioning.
+    Credentials come from the environment only: GRAFANA_TOKEN, or GRAFANA_USER and GRAFANA_PASSWORD."""
+    done = deploy(read_dir(json_dir), url, os.environ.get("GRAFANA_TOKEN"), os.environ.get("GRAFANA_USER"),
+                  os.environ.get("GRAFANA_PASSWORD"), folder_uid)
+    for uid in done:
+        click.echo(f"deployed {uid}")

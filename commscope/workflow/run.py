@@ -1,0 +1,316 @@
+"""`commscope run`: a study rendered into a Ramble workspace, `ramble workspace setup`, `ramble on` (and the
+Slurm queue), `ramble workspace analyze`, then the workspace into the store and its report."""
+from __future__ import annotations
+
+import datetime as dt
+import json
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import click
+import yaml
+
+from commscope.store import db
+from commscope.workflow import paths
+from commscope.workflow.checkouts import ramble_cmd, ramble_env
+from commscope.workflow.errors import WorkflowError
+from commscope.workflow.paths import RAMBLE_DIR, ROOT, SITES_DIR, git_commit, local_site_dir
+from commscope.workflow.plan import Plan
+from commscope.workflow.sites import env_words, site_hardware
+from commscope.workflow.spack_envs import spack_caliper_config, spack_env_name, write_spack_env
+
+SLURM_WAIT_LIMIT = 6 * 3600  # seconds; a queue that never drains is reported, not waited on forever
+
+
+def render(plan: Plan) -> dict:
+    """The study's ramble.yaml with the site, the run scope and the Caliper modifier added."""
+    cfg = yaml.safe_load((paths.STUDIES_DIR / plan.study / "ramble.yaml").read_text())
+    r = cfg["ramble"]
+    run_scope = plan.workspace / "commscope" / "run-scope"
+    # Ramble: earlier includes take precedence; the run scope overrides the site.
+    r["include"] = [str(run_scope)] + [str(d) for d in site_scopes(plan)]
+    r["repos"] = [str(RAMBLE_DIR)]
+    if plan.caliper != "off":
+        r["modifiers"] = list(r.get("modifiers") or []) + [{"name": "caliper", "mode": plan.caliper}]
+    if plan.package_manager == "spack":
+        # One external environment per stack (spack_env_for), written by create_workspace;
+        # each experiment picks its stack's through env_name (run_scope_files).
+        r.setdefault("variants", {})["package_manager"] = "spack"
+        r["software"] = {"packages": {}, "environments": {
+            spack_env_name(st): {"external_env": str(plan.workspace / "commscope" / "spack-envs" / st)}
+            for st in plan.stacks}}
+    else:
+        # Ramble's null package manager: no package_manager variant, no software, binaries from PATH.
+        (r.get("variants") or {}).pop("package_manager", None)
+        r["software"] = {"packages": {}, "environments": {}}
+    return cfg
+
+
+def site_scopes(plan: Plan) -> list[Path]:
+    """The site's Ramble scopes a workspace includes: its folder, and for the sites on this machine's builds
+    the local site's generated one."""
+    return [SITES_DIR / plan.site] + ([local_site_dir()] if plan.site_conf.get("builds") == "local-builds" else [])
+
+
+def run_variable_names(plan: Plan, run_scope: dict) -> list[str]:
+    """The Ramble variables the run scope and the site scopes define and the study does not set itself:
+    where and how the study ran (stack, launcher, provenance), never what. A Ramble application's other
+    variables are its parameters (commscope/read/ramble.py); these are not."""
+    names = set(run_scope["variables.yaml"]["variables"])
+    for d in site_scopes(plan):
+        f = d / "variables.yaml"
+        if f.is_file():
+            names |= set((yaml.safe_load(f.read_text()) or {}).get("variables") or {})
+
+    def set_by_study(node) -> set:
+        if isinstance(node, dict):
+            own = set(node["variables"]) if isinstance(node.get("variables"), dict) else set()
+            return own.union(*(set_by_study(v) for v in node.values()))
+        return set()
+    return sorted(names - set_by_study(yaml.safe_load((paths.STUDIES_DIR / plan.study / "ramble.yaml").read_text())))
+
+
+def run_scope_files(plan: Plan) -> dict[str, dict]:
+    """The run's own Ramble scope: the chosen axes and their settings, the provenance."""
+    v: dict = {
+        # One entry per (stack, interconnect) pair, zipped: studies put `stack_interconnect` in their matrices.
+        "stack": [s for s, _ in plan.pairs],
+        "interconnect": [i for _, i in plan.pairs],
+        "commscope_git_commit": git_commit(),
+        "commscope_study": plan.study,
+        "commscope_site": plan.site,
+        "commscope_root": str(ROOT),      # studies name their own files under it (placement maps)
+        "caliper_setting": plan.caliper,
+        **plan.prefixes,                  # the study's programs found on PATH (study_config)
+    }
+    for s, i in plan.pairs:
+        e = plan.catalog[s][i]
+        v[f"ic_name_{s}_{i}"] = e["name"]
+        v[f"ic_env_{s}_{i}"] = env_words(e["env"])
+    if plan.package_manager == "spack":
+        # The stack's Spack environment replaces the builds of `commscope setup`: its view's bin
+        # goes first on PATH (the sites prepend bin_<stack>), with the Caliper that Spack built.
+        v["env_name"] = spack_env_name("{stack}")
+        for s in plan.stacks:
+            v[f"bin_{s}"] = "{env_path}/.spack-env/view/bin"
+            v[f"caliper_{s}"] = "yes"
+            v[f"caliper_config_{s}"] = spack_caliper_config()
+    return {"variables.yaml": {"variables": v},
+            "zips.yaml": {"zips": {"stack_interconnect": ["stack", "interconnect"]}},
+            "modifier_repos.yaml": {"modifier_repos": [str(RAMBLE_DIR)]},
+            # the applications' shared output contract (ramble/base_applications/commscope-workload)
+            "base_application_repos.yaml": {"base_application_repos": [str(RAMBLE_DIR)]}}
+
+
+def _ramble(ws: Path, *args: str, log_to: Path | None = None, where: str | None = None) -> subprocess.CompletedProcess:
+    cmd = [*ramble_cmd(), "-P", "-D", str(ws), *args]
+    if where:
+        cmd += ["--where", where]
+    p = subprocess.run(cmd, capture_output=True, text=True, env=ramble_env())
+    if log_to:
+        with log_to.open("a") as f:
+            f.write(f"$ {shlex.join(cmd)}\n{p.stdout}{p.stderr}\n")
+    if p.returncode:
+        raise WorkflowError(f"{shlex.join(cmd)} failed (exit {p.returncode}):\n{(p.stdout + p.stderr)[-3000:]}")
+    return p
+
+
+def create_workspace(plan: Plan) -> Path:
+    ws = plan.workspace
+    if ws.exists():
+        raise WorkflowError(f"workspace {ws} exists already")
+    if plan.package_manager == "spack":
+        for st, spec in plan.spack_specs.items():
+            env_dir = ws / "commscope" / "spack-envs" / st
+            env_dir.mkdir(parents=True)
+            write_spack_env(env_dir, st, spec, plan.site, "`commscope run`; Ramble copies it into software/")
+    meta = ws.parent / f".{ws.name}.render"
+    meta.mkdir(parents=True, exist_ok=True)
+    cfg_file = meta / "ramble.yaml"
+    cfg_file.write_text(yaml.safe_dump(render(plan), sort_keys=False, width=1000))
+    cmd = [*ramble_cmd(), "-P", "workspace", "create", "-d", str(ws), "-c", str(cfg_file)]
+    p = subprocess.run(cmd, capture_output=True, text=True, env=ramble_env())
+    shutil.rmtree(meta)
+    if p.returncode:
+        raise WorkflowError(f"{shlex.join(cmd)} failed:\n{(p.stdout + p.stderr)[-3000:]}")
+    scope = ws / "commscope" / "run-scope"
+    scope.mkdir(parents=True)
+    scope_files = run_scope_files(plan)
+    for name, content in scope_files.items():
+        (scope / name).write_text(yaml.safe_dump(content, sort_keys=False, width=1000))
+    for tpl in [RAMBLE_DIR / "execute_experiment.tpl", *(SITES_DIR / plan.site).glob("*.tpl")]:
+        shutil.copy(tpl, ws / "configs" / tpl.name)
+    # What the collectors read besides Ramble's results: the site's hardware and the run's provenance.
+    (ws / "hardware.yaml").write_text(yaml.safe_dump(site_hardware(plan.site), sort_keys=False))
+    (ws / "commscope-run.json").write_text(json.dumps({
+        "study": plan.study, "site": plan.site, "stacks": plan.stacks, "interconnects": plan.interconnects,
+        "caliper": plan.caliper, "package_manager": plan.package_manager, "where": plan.where,
+        "git_commit": git_commit(), "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "run_variables": run_variable_names(plan, scope_files),
+    }, indent=2) + "\n")
+    return ws
+
+
+def experiment_dirs(ws: Path) -> list[Path]:
+    """Run directories of the experiments `ramble workspace setup` made (each holds execute_experiment)."""
+    return sorted(p.parent for p in (ws / "experiments").glob("*/*/*/execute_experiment"))
+
+
+def _run_with_progress(ws: Path, plan: Plan, log_to: Path, echo) -> None:
+    """`ramble on` in the background; progress is the count of experiments whose log exists."""
+    dirs = experiment_dirs(ws)
+    cmd = [*ramble_cmd(), "-P", "-D", str(ws), "on"] + (["--where", plan.where] if plan.where else [])
+    with log_to.open("a") as f:
+        f.write(f"$ {shlex.join(cmd)}\n")
+        f.flush()
+        p = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT, text=True, env=ramble_env())
+        shown = -1
+        while p.poll() is None:
+            done = sum(1 for d in dirs if (d / f"{d.name}.out").exists())
+            if done != shown and plan.site_conf.get("scheduler") != "slurm":
+                echo(f"  running: {done}/{len(dirs)} experiments started")
+                shown = done
+            time.sleep(1)
+    if p.returncode:
+        raise WorkflowError(f"{shlex.join(cmd)} failed (exit {p.returncode}); see {log_to}")
+
+
+def wait_for_slurm(ws: Path, echo, limit: float = SLURM_WAIT_LIMIT) -> None:
+    """Waits until no job of this workspace is queued or running. The jobs are named
+    <workspace name>/<experiment> (sites/*/slurm_experiment.tpl); `ramble on` has submitted
+    them all by the time it returns."""
+    prefix = f"{ws.name}/"
+    total = len(experiment_dirs(ws))
+    t0 = time.monotonic()
+    shown = -1
+    while True:
+        p = subprocess.run(["squeue", "-h", "-o", "%j"], capture_output=True, text=True)
+        if p.returncode:
+            raise WorkflowError(f"squeue failed: {p.stderr.strip()}")
+        left = [j for j in p.stdout.split() if j.startswith(prefix)]
+        if not left:
+            return
+        if len(left) != shown:
+            echo(f"  Slurm: {total - len(left)}/{total} jobs done")
+            shown = len(left)
+        if time.monotonic() - t0 > limit:
+            raise WorkflowError(f"{len(left)} Slurm jobs of {ws.name} still queued after {limit:.0f} s")
+        time.sleep(2)
+
+
+def summarize(ws: Path) -> dict:
+    """Experiment names by Ramble status. A repeated experiment's base entry (N_REPEATS > 0) only summarises
+    its repeats, which are the experiments that ran: it is not counted."""
+    res = json.loads((ws / "results.latest.json").read_text())
+    exps = [e for e in res.get("experiments", []) if not int(e.get("N_REPEATS") or 0)]
+    status = {}
+    for e in exps:
+        status.setdefault(e.get("RAMBLE_STATUS", "UNKNOWN"), []).append(e["name"])
+    return status
+
+
+def run(plan: Plan, echo=click.echo, ingest: bool = True) -> Path:
+    t0 = time.monotonic()
+    ws = create_workspace(plan)
+    log = ws / "commscope" / "run.log"
+    echo(f"workspace: {ws}")
+    echo(f"study {plan.study} on site {plan.site}: stacks {', '.join(plan.stacks)}; interconnects "
+         f"{', '.join(plan.interconnects)}; Caliper {plan.caliper}; package manager {plan.package_manager}")
+    setup_args = ["workspace", "setup"] + (["--dry-run"] if plan.dry_run else [])
+    _ramble(ws, *setup_args, log_to=log, where=plan.where)
+    dirs = experiment_dirs(ws)
+    echo(f"  set up {len(dirs)} experiments ({time.monotonic() - t0:.1f} s)")
+    if not dirs:
+        raise WorkflowError(f"the study rendered no experiments (--where {plan.where!r}?); see {log}")
+    say_profiles(plan, dirs, echo)
+    if plan.dry_run:
+        scripts = "slurm_experiment and execute_experiment" if plan.site_conf.get("scheduler") == "slurm" \
+            else "execute_experiment"
+        echo(f"dry run: rendered {scripts} scripts in {ws}/experiments/<app>/<workload>/<experiment>/; nothing ran")
+        return ws
+    if ingest:
+        ensure_store(echo)   # before any experiment runs, not after
+    _run_with_progress(ws, plan, log, echo)
+    if plan.site_conf.get("scheduler") == "slurm":
+        wait_for_slurm(ws, echo)
+    _ramble(ws, "workspace", "analyze", "-f", "json", log_to=log, where=plan.where)
+    status = summarize(ws)
+    counts = ", ".join(f"{len(v)} {k}" for k, v in sorted(status.items()))
+    echo(f"  analyzed: {counts} ({time.monotonic() - t0:.1f} s)")
+    for name in status.get("FAILED", []):
+        echo(f"  FAILED: {name}")
+    stored = _ingest(ws, plan, echo) if ingest else True
+    echo(f"results: {ws / 'results.latest.json'}")
+    echo(f"experiment logs and profiles: {ws / 'experiments'}")
+    echo(f"ramble log: {log}")
+    # Everything is on disk and said; the exit status still tells CI that the job did not succeed.
+    if status.get("FAILED") or not stored:
+        raise WorkflowError(f"{len(status.get('FAILED', []))} experiments FAILED" if status.get("FAILED")
+                            else f"the results were not stored; retry with: commscope ingest {ws}")
+    return ws
+
+
+def say_profiles(plan: Plan, dirs: list[Path], echo) -> None:
+    """Per stack, whether its experiments will record Caliper profiles and why, and how many experiments will
+    carry none: a Caliper mode applies only to the stacks whose builds have Caliper."""
+    if plan.caliper == "off":
+        echo("  profiles: none (Caliper off)")
+        return
+    for s in plan.stacks:
+        yes, why = plan.profiled.get(s, (True, ""))
+        echo(f"  profiles on {s}: {'Caliper ' + plan.caliper if yes else 'none'} ({why})")
+    bare = [s for s in plan.stacks if not plan.profiled.get(s, (True, ""))[0]]
+    unprofiled = [d for d in dirs if any(f"-{s}-" in d.name for s in bare)]
+    if unprofiled:
+        echo(f"  {len(unprofiled)} of {len(dirs)} experiments will carry no profile (stacks "
+             f"{', '.join(bare)} were built without Caliper; `commscope setup --caliper-prefix STACK=PREFIX`)")
+
+
+def ensure_store(echo=click.echo) -> None:
+    """The store a run ingests into, ready before its experiments run: a server named by COMMSCOPE_DB_URL or
+    PG* must answer; without one, the embedded store is started and migrated as `commscope db start` does.
+    A run used to find out only after its experiments that nothing could store them."""
+    try:
+        if db.external_dsn() is not None:
+            db.connect().close()   # a site's server: its schema is its owner's to migrate
+            return
+        emb = db.Embedded()
+        if not emb.running():
+            echo(f"  starting the embedded store under {emb.root} (no COMMSCOPE_DB_URL or PG* names a server; "
+                 f"'commscope db stop' stops it)")
+            emb.start()
+        with db.connect() as conn:
+            db.migrate(conn)
+    except db.DBError as e:
+        raise WorkflowError(f"the store this run would ingest into is not usable, so nothing was run: {e} "
+                            f"(or give --no-ingest)") from e
+
+
+def _ingest(ws: Path, plan: Plan, echo) -> bool:
+    """The workspace into the store, as `commscope ingest <workspace>` does, then its report."""
+    from commscope.store.ingest import Provenance, ingest
+    prov = Provenance(system=plan.site, stack=None, interconnect=None, git_commit=git_commit(), ci_pipeline=None)
+    try:
+        with db.connect() as conn:
+            res = ingest(conn, [ws], prov)
+    except Exception as e:  # the results stay on disk; say how to retry
+        echo(f"  ingest failed: {e}\n  the workspace is intact; retry with: commscope ingest {ws}")
+        return False
+    campaign = res.campaign_id   # this ingest's campaign (or the one its runs were already stored in)
+    echo(f"  stored {len(res.inserted)} runs, {len(res.skipped)} already stored"
+         + (f", campaign {campaign}" if campaign else ""))
+    if res.inserted and campaign is not None:   # as `commscope ingest` does
+        from commscope.gate import changepoints
+        changepoints.refresh_after_ingest(campaign, lambda m: echo(f"  {m}"))
+    cmd = [sys.executable, "-m", "commscope.cli", "report", "-o", str(ws / "report.html")]
+    cmd += ["--campaign", str(campaign)] if campaign else []
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    if p.returncode == 0:
+        echo(f"report: {ws / 'report.html'}")
+    else:
+        echo(f"  no report ({(p.stderr.strip().splitlines() or ['?'])[-1]}); make it with: {shlex.join(cmd[2:])}")
+    return True

