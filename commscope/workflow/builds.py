@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 from dataclasses import dataclass
@@ -45,6 +46,62 @@ def _mpi_libraries(binary: Path) -> set[str]:
     return fams
 
 
+def stack_mpi_libraries(stack) -> set[Path]:
+    """The MPI libraries (real paths) the stack's own wrapper links: its -l names looked up in its -L folders.
+    Empty when the wrapper does not say."""
+    def ask(*flags: str) -> list[str]:
+        p = subprocess.run([stack.mpicc, *flags], capture_output=True, text=True, env=stack.environ())
+        return shlex.split(p.stdout) if p.returncode == 0 else []
+    if stack.family == "openmpi":
+        dirs, names = ask("--showme:libdirs"), ask("--showme:libs")
+    else:   # MPICH and Intel MPI print the whole link line
+        words = ask("-show")
+        dirs = [w[2:] for w in words if w.startswith("-L")]
+        names = [w[2:] for w in words if w.startswith("-l")]
+    found = set()
+    for name in (n for n in names if n.startswith("mpi")):
+        hit = next((Path(d) / f"lib{name}.so" for d in dirs if (Path(d) / f"lib{name}.so").exists()), None)
+        if hit is not None:
+            found.add(hit.resolve())
+    return found
+
+
+def caliper_library(search: str) -> Path | None:
+    """libcaliper.so under the first prefix of a CMAKE_PREFIX_PATH-style search (':'-separated) that has one."""
+    for prefix in filter(None, search.split(":")):
+        for libdir in ("lib", "lib64"):
+            lib = Path(prefix) / libdir / "libcaliper.so"
+            if lib.exists():
+                return lib
+    return None
+
+
+def caliper_mpi_clash(stack, search: str) -> str | None:
+    """Why the Caliper that `search` would give CMake must not be linked into this stack's workloads, or None.
+
+    Checked before anything is linked: the MPI libraries libcaliper.so loads (its NEEDED entries as the loader
+    resolves them) against those the stack's wrapper links. A Caliper built against Debian Open MPI 4.1 and the
+    PyPI Open MPI 5 share the soname libmpi.so.40 but not the ABI, so names alone would not tell them apart.
+    None also when it cannot be told (no libcaliper.so in the search, or a wrapper that names no library):
+    the build's own checks (link failure, two MPI libraries in a binary) still apply then."""
+    lib = caliper_library(search)
+    if lib is None:
+        return None
+    p = subprocess.run(["ldd", str(lib)], capture_output=True, text=True)
+    needs = {Path(line.split("=>", 1)[1].split("(")[0].strip()).resolve()
+             for line in p.stdout.splitlines()
+             if "=>" in line and line.strip().startswith(("libmpi.so", "libmpich.so"))
+             and line.split("=>", 1)[1].strip().startswith("/")}
+    own = stack_mpi_libraries(stack)
+
+    def key(lib: Path) -> tuple[Path, str]:   # folder and name without version: wheels copy libmpi.so.40 to libmpi.so
+        return lib.parent, lib.name.split(".so")[0]
+    if not needs or not own or {key(n) for n in needs} & {key(o) for o in own}:
+        return None
+    return (f"Caliper at {lib} loads {', '.join(sorted(map(str, needs)))}, not {stack.name}'s own "
+            f"{', '.join(sorted(map(str, own)))}")
+
+
 def build_stack(stack, caliper_prefix: str | None = None, log=print) -> Build:
     """Builds the workloads once for one stack under $COMMSCOPE_HOME/builds/<stack>, with
     Caliper when CMake finds it. A Caliper built against another MPI would load two MPI
@@ -60,6 +117,9 @@ def build_stack(stack, caliper_prefix: str | None = None, log=print) -> Build:
     if bdir.exists() and (not made.exists() or json.loads(made.read_text()).get("caliper_request") != request):
         log(f"[setup] {stack.name}: the Caliper search changed since {bdir} was configured; building afresh")
         shutil.rmtree(bdir)
+    clash = caliper_mpi_clash(stack, request)
+    if clash:   # never linked: a Caliper of another MPI would put two MPI libraries into one process
+        return _without_caliper(stack, bdir, clash, request)
     try:
         build_workloads(stack, bdir, caliper="AUTO", extra=extra)
     except RuntimeError as e:
@@ -81,7 +141,7 @@ def build_stack(stack, caliper_prefix: str | None = None, log=print) -> Build:
 
 def _without_caliper(stack, bdir: Path, why: str, request: str) -> Build:
     """The stack's workloads built afresh without Caliper, saying WHY and what to pass instead."""
-    shutil.rmtree(bdir)
+    shutil.rmtree(bdir, ignore_errors=True)
     build_workloads(stack, bdir, caliper="OFF")
     note = (f"{why}; built without Caliper. Pass --caliper-prefix {stack.name}=<prefix of a Caliper built with "
             f"{stack.name}>")
