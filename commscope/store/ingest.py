@@ -407,7 +407,7 @@ def ingest(conn: psycopg.Connection, inputs: list[Path], prov: Provenance, skip_
             prov = replace(prov, hardware=ws.hardware,
                            system=prov.system or ws.hardware.get("system") or ws.hardware.get("site"))
         return ingest_records(conn, ws.records(opts), prov, str(workspaces[0]), "ramble", skip_bad, progress)
-    # ReFrame run reports and perflogs (reframe_results.py): one campaign of their own, as a workspace is.
+    # ReFrame run reports and perflogs (read/reframe.py): one campaign of their own, as a workspace is.
     from commscope.read import reframe as reframe_results
     kinds = {i: reframe_results.classify(i) for i in inputs}
     neither = [i for i, k in kinds.items() if k == "neither"]
