@@ -6,10 +6,11 @@ Input: one run's call-tree rows as the store keeps them (v_node_metrics, or
 records.from_profile for a profile file): per call path, exclusive time
 min/avg/max over ranks and calls summed over ranks. The advisor reads the
 run's focus window when it has one, else its run window
-(docs/measurement-model.md), and every barrier on those call paths; none is
-left out by its region's name. Judging a barrier needs call counts
-(region.count in the Caliper configuration); without them the advice says the
-counts were not measured, rather than that there is no debugging barrier.
+(docs/measurement-model.md): every barrier on that window's call paths, set
+against the window's MPI time and time; none is left out by its region's
+name. Judging a barrier needs call counts (region.count in the Caliper
+configuration); without them the advice says the counts were not measured,
+rather than that there is no debugging barrier.
 
 In a campaign, runs with and without debugging barriers are paired on their
 series: parameters equal except the debug-barrier switch
