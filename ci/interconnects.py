@@ -27,20 +27,19 @@ from commscope.workflow.interconnects import (  # noqa: E402,F401  (the catalog,
     CLASSES, LATENCY_BANDS_US, NAME, REPORT_ENV, STACK_PREFIX, TCP_OVER_SHM, Entry, catalog, entries, get,
     load_site, sites)
 
-# Pingpong sizing for verify: 20 batches of 200 round trips take 0.1 s on TCP
-# loopback. Short batches fit between a busy neighbour's time slices, so the
-# best one still shows the transport.
+# Pingpong sizing for verify: short batches fit between a busy neighbour's time
+# slices, so the best one still shows the transport, and the whole run stays
+# well under a second on TCP loopback.
 PINGPONG_ARGS = ["--bytes", "8", "--iters", "200", "--batches", "20", "--warmup", "200"]
 # Runs per entry: the fastest is the signature. A shm entry stops at its first
 # run in band; a TCP entry takes all, so a slowed shm run cannot pass as TCP.
 ATTEMPTS = 3
-# Seconds. A run takes 1-3 s, and up to 35 s with both cores busy with other
-# jobs; a hang is a failure, never a wait. Debian MPICH 4.0 with UCX over TCP
-# sometimes hangs in MPI_Finalize after a complete run
-# (rank 0 flushing its UCX endpoint while rank 1 already waits in the PMI
-# barrier); seen in 2 of 6 runs on a loaded machine. Such an attempt counts
-# (its output is complete) and is tallied in `finalize_hangs`; an entry whose
-# every attempt hangs fails.
+# Seconds: room for a run on a machine whose cores are busy with other jobs; a
+# hang is a failure, never a wait. Debian MPICH 4.0 with UCX over TCP can hang
+# in MPI_Finalize after a complete run (rank 0 flushing its UCX endpoint while
+# rank 1 already waits in the PMI barrier). Such an attempt counts (its output
+# is complete) and is tallied in `finalize_hangs`; an entry whose every attempt
+# hangs fails. Run times and hang counts: bench/results/interconnect_bands.md.
 RUN_TIMEOUT = 90
 
 

@@ -285,9 +285,8 @@ KillWait=5
 """)
         # PMIxEnv: set in every job step's environment. gds=hash: the PMIx clients get their peers'
         # data by message from slurmstepd's PMIx server instead of reading its shared-memory store
-        # (gds ds21/ds12). With that store, jobs of 16 Open MPI 4.1 ranks on 4 nodes (4 per node on
-        # this machine's 2 cores) crashed in MPI_Init (a NULL function called from the TCP BTL's
-        # event handler) in 19 of 122 runs here; with hash in 1 of 90.
+        # (gds ds21/ds12), with which oversubscribed Open MPI 4.1 jobs on several nodes crashed in
+        # MPI_Init far more often (bench/results/slurm_emulated.md).
         (self.conf.parent / "mpi.conf").write_text("PMIxEnv=PMIX_MCA_gds=hash\n")
 
     # ---- lifecycle -------------------------------------------------------------

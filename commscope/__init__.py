@@ -1,8 +1,10 @@
 """commscope: where MPI applications lose time to communication.
 
-The collectors turn workload output and Caliper profiles into records and
-store them in PostgreSQL. Importing this package stays light: submodules pull
-in their own dependencies."""
+One subpackage per stage: read turns workload output and Caliper profiles
+into records, store writes them to PostgreSQL, gate finds regressions, advise
+suggests changes, views shows the results, and workflow runs the studies.
+Importing this package stays light: submodules pull in their own
+dependencies."""
 
 __version__ = "0.1.0"
 

@@ -321,7 +321,7 @@ from commscope.workflow.commands import run_cmd, setup_cmd  # noqa: E402
 main.add_command(setup_cmd)
 main.add_command(run_cmd)
 
-# ---- dashboards (dashboards.py) ---------------------------------------------------
+# ---- dashboards (views/grafana.py) and the report (views/report.py) -----------------
 
 from commscope.views.grafana import dashboards_group  # noqa: E402
 from commscope.views.report import report_cmd  # noqa: E402

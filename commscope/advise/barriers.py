@@ -2,21 +2,20 @@
 MPI_Barrier, which barriers look like debugging barriers, and what removing
 them would save.
 
-It reads one run's call-tree rows as the store keeps them (v_node_metrics, or
+Input: one run's call-tree rows as the store keeps them (v_node_metrics, or
 records.from_profile for a profile file): per call path, exclusive time
-min/avg/max over ranks and calls summed over ranks. It works on the run's focus
-window when it has one, else its run window (docs/measurement-model.md): the
-barriers on the call paths through the focus region (the workloads' loop),
-against that window's MPI time and time; none is left out by its region's
-name. Calls are only known when the
-profile counted them (region.count in its Caliper configuration); without
-them no barrier is judged, and the advice says the counts were not measured
+min/avg/max over ranks and calls summed over ranks. The advisor reads the
+run's focus window when it has one, else its run window
+(docs/measurement-model.md): every barrier on that window's call paths, set
+against the window's MPI time and time; none is left out by its region's
+name. Judging a barrier needs call counts (region.count in the Caliper
+configuration); without them the advice says the counts were not measured,
 rather than that there is no debugging barrier.
 
-In a campaign, the runs of one experiment with and without debugging barriers
-are paired on their series: parameters equal except the debug-barrier switch
+In a campaign, runs with and without debugging barriers are paired on their
+series: parameters equal except the debug-barrier switch
 (DEBUG_BARRIER_KEYS), environment equal. The barriers study's on/off
-experiments differ in their Ramble variant and name, which are not
+experiments differ only in their Ramble variant and name, which are not
 parameters.
 
 Likely debugging barrier: an MPI_Barrier that is called more than once per
@@ -30,50 +29,34 @@ its calls match when one sibling, or all such siblings together, have exactly
 the barrier's call count. A barrier called once per rank (a timing or phase
 barrier) is never flagged: it cannot be what costs time in a loop.
 
-Predicted saving, per rank, of removing a barrier site. A barrier's time on a
-rank is its own latency plus the wait for the last rank to arrive (the skew).
-Without the barrier the skew does not vanish: the next collective or halo wait
-absorbs it. What goes away is the latency. The rank that waits least in the
-barrier is (nearly always) the one that arrived last, so its barrier time is
-the latency alone:
+Predicted saving, per rank, of removing a barrier site:
 
-    latency = barrier time avg - skew absorbed by the next operation
-            = barrier time avg - (barrier time avg - barrier time min)
-            = barrier time min over ranks.
+    predicted saving = barrier time min over ranks + 1.5 x the barrier region's own time (avg over ranks)
 
-Removing the barrier also removes the instrumentation around each call,
-which MPI_Barrier's exclusive time does not hold. When the barrier has a region
-of its own with nothing else in it (cgsolve's `debug_barrier`), each call makes
-four Caliper events: region begin, MPI_Barrier begin, MPI_Barrier end, region
-end. Caliper takes each event's snapshot in the context before the event
-(pre_begin_evt / pre_end_evt in Caliper::begin / Caliper::end), so an event's
-work before its timestamp counts to the old context and its work after to the
-new one. The region's own (exclusive) time thus holds four half-events
-(after its begin, before the MPI begin, after the MPI end, before its end), the
-barrier's time two (inside latency already), and the parent two: before the
-region begin and after the region end, half as much as the region's own time.
-So the annotations cost the region's own time times 1.5, paid on every rank at
-every call. Measured on cgsolve --n 12,12,12 at 2 ranks
-(bench/barrier_advice.py, Open MPI 4.1 + Caliper 2.14): the
-region's own time was 0.7 us per call against 1.0 us of barrier latency, the
-parent's own time was 0.37-0.38 us per call larger with the barriers than
-without (half the region's own time, as argued; 0.43-0.44 against 0.42 on
-MPICH 4.0 + Caliper 2.12), and the latency alone predicted 0.43-0.52 of the
-measured drop of main/timestep. So
+- Latency. A barrier's time on a rank is its own latency plus the wait for the
+  last rank to arrive (the skew). Without the barrier the skew does not
+  vanish: the next collective or halo wait absorbs it. What goes away is the
+  latency, and the rank that waits least (nearly always the one that arrived
+  last) holds the latency alone: the minimum over ranks.
+- Annotations. When the barrier has a region of its own with nothing else in
+  it, each call makes four Caliper events (region begin, MPI_Barrier begin,
+  MPI_Barrier end, region end). Caliper snapshots each event in the context
+  before it (pre_begin_evt / pre_end_evt in Caliper::begin / Caliper::end), so
+  an event's work before its timestamp counts to the old context and its work
+  after to the new one: the region's own time holds four half-events, the
+  barrier's time two (inside the latency already) and the parent two, half as
+  much as the region's own time. Removing the barrier removes all of them,
+  1.5 x the region's own time per call. A barrier without a region of its own
+  gets no such term: its wrapper's half-events leave no trace in the profile.
 
-    predicted saving = barrier time min over ranks + 1.5 x the barrier region's own time (avg over ranks),
-
-summed over the likely debugging sites, is the predicted drop of every rank's
-time in the loop of the run as profiled. A barrier without a region of its
-own gets no such term: the wrapper's half-events outside MPI_Barrier's time
-leave no trace in the profile. A run without Caliper saves about the latency
-alone (`latency` in each site), since it pays no annotation (measured: the
-latency was 1.1-1.4 times that saving, as it still holds the MPI wrapper's
-half-events). It is an estimate,
-not a bound: skew that the barriers kept apart can cancel once they are gone
-(the saving is then larger), and when different ranks arrive last at different
+Summed over the likely debugging sites, that is the predicted drop of every
+rank's time in the loop of the run as profiled; a run without Caliper saves
+about the latency alone (`latency` in each site). It is an estimate, not a
+bound: skew that the barriers kept apart can cancel once they are gone (the
+saving is then larger), and when different ranks arrive last at different
 calls the minimum over ranks' totals holds some skew (the prediction is then
-too high). bench/barrier_advice.py measures how close it is.
+too high). bench/barrier_advice.py measures how close it comes; the figures
+behind both terms are in bench/results/barrier_advice.md.
 """
 from __future__ import annotations
 

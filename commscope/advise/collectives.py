@@ -11,15 +11,16 @@ name, Intel MPI's I_MPI_ADJUST_<COLL> preset id; no control means `default`.
 Runs that already used a tuning file are validation runs, not sweep points,
 and are left out.
 
-Choice: per size, the best (smallest) t_avg of each algorithm over repeats,
-because a busy neighbour on a shared machine slows some runs, rarely all: a
-median of few runs let one slow default run make a slow algorithm look best
-(MPICH's `nb` for 8-byte Allreduces, which then made cgsolve 60x slower). A
-non-default algorithm replaces the default only when it is faster by more than
-`min_gain` (5 %): below that the difference is noise, and the library's own
-decision stays. Consecutive sizes with the same choice form
-a band; a band reaches from just above the previous band's largest measured
-size to its own largest one (the last band has no upper end).
+Choice, per size: a non-default algorithm replaces the default only when its
+slowest run is faster than the default's fastest by more than `min_gain`
+(5 %); among those, the one with the smallest best t_avg wins. A busy
+neighbour on a shared machine slows some runs, rarely all, so a median of few
+runs, or best against best, can make a slow algorithm look best; below
+`min_gain` the difference is noise, and the library's own decision stays.
+Consecutive sizes with the same choice form a band; a band reaches from just
+above the previous band's largest measured size to its own largest one (the
+last band has no upper end). The tunings that lost in validation and led to
+this rule: bench/results/collective_advice.md.
 
 Outputs, checked against each stack's source or documentation:
 
@@ -288,8 +289,8 @@ def choose(points: list[Point], min_gain: float = MIN_GAIN) -> list[Tuning]:
                 if DEFAULT not in algs:
                     continue  # no baseline at this size: no claim about it
                 # An algorithm replaces the default only if its slowest run beats the default's fastest by
-                # min_gain: one launch here can be 2x (and one size of a launch 10x) slower than the next, and
-                # comparing best against best chose presets that lost to the default in validation.
+                # min_gain: on a shared machine one launch can be far slower than the next, and comparing best
+                # against best chose presets that lost to the default in validation.
                 beats = {a: us for a, us in algs.items()
                          if a != DEFAULT and worst[s][a] < algs[DEFAULT] * (1 - min_gain)}
                 if beats:
@@ -390,9 +391,9 @@ def mpich_default_tree(library: Path) -> dict:
 # _TREE_TYPE=kary (MPIR_TREE_TYPE_KARY = 0), chunk sizes 0, or 8192 for the
 # pipelined Bcast tree). MPICH allocates a container with malloc and sets only
 # the parameters the file names, so an algorithm written as `{}` runs with
-# whatever the heap held: PyPI MPICH 5.0.1 died of SIGFPE (k = 0) with tree and
-# recexch Allreduce written so. The Bcast tree's parser stores
-# `is_non_blocking=` into k (atoi of the text after "k="), so k comes last.
+# whatever the heap held (k = 0 is a division by zero: SIGFPE). The Bcast
+# tree's parser stores `is_non_blocking=` into k (atoi of the text after
+# "k="), so k comes last.
 MPICH_PARAMS = {
     "MPIR_Allreduce_intra_tree": {"tree_type": 0, "k": 2, "chunk_size": 0, "buffer_per_child": 0},
     "MPIR_Allreduce_intra_recexch": {"k": 2, "single_phase_recv": 0},
@@ -489,9 +490,9 @@ def impi_express(t: Tuning, min_gain: float = MIN_GAIN) -> None:
     sizes, at that preset's measured cost. A tuning must not make any band
     slower than the default: when a default band's best preset is slower there
     by more than min_gain, the collective is left unset and listed in
-    t.unexpressible (reported, not hidden). On PyPI Intel MPI 2021 the 8-32 B
-    default beat every preset several times over, and the string that set the
-    fastest preset there made cgsolve's 8-byte Allreduces 2.8x slower."""
+    t.unexpressible (reported, not hidden): a string that replaces a
+    default which beats every preset slows every call in that band
+    (bench/results/collective_advice.md has the case that showed it)."""
     for coll, bands in t.tuned_bands().items():
         if not bands:
             continue
@@ -520,10 +521,9 @@ def impi_express(t: Tuning, min_gain: float = MIN_GAIN) -> None:
 
 def impi_env(t: Tuning) -> dict:
     """I_MPI_ADJUST_<COLL> strings that cover every size. Intel MPI 2021 does
-    not fall back to its own choice for a size no rule names: with rules for
-    33 B and up only, cgsolve's 8-byte Allreduces took 16x as long (median of
-    8 alternating runs, PyPI Intel MPI 2021). So a band where the default won
-    gets the preset measured fastest over its sizes."""
+    not fall back to its own choice for a size no rule names (a size left out
+    runs far slower: bench/results/collective_advice.md), so a band where the
+    default won gets the preset measured fastest over its sizes."""
     env = {}
     for coll, bands in t.tuned_bands().items():
         if not bands:

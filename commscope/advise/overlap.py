@@ -3,16 +3,16 @@ how much communication stays exposed, how much of it overlapping hides, and
 whether the waiting that is left comes from load imbalance or from the network.
 
 Every number is the run's focus window (docs/measurement-model.md): the
-workloads' timed loop (`loop`), or the region named at ingest (`--focus timestep`
-for a profile made before the workloads had `loop`, whose focus window is
-otherwise the workload's own timers, which have no call tree). The loop-wide figures are the window's row of v_run_metrics
-(run_windows); the per-region figures are the call-tree nodes inside it
-(v_node_metrics: per call path, exclusive and inclusive time min/avg/max over
-ranks and the rank with the most inclusive time) and its comm.stats
-(v_comm_stats). All times are per rank, in seconds. What the profile did not
-measure is None (NULL): without MPI wrapping there is no exposed time, no
-efficiency and no verdict; spot profiles keep no per-rank times, so they have
-no load balance, no excess and no verdict.
+workloads' timed loop (`loop`), or the region named at ingest (`--focus
+timestep` for a profile without a `loop` region, whose focus window is
+otherwise the workload's own timers, which have no call tree). The loop-wide
+figures are the window's row of v_run_metrics (run_windows); the per-region
+figures are the call-tree nodes inside it (v_node_metrics: per call path,
+exclusive and inclusive time min/avg/max over ranks and the rank with the most
+inclusive time) and its comm.stats (v_comm_stats). All times are per rank, in
+seconds. What the profile did not measure is None (NULL): without MPI wrapping
+there is no exposed time, no efficiency and no verdict; spot profiles keep no
+per-rank times, so they have no load balance, no excess and no verdict.
 
 - Exposed communication time: the window's mean MPI time over ranks
   (mpi_time_avg_s). For `blocking` that is all of the communication; for
@@ -55,17 +55,18 @@ no load balance, no excess and no verdict.
   machine, dominates). This is the POP methodology's split of parallel
   efficiency: load balance loses `excess`, communication efficiency
   max(useful)/time loses `floor`, and the verdict names the larger loss.
-  Both are measured over the loop only: over the whole run, setup skew and the
-  verification's gather on rank 0 swamp the loop (halo3d pml16 at 4 ranks:
-  load balance 0.57 over the run, 0.79 over the loop; pml0: 0.61 and 0.87).
+  Both are taken over the loop only: over the whole run, setup skew and the
+  verification's gather on rank 0 swamp the loop and can turn a `network`
+  verdict into `imbalance`.
 - Descheduled ranks. The workloads record, per run, the largest share of the
   timed loop that any rank spent runnable but waiting for a core (Adiak
-  `runqueue_wait_share_max`, from Linux's schedstat). With a core each it is
-  under 2% here; beside one `yes` process on 2 cores it is 35-45%. At or above
+  `runqueue_wait_share_max`, from Linux's schedstat). At or above
   DESCHEDULED_SHARE the waits are flagged `descheduled` instead: a partner's
   lost core time then sits in the MPI wait, and neither the excess nor the
-  floor can be trusted. Runs without the value (older profiles) get the rule
-  above.
+  floor can be trusted. Runs without the value get the rule above.
+
+Figures behind the loop-only rule and the DESCHEDULED_SHARE line:
+bench/results/overlap_advice.md.
 """
 from __future__ import annotations
 

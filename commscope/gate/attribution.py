@@ -1,9 +1,9 @@
 """What changed behind a finding of the regression gate, and whether the platform or the software moved.
 
-Attribution: each regression and improvement `regressions.check` finds lists what differs between its baseline
-runs and its new runs, and the call-tree regions whose time moved most. Other verdicts have nothing to explain and
-get none, so a campaign of mostly unchanged series reads no call trees; what is read is the judged series' runs in
-the gate's own window, never older history.
+Attribution: each regression, improvement and suspect (the first campaign of a shift) `regressions.check` finds
+lists what differs between its baseline runs and its new runs, and the call-tree regions whose time moved most.
+Other verdicts have nothing to explain and get none, so a campaign of mostly unchanged series reads no call trees;
+what is read is the judged series' runs in the gate's own window, never older history.
 
 - **What differs.** For every run the store keeps: the git commit (the campaign's `--git-commit`, and a
   `git_commit` the run recorded itself through `COMMSCOPE_META_git_commit`), commscope's version, the Spack spec
@@ -28,17 +28,17 @@ the gate's own window, never older history.
 Canary series and the cause. The nightly study runs pingpong (ramble/studies/nightly: 8-byte latency and 1 MiB
 bandwidth messages) on every stack and interconnect it runs the applications on. A pingpong series measures the
 transport alone, so its FOM `latency` (the best batch's half round trip, in us) is judged by the same gate, with
-the same baseline window, alpha and smallest effect, in the same campaign. The rule, for a regression or an
-improvement of a series other than a canary:
+the same baseline window, alpha and smallest effect, in the same campaign. The rule, for a regression, improvement
+or suspect of a series other than a canary:
 
 - **platform** when a canary of the same system, stack and interconnect (the series' environment) got the same
   verdict in the same campaign: the transport moved with the application;
-- **software** when such a canary was judged (no change, or moved the other way) and none moved with it;
+- **software** when such a canary was judged (regression, improvement or no change) and none got the same
+  verdict;
 - **unknown** when no canary was judged there (none ran in the campaign, or it had no baseline, or the gate cannot
-  tell with its run counts); the finding says which.
+  tell with its run counts, or it is suspect while the series is not); the finding says which.
 
-A canary's own regression or improvement is **platform**. Verdicts other than regression and improvement get no
-cause.
+A canary's own regression, improvement or suspect is **platform**. Other verdicts get no cause.
 """
 from __future__ import annotations
 
@@ -79,7 +79,8 @@ _judging_canaries = threading.local()
 
 def attach(conn: psycopg.Connection, findings: list, rows: list[tuple], campaign: int, *, baseline: int,
            min_effect: float, alpha: float) -> None:
-    """Sets `attribution` on every regression and improvement: what differs, the regions moved and the cause.
+    """Sets `attribution` on every regression, improvement and suspect: what differs, the regions moved and the
+    cause.
     ROWS are the gate's measured rows (series_id, window, campaign_id, started_at, run_id, value) of these
     findings."""
     if getattr(_judging_canaries, "active", False):
@@ -203,8 +204,8 @@ def _canary_verdicts(conn: psycopg.Connection, campaign: int, baseline: int, min
 
 
 def classify(f, canaries: list) -> dict:
-    """The cause of a regression or improvement F: platform, software or unknown (the module's rule), with the
-    canaries it rests on."""
+    """The cause of a regression, improvement or suspect F: platform, software or unknown (the module's rule), with
+    the canaries it rests on."""
     if f.series["app"] in CANARY_APPS:
         return {"cause": "platform", "cause_reason": f"{f.series['app']} is a canary: it measures the transport alone",
                 "canaries": []}

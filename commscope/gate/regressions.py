@@ -88,7 +88,8 @@ class Finding:
     n_campaigns: int | None = None       # baseline campaigns
     campaign_p: float | None = None      # the judged campaign's median against the baseline campaigns' medians
     previous: str | None = None          # the campaign before: "worse", "better" or "same" against its own baseline
-    attribution: dict | None = None      # regression, improvement: what differs, regions moved, cause (attribution.py)
+    attribution: dict | None = None      # regression, improvement, suspect: what differs, regions moved, cause
+    #                                      (attribution.py)
 
     def label(self) -> str:
         """As the dashboards name a series (v_run_metrics_daily.series_label) and the window judged."""
@@ -184,7 +185,8 @@ def campaign_p(new_median: float, base_medians: list[float]) -> float:
     """One-sided p that a campaign median this large comes from the baseline campaigns' distribution: Student's t
     for one new value against a sample, the t prediction interval (what scipy.stats.ttest_ind of [new] against
     the baseline medians gives, with len(base) - 1 degrees of freedom; computed here through scipy.stats.t,
-    which is 100x faster than ttest_ind's checks for the many series a check judges), on _monotone values."""
+    without ttest_ind's input checks, which cost more than the test for the many series a check judges), on
+    _monotone values."""
     from scipy.stats import t as student_t
     y = _monotone([new_median, *base_medians])
     base = y[1:]

@@ -1,7 +1,7 @@
 """Profiles -> records. A Record is one run in the shape the store keeps:
 its identity, its provenance, and rows for each metrics table with call paths
 as '/'-joined strings. It is plain data, so reader processes build records and
-send them to the one process that writes (ingest.py)."""
+send them to the one process that writes (commscope.store.ingest)."""
 from __future__ import annotations
 
 import datetime as dt

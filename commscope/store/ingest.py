@@ -123,7 +123,7 @@ def _copy_field(value) -> bytes:
 
 def _array_literal(values: list) -> str:
     """A list of numbers as a PostgreSQL array literal, which COPY parses into the column's array type:
-    much cheaper than psycopg's per-element array dumping, which was a fifth of the writer's time."""
+    much cheaper than psycopg's per-element array dumping (bench/results/ingest_throughput.md)."""
     if None in values:
         return "{" + ",".join("NULL" if v is None else repr(v) for v in values) + "}"
     return "{" + ",".join(map(repr, values)) + "}"   # ints and floats as Python writes them: exact
@@ -132,7 +132,7 @@ def _array_literal(values: list) -> str:
 def copy_text(rec: Record) -> dict[str, list[tuple[str | None, bytes]]]:
     """The record's rows for each table of COPY_TABLES as (node path or None, the line's text after the
     writer's own columns), formatted by psycopg's COPY formatter. Reader processes format them
-    (_read), so the single writer process only joins bytes: it was the bottleneck of a parallel ingest."""
+    (_read), so the single writer process, which limits a parallel ingest, only joins bytes."""
     return {table: [(path, bytes(format_row_text(tail, _COPY_TX))) for path, tail in rows(rec)]
             for table, (_month, _node, _cols, rows) in COPY_TABLES.items()}
 
@@ -407,7 +407,7 @@ def ingest(conn: psycopg.Connection, inputs: list[Path], prov: Provenance, skip_
             prov = replace(prov, hardware=ws.hardware,
                            system=prov.system or ws.hardware.get("system") or ws.hardware.get("site"))
         return ingest_records(conn, ws.records(opts), prov, str(workspaces[0]), "ramble", skip_bad, progress)
-    # ReFrame run reports and perflogs (reframe_results.py): one campaign of their own, as a workspace is.
+    # ReFrame run reports and perflogs (read/reframe.py): one campaign of their own, as a workspace is.
     from commscope.read import reframe as reframe_results
     kinds = {i: reframe_results.classify(i) for i in inputs}
     neither = [i for i, k in kinds.items() if k == "neither"]

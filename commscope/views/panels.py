@@ -1,6 +1,6 @@
 """The panels: one catalog of SQL over the views, read by the Grafana
-dashboards (dashboards.py), the static report (report.py), the tests and the
-benchmark. Each panel's SQL is written for Grafana's PostgreSQL datasource:
+dashboards (grafana.py), the static report (report.py), the tests and the
+benchmark (dashboards/bench/panel_queries.py). Each panel's SQL is written for Grafana's PostgreSQL datasource:
 template variables ($system, ...) and macros ($__timeFilter, ...).
 `expand()` does to it what Grafana does before the SQL reaches PostgreSQL,
 so everything outside Grafana runs the very text Grafana would.

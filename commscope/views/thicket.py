@@ -121,7 +121,7 @@ def load_graphframe(run_id: int, conn: psycopg.Connection | None = None):
 
 def load_thicket(conn: psycopg.Connection | None = None, since: Any = None, until: Any = None,
                  status: str | None = "ok", intersection: bool = False, **where):
-    """The selected runs as one Thicket (one profile per run, indexed by run id).
+    """The selected runs as one Thicket, one profile per run (profile_mapping names each `run-<id>`).
 
     Selection keywords are v_runs columns (see SELECTABLE); `since`/`until`
     bound started_at (datetime or ISO string); status="ok" by default, None

@@ -144,7 +144,7 @@ def create_workspace(plan: Plan) -> Path:
         (scope / name).write_text(yaml.safe_dump(content, sort_keys=False, width=1000))
     for tpl in [RAMBLE_DIR / "execute_experiment.tpl", *(SITES_DIR / plan.site).glob("*.tpl")]:
         shutil.copy(tpl, ws / "configs" / tpl.name)
-    # What the collectors read besides Ramble's results: the site's hardware and the run's provenance.
+    # What ingest reads besides Ramble's results (read/ramble.py): the site's hardware and the run's provenance.
     (ws / "hardware.yaml").write_text(yaml.safe_dump(site_hardware(plan.site), sort_keys=False))
     (ws / "commscope-run.json").write_text(json.dumps({
         "study": plan.study, "site": plan.site, "stacks": plan.stacks, "interconnects": plan.interconnects,
@@ -273,7 +273,7 @@ def say_profiles(plan: Plan, dirs: list[Path], echo) -> None:
 def ensure_store(echo=click.echo) -> None:
     """The store a run ingests into, ready before its experiments run: a server named by COMMSCOPE_DB_URL or
     PG* must answer; without one, the embedded store is started and migrated as `commscope db start` does.
-    A run used to find out only after its experiments that nothing could store them."""
+    Checked first, so a run does not find out only after its experiments that nothing can store them."""
     try:
         if db.external_dsn() is not None:
             db.connect().close()   # a site's server: its schema is its owner's to migrate

@@ -36,9 +36,9 @@ OMPI_ROOT_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"
 # The workloads' CMake project: the checkout's own, or the wheel's copy (share/ links to it in a checkout).
 WORKLOADS = (Path(__file__).resolve().parents[1] / "share" / "workloads").resolve()
 
-# The PMI that srun must offer each family (`srun --mpi=...`), as run here
-# with Slurm 22.05 on all five stacks. The wrong one does
-# not fail: MPICH under pmix crashes in MPI_Init, but MPICH under none and
+# The PMI that srun must offer each family (`srun --mpi=...`), checked with
+# Slurm 22.05 on all five stacks (tests/test_slurm.py). The wrong one does not
+# always fail: MPICH under pmix crashes in MPI_Init, but MPICH under none and
 # Open MPI 5 under pmi2 exit 0 with every process rank 0 of a world of 1, so
 # every run must check the world size it reports. Intel MPI 2021 also runs
 # under pmix, without I_MPI_PMI_LIBRARY.
@@ -58,7 +58,7 @@ class Stack:
     mpirun: str
     prefix: str
     env: dict = field(default_factory=dict)
-    # Launcher flags needed to start more ranks than cores (2 here).
+    # Launcher flags needed to start more ranks than cores (ci/suite.py runs up to 4 ranks on any machine).
     oversubscribe: list = field(default_factory=list)
 
     def present(self) -> bool:
