@@ -1,7 +1,7 @@
 """`commscope setup` with one Caliper (issue 17): a Caliper built against Debian Open MPI 4.1 is used only with
-that MPI. Given to the PyPI Open MPI 5 stack too (both share the soname libmpi.so.40, so the link fails rather
-than loading two MPIs), that stack is built without Caliper and says why, and the other stacks are built all the
-same. A build configured with Caliper is never reused once the Caliper search changes. Whether a binary has
+that MPI. Given to the PyPI Open MPI 5 stack too (both share the soname libmpi.so.40, so a name check is not
+enough), that stack is built without Caliper, never linked against it, and says why; the other stacks are built
+all the same. A build configured with Caliper is never reused once the Caliper search changes. Whether a binary has
 Caliper is read from its dynamic section with binutils' readelf, not from commscope's records."""
 from __future__ import annotations
 
@@ -66,3 +66,25 @@ def test_a_build_configured_with_caliper_is_not_reused_once_the_caliper_search_c
     r = setup(home, "--stacks", "debian-openmpi4")     # no Caliper named any more
     assert r.returncode in (0, 1), r.stdout + r.stderr
     assert not links_caliper(halo3d), "the cached caliper_DIR of the first configuration was reused"
+
+
+def test_a_caliper_of_another_mpi_is_refused_before_anything_links_it(home):
+    """The clash is found from the libraries themselves before the build: the note names the libcaliper.so of the
+    prefix and the folder of the stack's own MPI library (as CMake's FindMPI found it for the build), instead of
+    reporting a failed link after the fact."""
+    stack_or_skip("pypi-openmpi5")
+    r = setup(home, "--stacks", "pypi-openmpi5", "--caliper-prefix", f"pypi-openmpi5={CALIPER}")
+    out = r.stdout + r.stderr
+    assert "Traceback" not in out, out
+    bdir = home / "builds" / "pypi-openmpi5"
+    assert not links_caliper(bdir / "halo3d")
+    cache = (bdir / "CMakeCache.txt").read_text()
+    found = re.search(r"^MPI_mpi_LIBRARY:FILEPATH=(.*)$", cache, re.M)
+    assert found, "FindMPI recorded no libmpi for the stack"
+    stack_libdir = os.path.dirname(found.group(1))
+    needed = subprocess.run(["readelf", "-d", f"{CALIPER}/lib/libcaliper.so"], capture_output=True, text=True,
+                            check=True).stdout
+    assert "libmpi.so.40" in needed   # the soname both Open MPIs share: the reason a name check is not enough
+    note = json.loads((bdir / "commscope-build.json").read_text())["note"]
+    assert f"{CALIPER}/lib/libcaliper.so" in note and stack_libdir in note, note
+    assert "failed" not in note, note
