@@ -1,8 +1,10 @@
 """The package a user installs (issue 17): the wheel built from this checkout, installed into a fresh venv with
 its base dependencies only, used from a directory outside the checkout. The main job's store, ingest and report
-commands must work there; the wheel holds the `commscope` package and nothing else at the top level."""
+commands (store, ingest, report, check, advise) must work there; the wheel holds the `commscope` package and
+nothing else at the top level."""
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -17,6 +19,7 @@ from conftest import private_home
 
 ROOT = Path(__file__).resolve().parents[1]
 PROFILE = ROOT / "tests" / "data" / "halo3d-overlap-n2.runtime-profile.cali"
+TRACE = ROOT / "tests" / "data" / "commgraph-pairs-n4.msgtrace"
 
 
 def run(cmd: list, **kw) -> subprocess.CompletedProcess:
@@ -130,6 +133,15 @@ def test_base_install_starts_the_store_ingests_and_reports_outside_the_checkout(
         report = work / "report.html"
         run([bin_dir / "commscope", "report", "-o", report], cwd=work, env=env)
         assert report.stat().st_size > 10_000 and "halo3d" in report.read_text()
+        # the gate and an advisor, from the same base install: the campaign ingest printed on its last line
+        campaign = out.strip().splitlines()[-1]
+        verdicts = json.loads(run([bin_dir / "commscope", "check", "--campaign", campaign, "--format", "json"],
+                                  cwd=work, env=env).stdout)
+        assert [s["app"] for s in verdicts["series"]] == ["halo3d"], verdicts
+        (work / "topology.yaml").write_text("nodes: [hostA, hostB]\nranks_per_node: 2\nnetwork: {type: flat}\n")
+        run([bin_dir / "commscope", "advise", "placement", TRACE, "--topology", "topology.yaml", "-o", "advice",
+             "--no-store"], cwd=work, env=env)
+        assert len((work / "advice" / "rankfile").read_text().split("\n")) >= 4   # one line per rank of the n4 trace
     finally:
         subprocess.run([bin_dir / "commscope", "db", "stop"], cwd=work, env=env, capture_output=True)
         shutil.rmtree(home, ignore_errors=True)
