@@ -1,6 +1,6 @@
 """The package a user installs (issue 17): the wheel built from this checkout, installed into a fresh venv with
-its base dependencies only, used from a directory outside the checkout. The main job's store, ingest and report
-commands (store, ingest, report, check, advise) must work there; the wheel holds the `commscope` package and
+its base dependencies only, used from a directory outside the checkout. The main job's commands (db start, ingest, report, check, advise,
+and run when Ramble is there) must work there; the wheel holds the `commscope` package and
 nothing else at the top level."""
 from __future__ import annotations
 
