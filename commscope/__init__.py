@@ -14,6 +14,6 @@ __all__ = ["load_thicket", "load_graphframe", "select_runs"]
 def __getattr__(name):
     # Thicket, Hatchet and pandas load only when a notebook asks for them.
     if name in __all__:
-        from commscope.views import thicket as ensemble
-        return getattr(ensemble, name)
+        from commscope.views import thicket
+        return getattr(thicket, name)
     raise AttributeError(f"module 'commscope' has no attribute {name!r}")

@@ -12,6 +12,7 @@ import sys
 import pytest
 
 import interconnects
+from commscope.workflow import interconnects as catalog
 from commscope.workflow import stacks as mpi_stacks
 import suite
 from conftest import ROOT, STACK_NAMES, _builds, stack_or_skip
@@ -73,10 +74,10 @@ def test_unknown_name_lists_the_valid_ones():
 def test_bad_site_file_is_refused_naming_the_problem(tmp_path, monkeypatch, text, needle):
     (tmp_path / "bad").mkdir()
     (tmp_path / "bad" / "interconnects.yaml").write_text(text)
-    monkeypatch.setattr(interconnects, "SITES", tmp_path)
-    monkeypatch.setattr(interconnects, "ROOT", tmp_path)
+    monkeypatch.setattr(catalog, "SITES", tmp_path)
+    monkeypatch.setattr(catalog, "ROOT", tmp_path)
     with pytest.raises(ValueError, match=re.escape(needle)):
-        interconnects.catalog("bad")
+        catalog.catalog("bad")
 
 
 @pytest.mark.parametrize("entry", LOCAL, ids=[e.name for e in LOCAL])
