@@ -157,12 +157,13 @@ GOOD, CHANGED = "c0ffee1", "bad5eed"
 @pytest.fixture(scope="module")
 def nights(tmp_path_factory):
     """Real runs' outputs per night: {night: dir}. Baseline nights and the 'software' night over shared memory;
-    the 'platform' night over TCP; the 'software' night's halo3d built without optimisation."""
+    the 'platform' and 'canary-first' nights over TCP; the 'software' night's halo3d built without optimisation."""
     stack = stack_or_skip("debian-openmpi4")
     usual = suite.build(stack)
     unoptimised = suite.build(stack, build_dir=tmp_path_factory.mktemp("build-O0"),
                               extra=["-DCMAKE_BUILD_TYPE=Debug"])
-    plan = {n: (usual, SHM) for n in BASE_NIGHTS} | {"software": (unoptimised, SHM), "platform": (usual, TCP)}
+    plan = {n: (usual, SHM) for n in BASE_NIGHTS} | {"software": (unoptimised, SHM), "platform": (usual, TCP),
+                                                      "canary-first": (usual, TCP)}
     root = tmp_path_factory.mktemp("nights")
     for name, bdir, args in (("halo3d", usual, HALO), ("halo3d", unoptimised, HALO), ("commgraph", usual, COMMGRAPH)):
         suite.run(stack, bdir, name, args, 2)   # not kept: the first run after a build is the slowest
@@ -219,6 +220,28 @@ def test_a_slower_network_under_the_same_series_is_platform(dsn, nights):
         assert f.attribution["same"]["interconnect"] == "shm" and f.attribution["same"]["git commit"] == GOOD
         # outputs without a profile have no call tree
         assert f.attribution["regions"] == [] and "no call tree" in f.attribution["regions_note"]
+
+
+def test_a_canary_that_moved_a_night_earlier_still_makes_it_platform(dsn, nights):
+    """The transport slowed a night before the applications ran on it: a campaign of the canary alone over TCP,
+    then the platform night. The canary has moved two nights (a regression), commgraph one (suspect): the canary
+    moved the same way, so the cause is the platform, though the two verdicts differ."""
+    with psycopg.connect(dsn) as conn:
+        for night in BASE_NIGHTS:
+            ingest(conn, [nights / night], Provenance(system="ci-box", stack="debian-openmpi4", interconnect="shm",
+                                                      git_commit=GOOD))
+        first = sorted((nights / "canary-first").glob("pingpong-*.out"))
+        assert len(ingest(conn, first, Provenance(system="ci-box", stack="debian-openmpi4", interconnect="shm",
+                                                  git_commit=GOOD)).inserted) == RUNS
+        ingest(conn, [nights / "platform"], Provenance(system="ci-box", stack="debian-openmpi4", interconnect="shm",
+                                                       git_commit=GOOD))
+        (campaign,) = conn.execute("SELECT max(id) FROM campaigns").fetchone()
+        found = by_app(regressions.check(conn, "time_s", campaign))
+    app, ping = found["commgraph"], found["pingpong"]
+    assert ping.verdict == "regression", ping   # worse on both TCP nights against the shared-memory ones
+    assert app.verdict == "suspect" and app.effect > 0, app
+    assert app.attribution["cause"] == "platform", app.attribution
+    assert [c["verdict"] for c in app.attribution["canaries"]] == ["regression"]
 
 
 def test_a_slower_build_with_a_steady_canary_is_software(dsn, nights):

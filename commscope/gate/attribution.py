@@ -31,12 +31,14 @@ transport alone, so its FOM `latency` (the best batch's half round trip, in us) 
 the same baseline window, alpha and smallest effect, in the same campaign. The rule, for a regression, improvement
 or suspect of a series other than a canary:
 
-- **platform** when a canary of the same system, stack and interconnect (the series' environment) got the same
-  verdict in the same campaign: the transport moved with the application;
-- **software** when such a canary was judged (regression, improvement or no change) and none got the same
-  verdict;
+- **platform** when a canary of the same system, stack and interconnect (the series' environment) moved the same
+  way in the same campaign: a regression, or a suspect that got worse, moved worse; an improvement, or a suspect
+  that got better, moved better. The transport moved with the application, whether the canary's shift is older or
+  newer than the application's (one is a regression while the other is still suspect);
+- **software** when such a canary was judged (regression, improvement, suspect or no change) and none moved the
+  same way;
 - **unknown** when no canary was judged there (none ran in the campaign, or it had no baseline, or the gate cannot
-  tell with its run counts, or it is suspect while the series is not); the finding says which.
+  tell with its run counts); the finding says which.
 
 A canary's own regression, improvement or suspect is **platform**. Other verdicts get no cause.
 """
@@ -203,6 +205,16 @@ def _canary_verdicts(conn: psycopg.Connection, campaign: int, baseline: int, min
     return found
 
 
+def direction(f) -> str | None:
+    """Which way a finding moved: worse (regression, or suspect with a positive effect), better (improvement, or
+    suspect with a negative effect), else None."""
+    if f.verdict == "regression" or (f.verdict == "suspect" and (f.effect or 0) > 0):
+        return "worse"
+    if f.verdict == "improvement" or (f.verdict == "suspect" and (f.effect or 0) < 0):
+        return "better"
+    return None
+
+
 def classify(f, canaries: list) -> dict:
     """The cause of a regression, improvement or suspect F: platform, software or unknown (the module's rule), with
     the canaries it rests on."""
@@ -213,12 +225,12 @@ def classify(f, canaries: list) -> dict:
     said = [{"series_id": c.series["series_id"], "label": c.label(), "metric": c.metric, "verdict": c.verdict,
              "effect": c.effect} for c in mine]
     where = ", ".join(f"{k} {f.series.get(k)}" for k in MATCH)
-    moved = [c for c in mine if c.verdict == f.verdict]
-    judged = [c for c in mine if c.verdict in ("regression", "improvement", "no change")]
+    moved = [c for c in mine if direction(c) is not None and direction(c) == direction(f)]
+    judged = [c for c in mine if c.verdict in ("regression", "improvement", "suspect", "no change")]
     if moved:
         return {"cause": "platform", "canaries": said,
-                "cause_reason": f"the canary {moved[0].label()} shows a {f.verdict} too "
-                                f"({moved[0].metric} {moved[0].effect:+.1%}) in the same campaign"}
+                "cause_reason": f"the canary {moved[0].label()} moved {direction(f)} too ({moved[0].verdict}, "
+                                f"{moved[0].metric} {moved[0].effect:+.1%}) in the same campaign"}
     if judged:
         return {"cause": "software", "canaries": said,
                 "cause_reason": f"the canary {judged[0].label()} shows {judged[0].verdict} "
