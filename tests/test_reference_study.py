@@ -161,9 +161,21 @@ def contrasts_present(cmds: dict[str, tuple]) -> None:
     g = group("reservoir-barriers-", lambda e, r, o: (r, o["--n"], o["--allreduce"]),
               lambda e, r, o: "--debug-barriers" in o)
     assert all(s == {True, False} for s in g.values()) and len({k[1] for k in g}) >= 2, g
-    # reservoir / groundwater: the three Allreduce methods
-    g = group("reservoir-allreduce-", lambda e, r, o: (r, o["--n"]), lambda e, r, o: o["--allreduce"])
-    assert all(s == {"direct", "hierarchical", "nonblocking"} for s in g.values()), g
+    # reservoir / groundwater: the three Allreduce methods without debugging barriers, at every grid and rank
+    # count of reservoir-allreduce-* (whose direct baseline is a reservoir-barriers-* experiment)
+    g = defaultdict(set)
+    for name, (e, r, app, o) in cmds.items():
+        if app == "cgsolve" and "--debug-barriers" not in o:
+            g[r, o["--n"]].add(o["--allreduce"])
+    swept = {(r, o["--n"]) for name, (e, r, app, o) in cmds.items() if name.startswith("reservoir-allreduce-")}
+    assert swept and all(g[k] == {"direct", "hierarchical", "nonblocking"} for k in swept), g
+    # no two experiments launch the same command (the experiment's own name read as NAME): each configuration is
+    # one experiment, so its repeats pair one-to-one with the other side's; two experiments of one configuration
+    # would give that side 2 x n_repeats runs of one condition
+    same = defaultdict(list)
+    for name, (env, ranks, app, o) in cmds.items():
+        same[repr((sorted(env.items()), ranks, app, sorted(o.items()))).replace(name, "NAME")].append(name)
+    assert all(len(names) == 1 for names in same.values()), [n for n in same.values() if len(n) > 1]
     # weather codes: default, advised and random placement of the same graph
     g = group("placement-", lambda e, r, o: (r, o["--pattern"]),
               lambda e, r, o: o["--rank-map"].partition(":")[2].split("-")[0] if "--rank-map" in o else "default")
