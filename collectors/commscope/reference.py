@@ -202,9 +202,9 @@ EFFECTS: list[Effect] = [
 VERDICT_RULE = (
     "Ours is the ratio treatment / baseline of the measure for each pair of runs in one condition (repeats paired "
     "by campaign and repeat index where each side's runs carry distinct ones, else every baseline run with every "
-    "treatment run), shown in the study's form; the figure is the median of those ratios, the spread their interquartile "
-    "range (IQR; the range is shown beside it; collsweep's sums without repeat indices: the extremes over every "
-    "combination of runs). "
+    "treatment run), shown in the study's form; the figure is the median of those ratios, the spread their "
+    "interquartile range (IQR; the range is shown beside it; collsweep's sums without repeat indices: the extremes "
+    "over every combination of runs). "
     "Reproduced: the spread overlaps the study's range and does not include no effect (unless the study's range "
     "does). Partly: it misses the range but lies wholly on the study's side of no effect (weaker: between no "
     "effect and the range; stronger: beyond it). Not: the spread includes no effect where the study's range does "
