@@ -15,6 +15,7 @@ import itertools
 import os
 import re
 import shlex
+import statistics
 import subprocess
 import sys
 from collections import defaultdict
@@ -324,3 +325,49 @@ def test_live_repeats_are_separate_runs_with_equal_parameters(tmp_path, dsn):
         on, off = (params[f"reservoir-barriers-direct-barriers-{s}-s24-debian-openmpi4-default-n{r}"]
                    for s in ("on", "off"))
         assert {k for k in on if on[k] != off.get(k)} == {"param.debug-barriers"}, (on, off)
+
+
+@needs_ramble
+def test_live_repeats_pair_one_to_one_within_and_across_campaigns(tmp_path, dsn):
+    """The reservoir experiments at 24^3 and 2 ranks (debugging barriers on and off, the Allreduce methods) run
+    for real twice, without Caliper (the MPI time is then cgsolve's own comm_time_avg), as two campaigns. Each
+    condition of the report's debugging-barrier and Allreduce rows has one run per repeat and campaign, so its
+    repeats pair one-to-one: in one campaign n_repeats ratios, over both 2 x n_repeats (both campaigns number
+    their repeats from 1), each the ratio of the two experiments' own printed comm_time_avg at one repeat index."""
+    from commscope import reference
+    env = {**_home_with_builds(tmp_path, caliper=False), "COMMSCOPE_DB_URL": dsn}
+    where = ('re_search("^reservoir-(barriers-direct-barriers-o(n|ff)|allreduce-[a-z]+)-s24-", "{experiment_name}") '
+             'and "{interconnect}" == "default" and "{n_ranks}" == "2"')
+    comm: dict[tuple[int, str, int], float] = {}   # (campaign, allreduce/barriers, repeat) -> comm_time_avg
+    n = repeats()
+    for attempt in (1, 2):
+        p = subprocess.run([*CLI, "run", "reference", "--where", where, "--caliper", "off"], capture_output=True,
+                           text=True, env=env, cwd=ROOT, timeout=900)
+        assert p.returncode == 0, p.stdout + p.stderr
+        ws = Path(re.search(r"^workspace: (\S+)$", p.stdout, re.M).group(1))
+        for out in ws.glob("experiments/cgsolve/cgsolve/*/*.out"):
+            m = re.fullmatch(r"reservoir-(?:allreduce-(\w+)|barriers-direct-barriers-(on|off))-s24-.*\.(\d+)\.out",
+                             out.name)
+            assert m, out.name
+            name = m.group(1) or f"barriers-{m.group(2)}"
+            printed = dict(re.findall(r"^FOM (\S+) (\S+) \S+$", out.read_text(), re.M))
+            comm[attempt, name, int(m.group(3))] = float(printed["comm_time_avg"])
+    # the experiments that ran: barriers on and off, and of the Allreduce methods the two without a twin
+    assert {name for _, name, _ in comm} == {"barriers-on", "barriers-off", "hierarchical", "nonblocking"}, comm
+    assert len(comm) == 2 * 4 * n
+    with psycopg.connect(dsn) as conn:
+        campaigns = [c for (c,) in conn.execute("SELECT DISTINCT campaign_id FROM runs ORDER BY 1").fetchall()]
+        assert len(campaigns) == 2
+        one = reference.compute(conn, (campaigns[0],))
+        both = reference.compute(conn)
+    contrasts = {"reservoir-debug-barriers": ("barriers-on", "barriers-off"),
+                 "groundwater-allreduce-hierarchical": ("barriers-off", "hierarchical"),
+                 "groundwater-allreduce-nonblocking": ("barriers-off", "nonblocking")}
+    for key, (base, treat) in contrasts.items():
+        for rows, attempts in ((one, (1,)), (both, (1, 2))):
+            (row,) = [r for r in rows if r.effect.key == key]
+            ratios = [comm[a, treat, i] / comm[a, base, i] for a in attempts for i in range(1, n + 1)]
+            assert row.paired_by == "repeat index", (key, row.paired_by, row.runs_baseline, row.runs_treatment)
+            assert (row.runs_baseline, row.runs_treatment, row.pairs) == (len(ratios),) * 3, (key, row)
+            assert row.ratio == pytest.approx(statistics.median(ratios), rel=1e-9), key
+            assert (row.ratio_min, row.ratio_max) == pytest.approx((min(ratios), max(ratios)), rel=1e-9), key
