@@ -369,8 +369,8 @@ def machine_limits(effect: Effect, runs: list[dict], trend: str = "") -> list[st
                        (f"; the trend it can show, by rank count: {trend}" if trend else ""))
         over = sorted({r["ranks"] for r, c in zip(runs, cores) if r.get("ranks") and r["ranks"] > c})
         if over:
-            out.append(f"{'/'.join(map(str, over))} ranks on {known} cores ({how}): a rank waits for a core as well "
-                       f"as for its messages")
+            out.append(f"{'/'.join(map(str, over))} ranks on {known} cores ({how}): the ranks take turns on the "
+                       f"cores, so every wait also holds time spent waiting for one")
     if "parallel_fs" in effect.needs:
         fs = {(r.get("parameters") or {}).get("param.fs") for r in runs}
         if fs and None not in fs and not fs & NON_LOCAL_FS:
