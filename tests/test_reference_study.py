@@ -371,3 +371,82 @@ def test_live_repeats_pair_one_to_one_within_and_across_campaigns(tmp_path, dsn)
             assert (row.runs_baseline, row.runs_treatment, row.pairs) == (len(ratios),) * 3, (key, row)
             assert row.ratio == pytest.approx(statistics.median(ratios), rel=1e-9), key
             assert (row.ratio_min, row.ratio_max) == pytest.approx((min(ratios), max(ratios)), rel=1e-9), key
+
+
+@needs_ramble
+def test_live_rows_say_what_the_machine_lacked(tmp_path, dsn):
+    """The stencil's row-naive and col decompositions at 1, 2 and 4 ranks, the pairs graph with and without the
+    advised placement, and pio independent against two-phase on the local disk, run for real through Ramble on the
+    local site (Caliper off) and stored as `commscope run` stores them (Ramble's n_nodes, the site's hardware.yaml).
+    Where the report's rows are not or partly reproduced their reasons say, and every row's machine limits list:
+    - the stencil's 12x is at 16 ranks; the cores are `nproc`'s; the trend is the median over repeats of each
+      repeat's row-naive / col comm_time_avg (the outputs' FOM lines) at 1, 2 and 4 ranks; 4 ranks outnumber them;
+    - placement: all runs on one node, and commgraph's own internode_bytes_per_iter 0 in every output;
+    - two-phase I/O: the file system findmnt names for the experiments' folder, a local disk here."""
+    from commscope import reference
+    nproc = int(subprocess.run(["nproc", "--all"], capture_output=True, text=True, check=True).stdout)
+    if nproc >= 16:
+        pytest.skip(f"{nproc} cores: this machine can run the stencil study's 16 ranks one per core")
+    env = {**_home_with_builds(tmp_path, caliper=False), "COMMSCOPE_DB_URL": dsn}
+    env.pop("COMMSCOPE_IO_DIR", None)   # pio writes into each experiment's folder
+    where = ('(re_search("^stencil-decomp-(col|row-naive)-isend-", "{experiment_name}") or '
+             're_search("^placement-pairs-(default|advised)-", "{experiment_name}") or '
+             're_search("^groundwater-io-(independent|two-phase-g2)-s64-", "{experiment_name}")) '
+             'and "{interconnect}" == "default"')
+    p = subprocess.run([*CLI, "run", "reference", "--where", where, "--caliper", "off"], capture_output=True,
+                       text=True, env=env, cwd=ROOT, timeout=1200)
+    assert p.returncode == 0, p.stdout + p.stderr
+    ws = Path(re.search(r"^workspace: (\S+)$", p.stdout, re.M).group(1))
+    n = repeats()
+
+    def foms(app: str, exp_start: str) -> dict[tuple[int, int], dict]:
+        """(ranks, repeat) -> the FOMs printed by each run of the experiments starting with exp_start."""
+        got = {}
+        for out in ws.glob(f"experiments/{app}/{app}/{exp_start}*/*.out"):
+            ranks, rep = re.search(r"-n(\d+)\.(\d+)\.out$", out.name).groups()
+            got[int(ranks), int(rep)] = {k: float(v) for k, v in re.findall(r"^FOM (\S+) (\S+) \S+$",
+                                                                             out.read_text(), re.M)}
+        return got
+    col, row = foms("stencil2d", "stencil-decomp-col-isend-"), foms("stencil2d", "stencil-decomp-row-naive-isend-")
+    assert sorted(col) == sorted(row) == [(r, i) for r in (1, 2, 4) for i in range(1, n + 1)], sorted(col)
+    trend = {r: statistics.median(row[r, i]["comm_time_avg"] / col[r, i]["comm_time_avg"] for i in range(1, n + 1))
+             for r in (1, 2, 4)}
+    graphs = [*foms("commgraph", "placement-pairs-default-").values(),
+              *foms("commgraph", "placement-pairs-advised-").values()]
+    assert len(graphs) == 2 * n and all(g["internode_bytes_per_iter"] == 0 and g["intranode_bytes_per_iter"] > 0
+                                        for g in graphs)
+    fs = subprocess.run(["findmnt", "-n", "-o", "FSTYPE", "--target", str(ws / "experiments")],
+                        capture_output=True, text=True, check=True).stdout.strip()
+    with psycopg.connect(dsn) as conn:
+        rows = reference.compute(conn)
+
+    def says(row, text):
+        assert any(text in m for m in row.machine), (row.effect.key, row.condition, text, row.machine)
+        if row.verdict in ("not", "partly"):
+            assert text in row.reason, (row.effect.key, row.verdict, row.reason)
+
+    stencil = [r for r in rows if r.effect.key == "stencil-row-vs-col"]
+    assert sorted(re.search(r"\bn(\d+)\b", r.condition).group(1) for r in stencil) == ["2", "4"], \
+        [r.condition for r in stencil]
+    for r in stencil:
+        says(r, f"the study's figure is at 16 ranks, one per core; the runs' machine has {nproc} cores")
+        text = next(m for m in r.machine if "trend" in m)
+        shown = {int(k): float(v) for v, k in re.findall(r"([0-9.]+)× at (\d+) ranks?", text)}
+        assert shown.keys() == {1, 2, 4}, text
+        for k, v in shown.items():
+            assert v == pytest.approx(trend[k], rel=6e-3), (k, text, trend)   # shown to 3 significant digits
+        if " n4 " in f" {r.condition} ":
+            says(r, f"4 ranks on {nproc} cores")
+        else:
+            assert not any("ranks on" in m for m in r.machine), r.machine
+    placement = [r for r in rows if r.effect.key in ("weather-advised-time", "weather-advised-mpi")]
+    assert len(placement) == 2 and all(r.verdict != "not run" for r in placement), placement
+    for r in placement:
+        says(r, f"all {2 * n} runs on one node, commgraph counted 0 bytes sent between nodes in every run")
+    io = [r for r in rows if r.effect.key.startswith("groundwater-two-phase-")]
+    assert len(io) == 2 and all(r.verdict != "not run" for r in io), io
+    for r in io:
+        if fs in {"ext2", "ext3", "ext4", "xfs", "btrfs", "f2fs", "zfs", "tmpfs", "overlay"}:
+            says(r, f"the file went to {fs}, a local file system")
+        else:
+            assert not any("the file went to" in m for m in r.machine), (fs, r.machine)

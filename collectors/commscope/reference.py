@@ -21,8 +21,8 @@ range (the verdict reads it, so one disturbed run on a shared machine does not d
 shown beside it. VERDICT_RULE says how the verdict follows.
 
 Where an effect is not (or only partly) reproduced, the row also says what of the machine its runs had stands
-between them and the study's conditions (`machine_limits`), read from the runs themselves: the node count and
-hosts (and commgraph's own count of bytes between nodes) for a placement, the cores of the stored hardware
+between them and the study's conditions (`machine_limits`), read from the runs themselves through the views: the
+node count (and commgraph's own count of bytes between nodes) for a placement, the cores of the stored hardware
 description against the study's rank count (with the trend over the rank counts that did run), the file system
 pio wrote to (param.fs), ranks outnumbering cores.
 """
@@ -241,14 +241,13 @@ class Row:
 
 # ---- reading the runs --------------------------------------------------------------------------------------
 
-# What a run records of the machine it ran on (machine_limits): its node count (Ramble's n_nodes or Caliper's
-# numhosts), the hosts Adiak saw, the cores per node and node count of the hardware description it was stored
-# with (the site's hardware.yaml), and commgraph's own count of the bytes its ranks sent between hosts.
-MACHINE_COLUMNS = """r.nodes, coalesce(r.metadata->>'hostlist', r.metadata->>'hostname') AS hosts,
-         h.cores_per_node, h.hardware->>'nodes' AS site_nodes,
+# What a run records of the machine it ran on (machine_limits), from the views: its node count (Ramble's n_nodes
+# or Caliper's numhosts; NULL for a workload output given alone), the cores per node of the hardware description
+# it was stored with (the site's hardware.yaml), and commgraph's own count of the bytes its ranks sent between
+# hosts (the processor names MPI gave them).
+MACHINE_COLUMNS = """m.nodes, (SELECT v.cores_per_node FROM v_runs v WHERE v.run_id = m.run_id) AS cores_per_node,
          (SELECT max(f.value) FROM v_foms f WHERE f.run_id = m.run_id
                                                AND f.name = 'internode_bytes_per_iter') AS internode_bytes"""
-MACHINE_JOIN = "JOIN runs r ON r.id = m.run_id LEFT JOIN hardware_versions h ON h.id = r.hardware_id"
 
 
 def _runs(conn, effect: Effect, campaigns: tuple[int, ...], min_ranks: int = 2) -> list[dict]:
@@ -262,7 +261,7 @@ def _runs(conn, effect: Effect, campaigns: tuple[int, ...], min_ranks: int = 2) 
          {expr} AS value, m.campaign_id, m.ranks,
          (SELECT max(f.repeat) FROM v_foms f WHERE f.run_id = m.run_id) AS repeat,
          {MACHINE_COLUMNS}
-  FROM v_run_metrics m {MACHINE_JOIN}
+  FROM v_run_metrics m
   WHERE m.app = %(app)s AND m.status = 'ok' AND m.series_id IS NOT NULL AND m.ranks >= %(min_ranks)s
     AND ({effect.where}) AND (%(all)s OR m.campaign_id = ANY(%(campaigns)s))
   ORDER BY m.run_id, m."window" = 'focus' DESC) x
@@ -309,28 +308,9 @@ NON_LOCAL_FS = {"lustre", "gpfs", "beegfs", "ceph", "fuse.ceph", "fuse.ceph-fuse
                 "panfs", "cifs", "smb3", "9p", "virtiofs"}
 
 
-def _hosts(value) -> list[str]:
-    """Adiak's hostlist (a JSON list, or names separated by commas) or hostname, as a list."""
-    if value in (None, ""):
-        return []
-    try:
-        value = json.loads(value)
-    except (TypeError, ValueError):
-        pass
-    if isinstance(value, list):
-        return [str(h) for h in value]
-    return [h.strip() for h in str(value).strip("[]").split(",") if h.strip()]
-
-
 def _node_count(run: dict) -> int | None:
-    """The nodes a run ran on: its own count (Ramble's n_nodes, Caliper's numhosts), else the distinct hosts Adiak
-    saw, else 1 where the hardware description it was stored with has one node; None when nothing says."""
-    if run.get("nodes"):
-        return int(run["nodes"])
-    hosts = _hosts(run.get("hosts"))
-    if hosts:
-        return len(set(hosts))
-    return 1 if str(run.get("site_nodes") or "").strip() == "1" else None
+    """The nodes a run ran on (Ramble's n_nodes, Caliper's numhosts); None when the run does not say."""
+    return int(run["nodes"]) if run.get("nodes") else None
 
 
 def machine_limits(effect: Effect, runs: list[dict], trend: str = "") -> list[str]:
@@ -343,14 +323,13 @@ def machine_limits(effect: Effect, runs: list[dict], trend: str = "") -> list[st
     if not runs:
         return out
     nodes = [_node_count(r) for r in runs]
-    hosts = sorted({h for r in runs for h in _hosts(r.get("hosts"))})
     if "nodes" in effect.needs:
         one_node = all(n == 1 for n in nodes)
         inter = [r.get("internode_bytes") for r in runs]
         no_inter = all(v is not None and v == 0 for v in inter)
         said = []
         if one_node:
-            said.append(f"all {len(runs)} runs on one node" + (f" ({hosts[0]})" if len(hosts) == 1 else ""))
+            said.append(f"all {len(runs)} runs on one node")
         if no_inter:
             said.append(f"{effect.app} counted 0 bytes sent between nodes in every run")
         if said:
@@ -390,8 +369,8 @@ def _explain(effect: Effect, row: Row, runs: list[dict], trend: str = "") -> Row
 def _machine_facts(conn, run_ids) -> dict[int, dict]:
     """Per run: its ranks, parameters and what it records of its machine (MACHINE_COLUMNS)."""
     sql = f"""SELECT m.run_id, m.ranks, m.parameters, {MACHINE_COLUMNS}
-FROM (SELECT DISTINCT ON (run_id) run_id, ranks, parameters FROM v_run_metrics WHERE run_id = ANY(%(ids)s)
-      ORDER BY run_id) m {MACHINE_JOIN}"""
+FROM (SELECT DISTINCT ON (run_id) run_id, ranks, nodes, parameters FROM v_run_metrics WHERE run_id = ANY(%(ids)s)
+      ORDER BY run_id) m"""
     cur = conn.execute(sql, {"ids": sorted(set(run_ids))})
     cols = [c.name for c in cur.description]
     return {r[0]: dict(zip(cols, r)) for r in cur.fetchall()}
