@@ -15,6 +15,7 @@ import itertools
 import os
 import re
 import shlex
+import statistics
 import subprocess
 import sys
 from collections import defaultdict
@@ -161,9 +162,21 @@ def contrasts_present(cmds: dict[str, tuple]) -> None:
     g = group("reservoir-barriers-", lambda e, r, o: (r, o["--n"], o["--allreduce"]),
               lambda e, r, o: "--debug-barriers" in o)
     assert all(s == {True, False} for s in g.values()) and len({k[1] for k in g}) >= 2, g
-    # reservoir / groundwater: the three Allreduce methods
-    g = group("reservoir-allreduce-", lambda e, r, o: (r, o["--n"]), lambda e, r, o: o["--allreduce"])
-    assert all(s == {"direct", "hierarchical", "nonblocking"} for s in g.values()), g
+    # reservoir / groundwater: the three Allreduce methods without debugging barriers, at every grid and rank
+    # count of reservoir-allreduce-* (whose direct baseline is a reservoir-barriers-* experiment)
+    g = defaultdict(set)
+    for name, (e, r, app, o) in cmds.items():
+        if app == "cgsolve" and "--debug-barriers" not in o:
+            g[r, o["--n"]].add(o["--allreduce"])
+    swept = {(r, o["--n"]) for name, (e, r, app, o) in cmds.items() if name.startswith("reservoir-allreduce-")}
+    assert swept and all(g[k] == {"direct", "hierarchical", "nonblocking"} for k in swept), g
+    # no two experiments launch the same command (the experiment's own name read as NAME): each configuration is
+    # one experiment, so its repeats pair one-to-one with the other side's; two experiments of one configuration
+    # would give that side 2 x n_repeats runs of one condition
+    same = defaultdict(list)
+    for name, (env, ranks, app, o) in cmds.items():
+        same[repr((sorted(env.items()), ranks, app, sorted(o.items()))).replace(name, "NAME")].append(name)
+    assert all(len(names) == 1 for names in same.values()), [n for n in same.values() if len(n) > 1]
     # weather codes: default, advised and random placement of the same graph
     g = group("placement-", lambda e, r, o: (r, o["--pattern"]),
               lambda e, r, o: o["--rank-map"].partition(":")[2].split("-")[0] if "--rank-map" in o else "default")
@@ -312,3 +325,128 @@ def test_live_repeats_are_separate_runs_with_equal_parameters(tmp_path, dsn):
         on, off = (params[f"reservoir-barriers-direct-barriers-{s}-s24-debian-openmpi4-default-n{r}"]
                    for s in ("on", "off"))
         assert {k for k in on if on[k] != off.get(k)} == {"param.debug-barriers"}, (on, off)
+
+
+@needs_ramble
+def test_live_repeats_pair_one_to_one_within_and_across_campaigns(tmp_path, dsn):
+    """The reservoir experiments at 24^3 and 2 ranks (debugging barriers on and off, the Allreduce methods) run
+    for real twice, without Caliper (the MPI time is then cgsolve's own comm_time_avg), as two campaigns. Each
+    condition of the report's debugging-barrier and Allreduce rows has one run per repeat and campaign, so its
+    repeats pair one-to-one: in one campaign n_repeats ratios, over both 2 x n_repeats (both campaigns number
+    their repeats from 1), each the ratio of the two experiments' own printed comm_time_avg at one repeat index."""
+    from commscope.views import reference
+    env = {**_home_with_builds(tmp_path, caliper=False), "COMMSCOPE_DB_URL": dsn}
+    where = ('re_search("^reservoir-(barriers-direct-barriers-o(n|ff)|allreduce-[a-z]+)-s24-", "{experiment_name}") '
+             'and "{interconnect}" == "default" and "{n_ranks}" == "2"')
+    comm: dict[tuple[int, str, int], float] = {}   # (campaign, allreduce/barriers, repeat) -> comm_time_avg
+    n = repeats()
+    for attempt in (1, 2):
+        p = subprocess.run([*CLI, "run", "reference", "--where", where, "--caliper", "off"], capture_output=True,
+                           text=True, env=env, cwd=ROOT, timeout=900)
+        assert p.returncode == 0, p.stdout + p.stderr
+        ws = Path(re.search(r"^workspace: (\S+)$", p.stdout, re.M).group(1))
+        for out in ws.glob("experiments/cgsolve/cgsolve/*/*.out"):
+            m = re.fullmatch(r"reservoir-(?:allreduce-(\w+)|barriers-direct-barriers-(on|off))-s24-.*\.(\d+)\.out",
+                             out.name)
+            assert m, out.name
+            name = m.group(1) or f"barriers-{m.group(2)}"
+            printed = dict(re.findall(r"^FOM (\S+) (\S+) \S+$", out.read_text(), re.M))
+            comm[attempt, name, int(m.group(3))] = float(printed["comm_time_avg"])
+    # the experiments that ran: barriers on and off, and of the Allreduce methods the two without a twin
+    assert {name for _, name, _ in comm} == {"barriers-on", "barriers-off", "hierarchical", "nonblocking"}, comm
+    assert len(comm) == 2 * 4 * n
+    with psycopg.connect(dsn) as conn:
+        campaigns = [c for (c,) in conn.execute("SELECT DISTINCT campaign_id FROM runs ORDER BY 1").fetchall()]
+        assert len(campaigns) == 2
+        one = reference.compute(conn, (campaigns[0],))
+        both = reference.compute(conn)
+    contrasts = {"reservoir-debug-barriers": ("barriers-on", "barriers-off"),
+                 "groundwater-allreduce-hierarchical": ("barriers-off", "hierarchical"),
+                 "groundwater-allreduce-nonblocking": ("barriers-off", "nonblocking")}
+    for key, (base, treat) in contrasts.items():
+        for rows, attempts in ((one, (1,)), (both, (1, 2))):
+            (row,) = [r for r in rows if r.effect.key == key]
+            ratios = [comm[a, treat, i] / comm[a, base, i] for a in attempts for i in range(1, n + 1)]
+            assert row.paired_by == "repeat index", (key, row.paired_by, row.runs_baseline, row.runs_treatment)
+            assert (row.runs_baseline, row.runs_treatment, row.pairs) == (len(ratios),) * 3, (key, row)
+            assert row.ratio == pytest.approx(statistics.median(ratios), rel=1e-9), key
+            assert (row.ratio_min, row.ratio_max) == pytest.approx((min(ratios), max(ratios)), rel=1e-9), key
+
+
+@needs_ramble
+def test_live_rows_say_what_the_machine_lacked(tmp_path, dsn):
+    """The stencil's row-naive and col decompositions at 1, 2 and 4 ranks, the pairs graph with and without the
+    advised placement, and pio independent against two-phase on the local disk, run for real through Ramble on the
+    local site (Caliper off) and stored as `commscope run` stores them (Ramble's n_nodes, the site's hardware.yaml).
+    Where the report's rows are not or partly reproduced their reasons say, and every row's machine limits list:
+    - the stencil's 12x is at 16 ranks; the cores are `nproc`'s; the trend is the median over repeats of each
+      repeat's row-naive / col comm_time_avg (the outputs' FOM lines) at 1, 2 and 4 ranks; 4 ranks outnumber them;
+    - placement: all runs on one node, and commgraph's own internode_bytes_per_iter 0 in every output;
+    - two-phase I/O: the file system findmnt names for the experiments' folder, a local disk here."""
+    from commscope.views import reference
+    nproc = int(subprocess.run(["nproc", "--all"], capture_output=True, text=True, check=True).stdout)
+    if nproc >= 16:
+        pytest.skip(f"{nproc} cores: this machine can run the stencil study's 16 ranks one per core")
+    env = {**_home_with_builds(tmp_path, caliper=False), "COMMSCOPE_DB_URL": dsn}
+    env.pop("COMMSCOPE_IO_DIR", None)   # pio writes into each experiment's folder
+    where = ('(re_search("^stencil-decomp-(col|row-naive)-isend-", "{experiment_name}") or '
+             're_search("^placement-pairs-(default|advised)-", "{experiment_name}") or '
+             're_search("^groundwater-io-(independent|two-phase-g2)-s64-", "{experiment_name}")) '
+             'and "{interconnect}" == "default"')
+    p = subprocess.run([*CLI, "run", "reference", "--where", where, "--caliper", "off"], capture_output=True,
+                       text=True, env=env, cwd=ROOT, timeout=1200)
+    assert p.returncode == 0, p.stdout + p.stderr
+    ws = Path(re.search(r"^workspace: (\S+)$", p.stdout, re.M).group(1))
+    n = repeats()
+
+    def foms(app: str, exp_start: str) -> dict[tuple[int, int], dict]:
+        """(ranks, repeat) -> the FOMs printed by each run of the experiments starting with exp_start."""
+        got = {}
+        for out in ws.glob(f"experiments/{app}/{app}/{exp_start}*/*.out"):
+            ranks, rep = re.search(r"-n(\d+)\.(\d+)\.out$", out.name).groups()
+            got[int(ranks), int(rep)] = {k: float(v) for k, v in re.findall(r"^FOM (\S+) (\S+) \S+$",
+                                                                             out.read_text(), re.M)}
+        return got
+    col, row = foms("stencil2d", "stencil-decomp-col-isend-"), foms("stencil2d", "stencil-decomp-row-naive-isend-")
+    assert sorted(col) == sorted(row) == [(r, i) for r in (1, 2, 4) for i in range(1, n + 1)], sorted(col)
+    trend = {r: statistics.median(row[r, i]["comm_time_avg"] / col[r, i]["comm_time_avg"] for i in range(1, n + 1))
+             for r in (1, 2, 4)}
+    graphs = [*foms("commgraph", "placement-pairs-default-").values(),
+              *foms("commgraph", "placement-pairs-advised-").values()]
+    assert len(graphs) == 2 * n and all(g["internode_bytes_per_iter"] == 0 and g["intranode_bytes_per_iter"] > 0
+                                        for g in graphs)
+    fs = subprocess.run(["findmnt", "-n", "-o", "FSTYPE", "--target", str(ws / "experiments")],
+                        capture_output=True, text=True, check=True).stdout.strip()
+    with psycopg.connect(dsn) as conn:
+        rows = reference.compute(conn)
+
+    def says(row, text):
+        assert any(text in m for m in row.machine), (row.effect.key, row.condition, text, row.machine)
+        if row.verdict in ("not", "partly"):
+            assert text in row.reason, (row.effect.key, row.verdict, row.reason)
+
+    stencil = [r for r in rows if r.effect.key == "stencil-row-vs-col"]
+    assert sorted(re.search(r"\bn(\d+)\b", r.condition).group(1) for r in stencil) == ["2", "4"], \
+        [r.condition for r in stencil]
+    for r in stencil:
+        says(r, f"the study's figure is at 16 ranks, one per core; the runs' machine has {nproc} cores")
+        text = next(m for m in r.machine if "trend" in m)
+        shown = {int(k): float(v) for v, k in re.findall(r"([0-9.]+)× at (\d+) ranks?", text)}
+        assert shown.keys() == {1, 2, 4}, text
+        for k, v in shown.items():
+            assert v == pytest.approx(trend[k], rel=6e-3), (k, text, trend)   # shown to 3 significant digits
+        if " n4 " in f" {r.condition} ":
+            says(r, f"4 ranks on {nproc} cores")
+        else:
+            assert not any("ranks on" in m for m in r.machine), r.machine
+    placement = [r for r in rows if r.effect.key in ("weather-advised-time", "weather-advised-mpi")]
+    assert len(placement) == 2 and all(r.verdict != "not run" for r in placement), placement
+    for r in placement:
+        says(r, f"all {2 * n} runs on one node, commgraph counted 0 bytes sent between nodes in every run")
+    io = [r for r in rows if r.effect.key.startswith("groundwater-two-phase-")]
+    assert len(io) == 2 and all(r.verdict != "not run" for r in io), io
+    for r in io:
+        if fs in {"ext2", "ext3", "ext4", "xfs", "btrfs", "f2fs", "zfs", "tmpfs", "overlay"}:
+            says(r, f"the file went to {fs}, a local file system")
+        else:
+            assert not any("the file went to" in m for m in r.machine), (fs, r.machine)

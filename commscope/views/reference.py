@@ -15,10 +15,16 @@ contrasted parameter and the parameters that go with it, so baseline and treatme
 series comparison would match them.
 
 Ours for a contrast is the ratio treatment / baseline of the measure, one ratio per pair of runs: repeats are
-paired by their Ramble repeat index where both sides carry distinct indices, otherwise every baseline run is
-paired with every treatment run. The figure is the median of those ratios, the spread their interquartile
+paired by campaign and Ramble repeat index where each side's runs carry distinct ones, otherwise every baseline
+run is paired with every treatment run. The figure is the median of those ratios, the spread their interquartile
 range (the verdict reads it, so one disturbed run on a shared machine does not decide it), and their range is
 shown beside it. VERDICT_RULE says how the verdict follows.
+
+Where an effect is not (or only partly) reproduced, the row also says what of the machine its runs had stands
+between them and the study's conditions (`machine_limits`), read from the runs themselves through the views: the
+node count (and commgraph's own count of bytes between nodes) for a placement, the cores of the stored hardware
+description against the study's rank count (with the trend over the rank counts that did run), the file system
+pio wrote to (param.fs), ranks outnumbering cores.
 """
 from __future__ import annotations
 
@@ -26,7 +32,7 @@ import json
 import math
 import re
 import statistics
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 # The studies, as the report cites them.
 RESERVOIR = "reservoir simulator study"
@@ -117,6 +123,10 @@ class Effect:
     note: str = ""
     said: str = ""                   # the contrast in words, where the expressions would not read well
     run: str = RUN_IT                # what to run when the store has none
+    # What the study's effect needs of the machine, to say when a row's runs lacked it (machine_limits):
+    # "nodes": traffic between nodes (placement); "parallel_fs": a parallel file system (I/O methods)
+    needs: tuple[str, ...] = ()
+    paper_ranks: int | None = None   # the rank count (one per core) the study's figure is at, where it says
 
     @property
     def contrast(self) -> str:
@@ -152,12 +162,13 @@ EFFECTS: list[Effect] = [
            note="ours is the collective's own time over the sizes swept (collsweep), the study's the "
                 "application's total"),
     Effect("weather-advised-time", WEATHER, "advised placement: runtime", "about 1 % runtime", (-1, -1), "change",
-           "commgraph", "time", "placement", "identity", "advi.*", said=ADVISED),
+           "commgraph", "time", "placement", "identity", "advi.*", said=ADVISED, needs=("nodes",)),
     Effect("weather-advised-mpi", WEATHER, "advised placement: MPI time", "more than 5 % less MPI time",
-           (-100, -5), "change", "commgraph", "mpi_time", "placement", "identity", "advi.*", said=ADVISED),
+           (-100, -5), "change", "commgraph", "mpi_time", "placement", "identity", "advi.*", said=ADVISED,
+           needs=("nodes",)),
     Effect("weather-random-time", WEATHER, "random placement: runtime", "less than 5 % slower", (0, 5), "change",
            "commgraph", "time", "placement", "identity", "random.*",
-           said="placement: identity (no rank map) → a random map (random*.map)"),
+           said="placement: identity (no rank map) → a random map (random*.map)", needs=("nodes",)),
     Effect("seismic-overlap", SEISMIC, "halo exchange overlapped with interior compute", "−72 % comm time",
            (-72, -72), "change", "halo3d", "comm_time", "param.variant", "blocking", "overlap"),
     Effect("seismic-rma", SEISMIC, "halo exchange by one-sided RMA, overlapped", "−89 % comm time", (-89, -89),
@@ -169,17 +180,17 @@ EFFECTS: list[Effect] = [
            note="runs with an absorbing layer (pml-width > 0)"),
     Effect("stencil-row-vs-col", STENCIL, "row (strided halos, sent per element) against col decomposition",
            "12× comm time (16 cores)", (12, 12), "times", "stencil2d", "comm_time", "param.decomp", "col",
-           "row-naive", follows=("param.process_grid",)),
+           "row-naive", follows=("param.process_grid",), paper_ranks=16),
     Effect("stencil-ssend-vs-send", STENCIL, "MPI_Ssend against MPI_Send", "Ssend → Send 1.15×", (1.15, 1.15),
            "times", "stencil2d", "comm_time", "param.send", "send", "ssend"),
     Effect("stencil-isend", STENCIL, "MPI_Isend against MPI_Send", "little gain (no figure; read as 0 to −10 %)",
            (-10, 0), "change", "stencil2d", "comm_time", "param.send", "send", "isend"),
     Effect("groundwater-two-phase-read", GROUNDWATER, "two-phase I/O against independent: reads", "25× faster reads",
            (25, 25), "speedup", "pio", "read_time", "param.method", "independent", "two-phase",
-           follows=("param.variant", "param.writers"), own=("param.group-size",)),
+           follows=("param.variant", "param.writers"), own=("param.group-size",), needs=("parallel_fs",)),
     Effect("groundwater-two-phase-write", GROUNDWATER, "two-phase I/O against independent: writes",
            "3× faster writes", (3, 3), "speedup", "pio", "write_time", "param.method", "independent", "two-phase",
-           follows=("param.variant", "param.writers"), own=("param.group-size",)),
+           follows=("param.variant", "param.writers"), own=("param.group-size",), needs=("parallel_fs",)),
     Effect("groundwater-allreduce-hierarchical", GROUNDWATER, "Allreduce methods: hierarchical against direct",
            "compared, no figure given", None, "change", "cgsolve", "mpi_time", "param.allreduce", "direct",
            "hierarchical", follows=("param.variant", "param.allreduce_scheme")),
@@ -190,16 +201,19 @@ EFFECTS: list[Effect] = [
 
 VERDICT_RULE = (
     "Ours is the ratio treatment / baseline of the measure for each pair of runs in one condition (repeats paired "
-    "by their repeat index where both sides carry distinct ones, else every baseline run with every treatment "
-    "run), shown in the study's form; the figure is the median of those ratios, the spread their interquartile "
-    "range (IQR; the range is shown beside it; collsweep's sums without repeat indices: the extremes over every "
-    "combination of runs). "
+    "by campaign and repeat index where each side's runs carry distinct ones, else every baseline run with every "
+    "treatment run), shown in the study's form; the figure is the median of those ratios, the spread their "
+    "interquartile range (IQR; the range is shown beside it; collsweep's sums without repeat indices: the extremes "
+    "over every combination of runs). "
     "Reproduced: the spread overlaps the study's range and does not include no effect (unless the study's range "
     "does). Partly: it misses the range but lies wholly on the study's side of no effect (weaker: between no "
     "effect and the range; stronger: beyond it). Not: the spread includes no effect where the study's range does "
     "not, or lies on the other side; for a level (a share), any miss. No figure: the study gives "
     "none, ours is shown. Not run: the store has no baseline and treatment runs in one condition. Runs on one "
-    "rank are left out: they communicate with nobody.")
+    "rank are left out: they communicate with nobody (a trend over rank counts shows them). A row not or partly "
+    "reproduced also says what its runs' machine lacked of the study's conditions, as the runs record it: one "
+    "node for a placement, fewer cores than the study's ranks, a local file system for the I/O methods, more "
+    "ranks than cores.")
 
 
 
@@ -222,28 +236,39 @@ class Row:
     ratio_q3: float | None = None
     ratio_min: float | None = None
     ratio_max: float | None = None
+    machine: list[str] = field(default_factory=list)   # what the runs' machine lacked of the study's conditions
 
 
 # ---- reading the runs --------------------------------------------------------------------------------------
 
-def _runs(conn, effect: Effect, campaigns: tuple[int, ...]) -> list[dict]:
-    """The effect's ok runs, one row each on its compared window: condition parts, factor value, measure and
-    repeat index."""
+# What a run records of the machine it ran on (machine_limits), from the views: its node count (Ramble's n_nodes
+# or Caliper's numhosts; NULL for a workload output given alone), the cores per node of the hardware description
+# it was stored with (the site's hardware.yaml), and commgraph's own count of the bytes its ranks sent between
+# hosts (the processor names MPI gave them).
+MACHINE_COLUMNS = """m.nodes, (SELECT v.cores_per_node FROM v_runs v WHERE v.run_id = m.run_id) AS cores_per_node,
+         (SELECT max(f.value) FROM v_foms f WHERE f.run_id = m.run_id
+                                               AND f.name = 'internode_bytes_per_iter') AS internode_bytes"""
+
+
+def _runs(conn, effect: Effect, campaigns: tuple[int, ...], min_ranks: int = 2) -> list[dict]:
+    """The effect's ok runs of MIN_RANKS ranks or more, one row each on its compared window: condition parts,
+    factor value, measure, campaign and repeat index, and what the run records of its machine."""
     expr = MEASURES[effect.measure][1]
     factor = PLACEMENT if effect.factor == "placement" else \
         "m.parameters->>%(factor)s" if effect.factor else "NULL"
-    sql = f"""SELECT run_id, parameters, environment, "window", factor, value, repeat FROM (
+    sql = f"""SELECT * FROM (
   SELECT DISTINCT ON (m.run_id) m.run_id, m.parameters, m.environment, m."window", {factor} AS factor,
-         {expr} AS value,
-         (SELECT max(f.repeat) FROM v_foms f WHERE f.run_id = m.run_id) AS repeat
+         {expr} AS value, m.campaign_id, m.ranks,
+         (SELECT max(f.repeat) FROM v_foms f WHERE f.run_id = m.run_id) AS repeat,
+         {MACHINE_COLUMNS}
   FROM v_run_metrics m
-  WHERE m.app = %(app)s AND m.status = 'ok' AND m.series_id IS NOT NULL AND m.ranks > 1 AND ({effect.where})
-    AND (%(all)s OR m.campaign_id = ANY(%(campaigns)s))
+  WHERE m.app = %(app)s AND m.status = 'ok' AND m.series_id IS NOT NULL AND m.ranks >= %(min_ranks)s
+    AND ({effect.where}) AND (%(all)s OR m.campaign_id = ANY(%(campaigns)s))
   ORDER BY m.run_id, m."window" = 'focus' DESC) x
 WHERE value IS NOT NULL
 ORDER BY run_id"""
     cur = conn.execute(sql, {"app": effect.app, "factor": effect.factor, "all": not campaigns,
-                             "campaigns": list(campaigns)})
+                             "campaigns": list(campaigns), "min_ranks": min_ranks})
     cols = [c.name for c in cur.description]
     return [dict(zip(cols, r)) for r in cur.fetchall()]
 
@@ -260,17 +285,126 @@ def _condition(effect: Effect, params: dict, env: dict, window: str) -> tuple[st
 
 
 def _pairs(base: list[dict], treat: list[dict]) -> tuple[list[float], str]:
-    """Ratios treatment / baseline: by repeat index where each side's runs carry distinct indices above 0
-    that meet, else all pairs."""
-    bi = [r["repeat"] for r in base]
-    ti = [r["repeat"] for r in treat]
-    if all(i and i > 0 for i in bi + ti) and len(set(bi)) == len(bi) and len(set(ti)) == len(ti):
-        common = sorted(set(bi) & set(ti))
+    """Ratios treatment / baseline: by campaign and repeat index where each side's runs carry distinct ones
+    (indices above 0) that meet, else all pairs. The campaign is part of the key: two campaigns of one study
+    both number their repeats from 1."""
+    def key(r):
+        return r.get("campaign_id"), r["repeat"]
+    bi = [key(r) for r in base]
+    ti = [key(r) for r in treat]
+    if all(i[1] and i[1] > 0 for i in bi + ti) and len(set(bi)) == len(bi) and len(set(ti)) == len(ti):
+        common = sorted(set(bi) & set(ti), key=lambda k: (k[0] or 0, k[1]))
         if common:
-            b = {r["repeat"]: r["value"] for r in base}
-            t = {r["repeat"]: r["value"] for r in treat}
+            b = {key(r): r["value"] for r in base}
+            t = {key(r): r["value"] for r in treat}
             return [t[i] / b[i] for i in common if b[i]], "repeat index"
     return [t["value"] / b["value"] for b in base for t in treat if b["value"]], "all pairs"
+
+
+# File system types (as /proc/self/mounts names them, pio's param.fs) that are not a local disk: parallel and
+# network file systems, where each request goes to a server.
+NON_LOCAL_FS = {"lustre", "gpfs", "beegfs", "ceph", "fuse.ceph", "fuse.ceph-fuse", "glusterfs", "fuse.glusterfs",
+                "nfs", "nfs4", "pvfs2", "orangefs", "fuse.mfs", "fuse.moosefs", "moosefs", "wekafs", "fuse.daos",
+                "panfs", "cifs", "smb3", "9p", "virtiofs"}
+
+
+def _node_count(run: dict) -> int | None:
+    """The nodes a run ran on (Ramble's n_nodes, Caliper's numhosts); None when the run does not say."""
+    return int(run["nodes"]) if run.get("nodes") else None
+
+
+def machine_limits(effect: Effect, runs: list[dict], trend: str = "") -> list[str]:
+    """What the machine of RUNS (one condition, both sides) lacked of the study's conditions, each as the runs
+    record it: all on one node (and commgraph's bytes between nodes 0) where the effect needs traffic between
+    nodes; fewer cores (the stored hardware's cores per node x the runs' nodes) than the rank count the study's
+    figure is at, with TREND, the figure at the rank counts that ran; a local file system (param.fs) where the
+    effect needs a parallel one; more ranks than cores. Empty when the runs record none of it."""
+    out: list[str] = []
+    if not runs:
+        return out
+    nodes = [_node_count(r) for r in runs]
+    if "nodes" in effect.needs:
+        one_node = all(n == 1 for n in nodes)
+        inter = [r.get("internode_bytes") for r in runs]
+        no_inter = all(v is not None and v == 0 for v in inter)
+        said = []
+        if one_node:
+            said.append(f"all {len(runs)} runs on one node")
+        if no_inter:
+            said.append(f"{effect.app} counted 0 bytes sent between nodes in every run")
+        if said:
+            out.append(", ".join(said) + ": every placement keeps all traffic on the node, where the study's "
+                                         "effect comes from the traffic between nodes")
+    cores = [r["cores_per_node"] * n if r.get("cores_per_node") and n else None for r, n in zip(runs, nodes)]
+    known = None if any(c is None for c in cores) else min(cores)
+    if known is not None:
+        per_node = sorted({r["cores_per_node"] for r in runs})
+        n_nodes = sorted({n for n in nodes})
+        how = f"{'/'.join(map(str, per_node))} per node x {'/'.join(map(str, n_nodes))} node" + \
+            ("s" if n_nodes != [1] else "")
+        if effect.paper_ranks and known < effect.paper_ranks:
+            out.append(f"the study's figure is at {effect.paper_ranks} ranks, one per core; the runs' machine has "
+                       f"{known} cores ({how}), too few for that" +
+                       (f"; the trend it can show, by rank count: {trend}" if trend else ""))
+        over = sorted({r["ranks"] for r, c in zip(runs, cores) if r.get("ranks") and r["ranks"] > c})
+        if over:
+            out.append(f"{'/'.join(map(str, over))} ranks on {known} cores ({how}): the ranks take turns on the "
+                       f"cores, so every wait also holds time spent waiting for one")
+    if "parallel_fs" in effect.needs:
+        fs = {(r.get("parameters") or {}).get("param.fs") for r in runs}
+        if fs and None not in fs and not fs & NON_LOCAL_FS:
+            out.append(f"the file went to {', '.join(sorted(fs))}, a local file system: its page cache takes small "
+                       f"requests at memory speed, where a parallel file system sends each one to a server")
+    return out
+
+
+def _explain(effect: Effect, row: Row, runs: list[dict], trend: str = "") -> Row:
+    """The row's machine limits, and where it is not or partly reproduced, the reason names them."""
+    row.machine = machine_limits(effect, runs, trend)
+    if row.machine and row.verdict in ("not", "partly"):
+        row.reason += "; on the runs' machine: " + "; ".join(row.machine)
+    return row
+
+
+def _machine_facts(conn, run_ids) -> dict[int, dict]:
+    """Per run: its ranks, parameters and what it records of its machine (MACHINE_COLUMNS)."""
+    sql = f"""SELECT m.run_id, m.ranks, m.parameters, {MACHINE_COLUMNS}
+FROM (SELECT DISTINCT ON (run_id) run_id, ranks, nodes, parameters FROM v_run_metrics WHERE run_id = ANY(%(ids)s)
+      ORDER BY run_id) m"""
+    cur = conn.execute(sql, {"ids": sorted(set(run_ids))})
+    cols = [c.name for c in cur.description]
+    return {r[0]: dict(zip(cols, r)) for r in cur.fetchall()}
+
+
+def _without_ranks(key: str) -> str:
+    kept, env, window = json.loads(key)
+    kept = {k: v for k, v in kept.items() if k != "ranks"}
+    return json.dumps([kept, env, window], sort_keys=True, default=str)
+
+
+def _trend(effect: Effect, runs: list[dict]) -> dict[str, str]:
+    """For an effect the study gives at a rank count: per condition less its ranks, the figure (median of the
+    pairs' ratios) at each rank count that has both sides, one rank included; only where there are two or more."""
+    base_re, treat_re = re.compile(effect.baseline), re.compile(effect.treatment)
+    sides: dict[str, dict] = {}
+    for r in runs:
+        if r["factor"] is None:
+            continue
+        side = "b" if base_re.fullmatch(r["factor"]) else "t" if treat_re.fullmatch(r["factor"]) else None
+        if side:
+            key = _without_ranks(_condition(effect, r["parameters"], r["environment"], r["window"])[0])
+            sides.setdefault(key, {"b": {}, "t": {}})[side].setdefault(r["ranks"], []).append(r)
+    out = {}
+    for key, s in sides.items():
+        parts = []
+        for n in sorted(s["b"].keys() & s["t"].keys()):
+            ratios, _ = _pairs(s["b"][n], s["t"][n])
+            if ratios:
+                parts.append(f"{fmt(effect.form, shown(effect.form, statistics.median(ratios)))} at {n} "
+                             f"rank{'s' if n != 1 else ''}")
+        if len(parts) > 1:
+            out[key] = ", ".join(parts)
+    return out
 
 
 def _verdict(effect: Effect, figure: float, low: float, high: float) -> tuple[str, str]:
@@ -344,7 +478,10 @@ def _summarise(effect: Effect, row: Row, ratios: list[float], iqr: tuple[float, 
 
 
 def _contrast(conn, effect: Effect, campaigns) -> list[Row]:
-    runs = _runs(conn, effect, campaigns)
+    # an effect the study gives at a rank count reads its one-rank runs too, for the trend over rank counts
+    runs = _runs(conn, effect, campaigns, min_ranks=1 if effect.paper_ranks else 2)
+    trend = _trend(effect, runs) if effect.paper_ranks else {}
+    runs = [r for r in runs if r["ranks"] > 1]
     base_re, treat_re = re.compile(effect.baseline), re.compile(effect.treatment)
     base: dict[str, list[dict]] = {}
     treat: dict[tuple[str, str], list[dict]] = {}
@@ -362,10 +499,10 @@ def _contrast(conn, effect: Effect, campaigns) -> list[Row]:
         else:
             continue
         shown_of[key] = (kept, r["environment"], r["window"])
-    return _rows(effect, base, treat, shown_of)
+    return _rows(effect, base, treat, shown_of, trend)
 
 
-def _rows(effect: Effect, base, treat, shown_of) -> list[Row]:
+def _rows(effect: Effect, base, treat, shown_of, trend: dict[str, str] | None = None) -> list[Row]:
     matched = [(k, label) for k, label in treat if k in base]
     varying = _varying([shown_of[k] for k, _ in matched] or list(shown_of.values()))
     rows = []
@@ -376,7 +513,8 @@ def _rows(effect: Effect, base, treat, shown_of) -> list[Row]:
             continue
         row = Row(effect, _describe(*shown_of[key], varying), runs_baseline=len(b), runs_treatment=len(t),
                   paired_by=how, treatment_value=label)
-        rows.append(_summarise(effect, row, ratios))
+        _summarise(effect, row, ratios)
+        rows.append(_explain(effect, row, b + t, (trend or {}).get(_without_ranks(key), "")))
     if not rows:
         rows.append(_not_run(effect, sum(map(len, base.values())), sum(map(len, treat.values()))))
     return rows
@@ -418,7 +556,7 @@ def _level(conn, effect: Effect, campaigns) -> list[Row]:
     for key in sorted(groups, key=lambda k: _describe(*shown_of[k], varying)):
         vals = [r["value"] for r in groups[key]]
         row = Row(effect, _describe(*shown_of[key], varying), runs_treatment=len(vals), paired_by="runs")
-        rows.append(_summarise(effect, row, vals))
+        rows.append(_explain(effect, _summarise(effect, row, vals), groups[key]))
     return rows or [_not_run(effect, 0, 0)]
 
 
@@ -448,6 +586,7 @@ ORDER BY m.run_id, c.collective, c.bytes"""
         g = groups.setdefault(key, {"kept": kept, "env": env, "t": {}})
         g["t"].setdefault(alg, {}).setdefault(size, {})[(run_id, repeat)] = value
     varying = _varying([(g["kept"], g["env"], "run") for g in groups.values()])
+    facts = _machine_facts(conn, [r[0] for r in rows])
     out = []
     for key, g in sorted(groups.items(), key=lambda kg: _describe(kg[1]["kept"], kg[1]["env"], "run", {"collective"})):
         t = g["t"]
@@ -490,7 +629,8 @@ ORDER BY m.run_id, c.collective, c.bytes"""
         row.ratio = figure_ratio
         row.figure = shown(effect.form, figure_ratio)
         row.verdict, row.reason = _verdict(effect, row.figure, row.low, row.high)
-        out.append(row)
+        run_ids = {rid for a in t for s in sizes for (rid, _) in t[a][s]}
+        out.append(_explain(effect, row, [facts[i] for i in sorted(run_ids) if i in facts]))
     return out or [_not_run(effect, 0, 0)]
 
 
