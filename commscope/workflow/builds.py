@@ -33,17 +33,23 @@ def read_builds() -> dict[str, Build]:
     return out
 
 
+def loaded_mpi_libraries(binary: Path) -> dict[str, Path | None]:
+    """The MPI libraries a binary or library loads, as the loader resolves them (ldd): soname -> real path, or
+    None when the loader finds none."""
+    p = subprocess.run(["ldd", str(binary)], capture_output=True, text=True)
+    out: dict[str, Path | None] = {}
+    for line in p.stdout.splitlines():
+        name, _, where = line.strip().partition(" => ")
+        if name.startswith(("libmpi.so", "libmpich.so", "libmpichcxx")):
+            path = where.split(" (")[0]
+            out[name] = Path(path).resolve() if path.startswith("/") else None
+    return out
+
+
 def _mpi_libraries(binary: Path) -> set[str]:
     """The MPI libraries a binary loads, by soname family."""
-    p = subprocess.run(["ldd", str(binary)], capture_output=True, text=True)
-    fams = set()
-    for line in p.stdout.splitlines():
-        name = line.strip().split(" ", 1)[0]
-        if name.startswith("libmpi.so"):
-            fams.add("openmpi" if ".so.40" in name else "mpich-abi-or-impi")
-        elif name.startswith(("libmpich.so", "libmpichcxx")):
-            fams.add("mpich")
-    return fams
+    return {("openmpi" if ".so.40" in name else "mpich-abi-or-impi") if name.startswith("libmpi.so") else "mpich"
+            for name in loaded_mpi_libraries(binary)}
 
 
 def stack_mpi_libraries(stack) -> set[Path]:
@@ -76,6 +82,11 @@ def caliper_library(search: str) -> Path | None:
     return None
 
 
+def _folder_and_name(lib: Path) -> tuple[Path, str]:
+    """A library's folder and name without its version: a wheel copies libmpi.so.40 to libmpi.so."""
+    return lib.parent, lib.name.split(".so")[0]
+
+
 def caliper_mpi_clash(stack, search: str) -> str | None:
     """Why the Caliper that `search` would give CMake must not be linked into this stack's workloads, or None.
 
@@ -87,16 +98,9 @@ def caliper_mpi_clash(stack, search: str) -> str | None:
     lib = caliper_library(search)
     if lib is None:
         return None
-    p = subprocess.run(["ldd", str(lib)], capture_output=True, text=True)
-    needs = {Path(line.split("=>", 1)[1].split("(")[0].strip()).resolve()
-             for line in p.stdout.splitlines()
-             if "=>" in line and line.strip().startswith(("libmpi.so", "libmpich.so"))
-             and line.split("=>", 1)[1].strip().startswith("/")}
+    needs = {path for path in loaded_mpi_libraries(lib).values() if path is not None}
     own = stack_mpi_libraries(stack)
-
-    def key(lib: Path) -> tuple[Path, str]:   # folder and name without version: wheels copy libmpi.so.40 to libmpi.so
-        return lib.parent, lib.name.split(".so")[0]
-    if not needs or not own or {key(n) for n in needs} & {key(o) for o in own}:
+    if not needs or not own or {_folder_and_name(n) for n in needs} & {_folder_and_name(o) for o in own}:
         return None
     return (f"Caliper at {lib} loads {', '.join(sorted(map(str, needs)))}, not {stack.name}'s own "
             f"{', '.join(sorted(map(str, own)))}")

@@ -26,11 +26,11 @@ def interconnect_catalog(stack_names: list[str], site: str | None = None) -> dic
     selection there is environment only, so it works under mpirun and srun alike. Every stack
     also has `default`: the stack's own choice, no settings."""
     prefix = interconnects.STACK_PREFIX
+    own = site if site in interconnects.sites() else None   # a site without interconnects.yaml adds none
     cat: dict[str, dict[str, dict]] = {}
     for s in stack_names:
         cat[s] = {"default": {"name": f"{prefix.get(s, s)}/default", "env": {}}}
-        has_site = site in interconnects.sites()
-        for e in interconnects.entries(s, site if has_site else None):
+        for e in interconnects.entries(s, own):
             cat[s][e.label] = {"name": e.name, "env": dict(e.env)}
     return cat
 
