@@ -347,6 +347,9 @@ main.add_command(report_cmd)
               help="smallest relative change that counts")
 @click.option("--alpha", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=0.01, show_default=True,
               help="significance level of the test")
+@click.option("--confirm", type=click.IntRange(1), default=5, show_default=True,
+              help="campaigns a shift must hold, the judged one included, before it is a regression: their medians "
+                   "are ranked against the --baseline campaigns before them (before that it is suspect)")
 @click.option("--system")
 @click.option("--app")
 @click.option("--stack")
@@ -358,14 +361,14 @@ main.add_command(report_cmd)
               help="also write the verdicts as JUnit XML (one test case per series; a regression fails it)")
 @click.option("--markdown", type=click.Path(dir_okay=False, path_type=Path),
               help="also write a Markdown summary (for a merge request comment or a job summary)")
-def check_cmd(metrics, campaign, baseline, min_effect, alpha, system, app, stack, interconnect, no_annotate, fmt,
-              junit, markdown):
+def check_cmd(metrics, campaign, baseline, min_effect, alpha, confirm, system, app, stack, interconnect, no_annotate,
+              fmt, junit, markdown):
     """The regression gate: exit 1 if any series of the judged campaign regressed.
 
-    Verdicts: regression, improvement (a shift in this campaign and the one before), suspect (in this campaign
-    alone), no change, no baseline (fewer than 3 earlier runs) and cannot tell (with these run counts the test
-    cannot reach --alpha; it says how many runs or campaigns it would need). Exit 2 on bad arguments or when
-    it cannot tell which campaign to judge."""
+    Verdicts: regression, improvement (a shift held over the last --confirm campaigns), suspect (in this
+    campaign alone, not confirmed yet), no change, no baseline (fewer than 3 earlier runs) and cannot tell
+    (with these run counts the test cannot reach --alpha; it says how many runs or campaigns it would need).
+    Exit 2 on bad arguments or when it cannot tell which campaign to judge."""
     import json
 
     from commscope.gate import changepoints, regressions
@@ -374,7 +377,7 @@ def check_cmd(metrics, campaign, baseline, min_effect, alpha, system, app, stack
         with db.connect() as conn:
             for metric in metrics:
                 try:
-                    findings += regressions.check(conn, metric, campaign, baseline, min_effect, alpha,
+                    findings += regressions.check(conn, metric, campaign, baseline, min_effect, alpha, confirm,
                                                   system=system, app=app, stack=stack, interconnect=interconnect)
                 except regressions.NotMeasured as e:
                     # one metric nobody measured (no MPI wrapping) leaves the others' verdicts standing

@@ -103,7 +103,7 @@ def test_the_loaded_night_is_the_one_change_point_and_idle_series_have_none(real
 def test_check_reports_the_change_point_its_campaign_completes(real_history, tmp_path):
     """check keeps its per-campaign verdicts and exit code, and also names the change point that the judged
     campaign completes: night 5 does (its run starts the new level), night 4 does not. The gate calls the one
-    loaded night suspect (a shift counts as a regression once it persists over 2 campaigns): exit 0."""
+    loaded night suspect (with 4 earlier campaigns, a shift counts as a regression once it persists over 2): exit 0."""
     dsn, sids = real_history
     with psycopg.connect(dsn) as conn:
         run5, campaign5, _ = run_of(conn, NIGHTS["24-mpi"][5])

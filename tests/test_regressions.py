@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
+import itertools
 import json
 import math
 import os
@@ -47,17 +48,20 @@ def synthetic(app: str, night: int, i: int, wall: float, variant: str = "v") -> 
 
 
 # (app, runs per night, {nights before the last: level}; every other night 1.0). Noise: 3% gaussian. A shift of the
-# last two nights persists; one of the last night alone does not yet. "seen": the last night at 1.4 while night 4
-# (7 nights before the last) ran at 1.5: a level the baseline already had on one night.
-SERIES = [("steady", 3, {}), ("slower", 3, {0: 1.25, 1: 1.25}), ("faster", 3, {0: 0.75, 1: 0.75}),
-          ("single", 1, {0: 1.30, 1: 1.30}), ("tiny", 3, {0: 1.02, 1: 1.02}), ("blip", 3, {0: 1.25}),
-          ("seen", 3, {0: 1.4, 7: 1.5})]
+# last five nights persists (regressions.CONFIRM campaigns); one of the last night alone does not yet. "seen": the
+# last night at 1.4 while night 7 (7 nights before the last) ran at 1.5: a level the baseline already had on one
+# night.
+SHIFTED = range(5)   # the last five nights
+SERIES = [("steady", 3, {}), ("slower", 3, dict.fromkeys(SHIFTED, 1.25)), ("faster", 3, dict.fromkeys(SHIFTED, 0.75)),
+          ("single", 1, dict.fromkeys(SHIFTED, 1.30)), ("tiny", 3, dict.fromkeys(SHIFTED, 1.02)),
+          ("blip", 3, {0: 1.25}), ("seen", 3, {0: 1.4, 7: 1.5})]
+NIGHTS_STORED = 15
 
 
 @pytest.fixture
 def history(dsn):
     rnd = random.Random(7)
-    nights = 12
+    nights = NIGHTS_STORED
     with psycopg.connect(dsn) as conn:
         for night in range(nights):
             recs = []
@@ -107,13 +111,73 @@ def test_min_effect_and_baseline_window_are_honoured(history):
         # a 25% shift does not count when the smallest effect that counts is 50%
         large = {f.series["app"]: f for f in regressions.check(conn, min_effect=0.5)}
         assert large["slower"].verdict == "no change"
-        last_but_one = conn.execute("SELECT max(id) - 1 FROM campaigns").fetchone()[0]
-        before = {f.series["app"]: f for f in regressions.check(conn, campaign=last_but_one)}
+        first_shifted = conn.execute("SELECT max(id) - 4 FROM campaigns").fetchone()[0]
+        before = {f.series["app"]: f for f in regressions.check(conn, campaign=first_shifted)}
         # the first night of the persisting shifts is suspect; the rest did not move that night
         assert {a: f.verdict for a, f in before.items()} == {
             "steady": "no change", "slower": "suspect", "faster": "suspect", "single": "suspect",
             "tiny": "no change", "blip": "no change", "seen": "no change"}
-        assert (before["slower"].n_new, before["slower"].n_baseline) == (3, 30)
+        # its baseline: the 6 nights before the 4 it is ranked with (10 earlier nights)
+        assert (before["slower"].n_new, before["slower"].n_baseline) == (3, 18)
+
+
+def night_medians(conn, app: str) -> dict[int, float]:
+    """Each campaign's median run time of APP, read from the stored run windows (not through the gate)."""
+    rows = conn.execute("SELECT r.campaign_id, w.time_s FROM runs r JOIN run_windows w ON w.run_id = r.id "
+                        "WHERE r.app = %s AND w.\"window\" = 'run'", (app,)).fetchall()
+    by: dict[int, list[float]] = {}
+    for cid, t in rows:
+        by.setdefault(cid, []).append(float(t))
+    return {cid: statistics.median(v) for cid, v in sorted(by.items())}
+
+
+def enumerated_p(recent: list[float], base: list[float]) -> float:
+    """The share of all ways to pick len(recent) of the nights whose values sum in rank to at least what RECENT's
+    do: the exact one-sided permutation p-value of 'the recent nights are the slow ones', by enumeration."""
+    values = sorted(recent + base)
+    rank = {v: i for i, v in enumerate(values)}   # the synthetic values are distinct
+    observed = sum(rank[v] for v in recent)
+    picks = list(itertools.combinations(range(len(values)), len(recent)))
+    return sum(sum(c) >= observed for c in picks) / len(picks)
+
+
+def test_a_shift_stays_suspect_until_it_has_held_five_campaigns_then_is_a_regression(history):
+    """'slower' ran 25 % slower on its last 5 of 15 nights. Each of its first 3 shifted nights is suspect (moved
+    alone against the nights before the 5 it is ranked with); the 5th is a regression, with the rank test's p
+    equal to the exact permutation p of its 5 night medians among the 15, enumerated here from the stored runs
+    (all 5 above the 10 before: 1 / C(15, 5)). 'blip' (one slow night among the last 5) is suspect, never a
+    regression. The gate before this called the second shifted night a regression."""
+    with psycopg.connect(history) as conn:
+        (last,) = conn.execute("SELECT max(id) FROM campaigns").fetchone()
+        verdicts = {c: {f.series["app"]: f for f in regressions.check(conn, campaign=c)}
+                    for c in range(last - 4, last + 1)}
+        medians = night_medians(conn, "slower")
+    assert [verdicts[c]["slower"].verdict for c in range(last - 4, last - 1)] == ["suspect"] * 3
+    f = verdicts[last]["slower"]
+    assert f.verdict == "regression" and f.n_confirm == 5
+    ids = sorted(medians)
+    recent, base = [medians[c] for c in ids[-5:]], [medians[c] for c in ids[-15:-5]]
+    assert f.confirm_p == pytest.approx(enumerated_p(recent, base), rel=1e-12)
+    assert f.confirm_p == pytest.approx(1 / math.comb(15, 5), rel=1e-12)
+    assert f.confirm_effect == pytest.approx(statistics.median(recent) / statistics.median(base) - 1, rel=1e-9)
+    assert "held over the last 5 campaigns" in f.reason(0.01, 0.05)
+    assert verdicts[last]["blip"].verdict == "suspect"
+    assert all(v["blip"].verdict != "regression" for v in verdicts.values())
+
+
+def test_the_rank_test_s_p_is_the_enumerated_permutation_p_when_the_nights_interleave():
+    """Recent nights that do not all lie above the baseline: the gate's p equals the enumerated permutation p,
+    and a recent night equal to a baseline night counts against the shift (never a smaller p than with the tie
+    broken either way)."""
+    rnd = random.Random(3)
+    for _ in range(50):
+        base = [rnd.uniform(1.0, 2.0) for _ in range(rnd.randint(4, 10))]
+        recent = [rnd.uniform(1.2, 2.4) for _ in range(5)]
+        assert regressions.confirm_p(recent, base) == pytest.approx(enumerated_p(recent, base), rel=1e-9)
+    base = [1.0, 1.1, 1.2, 1.3, 1.4, 1.5]
+    tied = regressions.confirm_p([1.5, 1.6, 1.7, 1.8, 1.9], base)
+    assert tied == pytest.approx(enumerated_p([1.49999, 1.6, 1.7, 1.8, 1.9], base), rel=1e-9)
+    assert tied > enumerated_p([1.50001, 1.6, 1.7, 1.8, 1.9], base)
 
 
 def test_3_new_against_6_baseline_runs_cannot_tell_at_alpha_0_01(history):
@@ -271,8 +335,9 @@ def test_runs_of_another_problem_size_or_caliper_mode_are_never_the_baseline(rea
 
 def test_the_verdict_s_numbers_are_the_files_loop_times(real_history):
     """24^3 night 5 (run beside two busy loops) is suspect by the loop times in its records: far above every
-    earlier night, but in this one night only (a shift is a regression once it persists over 2 campaigns); 48^3's
-    night 5 is within the smallest effect that counts, so it is no change; effect = new / baseline median - 1."""
+    earlier night, but in this one night only (with 4 earlier campaigns, a shift is a regression once it persists
+    over 2; regressions.judge); 48^3's night 5 is within the smallest effect that counts, so it is no change;
+    effect = new / baseline median - 1."""
     dsn, sids = real_history
     with psycopg.connect(dsn) as conn:
         got = by_series(regressions.check(conn), sids)
@@ -356,7 +421,7 @@ def test_real_runs_gate_a_silent_switch_to_tcp(dsn, tmp_path):
             if night >= 4:
                 verdicts.append(regressions.check(conn, metric="fom:total_time", campaign=res.campaign_id))
     (first,), (f,) = verdicts
-    assert first.verdict == "suspect" and first.effect > 0.5 and (first.n_new, first.n_baseline) == (3, 12)
+    assert first.verdict == "suspect" and first.effect > 0.5 and (first.n_new, first.n_baseline) == (3, 12), first
     assert f.verdict == "regression", f
     assert f.effect > 0.5 and (f.n_new, f.n_baseline) == (3, 15) and f.previous == "worse"
 
@@ -577,10 +642,11 @@ class CountingCursor(psycopg.Cursor):
 
 
 def test_the_gate_reads_the_judged_campaign_and_its_baseline_window_only(history):
-    """12 nights of 17-18 runs each: judging the last with a window of 2 campaigns, the rows the gate receives are
-    those runs and the campaign before them (the campaign before the judged one is judged against it, for
-    persistence): 3 new and 9 earlier per series of 3 runs a night, 1 and 3 for 'single', 1 for the newcomer;
-    and one description per series; the 8 older nights stay in the database."""
+    """15 nights of 17-18 runs each: judging the last with a window of 2 campaigns (too few for ranking the last 5
+    campaigns, regressions.CONFIRM, against them), the rows the gate receives are those runs and the campaign
+    before them (the campaign before the judged one is judged against it, for persistence): 3 new and 9 earlier
+    per series of 3 runs a night, 1 and 3 for 'single', 1 for the newcomer; and one description per series; the
+    11 older nights stay in the database."""
     with psycopg.connect(history, cursor_factory=CountingCursor) as conn:
         (campaign,) = conn.execute("SELECT max(id) FROM campaigns").fetchone()
         (stored,) = conn.execute("SELECT count(*) FROM runs").fetchone()
@@ -595,7 +661,7 @@ def test_the_gate_reads_the_judged_campaign_and_its_baseline_window_only(history
     # have no call tree, and no canary ran)
     attributed = sum(f.n_new + f.n_baseline for f in found if f.verdict in ("regression", "improvement"))
     assert received == read + len(found) + attributed, (received, stored)
-    assert stored - read == 8 * sum(per_night.values())   # the older nights, never read
+    assert stored - read == 11 * sum(per_night.values())   # the older nights, never read
 
 
 def test_a_metric_no_run_measured_leaves_the_other_metrics_verdicts_standing(dsn):

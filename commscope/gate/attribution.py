@@ -80,7 +80,7 @@ _judging_canaries = threading.local()
 
 
 def attach(conn: psycopg.Connection, findings: list, rows: list[tuple], campaign: int, *, baseline: int,
-           min_effect: float, alpha: float) -> None:
+           min_effect: float, alpha: float, confirm: int = 5) -> None:
     """Sets `attribution` on every regression, improvement and suspect: what differs, the regions moved and the
     cause.
     ROWS are the gate's measured rows (series_id, window, campaign_id, started_at, run_id, value) of these
@@ -110,7 +110,7 @@ def attach(conn: psycopg.Connection, findings: list, rows: list[tuple], campaign
             else:
                 f.attribution["same"][label] = new[0] if len(new) == 1 else new
         if canaries is None:
-            canaries = _canary_verdicts(conn, campaign, baseline, min_effect, alpha)
+            canaries = _canary_verdicts(conn, campaign, baseline, min_effect, alpha, confirm)
         f.attribution.update(classify(f, canaries))
 
 
@@ -180,7 +180,7 @@ def _regions(nodes: dict[int, dict], ids: dict[str, list[int]], window: str) -> 
 
 
 def _canary_verdicts(conn: psycopg.Connection, campaign: int, baseline: int, min_effect: float,
-                     alpha: float) -> list:
+                     alpha: float, confirm: int) -> list:
     """The gate's findings on every canary series of the campaign (empty when none ran)."""
     from commscope.gate import regressions
     found = []
@@ -192,7 +192,7 @@ def _canary_verdicts(conn: psycopg.Connection, campaign: int, baseline: int, min
         for app in CANARY_APPS:
             for metric in (CANARY_METRIC, CANARY_FALLBACK_METRIC):
                 try:
-                    found += regressions.check(conn, metric, campaign, baseline, min_effect, alpha, app=app)
+                    found += regressions.check(conn, metric, campaign, baseline, min_effect, alpha, confirm, app=app)
                     break
                 except regressions.NotMeasured:
                     continue

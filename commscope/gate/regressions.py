@@ -20,10 +20,20 @@ A campaign is significantly worse when both levels give p < alpha AND the change
 but consistent shifts on a quiet machine do not fail a pipeline (Benchpark's gate is a fixed baseline x 1.05;
 min_effect=0.05 with alpha plays that role while ignoring noise).
 
-A shift must persist: the verdict is a regression (or improvement) only when the campaign before the judged one
-was also significantly worse (better) than the baseline before it. The first campaign of a shift is "suspect":
-one loaded night is what a shared machine gives now and then, and it cannot be told from a software change by its
-times alone; a change that stays is confirmed by the next campaign.
+A shift must persist: the verdict is a regression (or improvement) only when the medians of the last CONFIRM
+campaigns (the judged one and the CONFIRM - 1 before it) lie above (below) the medians of the `baseline` campaigns
+before them, by a one-sided Mann-Whitney test of campaign medians (confirm_p: exact, ties counted against the
+shift) at p < alpha, with their median at least min_effect away and the judged campaign itself moved at least
+min_effect the same way. The test ranks nights against nights, so it needs no model of how far nights move: when
+nights are exchangeable its false alarms are at most alpha per campaign, whatever the shape of the noise (measured
+in bench/results/regression_accuracy.md: 0.4-0.7 % per series-night at alpha 0.01 on this machine's heavy-tailed,
+bimodal night medians, where the t prediction interval of one night gave 2.2 %). A shift that has not held for
+CONFIRM campaigns yet is "suspect" while the judged campaign moved alone (both levels above): one loaded night is
+what a shared machine gives now and then, and it cannot be told from a software change by its times alone. A series
+with too few campaigns for the rank test to reach alpha (fewer than CONFIRM - 1 + 4 at alpha 0.01) is judged by
+the stricter 2-campaign rule instead: the judged campaign and the one before it both moved at both levels.
+Ranking a run of nights rather than testing each night on its own is what gives the gate its power (the earlier
+rule, two nights each significant at both levels, detected 6-12 % of +50 % shifts in 10 nights; this one 34-67 %).
 
 Verdicts: regression, improvement, suspect (significant in the judged campaign alone), no change, no baseline
 (fewer than 3 earlier runs), and cannot tell: with these run counts the test cannot reach alpha at all (3 new
@@ -37,7 +47,7 @@ same systems); on a store shared by pipelines of several systems or kinds the ne
 pipeline's, so the gate refuses and names --campaign (narrowing with --system also makes it one origin).
 
 Reading: only the judged campaign's runs and, per series, its `baseline` + 1 most recent earlier campaigns with a
-value (the baseline, and the one before it that the previous campaign is judged against) are read from the store,
+value and the CONFIRM - 1 campaigns the confirmation test ranks with the judged one are read from the store,
 selected in SQL; history beyond that window never leaves the database."""
 from __future__ import annotations
 
@@ -66,6 +76,7 @@ LOWER_BETTER_UNITS = {"s", "ms", "us", "ns", "sec", "msec", "usec", "nsec", "sec
 MANN_WHITNEY_FROM = 3   # new runs from which the Mann-Whitney test is used (else the robust z-score)
 MIN_BASELINE = 3        # earlier runs below which there is no baseline
 MIN_CAMPAIGNS = 3       # baseline campaigns the between-campaign test needs (its spread has MIN_CAMPAIGNS - 1 df)
+CONFIRM = 5             # campaigns a shift must hold, the judged one included, before it is a regression
 SEARCH_LIMIT = 1000     # the largest run count runs_needed looks at
 
 
@@ -88,6 +99,10 @@ class Finding:
     n_campaigns: int | None = None       # baseline campaigns
     campaign_p: float | None = None      # the judged campaign's median against the baseline campaigns' medians
     previous: str | None = None          # the campaign before: "worse", "better" or "same" against its own baseline
+    confirm_p: float | None = None       # the last n_confirm campaigns' medians against the baseline campaigns before
+    confirm_effect: float | None = None  # their median's change against those campaigns' median
+    n_confirm: int = 0                   # campaigns ranked by the confirmation test (0: too few to test yet)
+    confirm: int = CONFIRM               # campaigns a shift must hold before it is a regression
     attribution: dict | None = None      # regression, improvement, suspect: what differs, regions moved, cause
     #                                      (attribution.py)
 
@@ -122,12 +137,16 @@ class Finding:
                    if self.campaign_p is not None else "")
         if self.verdict == "suspect":
             way = "worse" if (self.effect or 0) > 0 else "better"
-            return (f"suspect: {way} in this campaign alone, not yet in the one before (a shift counts when it "
-                    f"persists over 2 campaigns): {said}{between}")
+            held = (f"; the last {self.n_confirm} campaigns together: {self.confirm_effect:+.1%}, "
+                    f"p={self.confirm_p:.2g}" if self.confirm_p is not None else "")
+            return (f"suspect: {way} in this campaign alone, not yet over {self.confirm} campaigns (a shift counts "
+                    f"when it persists): {said}{between}{held}")
         if self.verdict == "no change":
             return f"no change of at least {min_effect:.0%} that is significant at alpha={alpha:g}: {said}{between}"
         if self.verdict in ("regression", "improvement"):
-            return f"{self.verdict}: {said}{between}; the campaign before too"
+            return (f"{self.verdict}: held over the last {self.n_confirm} campaigns, whose medians are "
+                    f"{self.confirm_effect:+.1%} against the {self.n_campaigns} campaigns before them "
+                    f"(p={self.confirm_p:.2g}); this campaign: {said}{between}")
         return f"{self.verdict}: {said}"
 
 
@@ -228,6 +247,24 @@ def _moved(new: list[float], base: list[list[float]], min_effect: float, alpha: 
     return None, out
 
 
+def confirm_p(recent: list[float], base: list[float]) -> float:
+    """One-sided p that the RECENT campaign medians lie above the BASE campaign medians: scipy's exact
+    Mann-Whitney test on their ranks, where a recent value equal to a baseline value ranks below it (a tie counts
+    against the shift, so the p-value is never smaller than with ties broken at random: the test stays within
+    alpha on quantized timings such as pingpong's latency)."""
+    from scipy.stats import mannwhitneyu
+    order = sorted([(v, 0, i) for i, v in enumerate(recent)] + [(v, 1, i) for i, v in enumerate(base)])
+    rank = {(side, i): r for r, (_, side, i) in enumerate(order)}
+    return float(mannwhitneyu([rank[(0, i)] for i in range(len(recent))], [rank[(1, i)] for i in range(len(base))],
+                              alternative="greater", method="exact").pvalue)
+
+
+def confirm_smallest_p(n_recent: int, n_base: int) -> float:
+    """The smallest p confirm_p can give: every recent campaign above every baseline one, 1 / C(n_recent + n_base,
+    n_recent)."""
+    return 1.0 / math.comb(n_recent + n_base, n_recent)
+
+
 @dataclass
 class Judgement:
     verdict: str
@@ -236,16 +273,52 @@ class Judgement:
     campaign_p: float | None = None
     n_campaigns: int = 0            # baseline campaigns
     previous: str | None = None     # the campaign before, against its own baseline: worse, better, same
+    confirm_p: float | None = None  # the last `confirm` campaigns' medians against the baseline campaigns before them
+    confirm_effect: float | None = None   # their median against the baseline's, relative (positive = worse)
+    n_confirm: int = 0              # campaigns in the confirmation test's recent side (the judged one included)
+
+
+def _confirmed(recent: list[list[float]], before: list[list[float]], min_effect: float, alpha: float) -> tuple:
+    """('worse' | 'better' | None, p, effect): whether the RECENT campaigns (the judged one last) moved together
+    against the BEFORE campaigns: their medians ranked by confirm_p at p < alpha, the median of their medians at
+    least min_effect from the baseline's, and the judged campaign's median at least min_effect the same way."""
+    rm = [statistics.median(c) for c in recent]
+    bm = [statistics.median(c) for c in before]
+    base = statistics.median(bm)
+    if not base:
+        return None, None, None
+    effect = (statistics.median(rm) - base) / abs(base)
+    last = (rm[-1] - base) / abs(base)
+    sign = 1.0 if effect >= 0 else -1.0
+    p = confirm_p([sign * v for v in rm], [sign * v for v in bm])
+    if p < alpha and abs(effect) >= min_effect and sign * last >= min_effect:
+        return ("worse" if sign > 0 else "better"), p, effect
+    return None, p, effect
+
+
+def baseline_window(n_earlier: int, baseline: int, confirm: int, alpha: float) -> tuple[int, int]:
+    """(start, end): the earlier campaigns (oldest first, end excluded) that are the baseline. Once the series has
+    enough of them for the confirmation test to reach alpha, the baseline ends before the last confirm - 1
+    campaigns (the ones ranked with the judged campaign), so the nights of a shift in progress never enter the
+    baseline they are judged against, and each stays suspect until the shift is confirmed; before that, it is the
+    `baseline` campaigns right before the judged one."""
+    end = n_earlier - (confirm - 1)
+    if not (end > 0 and confirm_smallest_p(confirm, min(end, baseline)) < alpha):
+        end = n_earlier
+    return max(0, end - baseline), end
 
 
 def judge(new: list[float], earlier: list[list[float]], min_effect: float, alpha: float,
-          baseline: int = 10) -> Judgement:
+          baseline: int = 10, confirm: int = CONFIRM) -> Judgement:
     """The verdict on NEW (one campaign's values, larger is worse) given EARLIER campaigns' values (oldest first,
-    the newest last; up to baseline + 1 are used). The baseline is the `baseline` newest: NEW moved against it
-    alone is suspect. A regression (improvement) is a shift that persists: the newest earlier campaign and NEW
-    both moved the same way against the `baseline` campaigns before that one (so the shift's first night is not
-    in the baseline it is judged against)."""
-    base = earlier[-baseline:] if baseline else []
+    the newest last; up to baseline + confirm - 1 are used), against the baseline_window campaigns. NEW moved
+    alone against them is suspect. A regression (improvement) is a shift that persists: NEW and the confirm - 1
+    campaigns before it, against the baseline before those, pass _confirmed; while the series has too few
+    campaigns for that test to reach alpha, NEW and the campaign before it each moved at both levels against the
+    baseline before that one (the 2-campaign rule: stricter, and 6-12 % detection where the rank test has 34-67 %,
+    but it needs only 4 campaigns)."""
+    start, end = baseline_window(len(earlier), baseline, confirm, alpha)
+    base = earlier[start:end] if baseline else []
     flat = _flat(base)
     if len(flat) < MIN_BASELINE or not new:
         return Judgement("no baseline", None, None, n_campaigns=len(base))
@@ -258,25 +331,28 @@ def judge(new: list[float], earlier: list[list[float]], min_effect: float, alpha
     if len(base) < MIN_CAMPAIGNS:
         j.verdict = "cannot tell"
         return j
-    # persistence: the campaign before and this one, both against the baseline before them
-    before = earlier[:-1][-baseline:]
-    pair = None
-    if len(_flat(before)) >= MIN_BASELINE and len(before) >= MIN_CAMPAIGNS:
-        prev, _ = _moved(earlier[-1], before, min_effect, alpha, quick=True)
+    if len(earlier) >= 2 and len(earlier[:-1][-baseline:]) >= MIN_CAMPAIGNS:
+        prev, _ = _moved(earlier[-1], earlier[:-1][-baseline:], min_effect, alpha, quick=True)
         j.previous = prev or "same"
-        if prev is not None and _moved(new, before, min_effect, alpha, quick=True)[0] == prev:
-            pair = prev
-    if pair is not None:
-        j.verdict = "regression" if pair == "worse" else "improvement"
+    shift = None
+    if end < len(earlier) or confirm == 1:   # the window leaves room for the campaigns the shift must hold
+        shift, j.confirm_p, j.confirm_effect = _confirmed([*earlier[end:], new], base, min_effect, alpha)
+        j.n_confirm = confirm
+    else:   # too little history to rank a run of campaigns: this one and the one before, each at both levels
+        before = earlier[:-1][-baseline:]
+        if j.previous not in (None, "same") and _moved(new, before, min_effect, alpha, quick=True)[0] == j.previous:
+            shift = j.previous
+    if shift is not None:
+        j.verdict = "regression" if shift == "worse" else "improvement"
     elif moved is not None:
         j.verdict = "suspect"
     return j
 
 
 def compare(new: list[float], earlier: list[list[float]], min_effect: float, alpha: float,
-            baseline: int = 10) -> tuple[str, float | None, float | None]:
+            baseline: int = 10, confirm: int = CONFIRM) -> tuple[str, float | None, float | None]:
     """(verdict, effect, p) for values where larger is worse: judge's, for callers that need only those."""
-    j = judge(new, earlier, min_effect, alpha, baseline)
+    j = judge(new, earlier, min_effect, alpha, baseline, confirm)
     return j.verdict, j.effect, j.p_value
 
 
@@ -409,7 +485,7 @@ FROM earlier e CROSS JOIN LATERAL (
 
 
 def check(conn: psycopg.Connection, metric: str = "time_s", campaign: int | None = None, baseline: int = 10,
-          min_effect: float = 0.05, alpha: float = 0.01, **where) -> list[Finding]:
+          min_effect: float = 0.05, alpha: float = 0.01, confirm: int = CONFIRM, **where) -> list[Finding]:
     """Findings for every series of the given campaign (or, without one, of the newest when it is unambiguous:
     newest_campaign): its ok runs there against its ok runs in the `baseline` campaigns before it that have any."""
     metric = canonical_metric(metric)
@@ -418,7 +494,10 @@ def check(conn: psycopg.Connection, metric: str = "time_s", campaign: int | None
         raise ValueError(f"cannot filter series by {', '.join(sorted(unknown))}; choose from {', '.join(FILTERS)}")
     measured, params, direction = _measurements(conn, metric, where)
     judged = campaign if campaign is not None else newest_campaign(conn, measured, params, metric)
-    rows = measured_rows(conn, measured, params, judged, baseline + 1)
+    # the baseline, and the campaigns ranked with the judged one when this baseline lets that test reach alpha
+    # (else the one campaign before, for the 2-campaign rule)
+    ranked = confirm > 1 and confirm_smallest_p(confirm, baseline) < alpha
+    rows = measured_rows(conn, measured, params, judged, baseline + (confirm - 1 if ranked else 1))
     if not any(r[2] == judged for r in rows):
         q = sql.SQL("SELECT count(DISTINCT run_id) FROM ({}) m WHERE m.campaign_id = %(campaign)s").format(measured)
         (unmeasured,) = conn.execute(q, {**params, "campaign": judged}).fetchone()
@@ -436,29 +515,33 @@ def check(conn: psycopg.Connection, metric: str = "time_s", campaign: int | None
     described = _describe(conn, [run_id for _, run_id in last.values()])
     sign = 1.0 if direction == "lower" else -1.0
     findings = []
+    base_ids: dict[tuple, list[int]] = {}   # per series, the baseline campaigns (baseline_window)
     for key, by_campaign in sorted(series.items()):
         earlier_ids = sorted(c for c in by_campaign if c != judged)
         earlier = [[sign * v for v in by_campaign[c]] for c in earlier_ids]
-        base = [v for c in earlier_ids[-baseline:] for v in by_campaign[c]] if baseline else []
+        start, end = baseline_window(len(earlier_ids), baseline, confirm, alpha)
+        base_ids[key] = earlier_ids[start:end] if baseline else []
+        base = [v for c in base_ids[key] for v in by_campaign[c]]
         new = by_campaign[judged]
-        j = judge([sign * v for v in new], earlier, min_effect, alpha, baseline)
+        j = judge([sign * v for v in new], earlier, min_effect, alpha, baseline, confirm)
         started, run_id = last[key]
         f = Finding({"series_id": key[0], "window": key[1], **described[run_id]}, metric, j.verdict,
                     statistics.median(base) if base else None, statistics.median(new),
                     j.effect, j.p_value, len(base), len(new), started, judged, n_campaigns=j.n_campaigns,
-                    campaign_p=j.campaign_p, previous=j.previous)
+                    campaign_p=j.campaign_p, previous=j.previous, confirm_p=j.confirm_p,
+                    confirm_effect=j.confirm_effect, n_confirm=j.n_confirm, confirm=confirm)
         if j.verdict != "no baseline":
             f.smallest_p = smallest_p(len(new), len(base))
         if j.verdict == "cannot tell":
             f.needs = (runs_needed(len(new), len(base), alpha) if f.smallest_p >= alpha
                        else {"campaigns": MIN_CAMPAIGNS})
         findings.append(f)
-    # attribution compares the judged campaign with the baseline window, not the older campaign read for persistence
-    window = {key: {judged, *sorted(c for c in by_campaign if c != judged)[-baseline:]} if baseline else {judged}
-              for key, by_campaign in series.items()}
+    # attribution compares the judged campaign with its baseline, not with the campaigns read for the confirmation
+    window = {key: {judged, *base_ids[key]} for key in series}
     shown = [r for r in rows if r[2] in window[(r[0], r[1])]]
     from commscope.gate import attribution
-    attribution.attach(conn, findings, shown, judged, baseline=baseline, min_effect=min_effect, alpha=alpha)
+    attribution.attach(conn, findings, shown, judged, baseline=baseline, min_effect=min_effect, alpha=alpha,
+                       confirm=confirm)
     return findings
 
 
@@ -510,6 +593,8 @@ def as_dict(f: Finding, alpha: float, min_effect: float) -> dict:
             "effect": _number(f.effect), "p_value": _number(f.p_value), "smallest_p": _number(f.smallest_p),
             "n_new": f.n_new, "n_baseline": f.n_baseline, "runs_needed": f.needs,
             "n_baseline_campaigns": f.n_campaigns, "campaign_p": _number(f.campaign_p), "previous": f.previous,
+            "confirm_campaigns": f.n_confirm or None, "confirm_p": _number(f.confirm_p),
+            "confirm_effect": _number(f.confirm_effect),
             "newest_run_started_at": f.time.isoformat() if f.time else None, "reason": f.reason(alpha, min_effect),
             "attribution": f.attribution}
 
