@@ -26,14 +26,14 @@ before them, by a one-sided Mann-Whitney test of campaign medians (confirm_p: ex
 shift) at p < alpha, with their median at least min_effect away and the judged campaign itself moved at least
 min_effect the same way. The test ranks nights against nights, so it needs no model of how far nights move: when
 nights are exchangeable its false alarms are at most alpha per campaign, whatever the shape of the noise (measured
-in bench/results/regression_accuracy.md: 0.4-0.7 % per series-night at alpha 0.01 on this machine's heavy-tailed,
-bimodal night medians, where the t prediction interval of one night gave 2.2 %). A shift that has not held for
+in bench/results/regression_accuracy.md: 0.57-0.81 % per series-night pooled at alpha 0.01 on this machine's
+heavy-tailed, bimodal night medians, where the t prediction interval of one night gave 2.2 %). A shift that has not held for
 CONFIRM campaigns yet is "suspect" while the judged campaign moved alone (both levels above): one loaded night is
 what a shared machine gives now and then, and it cannot be told from a software change by its times alone. A series
 with too few campaigns for the rank test to reach alpha (fewer than CONFIRM - 1 + 4 at alpha 0.01) is judged by
 the stricter 2-campaign rule instead: the judged campaign and the one before it both moved at both levels.
 Ranking a run of nights rather than testing each night on its own is what gives the gate its power (the earlier
-rule, two nights each significant at both levels, detected 6-12 % of +50 % shifts in 10 nights; this one 34-67 %).
+rule, two nights each significant at both levels, detected 2-26 % of +50 % shifts in 10 nights; this one 48-86 %).
 
 Verdicts: regression, improvement, suspect (significant in the judged campaign alone), no change, no baseline
 (fewer than 3 earlier runs), and cannot tell: with these run counts the test cannot reach alpha at all (3 new
@@ -315,7 +315,7 @@ def judge(new: list[float], earlier: list[list[float]], min_effect: float, alpha
     alone against them is suspect. A regression (improvement) is a shift that persists: NEW and the confirm - 1
     campaigns before it, against the baseline before those, pass _confirmed; while the series has too few
     campaigns for that test to reach alpha, NEW and the campaign before it each moved at both levels against the
-    baseline before that one (the 2-campaign rule: stricter, and 6-12 % detection where the rank test has 34-67 %,
+    baseline before that one (the 2-campaign rule: stricter, and 2-26 % detection where the rank test has 48-86 %,
     but it needs only 4 campaigns)."""
     start, end = baseline_window(len(earlier), baseline, confirm, alpha)
     base = earlier[start:end] if baseline else []
