@@ -71,6 +71,12 @@ def test_socket_is_private_and_no_rule_trusts(emb):
     assert kinds == {"local"}  # the socket only
 
 
+def test_embedded_server_runs_without_jit(emb):
+    """Dashboard queries are short: compiling them costs more than it saves (commscope/README.md, JIT off)."""
+    with db.connect(emb.url()) as c:
+        assert c.execute("SHOW jit").fetchone()[0] == "off"
+
+
 def test_commscope_connects_as_a_schema_owner_that_is_no_superuser(emb):
     with db.connect(emb.url()) as c:
         me, su = c.execute("SELECT current_user, rolsuper FROM pg_roles WHERE rolname = current_user").fetchone()
