@@ -165,6 +165,18 @@ def test_a_shift_stays_suspect_until_it_has_held_five_campaigns_then_is_a_regres
     assert all(v["blip"].verdict != "regression" for v in verdicts.values())
 
 
+def test_a_short_history_at_a_loose_alpha_keeps_its_whole_baseline(history):
+    """At alpha 0.05 the rank test of 5 campaigns could reach its level against only 2 baseline campaigns (1/21),
+    but the campaign-level test needs 3: with 6 earlier nights the judged night is compared with all 6 (18 runs of
+    'steady'), not with the 2 before the last 4, which would say 'cannot tell'."""
+    with psycopg.connect(history) as conn:
+        (first,) = conn.execute("SELECT min(id) FROM campaigns").fetchone()
+        found = {f.series["app"]: f for f in regressions.check(conn, campaign=first + 6, alpha=0.05)}
+    steady = found["steady"]
+    assert (steady.n_new, steady.n_baseline, steady.n_campaigns) == (3, 18, 6), steady
+    assert steady.verdict == "no change", steady
+
+
 def test_the_rank_test_s_p_is_the_enumerated_permutation_p_when_the_nights_interleave():
     """Recent nights that do not all lie above the baseline: the gate's p equals the enumerated permutation p,
     and a recent night equal to a baseline night counts against the shift (never a smaller p than with the tie

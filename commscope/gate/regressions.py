@@ -27,11 +27,12 @@ shift) at p < alpha, with their median at least min_effect away and the judged c
 min_effect the same way. The test ranks nights against nights, so it needs no model of how far nights move: when
 nights are exchangeable its false alarms are at most alpha per campaign, whatever the shape of the noise (measured
 in bench/results/regression_accuracy.md: 0.57-0.81 % per series-night pooled at alpha 0.01 on this machine's
-heavy-tailed, bimodal night medians, where the t prediction interval of one night gave 2.2 %). A shift that has not held for
-CONFIRM campaigns yet is "suspect" while the judged campaign moved alone (both levels above): one loaded night is
-what a shared machine gives now and then, and it cannot be told from a software change by its times alone. A series
-with too few campaigns for the rank test to reach alpha (fewer than CONFIRM - 1 + 4 at alpha 0.01) is judged by
-the stricter 2-campaign rule instead: the judged campaign and the one before it both moved at both levels.
+heavy-tailed, bimodal night medians, where the t prediction interval of one night gave 2.2 %). A shift that has not
+held for CONFIRM campaigns yet is "suspect" while the judged campaign moved alone (both levels above): one loaded
+night is what a shared machine gives now and then, and it cannot be told from a software change by its times alone.
+A series with too few campaigns for the rank test to reach alpha (fewer than CONFIRM - 1 + 4 at alpha 0.01) is
+judged by the stricter 2-campaign rule instead: the judged campaign and the one before it both moved at both
+levels.
 Ranking a run of nights rather than testing each night on its own is what gives the gate its power (the earlier
 rule, two nights each significant at both levels, detected 2-26 % of +50 % shifts in 10 nights; this one 48-86 %).
 
@@ -46,9 +47,10 @@ with runs in the selection is judged only when every such campaign has one origi
 same systems); on a store shared by pipelines of several systems or kinds the newest campaign may be another
 pipeline's, so the gate refuses and names --campaign (narrowing with --system also makes it one origin).
 
-Reading: only the judged campaign's runs and, per series, its `baseline` + 1 most recent earlier campaigns with a
-value and the CONFIRM - 1 campaigns the confirmation test ranks with the judged one are read from the store,
-selected in SQL; history beyond that window never leaves the database."""
+Reading: only the judged campaign's runs and, per series, its `baseline` + CONFIRM - 1 most recent earlier
+campaigns with a value (the baseline and the campaigns ranked with the judged one; `baseline` + 1 when that
+baseline is too short for the rank test to reach alpha) are read from the store, selected in SQL; history beyond
+that window never leaves the database."""
 from __future__ import annotations
 
 import functools
@@ -298,12 +300,13 @@ def _confirmed(recent: list[list[float]], before: list[list[float]], min_effect:
 
 def baseline_window(n_earlier: int, baseline: int, confirm: int, alpha: float) -> tuple[int, int]:
     """(start, end): the earlier campaigns (oldest first, end excluded) that are the baseline. Once the series has
-    enough of them for the confirmation test to reach alpha, the baseline ends before the last confirm - 1
+    enough of them for the confirmation test to reach alpha with a baseline of at least MIN_CAMPAIGNS (the
+    campaign-level test's own need), the baseline ends before the last confirm - 1
     campaigns (the ones ranked with the judged campaign), so the nights of a shift in progress never enter the
     baseline they are judged against, and each stays suspect until the shift is confirmed; before that, it is the
     `baseline` campaigns right before the judged one."""
     end = n_earlier - (confirm - 1)
-    if not (end > 0 and confirm_smallest_p(confirm, min(end, baseline)) < alpha):
+    if not (min(end, baseline) >= MIN_CAMPAIGNS and confirm_smallest_p(confirm, min(end, baseline)) < alpha):
         end = n_earlier
     return max(0, end - baseline), end
 
@@ -496,7 +499,7 @@ def check(conn: psycopg.Connection, metric: str = "time_s", campaign: int | None
     judged = campaign if campaign is not None else newest_campaign(conn, measured, params, metric)
     # the baseline, and the campaigns ranked with the judged one when this baseline lets that test reach alpha
     # (else the one campaign before, for the 2-campaign rule)
-    ranked = confirm > 1 and confirm_smallest_p(confirm, baseline) < alpha
+    ranked = confirm > 1 and baseline >= MIN_CAMPAIGNS and confirm_smallest_p(confirm, baseline) < alpha
     rows = measured_rows(conn, measured, params, judged, baseline + (confirm - 1 if ranked else 1))
     if not any(r[2] == judged for r in rows):
         q = sql.SQL("SELECT count(DISTINCT run_id) FROM ({}) m WHERE m.campaign_id = %(campaign)s").format(measured)
