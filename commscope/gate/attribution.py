@@ -80,7 +80,7 @@ _judging_canaries = threading.local()
 
 
 def attach(conn: psycopg.Connection, findings: list, rows: list[tuple], campaign: int, *, baseline: int,
-           min_effect: float, alpha: float, confirm: int = 5) -> None:
+           min_effect: float, alpha: float, confirm: int) -> None:
     """Sets `attribution` on every regression, improvement and suspect: what differs, the regions moved and the
     cause.
     ROWS are the gate's measured rows (series_id, window, campaign_id, started_at, run_id, value) of these

@@ -278,6 +278,7 @@ class Judgement:
     confirm_p: float | None = None  # the last `confirm` campaigns' medians against the baseline campaigns before them
     confirm_effect: float | None = None   # their median against the baseline's, relative (positive = worse)
     n_confirm: int = 0              # campaigns in the confirmation test's recent side (the judged one included)
+    baseline_of: tuple[int, int] = (0, 0)   # (start, end) of the baseline campaigns in EARLIER (baseline_window)
 
 
 def _confirmed(recent: list[list[float]], before: list[list[float]], min_effect: float, alpha: float) -> tuple:
@@ -324,10 +325,11 @@ def judge(new: list[float], earlier: list[list[float]], min_effect: float, alpha
     base = earlier[start:end] if baseline else []
     flat = _flat(base)
     if len(flat) < MIN_BASELINE or not new:
-        return Judgement("no baseline", None, None, n_campaigns=len(base))
+        return Judgement("no baseline", None, None, n_campaigns=len(base), baseline_of=(start, end))
     moved, x = _moved(new, base, min_effect, alpha)
     c = x["campaign_p"]
-    j = Judgement("no change", x["effect"], max(x["p"], c) if c is not None else x["p"], c, len(base))
+    j = Judgement("no change", x["effect"], max(x["p"], c) if c is not None else x["p"], c, len(base),
+                  baseline_of=(start, end))
     if smallest_p(len(new), len(flat)) >= alpha:
         j.verdict, j.p_value = "cannot tell", x["p"]
         return j
@@ -522,11 +524,10 @@ def check(conn: psycopg.Connection, metric: str = "time_s", campaign: int | None
     for key, by_campaign in sorted(series.items()):
         earlier_ids = sorted(c for c in by_campaign if c != judged)
         earlier = [[sign * v for v in by_campaign[c]] for c in earlier_ids]
-        start, end = baseline_window(len(earlier_ids), baseline, confirm, alpha)
-        base_ids[key] = earlier_ids[start:end] if baseline else []
-        base = [v for c in base_ids[key] for v in by_campaign[c]]
         new = by_campaign[judged]
         j = judge([sign * v for v in new], earlier, min_effect, alpha, baseline, confirm)
+        base_ids[key] = earlier_ids[slice(*j.baseline_of)] if baseline else []
+        base = [v for c in base_ids[key] for v in by_campaign[c]]
         started, run_id = last[key]
         f = Finding({"series_id": key[0], "window": key[1], **described[run_id]}, metric, j.verdict,
                     statistics.median(base) if base else None, statistics.median(new),
