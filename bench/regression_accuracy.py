@@ -16,9 +16,11 @@ one night ran back to back), divided by the cell's median. From night 15 on, the
 1 + shift (2, 5, 10, 20, 50 %). Nights 0-9 are history only; nights 10-24 are judged by each method:
 
 - gate: regressions.judge(night, the nights before it) with the gate's defaults (min_effect 0.05, alpha 0.01,
-  a baseline of 10 campaigns, a shift confirmed over 5 campaigns, as `commscope check`): the medians of the last
-  5 nights ranked against those of up to 10 nights before them; an alarm is the verdict 'regression' ('suspect',
-  a shift not confirmed yet, is none);
+  a baseline of 10 campaigns, a shift confirmed over 5 campaigns, as `commscope check`): the last 5 nights
+  ranked against up to 10 nights before them, by their medians and by their best runs, each at alpha / 2; an
+  alarm is the verdict 'regression' ('suspect', a shift not confirmed yet, is none);
+- gate (medians only): the same gate ranking the night medians alone at alpha (commit 177b117), kept here to
+  compare on the same series;
 - gate (2 nights): the gate before the confirmation test (commit 51e67c5), kept here to compare on the same
   series: runs and campaign medians both significant, on the judged night and on the night before;
 - gate (runs only): the gate before, in the same run: a one-sided Mann-Whitney test of the night's runs against
@@ -108,7 +110,8 @@ def measure(rounds: int, out: Path) -> None:
 
 # ---- analysis ----------------------------------------------------------------------
 
-METHODS = ("gate", "gate (2 nights)", "gate (runs only)", "change points", "Benchpark x1.05", "ReFrame ±10%")
+METHODS = ("gate", "gate (medians only)", "gate (2 nights)", "gate (runs only)", "change points", "Benchpark x1.05",
+           "ReFrame ±10%")
 CALIBRATED = ("Benchpark at 1 %", "ReFrame at 1 %")   # the rules with thresholds set to the false-alarm target
 REPORTED = METHODS + CALIBRATED
 BASELINES = ("Benchpark x1.05", "ReFrame ±10%")
@@ -154,25 +157,28 @@ def gate_two_nights(new: list[float], earlier: list[list[float]], min_effect: fl
 
 
 def alarms(nights: list[list[float]], warmup: int, detect, judge_from: int | None = None,
-           first_only: bool = False, stats: dict | None = None, alpha: float = 0.01) -> dict[str, list[int]]:
+           first_only: bool = False, stats: dict | None = None, alpha: float = 0.01,
+           skip: tuple[str, ...] = ()) -> dict[str, list[int]]:
     """For one series (nights of run values, larger is worse), the nights each method alarms on. Nights before
     `warmup` are history only; nights before `judge_from` (default: warmup) are not judged; with first_only a
     method stops at its first alarm (enough for detection and delay). STATS, if given, collects the two rules'
     statistics (night mean over the previous night's, and over the reference) of every judged night. ALPHA: the
-    gate's (`commscope check --alpha`; the runs-only gate keeps 0.01, as before)."""
+    gate's (`commscope check --alpha`; the runs-only gate keeps 0.01, as before). SKIP: methods not run (no
+    alarms)."""
     from commscope.gate.regressions import CONFIRM, compare
     judge_from = warmup if judge_from is None else judge_from
     out = {m: [] for m in METHODS}
     reference = statistics.mean(v for night in nights[:warmup] for v in night)
     flat = [v for night in nights[:judge_from] for v in night]
-    seen = {lv.index for lv in detect(flat) if lv.mean_after > lv.mean_before}
+    seen = ({lv.index for lv in detect(flat) if lv.mean_after > lv.mean_before}
+            if "change points" not in skip else set())
     for t in range(judge_from, len(nights)):
         new = nights[t]
         flat += new
         if stats is not None:
             stats.setdefault("Benchpark at 1 %", []).append(statistics.mean(new) / statistics.mean(nights[t - 1]))
             stats.setdefault("ReFrame at 1 %", []).append(statistics.mean(new) / reference)
-        live = [m for m in METHODS if not (first_only and out[m])]
+        live = [m for m in METHODS if m not in skip and not (first_only and out[m])]
         if not live:
             if stats is not None:
                 continue
@@ -181,6 +187,10 @@ def alarms(nights: list[list[float]], warmup: int, detect, judge_from: int | Non
             earlier = nights[max(0, t - warmup - CONFIRM + 1):t]   # the baseline and the 4 nights it confirms with
             if compare(new, earlier, 0.05, alpha, baseline=warmup)[0] == "regression":
                 out["gate"].append(t)
+        if "gate (medians only)" in live:
+            earlier = nights[max(0, t - warmup - CONFIRM + 1):t]
+            if compare(new, earlier, 0.05, alpha, baseline=warmup, summaries=("median",))[0] == "regression":
+                out["gate (medians only)"].append(t)
         if "gate (2 nights)" in live:
             if gate_two_nights(new, nights[max(0, t - warmup - 1):t], alpha=alpha, baseline=warmup):
                 out["gate (2 nights)"].append(t)
@@ -221,7 +231,8 @@ def _threshold(values: list[float], target: float) -> float:
 
 
 def cell(values: list[float], repeats: int, n_series: int, seed: int, shifts=SHIFTS, warmup: int = 10,
-         change: int = 15, nights: int = 25, detect=None, independent: bool = False, alpha: float = 0.01) -> dict:
+         change: int = 15, nights: int = 25, detect=None, independent: bool = False, alpha: float = 0.01,
+         skip: tuple[str, ...] = ()) -> dict:
     """Per method: false alarms and judged nights of the unshifted series, and per shift the series detected
     and their delays (nights after the change), over n_series resampled series; the rules at 1 % too, with
     their thresholds set on this cell's unshifted series."""
@@ -234,14 +245,14 @@ def cell(values: list[float], repeats: int, n_series: int, seed: int, shifts=SHI
     shifted_stats: list[tuple[float, dict]] = []   # (shift, that series' rule statistics from the change on)
     for _ in range(n_series):
         base = series(values, repeats, nights, rnd, independent)
-        for m, ts in alarms(base, warmup, detect, stats=null_stats, alpha=alpha).items():
+        for m, ts in alarms(base, warmup, detect, stats=null_stats, alpha=alpha, skip=skip).items():
             out[m]["false_alarms"] += len(ts)
             out[m]["judged_nights"] += nights - warmup
         for s in shifts:
             # the nights before the change are the unshifted series' (their alarms are its false alarms)
             st: dict[str, list[float]] = {}
             for m, ts in alarms(shifted(base, change, s), warmup, detect, judge_from=change, first_only=True,
-                                stats=st, alpha=alpha).items():
+                                stats=st, alpha=alpha, skip=skip).items():
                 if ts:
                     out[m]["detected"][s] += 1
                     out[m]["delays"][s].append(ts[0] - change)
@@ -264,13 +275,17 @@ def _fmt_rate(k: int, n: int) -> str:
     return f"{k / n:.1%}" if n else "n/a"
 
 
-def report(doc: dict, n_series: int, seed: int, independent: bool = False, alpha: float = 0.01) -> str:
+def report(doc: dict, n_series: int, seed: int, independent: bool = False, alpha: float = 0.01,
+           skip: tuple[str, ...] = ()) -> str:
+    """The tables, for every method but SKIP's (left out of every table, not reported as never alarming)."""
     detect, how = _change_points()
+    shown = [m for m in REPORTED if m not in skip]
     by_cell: dict[tuple, list[float]] = {}
     for smp in doc["samples"]:
         by_cell.setdefault((smp["workload"], smp["level"]), []).append(smp["value"])
     lines = []
-    lines.append(f"change-point detector: {how}")
+    lines.append(f"change-point detector: {how}" if "change points" not in skip else
+                 "change-point detector: not run (--skip)")
     lines.append(f"{n_series} series per cell (workload x noise level x runs per night), 25 nights: 10 history, "
                  f"judged 10-24, change at night 15; seed {seed}; gate alpha {alpha:g}; a night's runs: "
                  + ("drawn independently" if independent else "consecutive measured runs"))
@@ -294,7 +309,7 @@ def report(doc: dict, n_series: int, seed: int, independent: bool = False, alpha
     for (w, lv), vals in sorted(by_cell.items()):
         for r in REPEATS:
             results[(w, lv, r)] = cell(vals, r, n_series, seed, shifts=(0.0,) + SHIFTS, detect=detect,
-                                       independent=independent, alpha=alpha)
+                                       independent=independent, alpha=alpha, skip=skip)
             print(f"  {w} {lv} {r} runs/night done ({time.time() - t0:.0f} s)", file=sys.stderr, flush=True)
     lines.append("")
     lines.append("Per cell: false alarms per judged series-night (unshifted series); share of series with an alarm "
@@ -309,7 +324,7 @@ def report(doc: dict, n_series: int, seed: int, independent: bool = False, alpha
         for (w, lv, rr), res in results.items():
             if rr != r:
                 continue
-            for m in REPORTED:
+            for m in shown:
                 x = res[m]
                 cells = []
                 for s in ALL:
@@ -329,7 +344,7 @@ def report(doc: dict, n_series: int, seed: int, independent: bool = False, alpha
     for r in REPEATS:
         cells_r = [res for (w, lv, rr), res in results.items() if rr == r]
         n = sum(c["series"] for c in cells_r)
-        for m in REPORTED:
+        for m in shown:
             fa = sum(c[m]["false_alarms"] for c in cells_r)
             jn = sum(c[m]["judged_nights"] for c in cells_r)
             det = {s: sum(c[m]["detected"][s] for c in cells_r) for s in ALL}
@@ -343,8 +358,8 @@ def report(doc: dict, n_series: int, seed: int, independent: bool = False, alpha
     lines.append("|---|---|---|" + "---|" * len(ALL))
     ratio = lambda a, b: f"{a / b:.2f}" if b else ("inf" if a else "n/a")  # noqa: E731
     for r in REPEATS:
-        for ours in ("gate", "gate (2 nights)", "change points"):
-            for rule in BASELINES + CALIBRATED:
+        for ours in [m for m in ("gate", "gate (medians only)", "gate (2 nights)", "change points") if m in shown]:
+            for rule in [m for m in BASELINES + CALIBRATED if m in shown]:
                 fa_o, det_o = pooled[(r, ours)]
                 fa_b, det_b = pooled[(r, rule)]
                 lines.append(f"| {r} | {ours} / {rule} | {ratio(fa_o, fa_b)} | "
@@ -358,20 +373,20 @@ def report(doc: dict, n_series: int, seed: int, independent: bool = False, alpha
             if rr != r:
                 continue
             notes = []
-            for m in ("gate", "gate (2 nights)", "change points"):
+            for m in [m for m in ("gate", "gate (medians only)", "gate (2 nights)", "change points") if m in shown]:
                 fa = res[m]["false_alarms"] / res[m]["judged_nights"]
                 notes.append(f"{m} false alarms {fa:.2%} ({'meets' if fa <= FALSE_ALARM_TARGET else 'MISSES'} <= 1 %)")
-            ok = [m for m in REPORTED if res[m]["false_alarms"] / res[m]["judged_nights"] <= FALSE_ALARM_TARGET]
+            ok = [m for m in shown if res[m]["false_alarms"] / res[m]["judged_nights"] <= FALSE_ALARM_TARGET]
             undetectable = [s for s in SHIFTS
                             if not any(res[m]["detected"][s] / res["series"] >= DETECTABLE for m in ok)]
             beats = []
             for s in SHIFTS:
                 if s in undetectable:
                     continue
-                best_rule = max(res[b]["detected"][s] for b in BASELINES)
+                best_rule = max(res[b]["detected"][s] for b in BASELINES if b in shown)
                 best_at = max(res[b]["detected"][s] for b in CALIBRATED)
                 said = []
-                for m, short in (("gate", "gate"), ("change points", "cp")):
+                for m, short in [(m, short) for m, short in (("gate", "gate"), ("change points", "cp")) if m in shown]:
                     g = res[m]["detected"][s]
                     cmp = ">" if g > best_rule else ("=" if g == best_rule else "<")
                     said.append(f"{short} {g / res['series']:.0%} {cmp}")
@@ -414,13 +429,16 @@ def main(argv=None) -> int:
     a.add_argument("--series", type=int, default=100, help="series per cell (default 100)")
     a.add_argument("--seed", type=int, default=1)
     a.add_argument("--alpha", type=float, default=0.01, help="the gate's alpha (commscope check's default: 0.01)")
+    a.add_argument("--skip", action="append", default=[], choices=METHODS,
+                   help="a method not to run (repeatable; its rows are left out), e.g. 'change points', the slowest")
     a.add_argument("--independent", action="store_true",
                    help="draw a night's runs one by one instead of as consecutive measured runs")
     args = ap.parse_args(argv)
     if args.cmd == "measure":
         measure(args.rounds, args.out)
     else:
-        print(report(load(args.samples), args.series, args.seed, args.independent, args.alpha), end="")
+        print(report(load(args.samples), args.series, args.seed, args.independent, args.alpha, tuple(args.skip)),
+              end="")
     return 0
 
 

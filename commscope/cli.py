@@ -348,8 +348,9 @@ main.add_command(report_cmd)
 @click.option("--alpha", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=0.01, show_default=True,
               help="significance level of the test")
 @click.option("--confirm", type=click.IntRange(1), default=5, show_default=True,
-              help="campaigns a shift must hold, the judged one included, before it is a regression: their medians "
-                   "are ranked against the --baseline campaigns before them (before that it is suspect)")
+              help="campaigns a shift must hold, the judged one included, before it is a regression: their medians, "
+                   "and their best runs, are ranked against the --baseline campaigns before them, each at --alpha / 2 "
+                   "(before that it is suspect)")
 @click.option("--system")
 @click.option("--app")
 @click.option("--stack")
