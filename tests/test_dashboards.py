@@ -298,7 +298,7 @@ def test_panels_show_what_the_real_runs_did(filled):
 
 ROLLUP_VIEWS = ["v_run_metrics_daily", "v_mpi_fraction_daily", "v_wall_time_daily", "v_rank_groups_daily", "v_mpi_routines_daily",
                 "v_comm_matrix_daily",
-                "v_collectives_daily", "v_halo_daily", "v_io_daily"]
+                "v_collectives_daily", "v_halo_daily", "v_io_daily", "v_shown_metrics_daily", "v_comparison_daily"]
 
 
 def _same(a: list[tuple], b: list[tuple]) -> bool:
@@ -307,7 +307,7 @@ def _same(a: list[tuple], b: list[tuple]) -> bool:
         return False
     for ra, rb in zip(a, b):
         for x, y in zip(ra, rb, strict=True):
-            if x is None or y is None or isinstance(x, (str, dt.datetime)):
+            if x is None or y is None or isinstance(x, (str, dt.datetime, dict)):
                 if x != y:
                     return False
             elif not math.isclose(float(x), float(y), rel_tol=1e-9, abs_tol=1e-12):
@@ -329,7 +329,82 @@ def _rollups_and_panels(conn) -> tuple[dict, dict]:
     return views, panels
 
 
+# The measures of v_shown_metrics_daily (migration 0029), each with its count of non-NULL values: (view column
+# prefix, run_windows column).
+SHOWN_MEASURES = [("mpi_fraction_avg", "mpi_fraction_avg"), ("mpi_fraction_slowest", "mpi_fraction_slowest"),
+                  ("parallel_efficiency", "parallel_efficiency"), ("load_balance", "load_balance"),
+                  ("communication_efficiency", "communication_efficiency"), ("user_time_avg", "user_time_avg_s"),
+                  ("mpi_time_avg", "mpi_time_avg_s"), ("mpi_sync_time_avg", "mpi_sync_time_avg_s")]
+
+
+def _utc_day(t: dt.datetime) -> dt.datetime:
+    return t.astimezone(dt.timezone.utc).replace(hour=0, minute=0, second=0, microsecond=0)
+
+
+def _windows_of_ok_runs(conn) -> list[dict]:
+    """Every window of every 'ok' run that has a series, as the tables store them."""
+    measures = ", ".join(f"w.{col}" for _, col in SHOWN_MEASURES)
+    cur = conn.execute(f"""SELECT r.id AS run_id, r.series_id, r.started_at, r.app, r.ranks, w."window", w.time_s,
+        {measures} FROM runs r JOIN run_windows w ON w.run_id = r.id
+        WHERE r.status = 'ok' AND r.series_id IS NOT NULL""")
+    cols = [c.name for c in cur.description]
+    return [dict(zip(cols, r)) for r in cur.fetchall()]
+
+
+def _assert_shown_rollup_is_what_the_runs_say(conn) -> int:
+    """v_shown_metrics_daily against the runs' own windows, summed here: per UTC day and series, the focus window
+    when any of the day's runs has one, else the run window; each measure's sum over the runs and its count of
+    values (a measure no run has is NULL with count 0, not 0)."""
+    groups: dict = {}
+    for w in _windows_of_ok_runs(conn):
+        groups.setdefault((_utc_day(w["started_at"]), w["series_id"]), []).append(w)
+    expected = {}
+    for key, ws in groups.items():
+        window = "focus" if any(w["window"] == "focus" for w in ws) else "run"
+        values = []
+        for _, col in SHOWN_MEASURES:
+            xs = [w[col] for w in ws if w["window"] == window and w[col] is not None]
+            values += [len(xs), math.fsum(xs) if xs else None]
+        expected[key] = (window, *values)
+    cols = ", ".join(f"{m}_n, {m}_sum" for m, _ in SHOWN_MEASURES)
+    got = {(_utc_day(day), sid): (window, *rest) for day, sid, window, *rest in conn.execute(
+        f'SELECT day, series_id, "window", {cols} FROM v_shown_metrics_daily').fetchall()}
+    assert set(got) == set(expected), "v_shown_metrics_daily has other (day, series) groups than the runs"
+    for key in expected:
+        assert _same([got[key]], [expected[key]]), (key, got[key], expected[key])
+    return len(expected)
+
+
+def _assert_comparison_rollup_is_what_the_runs_say(conn) -> int:
+    """v_comparison_daily against the runs' own windows, here: each run compared on its focus window when that has
+    a time above 0, else on its run window when that has, else left out; per UTC day, series, application, rank
+    count and window the runs, their time's sum, least and greatest; system, stack and interconnect the series
+    environment's."""
+    per_run: dict = {}
+    for w in _windows_of_ok_runs(conn):
+        if w["time_s"] is not None and w["time_s"] > 0:
+            per_run.setdefault(w["run_id"], {})[w["window"]] = w
+    env = {sid: (e, params) for sid, e, params in conn.execute("SELECT id, environment, parameters FROM series")}
+    groups: dict = {}
+    for by_window in per_run.values():
+        w = by_window.get("focus") or by_window["run"]
+        e, params = env[w["series_id"]]
+        key = (_utc_day(w["started_at"]), w["series_id"], e.get("system"), e.get("stack"), e.get("interconnect"),
+               w["app"], w["ranks"], json.dumps(params, sort_keys=True), w["window"])
+        groups.setdefault(key, []).append(w["time_s"])
+    expected = {k: (len(ts), math.fsum(ts), min(ts), max(ts)) for k, ts in groups.items()}
+    got = {(_utc_day(t), sid, sy, st, ic, app, n, json.dumps(params, sort_keys=True), window): tuple(rest)
+           for t, sid, sy, st, ic, app, n, params, window, *rest in conn.execute(
+               "SELECT * FROM v_comparison_daily").fetchall()}
+    assert set(got) == set(expected), "v_comparison_daily has other groups than the runs"
+    for key in expected:
+        assert _same([got[key]], [expected[key]]), (key, got[key], expected[key])
+    return len(expected)
+
+
 def _assert_rollups_match_on_the_fly(conn) -> dict:
+    assert _assert_shown_rollup_is_what_the_runs_say(conn) >= 0
+    assert _assert_comparison_rollup_is_what_the_runs_say(conn) >= 0
     kept, kept_panels = _rollups_and_panels(conn)
     with conn.transaction(force_rollback=True):
         for view in P.ON_THE_FLY_VIEWS:
@@ -725,3 +800,15 @@ def test_a_series_whose_runs_carry_two_variant_labels_on_one_day_is_one_rollup_r
                               "GROUP BY 1, 2", (series_id,)).fetchall()
         assert groups and all(n == 1 for _d, _w, n in groups), groups
         conn.rollback()
+
+
+def test_the_heavy_panels_rollups_are_what_the_runs_windows_say(filled, dsn):
+    """Migration 0029's rollups on every real fixture, against the runs' own windows summed in the test: the shown
+    window of each series and day (MPI-fraction and USER / MPI / MPI_SYNC panels) and each run's compared window
+    (procurement panels); both hold rows, and focus windows where the runs have them."""
+    with psycopg.connect(dsn) as conn:
+        assert _assert_shown_rollup_is_what_the_runs_say(conn) > 0
+        assert _assert_comparison_rollup_is_what_the_runs_say(conn) > 0
+        windows = {w for (w,) in conn.execute('SELECT DISTINCT "window" FROM v_shown_metrics_daily')}
+        assert windows == {w for (w,) in conn.execute('SELECT DISTINCT "window" FROM v_comparison_daily')}
+        assert "focus" in windows

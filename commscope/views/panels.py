@@ -91,6 +91,9 @@ ORDER BY 1"""
 # name says which. A series is the runs of equal application, parameters and environment, so runs of another
 # problem size, Caliper mode or stack are never one line.
 SHOWN = "shown AND " + DAYS.replace('"time"', "day") + " AND " + SERIES
+# v_shown_metrics_daily (migration 0029) holds only the shown row of each series and day, with the columns the
+# MPI-fraction and USER / MPI / MPI_SYNC panels read: the same rows as v_run_metrics_daily WHERE shown.
+SHOWN_DAYS = DAYS.replace('"time"', "day") + " AND " + SERIES
 SHOWN_LABEL = "series_label || ' [' || \"window\" || ']'"
 
 
@@ -107,8 +110,8 @@ MPI_FRACTION = Dashboard(
     [
         Panel("MPI time fraction, mean over ranks", "timeseries", f"""SELECT $__timeGroupAlias("time", $__interval),
   metric, {_mean("mpi_fraction_avg")} AS mpi_fraction
-FROM (SELECT day AS "time", {SHOWN_LABEL} AS metric, * FROM v_run_metrics_daily) d
-WHERE {SHOWN}
+FROM (SELECT day AS "time", {SHOWN_LABEL} AS metric, * FROM v_shown_metrics_daily) d
+WHERE {SHOWN_DAYS}
 GROUP BY 1, 2
 HAVING sum(mpi_fraction_avg_n) > 0
 ORDER BY 1""", ["time", "metric", "mpi_fraction"], "percentunit",
@@ -117,8 +120,8 @@ ORDER BY 1""", ["time", "metric", "mpi_fraction"], "percentunit",
               {"kind": "line", "x": "time", "y": "mpi_fraction", "series": "metric"}),
         Panel("MPI time fraction on the slowest rank", "timeseries", f"""SELECT $__timeGroupAlias("time", $__interval),
   metric, {_mean("mpi_fraction_slowest")} AS mpi_fraction_slowest
-FROM (SELECT day AS "time", {SHOWN_LABEL} AS metric, * FROM v_run_metrics_daily) d
-WHERE {SHOWN}
+FROM (SELECT day AS "time", {SHOWN_LABEL} AS metric, * FROM v_shown_metrics_daily) d
+WHERE {SHOWN_DAYS}
 GROUP BY 1, 2
 HAVING sum(mpi_fraction_slowest_n) > 0
 ORDER BY 1""", ["time", "metric", "mpi_fraction_slowest"], "percentunit",
@@ -127,8 +130,8 @@ ORDER BY 1""", ["time", "metric", "mpi_fraction_slowest"], "percentunit",
         Panel("POP efficiencies", "timeseries", f"""SELECT $__timeGroupAlias("time", $__interval),
   metric, {_mean("parallel_efficiency")} AS parallel_efficiency, {_mean("load_balance")} AS load_balance,
   {_mean("communication_efficiency")} AS communication_efficiency
-FROM (SELECT day AS "time", {SHOWN_LABEL} AS metric, * FROM v_run_metrics_daily) d
-WHERE {SHOWN}
+FROM (SELECT day AS "time", {SHOWN_LABEL} AS metric, * FROM v_shown_metrics_daily) d
+WHERE {SHOWN_DAYS}
 GROUP BY 1, 2
 HAVING sum(parallel_efficiency_n) > 0
 ORDER BY 1""", ["time", "metric", "parallel_efficiency", "load_balance", "communication_efficiency"], "percentunit",
@@ -272,8 +275,8 @@ ORDER BY barrier_share_percent DESC NULLS LAST, 1""",
   {_mean("user_time_avg")} AS "USER",
   (sum(mpi_time_avg_sum) - sum(mpi_sync_time_avg_sum)) / nullif(sum(mpi_time_avg_n), 0) AS "MPI",
   {_mean("mpi_sync_time_avg")} AS "MPI_SYNC"
-FROM v_run_metrics_daily
-WHERE {SHOWN}
+FROM v_shown_metrics_daily
+WHERE {SHOWN_DAYS}
 GROUP BY 1
 HAVING sum(mpi_time_avg_n) > 0
 ORDER BY 1""", ["series", "USER", "MPI", "MPI_SYNC"], "s",
@@ -418,20 +421,18 @@ ORDER BY 1""", ["time", "metric", "write_mbs"], "MBs", "",
 # Like with like (docs/measurement-model.md): the same application and experiment parameters on each
 # (system, stack), each run on its focus window when it has one (the workloads' timed loop, whether or not
 # Caliper profiled it), else its whole run; the window is shown. Time is the window's slowest rank.
+# The panels compare every selected system, so they read migration 0029's rollup of the runs so compared
+# (per day, series and window: count, sum, least and greatest time) over whole UTC days, as the other panels do.
 
-_NORMALIZED = """WITH per_run AS (
-  SELECT DISTINCT ON (run_id) run_id, environment->>'system' AS system, environment->>'stack' AS stack, app,
-         parameters, "window", time_s
-  FROM v_run_metrics
-  WHERE $__timeFilter(started_at) AND status = 'ok' AND time_s > 0
-    AND ((app IN ($app) AND environment->>'interconnect' IN ($interconnect) AND ranks IN ($ranks)
-          AND environment->>'system' IN ($system) AND environment->>'stack' IN ($stack))
-         OR (environment->>'system' = '$reference_system' AND environment->>'stack' = '$reference_stack'))
-  ORDER BY run_id, "window" = 'focus' DESC
-), t AS (
-  SELECT system, stack, app, parameters, "window", avg(time_s) AS time_s, min(time_s) AS time_min,
-         max(time_s) AS time_max, count(*) AS runs
-  FROM per_run GROUP BY 1, 2, 3, 4, 5
+_NORMALIZED = f"""WITH t AS (
+  SELECT system, stack, app, parameters, "window", sum(time_sum) / sum(runs) AS time_s, min(time_min) AS time_min,
+         max(time_max) AS time_max, sum(runs) AS runs
+  FROM v_comparison_daily
+  WHERE {DAYS}
+    AND ((app IN ($app) AND interconnect IN ($interconnect) AND ranks IN ($ranks)
+          AND system IN ($system) AND stack IN ($stack))
+         OR (system = '$reference_system' AND stack = '$reference_stack'))
+  GROUP BY 1, 2, 3, 4, 5
 ), ref AS (
   SELECT app, parameters, "window", time_s AS ref_time FROM t
   WHERE system = '$reference_system' AND stack = '$reference_stack'
@@ -527,6 +528,14 @@ SELECT d.*, (d."window" = 'focus' OR NOT EXISTS (
        d.system || ' ' || d.app || coalesce(' ' || nullif(d.variant, ''), '') || ' ' || d.stack || ' ' || d.interconnect
          || ' n' || d.ranks || coalesce(' ' || d.global_size, '') || ' #' || d.series_id AS series_label
 FROM d""",
+    # 0029's shown_metrics_daily: the shown row of each series and day, from the view above.
+    """CREATE OR REPLACE VIEW v_shown_metrics_daily AS
+SELECT day, series_id, "window", system, app, workload, stack, interconnect, ranks, series_label,
+       mpi_fraction_avg_n, mpi_fraction_avg_sum, mpi_fraction_slowest_n, mpi_fraction_slowest_sum,
+       parallel_efficiency_n, parallel_efficiency_sum, load_balance_n, load_balance_sum,
+       communication_efficiency_n, communication_efficiency_sum, user_time_avg_n, user_time_avg_sum,
+       mpi_time_avg_n, mpi_time_avg_sum, mpi_sync_time_avg_n, mpi_sync_time_avg_sum
+FROM v_run_metrics_daily WHERE shown""",
     f"""CREATE OR REPLACE VIEW v_mpi_fraction_daily AS
 SELECT {_DAY_SERIES_OF}, count(*)::integer AS runs, sum(mpi_fraction_avg) AS mpi_fraction_avg_sum,
        count(mpi_fraction_slowest)::integer AS slowest_runs, sum(mpi_fraction_slowest) AS mpi_fraction_slowest_sum
@@ -591,6 +600,17 @@ FROM (SELECT {_DAY_SERIES_OF}, count(*)::integer AS n, sum(comm_time_avg) AS com
       FROM (SELECT h.*, r.series_id, r.global_size FROM v_halo h JOIN runs r ON r.id = h.run_id
             WHERE r.series_id IS NOT NULL) h
       GROUP BY 1, 2, 3, 4, 5, 6, 7, 8, series_id) d""",
+    # 0029's v_comparison_daily: each ok run once, on its focus window where that has a time, else its run window
+    # (0014's v_run_compared, with the time > 0 the procurement panels ask), per day, series and window.
+    """CREATE OR REPLACE VIEW v_comparison_daily AS
+SELECT date_trunc('day', c.started_at, 'UTC') AS "time", c.series_id, c.environment->>'system' AS system,
+       c.environment->>'stack' AS stack, c.environment->>'interconnect' AS interconnect, c.app, c.ranks,
+       c.parameters, c."window", count(*)::integer AS runs, sum(c.time_s) AS time_sum, min(c.time_s) AS time_min,
+       max(c.time_s) AS time_max
+FROM (SELECT DISTINCT ON (run_id) * FROM v_run_metrics
+      WHERE status = 'ok' AND series_id IS NOT NULL AND time_s > 0
+      ORDER BY run_id, "window" = 'focus' DESC) c
+GROUP BY 1, 2, 3, 4, 5, 6, 7, 8, 9""",
     f"""CREATE OR REPLACE VIEW v_io_daily AS
 SELECT {_DAY_SERIES_OF}, method, group_size, count(write_mbs)::integer AS write_n, sum(write_mbs) AS write_mbs_sum,
        count(read_mbs)::integer AS read_n, sum(read_mbs) AS read_mbs_sum
