@@ -402,9 +402,76 @@ def _assert_comparison_rollup_is_what_the_runs_say(conn) -> int:
     return len(expected)
 
 
+def _routine_ranges(conn) -> list[tuple]:
+    """Ranges between two UTC days with routine rows (each from an hour into its first day to an hour before the
+    end of its last), and one before every run."""
+    days = [_utc_day(d) for (d,) in conn.execute(
+        "SELECT DISTINCT date_trunc('day', r.started_at, 'UTC') FROM runs r "
+        "WHERE EXISTS (SELECT 1 FROM mpi_metrics m WHERE m.run_id = r.id) ORDER BY 1")]
+    if not days:
+        return []
+    ranges = [(a + dt.timedelta(hours=1), b + dt.timedelta(hours=23)) for i, a in enumerate(days) for b in days[i:]]
+    return ranges + [(days[0] - dt.timedelta(days=9), days[0] - dt.timedelta(days=8))]
+
+
+def _routines_between(conn, t0, t1) -> list[tuple]:
+    return conn.execute("SELECT * FROM routines_between(%s, %s) ORDER BY 1, 2, 3, 4, 5, 6, 7, 8, 9 NULLS FIRST",
+                        (t0, t1)).fetchall()
+
+
+def _assert_routines_between_is_what_the_runs_say(conn) -> int:
+    """routines_between (running totals, migration 0030) against the runs' own MPI routine rows, summed here over
+    each range's whole UTC days: per series (its environment, and its measurement-model series, the label's #id)
+    and function, the ok runs that called it, their time and their calls; per series with function NULL, the runs
+    with any routine row, all their time and calls. Calls no run counted are NULL, not 0."""
+    runs = {rid: (sid, _utc_day(t), tuple(env)) for rid, sid, t, *env in conn.execute(
+        "SELECT r.run_id, rr.series_id, r.started_at, r.system, r.app, r.workload, coalesce(r.variant, ''), r.stack, "
+        "r.interconnect, r.ranks FROM v_runs r JOIN runs rr ON rr.id = r.run_id "
+        "WHERE rr.status = 'ok' AND rr.series_id IS NOT NULL")}
+    rows = [(rid, fn, t, c) for rid, fn, t, c in conn.execute(
+        "SELECT run_id, function, time_total, calls FROM mpi_metrics") if rid in runs]
+    checked = 0
+    for a, b in _routine_ranges(conn):
+        lo, hi = _utc_day(a) - dt.timedelta(days=1), b
+        groups: dict = {}
+        for rid, fn, t, c in rows:
+            sid, day, env = runs[rid]
+            if not lo < day <= hi:
+                continue
+            for f in (fn, None):
+                g = groups.setdefault((*env, sid, f), [set(), [], []])
+                g[0].add(rid)
+                g[1].append(t)
+                if c is not None:
+                    g[2].append(c)
+        expected = {k: (len(g[0]), math.fsum(g[1]), sum(g[2]) if g[2] else None) for k, g in groups.items()}
+        got = {(*env, int(_SERIES_LABEL_ID.search(label).group(1)), f): (n, t, c)
+               for *env, label, f, n, t, c in _routines_between(conn, a, b)}
+        assert set(got) == set(expected), (a, b, set(got) ^ set(expected))
+        for k in expected:
+            assert _same([got[k]], [expected[k]]), (a, b, k, got[k], expected[k])
+        checked += len(expected)
+    return checked
+
+
+def _assert_routines_ranges_match_the_daily_sums(conn) -> None:
+    """routines_between against its on-the-fly twin (the daily rows summed over the range) for every range."""
+    ranges = _routine_ranges(conn)
+    kept = [_routines_between(conn, a, b) for a, b in ranges]
+    with conn.transaction(force_rollback=True):
+        for view in P.ON_THE_FLY_VIEWS:
+            conn.execute(view)
+        fly = [_routines_between(conn, a, b) for a, b in ranges]
+    for (a, b), k, f in zip(ranges, kept, fly):
+        assert _same(k, f), f"routines_between({a}, {b}): running totals differ from the daily sums"
+    assert not ranges or not kept[-1]
+
+
 def _assert_rollups_match_on_the_fly(conn) -> dict:
     assert _assert_shown_rollup_is_what_the_runs_say(conn) >= 0
     assert _assert_comparison_rollup_is_what_the_runs_say(conn) >= 0
+    assert _assert_routines_between_is_what_the_runs_say(conn) >= 0
+    _assert_routines_ranges_match_the_daily_sums(conn)
     kept, kept_panels = _rollups_and_panels(conn)
     with conn.transaction(force_rollback=True):
         for view in P.ON_THE_FLY_VIEWS:
@@ -517,6 +584,60 @@ def test_collectives_between_any_range_equals_the_daily_sums(filled, dsn):
         conn.rollback()
 
 
+def _copy_routines_back(conn, days: int) -> list[int]:
+    """Every run with MPI routine rows again, `days` earlier, with its routine rows: another night's ingest of the
+    same profiles, arriving after the newer nights (the triggers see ordinary inserts)."""
+    cols = [c for (c,) in conn.execute(
+        "SELECT column_name FROM information_schema.columns WHERE table_name = 'runs' AND column_name "
+        "NOT IN ('id', 'content_hash', 'started_at') ORDER BY ordinal_position")]
+    ids = [r for (r,) in conn.execute(
+        f"INSERT INTO runs (content_hash, started_at, {', '.join(cols)}) "
+        f"SELECT content_hash || '-rback{days}', started_at - make_interval(days => %s), {', '.join(cols)} "
+        "FROM runs r WHERE content_hash NOT LIKE '%%-rback%%' "
+        "AND EXISTS (SELECT 1 FROM mpi_metrics m WHERE m.run_id = r.id) RETURNING id", (days,))]
+    mcols = [c for (c,) in conn.execute(
+        "SELECT column_name FROM information_schema.columns WHERE table_name = 'mpi_metrics' AND column_name "
+        "NOT IN ('run_id', 'started_at') ORDER BY ordinal_position")]
+    started = ", started_at" if conn.execute("SELECT 1 FROM information_schema.columns WHERE table_name = "
+                                             "'mpi_metrics' AND column_name = 'started_at'").fetchone() else ""
+    conn.execute(f"INSERT INTO mpi_metrics (run_id{started}, {', '.join(mcols)}) "
+                 f"SELECT n.id{started and ', n.started_at'}, {', '.join('m.' + c for c in mcols)} FROM runs n "
+                 "JOIN runs o ON n.content_hash = o.content_hash || %s JOIN mpi_metrics m ON m.run_id = o.id "
+                 "WHERE n.id = ANY(%s)", (f"-rback{days}", ids))
+    return ids
+
+
+def test_routines_between_any_range_is_what_the_profiles_records_say(filled, dsn):
+    """The routine panels' running totals (0030) on every real fixture: after the fill, when older nights arrive
+    after newer ones (each series' tail recomputed), when a night in the middle goes, when runs fail or move, and
+    after TRUNCATE: per range, what the routine rows sum to here and what the daily rows sum to."""
+    with psycopg.connect(dsn) as conn:
+        assert _assert_routines_between_is_what_the_runs_say(conn) > 0
+        _assert_routines_ranges_match_the_daily_sums(conn)
+        # Some fixtures have no call counts: their series' calls are NULL, others' are counted.
+        calls = [c for *_, c in _routines_between(conn, "-infinity", "infinity")]
+        assert None in calls and any(c is not None for c in calls), calls
+        total = "SELECT sum(runs) FROM routines_between('-infinity', 'infinity') WHERE function IS NULL"
+        (n_first,) = conn.execute(total).fetchone()
+        _copy_routines_back(conn, 5)
+        middle = _copy_routines_back(conn, 2)
+        assert _assert_routines_between_is_what_the_runs_say(conn) > 0
+        _assert_routines_ranges_match_the_daily_sums(conn)
+        assert conn.execute(total).fetchone()[0] == 3 * n_first > 0
+        conn.execute("DELETE FROM runs WHERE id = ANY(%s)", (middle,))
+        assert _assert_routines_between_is_what_the_runs_say(conn) > 0
+        _assert_routines_ranges_match_the_daily_sums(conn)
+        conn.execute("UPDATE runs SET status = 'failed' WHERE id = (SELECT min(run_id) FROM mpi_metrics)")
+        conn.execute("UPDATE runs SET started_at = started_at - interval '3 days' WHERE id = ANY(%s)",
+                     (_copy_routines_back(conn, 1)[:2],))
+        assert _assert_routines_between_is_what_the_runs_say(conn) > 0
+        _assert_routines_ranges_match_the_daily_sums(conn)
+        conn.execute("TRUNCATE campaigns, runs CASCADE")
+        assert not conn.execute("SELECT 1 FROM routines_between('-infinity', 'infinity')").fetchone()
+        assert not conn.execute("SELECT 1 FROM routines_cum UNION ALL SELECT 1 FROM routines_keys").fetchone()
+        conn.rollback()
+
+
 # ---- deploy ---------------------------------------------------------------------------------------
 
 def test_deploy_says_when_grafana_is_unreachable(monkeypatch):
@@ -626,6 +747,7 @@ def test_strong_scaling_compares_the_same_experiment_on_the_workloads_timed_loop
 # ---- the halo exchange and MPI routine panels per series (migration 0017) ---------------------------------------
 
 _SERIES_LABEL = re.compile(r"#(\d+) \[(loop|run)\]$")
+_SERIES_LABEL_ID = re.compile(r"#(\d+)$")
 
 
 def _output_of(source: str) -> Path | None:

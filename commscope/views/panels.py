@@ -230,6 +230,9 @@ SCALING = Dashboard(
 
 # The routine panels read Caliper's MPI functions over the whole run (mpi_metrics), per series (migration 0017).
 ROUTINES_LABEL = "series_label || ' [run]'"
+# They sum v_mpi_routines_daily over the range's whole days from running totals per series and function
+# (migration 0030): a probe or two per key, whatever the range. A NULL function is the series' every function.
+ROUTINES_IN_RANGE = "routines_between($__timeFrom(), $__timeTo())"
 
 ROUTINES = Dashboard(
     "commscope-mpi-routines", "MPI routine breakdown",
@@ -241,8 +244,8 @@ ROUTINES = Dashboard(
     100 * sum(time_total) / nullif(sum(sum(time_total)) OVER (PARTITION BY series_label), 0) AS share_percent,
     sum(calls) / sum(runs) AS calls_per_run,
     row_number() OVER (PARTITION BY series_label ORDER BY sum(time_total) / sum(runs) DESC, function) AS place
-  FROM v_mpi_routines_daily
-  WHERE {DAYS} AND {SERIES}
+  FROM {ROUTINES_IN_RANGE}
+  WHERE function IS NOT NULL AND {SERIES}
   GROUP BY series_label, function
 )
 SELECT series, function, time_per_run, share_percent, calls_per_run
@@ -252,20 +255,14 @@ ORDER BY series, time_per_run DESC, function""", ["series", "function", "time_pe
               "s", "Per series (same application, parameters and environment), over the whole run: the 15 routines "
               "with the most time, summed over ranks and averaged over the runs that called them; share of the "
               "series' MPI time.", {"kind": "table"}),
-        Panel("MPI_Barrier share and call counts", "table", f"""WITH d AS (  -- one row per series and day
-  SELECT "time", series_label, max(group_runs) AS runs,
-    sum(time_total) FILTER (WHERE function = 'MPI_Barrier') AS barrier_time, sum(time_total) AS mpi_time,
-    sum(calls) FILTER (WHERE function = 'MPI_Barrier') AS barrier_calls, sum(calls) AS calls
-  FROM v_mpi_routines_daily
-  WHERE {DAYS} AND {SERIES}
-  GROUP BY 1, 2
-)
-SELECT {ROUTINES_LABEL} AS series,
-  100 * sum(barrier_time) / nullif(sum(mpi_time), 0) AS barrier_share_percent,
-  sum(barrier_calls) / sum(runs) AS barrier_calls_per_run,
-  sum(calls) / sum(runs) AS mpi_calls_per_run,
-  sum(runs) AS runs
-FROM d
+        Panel("MPI_Barrier share and call counts", "table", f"""SELECT {ROUTINES_LABEL} AS series,
+  100 * sum(time_total) FILTER (WHERE function = 'MPI_Barrier')
+    / nullif(sum(time_total) FILTER (WHERE function IS NULL), 0) AS barrier_share_percent,
+  sum(calls) FILTER (WHERE function = 'MPI_Barrier') / sum(runs) FILTER (WHERE function IS NULL) AS barrier_calls_per_run,
+  sum(calls) FILTER (WHERE function IS NULL) / sum(runs) FILTER (WHERE function IS NULL) AS mpi_calls_per_run,
+  (sum(runs) FILTER (WHERE function IS NULL))::bigint AS runs
+FROM {ROUTINES_IN_RANGE}
+WHERE (function IS NULL OR function = 'MPI_Barrier') AND {SERIES}
 GROUP BY series_label
 ORDER BY barrier_share_percent DESC NULLS LAST, 1""",
               ["series", "barrier_share_percent", "barrier_calls_per_run", "mpi_calls_per_run", "runs"], "",
@@ -569,6 +566,24 @@ JOIN (SELECT "time", system, app, workload, variant, stack, interconnect, ranks,
              count(DISTINCT run_id)::integer AS group_runs, max(gs) AS global_size
       FROM m GROUP BY 1, 2, 3, 4, 5, 6, 7, 8, 9) g
   USING ("time", system, app, workload, variant, stack, interconnect, ranks, series_id)""",
+    # routines_between (0030) as the sum of the daily rows in the range: per function, and per series all
+    # functions together (its runs the group's, its time and calls the functions' sums, per day).
+    """CREATE OR REPLACE FUNCTION routines_between(t_from timestamptz, t_to timestamptz)
+RETURNS TABLE (system text, app text, workload text, variant text, stack text, interconnect text, ranks integer,
+               series_label text, function text, runs bigint, time_total double precision, calls numeric)
+LANGUAGE sql STABLE AS $$
+WITH d AS (SELECT * FROM v_mpi_routines_daily WHERE "time" > t_from - interval '1 day' AND "time" <= t_to)
+SELECT system, app, workload, variant, stack, interconnect, ranks, series_label, function,
+       sum(runs)::bigint, sum(time_total), sum(calls)
+FROM d GROUP BY 1, 2, 3, 4, 5, 6, 7, 8, 9
+UNION ALL
+SELECT system, app, workload, variant, stack, interconnect, ranks, series_label, NULL,
+       sum(group_runs)::bigint, sum(time_total), sum(calls)
+FROM (SELECT system, app, workload, variant, stack, interconnect, ranks, series_label, "time",
+             max(group_runs) AS group_runs, sum(time_total) AS time_total, sum(calls) AS calls
+      FROM d GROUP BY 1, 2, 3, 4, 5, 6, 7, 8, 9) g
+GROUP BY 1, 2, 3, 4, 5, 6, 7, 8
+$$""",
     f"""CREATE OR REPLACE VIEW v_comm_matrix_daily AS
 SELECT {_DAY_SERIES}, max(r.run_id) AS last_traced_run
 FROM v_runs r
