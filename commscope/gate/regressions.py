@@ -114,8 +114,9 @@ class Finding:
     n_campaigns: int | None = None       # baseline campaigns
     campaign_p: float | None = None      # the judged campaign's median against the baseline campaigns' medians
     previous: str | None = None          # the campaign before: "worse", "better" or "same" against its own baseline
-    confirm_p: float | None = None       # the last n_confirm campaigns' medians against the baseline campaigns before
-    confirm_effect: float | None = None  # their median's change against those campaigns' median
+    confirm_p: float | None = None       # the last n_confirm campaigns against the baseline campaigns before them,
+    #                                      ranked by confirm_summary; times the summaries tested (_confirmed)
+    confirm_effect: float | None = None  # the median of their summaries against the baseline campaigns' median
     confirm_summary: str | None = None   # what the campaigns were summarised by there: "median" or "best" (run)
     n_confirm: int = 0                   # campaigns ranked by the confirmation test (0: too few to test yet)
     confirm: int = CONFIRM               # campaigns a shift must hold before it is a regression
@@ -292,8 +293,8 @@ class Judgement:
     campaign_p: float | None = None
     n_campaigns: int = 0            # baseline campaigns
     previous: str | None = None     # the campaign before, against its own baseline: worse, better, same
-    confirm_p: float | None = None  # the last `confirm` campaigns' medians against the baseline campaigns before them
-    confirm_effect: float | None = None   # their median against the baseline's, relative (positive = worse)
+    confirm_p: float | None = None  # the last `confirm` campaigns against the baseline campaigns before them
+    confirm_effect: float | None = None   # the median of their summaries against the baseline's (positive = worse)
     confirm_summary: str | None = None    # the campaign summary (CAMPAIGN_SUMMARIES) confirm_p and _effect are of
     n_confirm: int = 0              # campaigns in the confirmation test's recent side (the judged one included)
     baseline_of: tuple[int, int] = (0, 0)   # (start, end) of the baseline campaigns in EARLIER (baseline_window)
