@@ -402,16 +402,31 @@ def _assert_comparison_rollup_is_what_the_runs_say(conn) -> int:
     return len(expected)
 
 
-def _routine_ranges(conn) -> list[tuple]:
-    """Ranges between two UTC days with routine rows (each from an hour into its first day to an hour before the
-    end of its last), and one before every run."""
-    days = [_utc_day(d) for (d,) in conn.execute(
-        "SELECT DISTINCT date_trunc('day', r.started_at, 'UTC') FROM runs r "
-        "WHERE EXISTS (SELECT 1 FROM mpi_metrics m WHERE m.run_id = r.id) ORDER BY 1")]
+def _ranges_between(days: list) -> list[tuple]:
+    """Every range between two of DAYS (UTC day starts, ascending), each from an hour into its first day to an hour
+    before the end of its last, and one before them all."""
     if not days:
         return []
     ranges = [(a + dt.timedelta(hours=1), b + dt.timedelta(hours=23)) for i, a in enumerate(days) for b in days[i:]]
     return ranges + [(days[0] - dt.timedelta(days=9), days[0] - dt.timedelta(days=8))]
+
+
+def _kept_and_on_the_fly(conn, read):
+    """READ(conn) on the store as its triggers keep it, and again with every rollup replaced by its on-the-fly
+    definition (panels.ON_THE_FLY_VIEWS) in a transaction that is rolled back."""
+    kept = read(conn)
+    with conn.transaction(force_rollback=True):
+        for view in P.ON_THE_FLY_VIEWS:
+            conn.execute(view)
+        fly = read(conn)
+    return kept, fly
+
+
+def _routine_ranges(conn) -> list[tuple]:
+    """_ranges_between the UTC days with routine rows."""
+    return _ranges_between([_utc_day(d) for (d,) in conn.execute(
+        "SELECT DISTINCT date_trunc('day', r.started_at, 'UTC') FROM runs r "
+        "WHERE EXISTS (SELECT 1 FROM mpi_metrics m WHERE m.run_id = r.id) ORDER BY 1")])
 
 
 def _routines_between(conn, t0, t1) -> list[tuple]:
@@ -457,11 +472,7 @@ def _assert_routines_between_is_what_the_runs_say(conn) -> int:
 def _assert_routines_ranges_match_the_daily_sums(conn) -> None:
     """routines_between against its on-the-fly twin (the daily rows summed over the range) for every range."""
     ranges = _routine_ranges(conn)
-    kept = [_routines_between(conn, a, b) for a, b in ranges]
-    with conn.transaction(force_rollback=True):
-        for view in P.ON_THE_FLY_VIEWS:
-            conn.execute(view)
-        fly = [_routines_between(conn, a, b) for a, b in ranges]
+    kept, fly = _kept_and_on_the_fly(conn, lambda c: [_routines_between(c, a, b) for a, b in ranges])
     for (a, b), k, f in zip(ranges, kept, fly):
         assert _same(k, f), f"routines_between({a}, {b}): running totals differ from the daily sums"
     assert not ranges or not kept[-1]
@@ -472,11 +483,7 @@ def _assert_rollups_match_on_the_fly(conn) -> dict:
     assert _assert_comparison_rollup_is_what_the_runs_say(conn) >= 0
     assert _assert_routines_between_is_what_the_runs_say(conn) >= 0
     _assert_routines_ranges_match_the_daily_sums(conn)
-    kept, kept_panels = _rollups_and_panels(conn)
-    with conn.transaction(force_rollback=True):
-        for view in P.ON_THE_FLY_VIEWS:
-            conn.execute(view)
-        fly, fly_panels = _rollups_and_panels(conn)
+    (kept, kept_panels), (fly, fly_panels) = _kept_and_on_the_fly(conn, _rollups_and_panels)
     for v in ROLLUP_VIEWS:
         assert _same(kept[v], fly[v]), f"{v}: the trigger-kept rollup differs from the on-the-fly aggregate"
     for title in kept_panels:
@@ -550,16 +557,10 @@ def _assert_collectives_ranges(conn) -> int:
     """collectives_between (running totals, 0008) against summing the daily rows
     (its on-the-fly definition) for every range between two days with runs,
     including ranges that start after the first night and end before the last."""
-    days = [d for (d,) in conn.execute("SELECT DISTINCT date_trunc('day', started_at, 'UTC') FROM v_runs "
-                                       "WHERE app = 'collsweep' ORDER BY 1")]
-    ranges = [(a + dt.timedelta(hours=1), b + dt.timedelta(hours=23))
-              for i, a in enumerate(days) for b in days[i:]]
-    ranges.append((days[0] - dt.timedelta(days=9), days[0] - dt.timedelta(days=8)))   # before every run: no rows
-    kept = [_collectives_between(conn, a, b) for a, b in ranges]
-    with conn.transaction(force_rollback=True):
-        for view in P.ON_THE_FLY_VIEWS:
-            conn.execute(view)
-        fly = [_collectives_between(conn, a, b) for a, b in ranges]
+    ranges = _ranges_between([d for (d,) in conn.execute(
+        "SELECT DISTINCT date_trunc('day', started_at, 'UTC') FROM v_runs WHERE app = 'collsweep' ORDER BY 1")])
+    assert ranges, "no collsweep runs: nothing to range over"
+    kept, fly = _kept_and_on_the_fly(conn, lambda c: [_collectives_between(c, a, b) for a, b in ranges])
     for (a, b), k, f in zip(ranges, kept, fly):
         assert _same(k, f), f"collectives_between({a}, {b}): running totals differ from the daily sums"
     assert not kept[-1] and any(kept[:-1])

@@ -305,6 +305,13 @@ def confirm_level(alpha: float, summaries: tuple[str, ...] = tuple(CAMPAIGN_SUMM
     return alpha / len(summaries)
 
 
+def rank_test_reachable(n_base: int, confirm: int, alpha: float,
+                        summaries: tuple[str, ...] = tuple(CAMPAIGN_SUMMARIES)) -> bool:
+    """Whether the confirmation test can rank CONFIRM campaigns against N_BASE baseline campaigns: the baseline has
+    the MIN_CAMPAIGNS the campaign-level test needs, and the smallest rank-test p is below confirm_level."""
+    return n_base >= MIN_CAMPAIGNS and confirm_smallest_p(confirm, n_base) < confirm_level(alpha, summaries)
+
+
 def _confirmed(recent: list[list[float]], before: list[list[float]], min_effect: float, alpha: float,
                summaries: tuple[str, ...] = tuple(CAMPAIGN_SUMMARIES)) -> tuple:
     """('worse' | 'better' | None, p, effect, summary): whether the RECENT campaigns (the judged one last) moved
@@ -347,8 +354,7 @@ def baseline_window(n_earlier: int, baseline: int, confirm: int, alpha: float,
     baseline they are judged against, and each stays suspect until the shift is confirmed; before that, it is the
     `baseline` campaigns right before the judged one."""
     end = n_earlier - (confirm - 1)
-    if not (min(end, baseline) >= MIN_CAMPAIGNS
-            and confirm_smallest_p(confirm, min(end, baseline)) < confirm_level(alpha, summaries)):
+    if not rank_test_reachable(min(end, baseline), confirm, alpha, summaries):
         end = n_earlier
     return max(0, end - baseline), end
 
@@ -545,8 +551,7 @@ def check(conn: psycopg.Connection, metric: str = "time_s", campaign: int | None
     judged = campaign if campaign is not None else newest_campaign(conn, measured, params, metric)
     # the baseline, and the campaigns ranked with the judged one when this baseline lets that test reach alpha
     # (else the one campaign before, for the 2-campaign rule)
-    ranked = (confirm > 1 and baseline >= MIN_CAMPAIGNS
-              and confirm_smallest_p(confirm, baseline) < confirm_level(alpha))
+    ranked = confirm > 1 and rank_test_reachable(baseline, confirm, alpha)
     rows = measured_rows(conn, measured, params, judged, baseline + (confirm - 1 if ranked else 1))
     if not any(r[2] == judged for r in rows):
         q = sql.SQL("SELECT count(DISTINCT run_id) FROM ({}) m WHERE m.campaign_id = %(campaign)s").format(measured)
