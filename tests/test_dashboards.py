@@ -483,6 +483,7 @@ def _assert_rollups_match_on_the_fly(conn) -> dict:
     assert _assert_comparison_rollup_is_what_the_runs_say(conn) >= 0
     assert _assert_routines_between_is_what_the_runs_say(conn) >= 0
     _assert_routines_ranges_match_the_daily_sums(conn)
+    assert _assert_collectives_between_is_what_the_runs_say(conn) >= 0
     (kept, kept_panels), (fly, fly_panels) = _kept_and_on_the_fly(conn, _rollups_and_panels)
     for v in ROLLUP_VIEWS:
         assert _same(kept[v], fly[v]), f"{v}: the trigger-kept rollup differs from the on-the-fly aggregate"
@@ -554,7 +555,7 @@ def _collectives_between(conn, t0, t1) -> list[tuple]:
 
 
 def _assert_collectives_ranges(conn) -> int:
-    """collectives_between (running totals, 0008) against summing the daily rows
+    """collectives_between (running totals, 0008, 0031) against summing the daily rows
     (its on-the-fly definition) for every range between two days with runs,
     including ranges that start after the first night and end before the last."""
     ranges = _ranges_between([d for (d,) in conn.execute(
@@ -565,6 +566,40 @@ def _assert_collectives_ranges(conn) -> int:
         assert _same(k, f), f"collectives_between({a}, {b}): running totals differ from the daily sums"
     assert not kept[-1] and any(kept[:-1])
     return len(ranges)
+
+
+def _collective_ranges(conn) -> list[tuple]:
+    """_ranges_between the UTC days of collsweep runs, and one range over all time."""
+    days = [_utc_day(d) for (d,) in conn.execute(
+        "SELECT DISTINCT date_trunc('day', started_at, 'UTC') FROM runs WHERE app = 'collsweep' ORDER BY 1")]
+    return _ranges_between(days) + [(dt.datetime(1970, 1, 2, tzinfo=dt.timezone.utc),
+                                     dt.datetime(2100, 1, 1, tzinfo=dt.timezone.utc))]
+
+
+def _assert_collectives_between_is_what_the_runs_say(conn) -> int:
+    """collectives_between against the runs' own collective latencies (collective_latency, one row per run,
+    repeat, collective, size and statistic), summed here over each range's whole UTC days: per series (the run's
+    environment) and key (collective, algorithm, size, statistic), the rows of 'ok' runs and their values' sum.
+    A key without a row in the range is not there (not 0)."""
+    runs = {rid: (_utc_day(t), tuple(env)) for rid, t, *env in conn.execute(
+        "SELECT r.run_id, rr.started_at, r.system, r.app, r.workload, coalesce(r.variant, ''), r.stack, "
+        "r.interconnect, r.ranks FROM v_runs r JOIN runs rr ON rr.id = r.run_id WHERE rr.status = 'ok'")}
+    rows = [(runs[rid], key, v) for rid, *key, v in conn.execute(
+        "SELECT run_id, collective, algorithm, bytes, stat, value FROM collective_latency") if rid in runs]
+    checked = 0
+    for a, b in _collective_ranges(conn):
+        lo, hi = _utc_day(a) - dt.timedelta(days=1), b
+        groups: dict = {}
+        for (day, env), key, v in rows:
+            if lo < day <= hi:
+                groups.setdefault((*env, *key), []).append(v)
+        expected = {k: (len(vs), math.fsum(vs)) for k, vs in groups.items()}
+        got = {tuple(k): (n, v) for *k, n, v in _collectives_between(conn, a, b)}
+        assert set(got) == set(expected), (a, b, set(got) ^ set(expected))
+        for k in expected:
+            assert _same([got[k]], [expected[k]]), (a, b, k, got[k], expected[k])
+        checked += len(expected)
+    return checked
 
 
 def test_collectives_between_any_range_equals_the_daily_sums(filled, dsn):
@@ -640,6 +675,45 @@ def test_routines_between_any_range_is_what_the_profiles_records_say(filled, dsn
 
 
 # ---- deploy ---------------------------------------------------------------------------------------
+
+def test_collectives_between_per_series_is_what_the_runs_say(filled, dsn):
+    """The collectives panels' running totals, kept per series (0031), on the real collsweep runs: after the fill,
+    when older nights arrive after newer ones, when a size new to a series arrives on a middle night, when that
+    night goes, when runs fail or move to another
+    day and system, and after TRUNCATE: per range, what the runs' latencies sum to here and what the daily rows
+    sum to. Each series keeps each of its keys once."""
+    def check() -> None:
+        assert _assert_collectives_between_is_what_the_runs_say(conn) > 0
+        _assert_collectives_ranges(conn)
+        keys = conn.execute("SELECT k.series_id, count(*), count(DISTINCT u) FROM collectives_series k, "
+                            "unnest(k.collective, k.algorithm, k.bytes, k.stat) u GROUP BY 1").fetchall()
+        assert keys and all(n == distinct for _, n, distinct in keys), keys
+
+    with psycopg.connect(dsn) as conn:
+        check()
+        _copy_runs_back(conn, "collsweep", 5)
+        middle = _copy_runs_back(conn, "collsweep", 2)
+        check()
+        # A size new to its series on a middle night (the run's 8-byte latencies again as 4-byte ones): the key goes
+        # after the series' others, its rows before that night have no entry for it.
+        conn.execute("INSERT INTO foms (run_id, name, repeat, value, unit) SELECT run_id, replace(name, '_8B_', '_4B_'), "
+                     "repeat, value, unit FROM foms WHERE run_id = %s AND name LIKE '%%\\_8B\\_%%'", (middle[0],))
+        assert conn.execute("SELECT 1 FROM collective_latency WHERE run_id = %s AND bytes = 4", (middle[0],)).fetchone()
+        check()
+        conn.execute("DELETE FROM runs WHERE id = ANY(%s)", (middle,))
+        check()
+        conn.execute("UPDATE runs SET status = 'failed' WHERE id = (SELECT min(run_id) FROM collective_latency)")
+        conn.execute("INSERT INTO systems (name) VALUES ('lab-b')")
+        conn.execute("UPDATE runs SET started_at = started_at - interval '3 days', "
+                     "system_id = (SELECT id FROM systems WHERE name = 'lab-b') WHERE id = ANY(%s)",
+                     (_copy_runs_back(conn, "collsweep", 1)[:1],))
+        check()
+        conn.execute("TRUNCATE campaigns, runs CASCADE")
+        assert not conn.execute("SELECT 1 FROM collectives_between('-infinity', 'infinity')").fetchone()
+        assert not conn.execute("SELECT 1 FROM collectives_series UNION ALL "
+                                "SELECT 1 FROM collectives_series_cum").fetchone()
+        conn.rollback()
+
 
 def test_deploy_says_when_grafana_is_unreachable(monkeypatch):
     monkeypatch.setenv("GRAFANA_TOKEN", "glsa_not_a_real_token")

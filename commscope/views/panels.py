@@ -28,7 +28,7 @@ DAYS = "\"time\" > $__timeFrom()::timestamptz - interval '1 day' AND \"time\" <=
 
 
 # The collectives panels sum v_collectives_daily over the same whole days, from
-# running totals per key (migration 0008): two index probes per key, whatever the range.
+# running totals per series (migrations 0008, 0031): two index probes per series, whatever the range.
 COLLECTIVES_IN_RANGE = "collectives_between($__timeFrom(), $__timeTo())"
 
 
@@ -486,7 +486,7 @@ WHY_EMPTY = {
 }
 
 
-# What each daily rollup view of migration 0006 (and 0008's collectives_between) equals: the same columns computed
+# What each daily rollup view of migration 0006 (and 0008's and 0031's collectives_between) equals: the same columns computed
 # on the fly from the per-run views. The tests compare the two on real data; the
 # benchmark uses these as its baseline (the panels' SQL unchanged).
 _DAY_SERIES = ("date_trunc('day', r.started_at, 'UTC') AS \"time\", r.system, r.app, r.workload, "
@@ -593,7 +593,7 @@ GROUP BY 1, 2, 3, 4, 5, 6, 7, 8""",
 SELECT {_DAY_SERIES_OF}, collective, algorithm, bytes, stat, count(*)::integer AS n, sum(value) AS value_sum
 FROM v_collectives
 GROUP BY 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12""",
-    # collectives_between (0008) as the sum of the daily rows in the range.
+    # collectives_between (0008, 0031) as the sum of the daily rows in the range.
     f"""CREATE OR REPLACE FUNCTION collectives_between(t_from timestamptz, t_to timestamptz)
 RETURNS TABLE (system text, app text, workload text, variant text, stack text, interconnect text, ranks integer,
                collective text, algorithm text, bytes bigint, stat text, n bigint, value_sum double precision)
