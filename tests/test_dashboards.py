@@ -532,16 +532,22 @@ def test_updating_runs_leaves_no_rollup_stale(filled, dsn):
         _assert_rollups_match_on_the_fly(conn)
 
 
-def _copy_runs_back(conn, app: str, days: int) -> list[int]:
-    """Every run of `app` again, `days` earlier, with its FOMs: the same real rows
-    arriving as another night's ingest would (the triggers see an ordinary insert)."""
+def _copy_run_rows(conn, suffix: str, days: int, where: str, params: tuple = ()) -> list[int]:
+    """The runs rows WHERE selects (copies made before, whose content hash holds SUFFIX, left out) again, `days`
+    earlier, their content hash ending in SUFFIX + days; their ids. Their child rows are the caller's to copy."""
     cols = [c for (c,) in conn.execute(
         "SELECT column_name FROM information_schema.columns WHERE table_name = 'runs' AND column_name "
         "NOT IN ('id', 'content_hash', 'started_at') ORDER BY ordinal_position")]
-    ids = [r for (r,) in conn.execute(
+    return [r for (r,) in conn.execute(
         f"INSERT INTO runs (content_hash, started_at, {', '.join(cols)}) "
-        f"SELECT content_hash || '-back{days}', started_at - make_interval(days => %s), {', '.join(cols)} "
-        "FROM runs WHERE app = %s AND content_hash NOT LIKE '%%-back%%' RETURNING id", (days, app))]
+        f"SELECT content_hash || '{suffix}{days}', started_at - make_interval(days => %s), {', '.join(cols)} "
+        f"FROM runs r WHERE content_hash NOT LIKE '%%{suffix}%%' AND ({where}) RETURNING id", (days, *params))]
+
+
+def _copy_runs_back(conn, app: str, days: int) -> list[int]:
+    """Every run of `app` again, `days` earlier, with its FOMs: the same real rows
+    arriving as another night's ingest would (the triggers see an ordinary insert)."""
+    ids = _copy_run_rows(conn, "-back", days, "app = %s", (app,))
     conn.execute("INSERT INTO foms (run_id, name, repeat, value, unit) "
                  "SELECT n.id, f.name, f.repeat, f.value, f.unit FROM runs n "
                  "JOIN runs o ON n.content_hash = o.content_hash || %s JOIN foms f ON f.run_id = o.id "
@@ -623,14 +629,7 @@ def test_collectives_between_any_range_equals_the_daily_sums(filled, dsn):
 def _copy_routines_back(conn, days: int) -> list[int]:
     """Every run with MPI routine rows again, `days` earlier, with its routine rows: another night's ingest of the
     same profiles, arriving after the newer nights (the triggers see ordinary inserts)."""
-    cols = [c for (c,) in conn.execute(
-        "SELECT column_name FROM information_schema.columns WHERE table_name = 'runs' AND column_name "
-        "NOT IN ('id', 'content_hash', 'started_at') ORDER BY ordinal_position")]
-    ids = [r for (r,) in conn.execute(
-        f"INSERT INTO runs (content_hash, started_at, {', '.join(cols)}) "
-        f"SELECT content_hash || '-rback{days}', started_at - make_interval(days => %s), {', '.join(cols)} "
-        "FROM runs r WHERE content_hash NOT LIKE '%%-rback%%' "
-        "AND EXISTS (SELECT 1 FROM mpi_metrics m WHERE m.run_id = r.id) RETURNING id", (days,))]
+    ids = _copy_run_rows(conn, "-rback", days, "EXISTS (SELECT 1 FROM mpi_metrics m WHERE m.run_id = r.id)")
     mcols = [c for (c,) in conn.execute(
         "SELECT column_name FROM information_schema.columns WHERE table_name = 'mpi_metrics' AND column_name "
         "NOT IN ('run_id', 'started_at') ORDER BY ordinal_position")]
