@@ -30,6 +30,7 @@ from commscope.store import db
 from commscope.views import panels as P
 from commscope.cli import main
 from commscope.store.ingest import Provenance, ingest
+from grafana_shown import panel_json, shown_rows
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "tests" / "data"
@@ -107,9 +108,32 @@ def test_lint_finds_each_kind_of_mistake():
     ts = next(p for p in wrong_fmt["panels"] if p["type"] == "timeseries")
     ts["targets"][0]["format"] = "table"
     assert any("needs 'time_series'" in p for p in D.lint({b: wrong_fmt}, uid))
+    shared = json.loads(json.dumps(docs["commscope-mpi-fraction.json"]))
+    reusing = next(p for p in shared["panels"] if "panelId" in p["targets"][0])
+    reusing["targets"][0]["panelId"] = 99
+    assert any("is no panel with a query" in p for p in D.lint({"m": shared}, uid))
+    reusing["targets"][0]["panelId"] = 1
+    reusing["datasource"] = {"type": "datasource", "uid": "-- Grafana --"}
+    assert any("not the provisioned datasource" in p for p in D.lint({"m": shared}, uid))
     no_var = json.loads(json.dumps(docs[b]))
     no_var["templating"]["list"] = [v for v in no_var["templating"]["list"] if v["name"] != "ranks"]
     assert any("no template variable ranks" in p for p in D.lint({b: no_var}, uid))
+
+
+def test_the_mpi_fraction_dashboard_sends_one_query_for_its_three_time_series():
+    """Its three time series are measures of the same rows, so one panel has the query and the two others take its
+    results (Grafana's Dashboard datasource), each keeping its own measure: a dashboard load sends one query of
+    ~3,700 rows instead of three (issue 19; dashboards/README.md). What each shows is checked against the files
+    in the tests below, through the JSON's transformations (grafana_shown.py)."""
+    doc = json.loads((JSON_DIR / "commscope-mpi-fraction.json").read_text())
+    series = [p for p in doc["panels"] if p["type"] == "timeseries"]
+    with_sql = [p for p in series if p["targets"][0].get("rawSql")]
+    assert len(series) == 3 and len(with_sql) == 1
+    assert all(p["targets"][0]["panelId"] == with_sql[0]["id"] for p in series if p is not with_sql[0])
+    kept = [next(t["options"]["include"]["names"] for t in p["transformations"] if t["id"] == "filterFieldsByName")
+            for p in series]
+    assert kept == [["time", "metric", "mpi_fraction"], ["time", "metric", "mpi_fraction_slowest"],
+                    ["time", "metric", "parallel_efficiency", "load_balance", "communication_efficiency"]]
 
 
 def test_cli_lint_fails_on_a_bad_dashboard(tmp_path):
@@ -252,7 +276,10 @@ def test_every_panel_query_returns_its_columns_on_real_data(filled, board):
         values.update(reference_system="local", reference_stack="debian-openmpi4")
         t0, t1 = _time_range(conn)
         docs = {d["uid"]: d for d in D.read_dir(JSON_DIR).values()}
-        queries = [(p["title"], p["type"], p["targets"][0]) for p in docs[board.uid]["panels"]]
+        by_id = {p["id"]: p for p in docs[board.uid]["panels"]}
+        # A panel showing another's results (a target with a panelId) runs that panel's query.
+        queries = [(p["title"], p["type"], by_id[p["targets"][0].get("panelId", p["id"])]["targets"][0])
+                   for p in docs[board.uid]["panels"]]
         assert [q[0] for q in queries] == [p.title for p in board.panels]
         for (title, ptype, target), panel in zip(queries, board.panels):
             # The SQL the committed JSON holds, expanded as Grafana expands it.
@@ -263,7 +290,7 @@ def test_every_panel_query_returns_its_columns_on_real_data(filled, board):
             missing = set(panel.columns) - set(cols)
             assert not missing, f"{board.uid} / {title}: no column {missing} in {cols}"
             assert rows, f"{board.uid} / {title}: no rows\n{sql}"
-            if target["format"] == "time_series":
+            if ptype == "timeseries":
                 assert cols[0] == "time" and all(r[0] is not None for r in rows)
                 numeric = [i for i, c in enumerate(cols) if c not in ("time", "metric")]
                 assert all(isinstance(r[i], (int, float)) or r[i] is None for r in rows for i in numeric), title
@@ -759,25 +786,35 @@ def test_mpi_fraction_panel_shows_each_series_focus_window_as_the_file_records_i
         unmeasured = {sid for (sid,) in conn.execute(
             "SELECT DISTINCT series_id FROM series s JOIN runs r ON r.series_id = s.id "
             "WHERE s.environment->>'caliper' = 'none'")}
-        sql = P.expand(P.MPI_FRACTION.panels[0].sql, t0, t1, values)
-        rows = conn.execute(sql).fetchall()
+        shown = {title: shown_rows(conn, "commscope-mpi-fraction", title, t0, t1, values)
+                 for title in ("MPI time fraction, mean over ranks", "MPI time fraction on the slowest rank")}
     lines: dict[int, list[tuple]] = {}
-    for _, metric, value in rows:
-        sid, window = _LINE.search(metric).groups()
-        lines.setdefault(int(sid), []).append((window, value))
+    for r in shown["MPI time fraction, mean over ranks"]:
+        sid, window = _LINE.search(r["metric"]).groups()
+        lines.setdefault(int(sid), []).append((window, r["mpi_fraction"]))
+    slowest: dict[int, list[tuple]] = {}
+    for r in shown["MPI time fraction on the slowest rank"]:
+        sid, window = _LINE.search(r["metric"]).groups()
+        slowest.setdefault(int(sid), []).append((window, r["mpi_fraction_slowest"]))
     checked = 0
     by_series: dict[int, list[float]] = {}
     for name in PER_RANK_PROFILES:
         ref = reference(name)
         per_rank = ref["focus"] or ref["run"]
         fraction = sum(v[1] + v[2] for v in per_rank.values()) / sum(v[0] for v in per_rank.values())
-        by_series.setdefault(source_series[name], []).append((fraction, "focus" if ref["focus"] else "run"))
+        # the rank with the longest time in the window, and its own MPI share
+        t, mpi, sync = max(per_rank.values(), key=lambda v: v[0])[:3]
+        by_series.setdefault(source_series[name], []).append((fraction, "focus" if ref["focus"] else "run",
+                                                             (mpi + sync) / t))
     for sid, refs in by_series.items():
         if series_runs[sid] != len(refs) or len(lines.get(sid, [])) != 1:
             continue   # the series holds runs from elsewhere too, or spans several buckets
         ((window, value),) = lines[sid]
         assert window == refs[0][1], sid
-        assert value == pytest.approx(sum(f for f, _ in refs) / len(refs), rel=1e-9), sid
+        assert value == pytest.approx(sum(r[0] for r in refs) / len(refs), rel=1e-9), sid
+        ((window, value),) = slowest[sid]
+        assert window == refs[0][1], sid
+        assert value == pytest.approx(sum(r[2] for r in refs) / len(refs), rel=1e-9), sid
         checked += 1
     assert checked >= 5, (checked, lines)
     # 24^3 and 64^3 halo3d blocking at 2 ranks are two series, two lines
@@ -789,6 +826,7 @@ def test_mpi_fraction_panel_shows_each_series_focus_window_as_the_file_records_i
     # give no mean-rank loop time, so no fraction: no line rather than one over another interval
     assert source_series["halo3d-overlap-n2.runtime-profile.cali"] not in lines
     assert unmeasured and not unmeasured & set(lines), "runs without MPI measurements drew a fraction"
+    assert not unmeasured & set(slowest), "runs without MPI measurements drew a slowest rank's fraction"
 
 
 def test_pop_panel_has_the_efficiencies_of_runs_measured_only_by_their_timers(filled, dsn, workload_outputs):
@@ -800,8 +838,9 @@ def test_pop_panel_has_the_efficiencies_of_runs_measured_only_by_their_timers(fi
         values = P.all_values(conn)
         t0, t1 = _time_range(conn)
         (sid,) = conn.execute("SELECT series_id FROM runs WHERE source = %s", (str(out),)).fetchone()
-        rows = conn.execute(P.expand(P.MPI_FRACTION.panels[2].sql, t0, t1, values)).fetchall()
-    ((pe, lb, ce),) = [r[2:] for r in rows if _LINE.search(r[1]).groups() == (str(sid), "focus")]
+        rows = shown_rows(conn, "commscope-mpi-fraction", "POP efficiencies", t0, t1, values)
+    ((pe, lb, ce),) = [(r["parallel_efficiency"], r["load_balance"], r["communication_efficiency"]) for r in rows
+                       if _LINE.search(r["metric"]).groups() == (str(sid), "focus")]
     assert lb == pytest.approx(avg / mx) and ce == pytest.approx(mx / total) and pe == pytest.approx(avg / total)
 
 

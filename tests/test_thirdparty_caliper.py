@@ -274,9 +274,10 @@ def test_dashboards_and_report_show_third_party_series(stored, tmp_path):
             for panel in board.panels:
                 conn.execute(P.expand(panel.sql, t0, t1, values)).fetchall()   # raises on an error
         lines = {}
-        for _t, metric, value in conn.execute(P.expand(P.MPI_FRACTION.panels[0].sql, t0, t1, values)).fetchall():
-            sid, window = _LINE.search(metric).groups()
-            lines.setdefault(int(sid), []).append((window, value))
+        from grafana_shown import shown_rows
+        for r in shown_rows(conn, "commscope-mpi-fraction", "MPI time fraction, mean over ranks", t0, t1, values):
+            sid, window = _LINE.search(r["metric"]).groups()
+            lines.setdefault(int(sid), []).append((window, r["mpi_fraction"]))
         series_of = {Path(s).name: sid for s, sid in conn.execute("SELECT source, series_id FROM runs")}
     checked = 0
     for f in RUNTIME:

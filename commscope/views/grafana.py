@@ -50,28 +50,62 @@ def _query_classes():
             return {"refId": self.ref_id, "datasource": dict(DATASOURCE), "editorMode": "code",
                     "format": self.fmt, "rawQuery": True, "rawSql": self.sql}
 
-    class SQLQueryBuilder(builder.Builder[SQLQuery]):
-        def __init__(self, ref_id: str, sql: str, fmt: str):
-            self._q = SQLQuery(ref_id, sql, fmt)
+    class SharedQuery(variants.Dataquery):
+        """What Grafana keeps for a panel that shows another panel's query results (the Dashboard datasource)."""
 
-        def build(self) -> SQLQuery:
+        def __init__(self, ref_id: str, panel_id: int):
+            self.ref_id, self.panel_id = ref_id, panel_id
+
+        def to_json(self) -> dict:
+            return {"refId": self.ref_id, "datasource": dict(SHARED_DATASOURCE), "panelId": self.panel_id}
+
+    class QueryBuilder(builder.Builder[variants.Dataquery]):
+        def __init__(self, q):
+            self._q = q
+
+        def build(self):
             return self._q
 
-    return SQLQueryBuilder
+    return (lambda ref_id, sql, fmt: QueryBuilder(SQLQuery(ref_id, sql, fmt)),
+            lambda ref_id, panel_id: QueryBuilder(SharedQuery(ref_id, panel_id)))
 
 
-def _panel(p: P.Panel, panel_id: int, SQLQueryBuilder):
+# Grafana's built-in datasource that hands a panel the results of another panel's queries
+# (Grafana's docs: "Share query results with another panel").
+SHARED_DATASOURCE = {"type": "datasource", "uid": "-- Dashboard --"}
+
+
+def long_transformations(p: P.Panel) -> list[dict]:
+    """A long panel's steps from the shared rows to its series: drop the rows where its first measure is NULL
+    (not measured: no point, as a query of its own would have no row), keep its columns, then one series per
+    metric (Prepare time series, multi-frame)."""
+    return [{"id": "filterByValue", "options": {"type": "exclude", "match": "any", "filters": [
+                {"fieldName": p.measures[0], "config": {"id": "isNull", "options": {}}}]}},
+            {"id": "filterFieldsByName", "options": {"include": {"names": list(p.columns)}}},
+            {"id": "prepareTimeSeries", "options": {"format": "multi"}}]
+
+
+def _panel(p: P.Panel, panel_id: int, queries, source_id: int | None):
     from grafana_foundation_sdk.builders import barchart, heatmap, table, timeseries, xychart
     from grafana_foundation_sdk.models import common
     from grafana_foundation_sdk.models import dashboard as m
+    sql_query, shared_query = queries
     kind = {"timeseries": timeseries, "barchart": barchart, "table": table, "xychart": xychart,
             "heatmap": heatmap}[p.type]
-    b = (kind.Panel().id(panel_id).title(p.title).description(p.description).datasource(m.DataSourceRef(type_val=DATASOURCE_TYPE, uid=DATASOURCE_UID))
-         .with_target(SQLQueryBuilder("A", p.sql, p.format)).span(12).height(9))
+    b = kind.Panel().id(panel_id).title(p.title).description(p.description)
+    if source_id is None:
+        b = (b.datasource(m.DataSourceRef(type_val=DATASOURCE_TYPE, uid=DATASOURCE_UID))
+             .with_target(sql_query("A", p.sql, p.format)))
+    else:
+        b = (b.datasource(m.DataSourceRef(type_val=SHARED_DATASOURCE["type"], uid=SHARED_DATASOURCE["uid"]))
+             .with_target(shared_query("A", source_id)))
+    b = b.span(12).height(9)
     if p.unit:
         b = b.unit(p.unit)
     if p.type == "timeseries":
         b = b.interval("1d")   # nightly data: no finer buckets than a day
+    for t in long_transformations(p) if p.long else []:
+        b = b.with_transformation(m.DataTransformerConfig(id_val=t["id"], options=t["options"]))
     if p.type == "barchart" and p.plot.get("stacked"):
         b = b.stacking(common.StackingMode.NORMAL)
     if p.type == "xychart":
@@ -91,7 +125,7 @@ def build_dashboard(d: P.Dashboard) -> dict:
     from grafana_foundation_sdk.builders import dashboard as db
     from grafana_foundation_sdk.cog.encoder import JSONEncoder
     from grafana_foundation_sdk.models import dashboard as m
-    SQLQueryBuilder = _query_classes()
+    queries = _query_classes()
     ds = m.DataSourceRef(type_val=DATASOURCE_TYPE, uid=DATASOURCE_UID)
     b = (db.Dashboard(d.title).uid(d.uid).description(d.description).tags(["commscope"]).timezone("utc")
          .time(d.time_from, "now").refresh("").readonly())
@@ -107,8 +141,9 @@ def build_dashboard(d: P.Dashboard) -> dict:
                          .target(db.AnnotationTarget().limit(100).match_any(False).tags([]).type("tags")))
         b = b.annotation(db.AnnotationQuery().name("Change points").datasource(ds).enable(True).icon_color("orange")
                          .target(db.AnnotationTarget().limit(100).match_any(False).tags([]).type("tags")))
+    ids = {p.title: i for i, p in enumerate(d.panels, 1)}
     for i, p in enumerate(d.panels, 1):
-        b = b.with_panel(_panel(p, i, SQLQueryBuilder))
+        b = b.with_panel(_panel(p, i, queries, ids[p.reuses] if p.reuses else None))
     out = json.loads(json.dumps(b.build(), cls=JSONEncoder))
     for v in out.get("templating", {}).get("list", []):
         # The SDK gives every variable the interval variable's defaults; they mean
@@ -183,7 +218,10 @@ def lint(docs: dict[str, dict], ds_uid: str) -> list[str]:
         ids = [p.get("id") for p in d.get("panels", [])]
         if len(ids) != len(set(ids)):
             problems.append(f"{name}: duplicate panel ids {ids}")
+        by_id = {p.get("id"): p for p in d.get("panels", [])}
         for where, ref in _refs(d):
+            if ref == SHARED_DATASOURCE and where.startswith("$.panels["):
+                continue   # a panel showing another's results: its targets are checked below
             if not isinstance(ref, dict) or ref.get("uid") != ds_uid or ref.get("type") != DATASOURCE_TYPE:
                 problems.append(f"{name}: {where} is {ref!r}, not the provisioned datasource {ds_uid}")
         names = {v.get("name") for v in d.get("templating", {}).get("list", [])}
@@ -191,16 +229,28 @@ def lint(docs: dict[str, dict], ds_uid: str) -> list[str]:
             if var not in names:
                 problems.append(f"{name}: no template variable {var}")
         for p in d.get("panels", []):
-            want = "time_series" if p.get("type") == "timeseries" else "table"
+            title = p.get("title")
+            # A time series from long rows (a table) needs Prepare time series to make its series.
+            long = any(t.get("id") == "prepareTimeSeries" for t in p.get("transformations", []))
+            want = "time_series" if p.get("type") == "timeseries" and not long else "table"
             for t in p.get("targets", []):
+                if "panelId" in t:
+                    source = by_id.get(t["panelId"], {})
+                    if t.get("datasource") != SHARED_DATASOURCE or p.get("datasource") != SHARED_DATASOURCE:
+                        problems.append(f"{name}: panel {title!r} shows panel {t['panelId']}'s results but its "
+                                        f"datasource is not {SHARED_DATASOURCE}")
+                    if not any(st.get("rawSql", "").strip() for st in source.get("targets", [])):
+                        problems.append(f"{name}: panel {title!r} shows panel {t['panelId']}'s results, which "
+                                        f"is no panel with a query of this dashboard")
+                    continue
                 if t.get("format") != want:
-                    problems.append(f"{name}: panel {p.get('title')!r} is a {p.get('type')} with a "
+                    problems.append(f"{name}: panel {title!r} is a {p.get('type')} with a "
                                     f"{t.get('format')!r} query (needs {want!r})")
                 sql = t.get("rawSql", "")
-                if want == "time_series" and not re.search(r'\$__timeGroupAlias\(|AS "time"', sql):
-                    problems.append(f"{name}: panel {p.get('title')!r}: a time series query needs a time column")
+                if p.get("type") == "timeseries" and not re.search(r'\$__timeGroupAlias\(|AS "time"', sql):
+                    problems.append(f"{name}: panel {title!r}: a time series query needs a time column")
                 if not sql.strip():
-                    problems.append(f"{name}: panel {p.get('title')!r} has no SQL")
+                    problems.append(f"{name}: panel {title!r} has no SQL")
     return problems
 
 
@@ -271,7 +321,8 @@ def build_cmd(out):
 @click.option("--provisioning", type=click.Path(exists=True, file_okay=False, path_type=Path),
               default=Path("dashboards/provisioning"), show_default=True)
 def lint_cmd(json_dir, provisioning):
-    """Unique uids, every datasource the provisioned one, panel types matching query formats."""
+    """Unique uids, every datasource the provisioned one (or another panel's results), panel types matching query
+    formats."""
     problems = lint(read_dir(json_dir), provisioned_uid(provisioning))
     for p in problems:
         click.echo(p, err=True)

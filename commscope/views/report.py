@@ -391,10 +391,17 @@ def render(conn, campaigns: tuple[int, ...] = (), compare: tuple[str, ...] = ())
     parts.append(reference.section_html(conn, campaigns))
     for board in P.DASHBOARDS:
         parts.append(f"<h2>{html.escape(board.title)}</h2><p class='note'>{html.escape(board.description)}</p>")
+        shared: dict[str, tuple[list[str], list[tuple]]] = {}
         for panel in board.panels:
-            cur = conn.execute(P.expand(panel.sql, t0, t1, values))
-            cols = [c.name for c in cur.description]
-            rows = cur.fetchall()
+            sql = P.expand(panel.sql, t0, t1, values)
+            if sql not in shared:   # panels that share a query (panel.reuses) run it once, as Grafana does
+                cur = conn.execute(sql)
+                shared[sql] = ([c.name for c in cur.description], cur.fetchall())
+            cols, rows = shared[sql]
+            if panel.long:   # as its Grafana transformations do: its columns, no row where its measure is NULL
+                keep = [cols.index(c) for c in panel.columns]
+                rows = [tuple(r[i] for i in keep) for r in rows if r[cols.index(panel.measures[0])] is not None]
+                cols = list(panel.columns)
             parts.append(f"<div class='panel'><h3>{html.escape(panel.title)}</h3>"
                          f"<p class='note'>{html.escape(panel.description)}</p>")
             if not rows:

@@ -204,7 +204,8 @@ def queries(conn, last: dt.datetime) -> list[tuple[str, str]]:
             values["system"] = list(SYSTEMS)
         values.update(reference_system=SYSTEMS[0], reference_stack=STACKS[0])
         for p in board.panels:
-            out.append((f"{board.uid}: {p.title}", P.expand(p.sql, t0, t1, values)))
+            if not p.reuses:   # a panel showing another's results sends no query (Grafana's Dashboard datasource)
+                out.append((f"{board.uid}: {p.title}", P.expand(p.sql, t0, t1, values)))
         if board.annotations:
             out.append((f"{board.uid}: annotations", P.expand(P.ANNOTATIONS_SQL, t0, t1, values)))
     for name, _, col in P.VARIABLES:
