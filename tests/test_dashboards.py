@@ -276,9 +276,8 @@ def test_every_panel_query_returns_its_columns_on_real_data(filled, board):
         values.update(reference_system="local", reference_stack="debian-openmpi4")
         t0, t1 = _time_range(conn)
         docs = {d["uid"]: d for d in D.read_dir(JSON_DIR).values()}
-        by_id = {p["id"]: p for p in docs[board.uid]["panels"]}
         # A panel showing another's results (a target with a panelId) runs that panel's query.
-        queries = [(p["title"], p["type"], by_id[p["targets"][0].get("panelId", p["id"])]["targets"][0])
+        queries = [(p["title"], p["type"], panel_json(board.uid, p["title"])[1]["targets"][0])
                    for p in docs[board.uid]["panels"]]
         assert [q[0] for q in queries] == [p.title for p in board.panels]
         for (title, ptype, target), panel in zip(queries, board.panels):
