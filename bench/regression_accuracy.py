@@ -17,8 +17,13 @@ one night ran back to back), divided by the cell's median. From night 15 on, the
 
 - gate: regressions.judge(night, the nights before it) with the gate's defaults (min_effect 0.05, alpha 0.01,
   a baseline of 10 campaigns, a shift confirmed over 5 campaigns, as `commscope check`): the last 5 nights
-  ranked against up to 10 nights before them, by their medians and by their best runs, each at alpha / 2; an
+  ranked against up to 10 nights before them, by their medians and by their best runs, each at alpha / 2, the
+  best run taken on each run's value less its measured run-queue wait share (value x (1 - share)), as
+  `commscope check` does for time_s on the focus window when the runs carry runqueue_wait_share_max (so here for
+  halo3d's and cgsolve's total_time, the loop the share covers, and not for pingpong's latency); an
   alarm is the verdict 'regression' ('suspect', a shift not confirmed yet, is none);
+- gate (no load discount): the same gate without the wait shares (commit 5d30fe1), kept here to compare on the
+  same series;
 - gate (medians only): the same gate ranking the night medians alone at alpha (commit 177b117), kept here to
   compare on the same series;
 - gate (2 nights): the gate before the confirmation test (commit 51e67c5), kept here to compare on the same
@@ -31,7 +36,9 @@ one night ran back to back), divided by the cell's median. From night 15 on, the
 - ReFrame: the night's mean > reference x 1.10, the reference being the mean of nights 0-9, fixed.
 - the two rules at 1 %: the same statistics (night mean / previous night mean; night mean / reference) with the
   threshold set, per cell, to the smallest that gives at most 1 % false alarms on that cell's unshifted series
-  (set on the series it is then scored on: the rules' best case), so detections compare at the target's rate.
+  (set on the series it is then scored on: the rules' best case), so detections compare at the target's rate;
+- ReFrame at 1 %, discounted times: that rule on the nights' mean value less each run's wait share, reported to
+  show what the discount alone gives a rule (not a target: the rules as facilities run them read the time).
 
 False alarms: alarms per judged night (10-24) of the unshifted series. Detection: a shifted series (the same
 draws, shifted from night 15) is detected when a method alarms on night 15 or later; the delay is that night
@@ -110,13 +117,17 @@ def measure(rounds: int, out: Path) -> None:
 
 # ---- analysis ----------------------------------------------------------------------
 
-METHODS = ("gate", "gate (medians only)", "gate (2 nights)", "gate (runs only)", "change points", "Benchpark x1.05",
-           "ReFrame ±10%")
-# the gate as `commscope check` runs it, and ranking campaign medians alone (the gate at commit 177b117)
-GATES = {"gate": None, "gate (medians only)": ("median",)}   # None: the gate's own summaries
+METHODS = ("gate", "gate (no load discount)", "gate (medians only)", "gate (2 nights)", "gate (runs only)",
+           "change points", "Benchpark x1.05", "ReFrame ±10%")
+# method -> (summaries, whether the runs' run-queue wait shares are passed): the gate as `commscope check` runs it
+# on the focus window's time; the gate before the load-discounted summary (commit 5d30fe1); ranking campaign
+# medians alone (the gate at commit 177b117). None: the gate's own summaries.
+GATES = {"gate": (None, True), "gate (no load discount)": (None, False), "gate (medians only)": (("median",), False)}
 CALIBRATED = ("Benchpark at 1 %", "ReFrame at 1 %")   # the rules with thresholds set to the false-alarm target
-REPORTED = METHODS + CALIBRATED
-OURS = ("gate", "gate (medians only)", "gate (2 nights)", "change points")   # compared with the rules
+# reported, not a target: the ReFrame rule at 1 % on the load-discounted times the gate takes its best runs from
+INFORMED = ("ReFrame at 1 %, discounted times",)
+REPORTED = METHODS + CALIBRATED + INFORMED
+OURS = ("gate", "gate (no load discount)", "gate (medians only)", "gate (2 nights)", "change points")   # compared with the rules
 BASELINES = ("Benchpark x1.05", "ReFrame ±10%")
 SHIFTS = (0.02, 0.05, 0.10, 0.20, 0.50)
 ALL = (0.0,) + SHIFTS       # reported: shift 0 is the chance of an alarm in the same nights
@@ -161,8 +172,9 @@ def gate_two_nights(new: list[float], earlier: list[list[float]], min_effect: fl
 
 def alarms(nights: list[list[float]], warmup: int, detect, judge_from: int | None = None,
            first_only: bool = False, stats: dict | None = None, alpha: float = 0.01,
-           skip: tuple[str, ...] = ()) -> dict[str, list[int]]:
-    """For one series (nights of run values, larger is worse), the nights each method alarms on. Nights before
+           skip: tuple[str, ...] = (), unloaded: list[list] | None = None) -> dict[str, list[int]]:
+    """For one series (nights of run values, larger is worse; UNLOADED: the same runs' values less their
+    run-queue wait share, None where not measured), the nights each method alarms on. Nights before
     `warmup` are history only; nights before `judge_from` (default: warmup) are not judged; with first_only a
     method stops at its first alarm (enough for detection and delay). STATS, if given, collects the two rules'
     statistics (night mean over the previous night's, and over the reference) of every judged night. ALPHA: the
@@ -172,6 +184,8 @@ def alarms(nights: list[list[float]], warmup: int, detect, judge_from: int | Non
     judge_from = warmup if judge_from is None else judge_from
     out = {m: [] for m in METHODS}
     reference = statistics.mean(v for night in nights[:warmup] for v in night)
+    told = [v for night in (unloaded or [])[:warmup] for v in night]
+    reference_u = statistics.mean(told) if told and None not in told else None
     flat = [v for night in nights[:judge_from] for v in night]
     seen = ({lv.index for lv in detect(flat) if lv.mean_after > lv.mean_before}
             if "change points" not in skip else set())
@@ -181,15 +195,20 @@ def alarms(nights: list[list[float]], warmup: int, detect, judge_from: int | Non
         if stats is not None:
             stats.setdefault("Benchpark at 1 %", []).append(statistics.mean(new) / statistics.mean(nights[t - 1]))
             stats.setdefault("ReFrame at 1 %", []).append(statistics.mean(new) / reference)
+            if unloaded is not None and reference_u is not None:
+                stats.setdefault(INFORMED[0], []).append(statistics.mean(unloaded[t]) / reference_u)
         live = [m for m in METHODS if m not in skip and not (first_only and out[m])]
         if not live:
             if stats is not None:
                 continue
             break
         earlier = nights[max(0, t - warmup - CONFIRM + 1):t]   # the baseline and the 4 nights it confirms with
-        for m, summaries in GATES.items():
+        lo = max(0, t - warmup - CONFIRM + 1)
+        for m, (summaries, discount) in GATES.items():
+            given = (unloaded[t], unloaded[lo:t]) if discount and unloaded is not None else None
             if m in live and compare(new, earlier, 0.05, alpha, baseline=warmup,
-                                     summaries=summaries or tuple(CAMPAIGN_SUMMARIES))[0] == "regression":
+                                     summaries=summaries or tuple(CAMPAIGN_SUMMARIES),
+                                     unloaded=given)[0] == "regression":
                 out[m].append(t)
         if "gate (2 nights)" in live:
             if gate_two_nights(new, nights[max(0, t - warmup - 1):t], alpha=alpha, baseline=warmup):
@@ -209,18 +228,23 @@ def alarms(nights: list[list[float]], warmup: int, detect, judge_from: int | Non
     return out
 
 
-def series(values: list[float], repeats: int, nights: int, rnd, independent: bool = False) -> list[list[float]]:
-    """Nights of `repeats` consecutive measured values each, from random places in the measured sequence (or,
-    independent, of values drawn one by one), divided by its median."""
-    med = statistics.median(values)
+def series(runs: list[tuple], repeats: int, nights: int, rnd, independent: bool = False) -> tuple[list, list]:
+    """Nights of `repeats` consecutive measured runs each, from random places in the measured sequence (or,
+    independent, of runs drawn one by one): their values divided by the values' median, and the same values less
+    each run's run-queue wait share (None where the run has none). RUNS: (value, share or None) in measured
+    order."""
+    med = statistics.median(v for v, _ in runs)
     if independent:
-        return [[rnd.choice(values) / med for _ in range(repeats)] for _ in range(nights)]
-    starts = range(len(values) - repeats + 1)
-    return [[v / med for v in values[s:s + repeats]] for s in (rnd.choice(starts) for _ in range(nights))]
+        drawn = [[rnd.choice(runs) for _ in range(repeats)] for _ in range(nights)]
+    else:
+        starts = range(len(runs) - repeats + 1)
+        drawn = [runs[s:s + repeats] for s in (rnd.choice(starts) for _ in range(nights))]
+    return ([[v / med for v, _ in night] for night in drawn],
+            [[v * (1 - w) / med if w is not None else None for v, w in night] for night in drawn])
 
 
-def shifted(nights: list[list[float]], change: int, shift: float) -> list[list[float]]:
-    return [[v * (1 + shift) if t >= change else v for v in night] for t, night in enumerate(nights)]
+def shifted(nights: list[list], change: int, shift: float) -> list[list]:
+    return [[v * (1 + shift) if t >= change and v is not None else v for v in night] for t, night in enumerate(nights)]
 
 
 def _threshold(values: list[float], target: float) -> float:
@@ -230,7 +254,7 @@ def _threshold(values: list[float], target: float) -> float:
     return ordered[allowed] if allowed < len(ordered) else -float("inf")
 
 
-def cell(values: list[float], repeats: int, n_series: int, seed: int, shifts=SHIFTS, warmup: int = 10,
+def cell(values: list[tuple], repeats: int, n_series: int, seed: int, shifts=SHIFTS, warmup: int = 10,
          change: int = 15, nights: int = 25, detect=None, independent: bool = False, alpha: float = 0.01,
          skip: tuple[str, ...] = ()) -> dict:
     """Per method: false alarms and judged nights of the unshifted series, and per shift the series detected
@@ -244,20 +268,23 @@ def cell(values: list[float], repeats: int, n_series: int, seed: int, shifts=SHI
     null_stats: dict[str, list[float]] = {}
     shifted_stats: list[tuple[float, dict]] = []   # (shift, that series' rule statistics from the change on)
     for _ in range(n_series):
-        base = series(values, repeats, nights, rnd, independent)
-        for m, ts in alarms(base, warmup, detect, stats=null_stats, alpha=alpha, skip=skip).items():
+        base, base_u = series(values, repeats, nights, rnd, independent)
+        for m, ts in alarms(base, warmup, detect, stats=null_stats, alpha=alpha, skip=skip,
+                            unloaded=base_u).items():
             out[m]["false_alarms"] += len(ts)
             out[m]["judged_nights"] += nights - warmup
         for s in shifts:
             # the nights before the change are the unshifted series' (their alarms are its false alarms)
             st: dict[str, list[float]] = {}
             for m, ts in alarms(shifted(base, change, s), warmup, detect, judge_from=change, first_only=True,
-                                stats=st, alpha=alpha, skip=skip).items():
+                                stats=st, alpha=alpha, skip=skip, unloaded=shifted(base_u, change, s)).items():
                 if ts:
                     out[m]["detected"][s] += 1
                     out[m]["delays"][s].append(ts[0] - change)
             shifted_stats.append((s, st))
-    for m in CALIBRATED:
+    for m in CALIBRATED + INFORMED:
+        if m not in null_stats:   # runs without a wait share: no discounted times
+            continue
         t = _threshold(null_stats[m], FALSE_ALARM_TARGET)
         out[m]["threshold"] = t
         out[m]["false_alarms"] = sum(v > t for v in null_stats[m])
@@ -280,9 +307,13 @@ def report(doc: dict, n_series: int, seed: int, independent: bool = False, alpha
     """The tables, for every method but SKIP's (left out of every table, not reported as never alarming)."""
     detect, how = _change_points()
     shown = [m for m in REPORTED if m not in skip]
-    by_cell: dict[tuple, list[float]] = {}
+    # The wait share covers the timed loop, so it discounts only a FOM that is the loop's time (total_time: the
+    # focus window's time_s, which `commscope check` discounts), not pingpong's latency (its best batch's).
+    loop_time = {w for w, spec in doc.get("how", {}).get("workloads", {}).items() if spec.get("fom") == "total_time"}
+    by_cell: dict[tuple, list[tuple]] = {}
     for smp in doc["samples"]:
-        by_cell.setdefault((smp["workload"], smp["level"]), []).append(smp["value"])
+        share = smp.get("runqueue_wait_share_max") if smp["workload"] in loop_time else None
+        by_cell.setdefault((smp["workload"], smp["level"]), []).append((smp["value"], share))
     lines = []
     lines.append(f"change-point detector: {how}" if "change points" not in skip else
                  "change-point detector: not run (--skip)")
@@ -293,17 +324,22 @@ def report(doc: dict, n_series: int, seed: int, independent: bool = False, alpha
     lines.append("Noise (measured): robust spread = 1.4826 x MAD / median of the single runs; "
                  "night spread = the same of 3-run and 10-run night means (consecutive runs)")
     lines.append("")
-    lines.append("| workload | level | runs | median | robust spread | 3-run night spread | 10-run night spread |")
-    lines.append("|---|---|---|---|---|---|---|")
+    lines.append("| workload | level | runs | median | robust spread | 3-run night spread | 10-run night spread | "
+                 "median, discounted | robust spread, discounted |")
+    lines.append("|---|---|---|---|---|---|---|---|---|")
     unit = {(s["workload"]): s["unit"] for s in doc["samples"]}
-    for (w, lv), vals in sorted(by_cell.items()):
+    for (w, lv), runs in sorted(by_cell.items()):
+        vals = [v for v, _ in runs]
+        told = [v * (1 - sh) for v, sh in runs if sh is not None]
         med = statistics.median(vals)
         def spread(xs):
             m = statistics.median(xs)
             return 1.4826 * statistics.median(abs(x - m) for x in xs) / m
         nm = {r: [statistics.mean(vals[i:i + r]) for i in range(0, len(vals) - r + 1, r)] for r in REPEATS}
         lines.append(f"| {w} | {lv} | {len(vals)} | {med:.4g} {unit[w]} | {spread(vals):.1%} | {spread(nm[3]):.1%} | "
-                     f"{spread(nm[10]):.1%} |")
+                     f"{spread(nm[10]):.1%} | "
+                     + (f"{statistics.median(told):.4g} {unit[w]} | {spread(told):.1%} |" if len(told) == len(vals)
+                        else "n/a | n/a |"))
     results = {}
     t0 = time.time()
     for (w, lv), vals in sorted(by_cell.items()):
@@ -340,18 +376,25 @@ def report(doc: dict, n_series: int, seed: int, independent: bool = False, alpha
     lines.append("| runs/night | method | false alarms | " + " | ".join(f"det. {s:.0%}" for s in ALL)
                  + " | mean delay at 10 % |")
     lines.append("|---|---|---|" + "---|" * len(ALL) + "---|")
-    pooled = {}
+    def pool(m: str, cells: list[dict]) -> tuple:
+        """Method M's false-alarm rate, detection rate per shift and delays at 10 %, over CELLS."""
+        n = sum(c["series"] for c in cells)
+        fa = sum(c[m]["false_alarms"] for c in cells) / sum(c[m]["judged_nights"] for c in cells)
+        return fa, {s: sum(c[m]["detected"][s] for c in cells) / n for s in ALL}, \
+            [d for c in cells for d in c[m]["delays"][0.10]]
+    pooled, told_cells = {}, {}
     for r in REPEATS:
         cells_r = [res for (w, lv, rr), res in results.items() if rr == r]
-        n = sum(c["series"] for c in cells_r)
         for m in shown:
-            fa = sum(c[m]["false_alarms"] for c in cells_r)
-            jn = sum(c[m]["judged_nights"] for c in cells_r)
-            det = {s: sum(c[m]["detected"][s] for c in cells_r) for s in ALL}
-            d10 = [d for c in cells_r for d in c[m]["delays"][0.10]]
-            pooled[(r, m)] = (fa / jn, {s: det[s] / n for s in ALL})
+            # a rule on discounted times is pooled over the cells whose runs had a wait share only
+            cells_m = [c for c in cells_r if c[m]["judged_nights"]]
+            if not cells_m:
+                continue
+            told_cells[(r, m)] = cells_m
+            fa, det, d10 = pooled[(r, m)] = pool(m, cells_m)
+            label = m if len(cells_m) == len(cells_r) else f"{m} ({len(cells_m)} cells with wait shares)"
             delay = f"{statistics.mean(d10):.2f}" if d10 else "n/a"
-            lines.append(f"| {r} | {m} | {fa / jn:.2%} | " + " | ".join(f"{det[s] / n:.0%}" for s in ALL)
+            lines.append(f"| {r} | {label} | {fa:.2%} | " + " | ".join(f"{det[s]:.0%}" for s in ALL)
                          + f" | {delay} |")
     lines.append("")
     lines.append("| runs/night | ratio | false alarms | " + " | ".join(f"det. {s:.0%}" for s in ALL) + " |")
@@ -359,10 +402,12 @@ def report(doc: dict, n_series: int, seed: int, independent: bool = False, alpha
     ratio = lambda a, b: f"{a / b:.2f}" if b else ("inf" if a else "n/a")  # noqa: E731
     for r in REPEATS:
         for ours in [m for m in OURS if m in shown]:
-            for rule in [m for m in BASELINES + CALIBRATED if m in shown]:
-                fa_o, det_o = pooled[(r, ours)]
-                fa_b, det_b = pooled[(r, rule)]
-                lines.append(f"| {r} | {ours} / {rule} | {ratio(fa_o, fa_b)} | "
+            for rule in [m for m in BASELINES + CALIBRATED + INFORMED if (r, m) in pooled]:
+                cells = told_cells[(r, rule)]
+                fa_o, det_o, _ = pool(ours, cells)   # ours over the rule's cells
+                fa_b, det_b, _ = pooled[(r, rule)]
+                same = "" if len(cells) == len(told_cells[(r, ours)]) else f" ({len(cells)} cells)"
+                lines.append(f"| {r} | {ours} / {rule}{same} | {ratio(fa_o, fa_b)} | "
                              + " | ".join(ratio(det_o[s], det_b[s]) for s in ALL) + " |")
     # targets
     lines.append("")
@@ -376,7 +421,8 @@ def report(doc: dict, n_series: int, seed: int, independent: bool = False, alpha
             for m in [m for m in OURS if m in shown]:
                 fa = res[m]["false_alarms"] / res[m]["judged_nights"]
                 notes.append(f"{m} false alarms {fa:.2%} ({'meets' if fa <= FALSE_ALARM_TARGET else 'MISSES'} <= 1 %)")
-            ok = [m for m in shown if res[m]["false_alarms"] / res[m]["judged_nights"] <= FALSE_ALARM_TARGET]
+            ok = [m for m in shown if m not in INFORMED
+                  and res[m]["false_alarms"] / res[m]["judged_nights"] <= FALSE_ALARM_TARGET]
             undetectable = [s for s in SHIFTS
                             if not any(res[m]["detected"][s] / res["series"] >= DETECTABLE for m in ok)]
             beats = []

@@ -222,6 +222,84 @@ def test_a_shift_is_found_by_the_best_runs_when_loaded_nights_hide_it_from_the_m
     assert m.confirm_p == pytest.approx(2 * enumerated_p(most_med[10:], most_med[:10]), rel=1e-12)
 
 
+SAMPLES = Path(__file__).resolve().parents[1] / "bench" / "results" / "regression_accuracy_samples.json"
+
+
+def timed_run(app: str, night: int, i: int, time_s: float, share: float | None, adiak: bool = False) -> Record:
+    """A run of APP whose timed loop (the focus window) took TIME_S, its most-delayed rank waiting for a core for
+    SHARE of it: the workload's FOM runqueue_wait_share_max, or (ADIAK) the Adiak value a profile carries; None:
+    the run did not say."""
+    rec = synthetic(app, night, i, time_s + 0.001)
+    focus = dict.fromkeys(windows.COLUMNS) | {"window": "focus", "focus_region": "loop", "time_s": time_s,
+                                              "ranks_measured": 4}
+    rec.window_rows.append(tuple(focus[c] for c in windows.COLUMNS))
+    if share is not None and adiak:
+        rec.metadata = {**rec.metadata, "runqueue_wait_share_max": f"{share:f}"}
+    elif share is not None:
+        rec.fom_rows = [("runqueue_wait_share_max", 0, share, "share")]
+    return rec
+
+
+def test_a_shift_loaded_nights_hide_is_found_on_the_best_run_less_its_wait_for_a_core(dsn):
+    """Real cgsolve runs measured on this machine (bench/results/regression_accuracy_samples.json: each run's
+    total_time and its FOM runqueue_wait_share_max), 3 a night over 15 nights. A quiet night's runs waited under
+    5 % of their loop for a core; a loaded night's over 30 % (beside busy loops), and took 1.5-3x as long. Nights
+    1, 4, 7 of the baseline and night 12 are loaded; from night 10 on every time is 30 % longer (the shift).
+    - 'hidden': the loaded baseline nights lie above the shifted ones by their medians and by their best runs
+      (enumerated p 0.06-0.08 here, so the gate before this change saw no regression); each run's time less its
+      wait (time x (1 - share)) puts every shifted night's best run above every baseline night's: p = 1 / C(15, 5),
+      a regression, reported as twice that, by the summary 'best unloaded'.
+    - 'hidden, Adiak': the same runs with the share in the Adiak metadata a Caliper profile carries: the same.
+    - 'one run silent': the same runs, one baseline run without a share: nothing is discounted (not measured is
+      not a wait of 0), so no regression.
+    - 'waits': the last 5 nights loaded (a change that makes the code wait for cores): a regression, found by
+      the times as measured.
+    Every expected p is enumerated here from the samples file's values."""
+    doc = json.loads(SAMPLES.read_text())
+    runs = [(s["value"], s["runqueue_wait_share_max"]) for s in doc["samples"] if s["workload"] == "cgsolve"]
+    quiet = [r for r in runs if r[1] < 0.05]
+    busy = [r for r in runs if r[1] > 0.3]
+    loaded_nights = {1, 4, 7, 12}
+    q, b = iter(quiet), iter(busy)
+    hidden = [[next(b) if n in loaded_nights else next(q) for _ in range(3)] for n in range(15)]
+    hidden = [[(t * (1.3 if n >= 10 else 1.0), w) for t, w in night] for n, night in enumerate(hidden)]
+    q, b = iter(quiet[::-1]), iter(busy[::-1])
+    waits = [[next(b) if n >= 10 else next(q) for _ in range(3)] for n in range(15)]
+    plan = {"hidden": (hidden, False), "hidden-adiak": (hidden, True), "silent": (hidden, False),
+            "waits": (waits, False)}
+    with psycopg.connect(dsn) as conn:
+        for n in range(15):
+            recs = [timed_run(app, n, i, t, None if (app == "silent" and n == 3 and i == 0) else w, adiak)
+                    for app, (nights, adiak) in plan.items() for i, (t, w) in enumerate(nights[n])]
+            ingest_records(conn, iter(recs), Provenance(), f"night {n}")
+        found = {f.series["app"]: f for f in regressions.check(conn)}
+    summaries = {"median": lambda night: statistics.median(t for t, _ in night),
+                 "best": lambda night: min(t for t, _ in night),
+                 "best unloaded": lambda night: min(t * (1 - w) for t, w in night)}
+    p = {(name, which): enumerated_p([f(night) for night in nights[10:]], [f(night) for night in nights[:10]])
+         for name, f in summaries.items() for which, nights in (("hidden", hidden), ("waits", waits))}
+    assert min(p[("median", "hidden")], p[("best", "hidden")]) > 0.005   # half of alpha 0.01: hidden from both
+    assert p[("best unloaded", "hidden")] == pytest.approx(1 / math.comb(15, 5), rel=1e-12)
+    for app in ("hidden", "hidden-adiak"):
+        f = found[app]
+        assert f.series["window"] == "focus"
+        assert f.verdict == "regression" and f.confirm_summary == "best unloaded", f
+        assert f.confirm_p == pytest.approx(2 * p[("best unloaded", "hidden")], rel=1e-12)
+        # Adiak carries the share as the workloads print it ("%f": 6 decimals)
+        told = [[(t, float(f"{w:f}")) for t, w in night] for night in hidden] if app == "hidden-adiak" else hidden
+        best = [summaries["best unloaded"](night) for night in told]
+        assert f.confirm_effect == pytest.approx(statistics.median(best[10:]) / statistics.median(best[:10]) - 1,
+                                                 rel=1e-9)
+        assert "best runs, discounted for their wait for a core" in f.reason(0.01, 0.05)
+    silent = found["silent"]
+    assert silent.verdict != "regression" and silent.confirm_summary in ("median", "best"), silent
+    assert silent.confirm_p == pytest.approx(2 * min(p[("median", "hidden")], p[("best", "hidden")]), rel=1e-12)
+    w = found["waits"]
+    assert p[("median", "waits")] == pytest.approx(1 / math.comb(15, 5), rel=1e-12)
+    assert w.verdict == "regression" and w.confirm_summary == "median", w
+    assert w.confirm_p == pytest.approx(2 * p[("median", "waits")], rel=1e-12)
+
+
 def test_a_short_history_at_a_loose_alpha_keeps_its_whole_baseline(history):
     """At alpha 0.05 the rank test of 5 campaigns could reach its level against only 2 baseline campaigns (1/21),
     but the campaign-level test needs 3: with 6 earlier nights the judged night is compared with all 6 (18 runs of

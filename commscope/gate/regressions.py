@@ -28,7 +28,10 @@ same way. Two summaries are ranked, each at alpha / 2 (Bonferroni; CAMPAIGN_SUMM
 its best run. Interference on a shared machine only slows runs down, so a loaded night's best run often escaped the
 load while its median did not; ranking best runs finds shifts that a few loaded baseline nights hide from the
 medians (BenchmarkTools.jl judges on the minimum for this reason), and the medians still find a shift that slows
-most runs but spares the best. The test ranks nights against nights, so it needs no model of how far nights move:
+most runs but spares the best. Where every ranked run says how long it waited for a core (runqueue_wait_share_max,
+time_s on the focus window), the best run is taken on each run's time less that wait (UNLOADED): on a machine
+loaded for a whole night every run is slowed and none escapes, but each one's discounted time is close to what it
+would have taken alone. The test ranks nights against nights, so it needs no model of how far nights move:
 when nights are exchangeable its false alarms are at most alpha per campaign, whatever the shape of the noise
 (measured in bench/results/regression_accuracy.md, on this machine's heavy-tailed, bimodal nights, where the t
 prediction interval of one night gave 2.2 %: 0.32-0.48 % per series-night pooled at alpha 0.01,
@@ -92,6 +95,15 @@ CONFIRM = 5             # campaigns a shift must hold, the judged one included, 
 # environments", 2016). The median is kept for shifts that slow most runs but not the best one. Each summary is
 # tested at alpha / len(CAMPAIGN_SUMMARIES) (Bonferroni), so the pair stays within alpha.
 CAMPAIGN_SUMMARIES = {"median": statistics.median, "best": min}
+# Where the runs say how long they waited for a core, the best run is taken on their discounted times: each run's
+# time less the share of it that its most-delayed rank spent runnable but waiting for a core (the workloads' FOM
+# runqueue_wait_share_max, from Linux's schedstat, over the timed loop: the focus window). A busy machine slows a
+# run by descheduling its ranks; the discounted time is what the run would have taken with the cores to itself.
+# Here it is nearly the same at every load (cgsolve's median 12.7-12.8 ms discounted at three loads, 15.7-20.3 ms as
+# measured) and its spread is 1.7-5x smaller (bench/results/regression_accuracy.md). The median stays on the times
+# as measured, so a change that makes the code wait for cores (more threads than cores, say) is still judged on
+# the time it takes.
+UNLOADED = "best unloaded"
 SEARCH_LIMIT = 1000     # the largest run count runs_needed looks at
 
 
@@ -117,7 +129,8 @@ class Finding:
     confirm_p: float | None = None       # the last n_confirm campaigns against the baseline campaigns before them,
     #                                      ranked by confirm_summary; times the summaries tested (_confirmed)
     confirm_effect: float | None = None  # the median of their summaries against the baseline campaigns' median
-    confirm_summary: str | None = None   # what the campaigns were summarised by there: "median" or "best" (run)
+    confirm_summary: str | None = None   # what the campaigns were summarised by there: "median", "best" (run) or
+    #                                      "best unloaded" (the best run, its time discounted for its wait for a core)
     n_confirm: int = 0                   # campaigns ranked by the confirmation test (0: too few to test yet)
     confirm: int = CONFIRM               # campaigns a shift must hold before it is a regression
     attribution: dict | None = None      # regression, improvement, suspect: what differs, regions moved, cause
@@ -167,7 +180,9 @@ class Finding:
         return f"{self.verdict}: {said}"
 
     def _summarised(self) -> str:
-        return {"median": "medians", "best": "best runs"}.get(self.confirm_summary, str(self.confirm_summary))
+        return {"median": "medians", "best": "best runs",
+                UNLOADED: "best runs, discounted for their wait for a core"}.get(self.confirm_summary,
+                                                                                 str(self.confirm_summary))
 
 
 class NotMeasured(LookupError):
@@ -295,7 +310,8 @@ class Judgement:
     previous: str | None = None     # the campaign before, against its own baseline: worse, better, same
     confirm_p: float | None = None  # the last `confirm` campaigns against the baseline campaigns before them
     confirm_effect: float | None = None   # the median of their summaries against the baseline's (positive = worse)
-    confirm_summary: str | None = None    # the campaign summary (CAMPAIGN_SUMMARIES) confirm_p and _effect are of
+    confirm_summary: str | None = None    # the campaign summary (CAMPAIGN_SUMMARIES, or UNLOADED) confirm_p and
+    #                                       _effect are of
     n_confirm: int = 0              # campaigns in the confirmation test's recent side (the judged one included)
     baseline_of: tuple[int, int] = (0, 0)   # (start, end) of the baseline campaigns in EARLIER (baseline_window)
 
@@ -313,23 +329,30 @@ def rank_test_reachable(n_base: int, confirm: int, alpha: float,
 
 
 def _confirmed(recent: list[list[float]], before: list[list[float]], min_effect: float, alpha: float,
-               summaries: tuple[str, ...] = tuple(CAMPAIGN_SUMMARIES)) -> tuple:
+               summaries: tuple[str, ...] = tuple(CAMPAIGN_SUMMARIES), unloaded: tuple | None = None) -> tuple:
     """('worse' | 'better' | None, p, effect, summary): whether the RECENT campaigns (the judged one last) moved
     together against the BEFORE campaigns, by one of the SUMMARIES (CAMPAIGN_SUMMARIES): the recent campaigns'
     summaries ranked against the baseline's by confirm_p at p < confirm_level, the median of the recent ones at
     least min_effect from the baseline's, and the judged campaign's own summary at least min_effect the same way.
-    P is the rank test's p times the number of summaries (capped at 1), so it is compared with alpha itself; it and
-    EFFECT are those of the summary that moved (the smaller p when both did), else of the one with the smaller p.
-    Campaigns of one run each have one value to summarise, so every summary is the same test: it is made once, at
-    alpha."""
-    if all(len(c) == 1 for c in (*recent, *before)):
+    UNLOADED, if given, is (recent, before) again with each run's value discounted for its wait for a core (None
+    where the run did not say): when every run of both has one, the best run is taken on these (the summary
+    UNLOADED). P is the rank test's p times the number of summaries (capped at 1), so it is compared with alpha
+    itself; it and EFFECT are those of the summary that moved (the smaller p when both did), else of the one with
+    the smaller p. Campaigns of one run each without discounted values have one value to summarise, so every
+    summary is the same test: it is made once, at alpha."""
+    told = unloaded is not None and all(v is not None for c in (*unloaded[0], *unloaded[1]) for v in c)
+    if all(len(c) == 1 for c in (*recent, *before)) and not told:
         summaries = summaries[:1]
-    level = confirm_level(alpha, summaries)
-    tested = []
+    ranked = []
     for name in summaries:
-        summary = CAMPAIGN_SUMMARIES[name]
-        rs = [summary(c) for c in recent]
-        bs = [summary(c) for c in before]
+        if name == "best" and told:
+            ranked.append((UNLOADED, [min(c) for c in unloaded[0]], [min(c) for c in unloaded[1]]))
+        else:
+            ranked.append((name, [CAMPAIGN_SUMMARIES[name](c) for c in recent],
+                           [CAMPAIGN_SUMMARIES[name](c) for c in before]))
+    level = alpha / len(ranked)
+    tested = []
+    for name, rs, bs in ranked:
         base = statistics.median(bs)
         if not base:
             continue
@@ -342,7 +365,7 @@ def _confirmed(recent: list[list[float]], before: list[list[float]], min_effect:
     if not tested:
         return None, None, None, None
     _, p, shift, effect, name = min(tested, key=lambda t: t[:2])
-    return shift, min(1.0, p * len(summaries)), effect, name
+    return shift, min(1.0, p * len(ranked)), effect, name
 
 
 def baseline_window(n_earlier: int, baseline: int, confirm: int, alpha: float,
@@ -361,9 +384,11 @@ def baseline_window(n_earlier: int, baseline: int, confirm: int, alpha: float,
 
 def judge(new: list[float], earlier: list[list[float]], min_effect: float, alpha: float,
           baseline: int = 10, confirm: int = CONFIRM,
-          summaries: tuple[str, ...] = tuple(CAMPAIGN_SUMMARIES)) -> Judgement:
+          summaries: tuple[str, ...] = tuple(CAMPAIGN_SUMMARIES), unloaded: tuple | None = None) -> Judgement:
     """The verdict on NEW (one campaign's values, larger is worse) given EARLIER campaigns' values (oldest first,
-    the newest last; up to baseline + confirm - 1 are used), against the baseline_window campaigns. NEW moved
+    the newest last; up to baseline + confirm - 1 are used), against the baseline_window campaigns. UNLOADED, if
+    given, is (new, earlier) with each value discounted for the run's wait for a core (None where not measured),
+    for _confirmed's third summary. NEW moved
     alone against them is suspect. A regression (improvement) is a shift that persists: NEW and the confirm - 1
     campaigns before it, against the baseline before those, pass _confirmed; while the series has too few
     campaigns for that test to reach alpha, NEW and the campaign before it each moved at both levels against the
@@ -389,8 +414,9 @@ def judge(new: list[float], earlier: list[list[float]], min_effect: float, alpha
         j.previous = prev or "same"
     shift = None
     if end < len(earlier) or confirm == 1:   # the window leaves room for the campaigns the shift must hold
+        both = ([*unloaded[1][end:], unloaded[0]], unloaded[1][start:end]) if unloaded is not None else None
         shift, j.confirm_p, j.confirm_effect, j.confirm_summary = _confirmed([*earlier[end:], new], base,
-                                                                             min_effect, alpha, summaries)
+                                                                             min_effect, alpha, summaries, both)
         j.n_confirm = confirm
     else:   # too little history to rank a run of campaigns: this one and the one before, each at both levels
         before = earlier[:-1][-baseline:]
@@ -405,9 +431,10 @@ def judge(new: list[float], earlier: list[list[float]], min_effect: float, alpha
 
 def compare(new: list[float], earlier: list[list[float]], min_effect: float, alpha: float,
             baseline: int = 10, confirm: int = CONFIRM,
-            summaries: tuple[str, ...] = tuple(CAMPAIGN_SUMMARIES)) -> tuple[str, float | None, float | None]:
+            summaries: tuple[str, ...] = tuple(CAMPAIGN_SUMMARIES),
+            unloaded: tuple | None = None) -> tuple[str, float | None, float | None]:
     """(verdict, effect, p) for values where larger is worse: judge's, for callers that need only those."""
-    j = judge(new, earlier, min_effect, alpha, baseline, confirm, summaries)
+    j = judge(new, earlier, min_effect, alpha, baseline, confirm, summaries, unloaded)
     return j.verdict, j.effect, j.p_value
 
 
@@ -561,10 +588,15 @@ def check(conn: psycopg.Connection, metric: str = "time_s", campaign: int | None
                               f"{metric} (NULL: not measured), so nothing is judged on it")
         raise LookupError(f"campaign {judged} has no successful runs of {metric} matching the selection")
     series: dict[tuple, dict[int, list]] = {}
+    unloaded: dict[tuple, dict[int, list]] = {}   # the same values discounted for the run's wait for a core
     last: dict[tuple, tuple] = {}   # the series' newest run in the judged campaign: (started_at, run_id)
+    shares = wait_shares(conn, [r[4] for r in rows if r[1] == "focus"]) if metric == "time_s" else {}
     for sid, window, cid, started, run_id, value in rows:
         key = (sid, window)
         series.setdefault(key, {}).setdefault(cid, []).append(float(value))
+        share = shares.get(run_id) if window == "focus" else None
+        unloaded.setdefault(key, {}).setdefault(cid, []).append(
+            float(value) * (1.0 - share) if share is not None else None)
         if cid == judged:
             last[key] = max(last.get(key, (started, run_id)), (started, run_id))
     described = _describe(conn, [run_id for _, run_id in last.values()])
@@ -575,7 +607,9 @@ def check(conn: psycopg.Connection, metric: str = "time_s", campaign: int | None
         earlier_ids = sorted(c for c in by_campaign if c != judged)
         earlier = [[sign * v for v in by_campaign[c]] for c in earlier_ids]
         new = by_campaign[judged]
-        j = judge([sign * v for v in new], earlier, min_effect, alpha, baseline, confirm)
+        told = [[sign * v if v is not None else None for v in unloaded[key][c]] for c in [*earlier_ids, judged]]
+        j = judge([sign * v for v in new], earlier, min_effect, alpha, baseline, confirm,
+                  unloaded=(told[-1], told[:-1]))
         base_ids[key] = earlier_ids[slice(*j.baseline_of)] if baseline else []
         base = [v for c in base_ids[key] for v in by_campaign[c]]
         started, run_id = last[key]
@@ -598,6 +632,24 @@ def check(conn: psycopg.Connection, metric: str = "time_s", campaign: int | None
     attribution.attach(conn, findings, shown, judged, baseline=baseline, min_effect=min_effect, alpha=alpha,
                        confirm=confirm)
     return findings
+
+
+def wait_shares(conn: psycopg.Connection, run_ids: list[int]) -> dict[int, float]:
+    """Each run's share of its timed loop that its most-delayed rank spent waiting for a core, where it says: the
+    workload's FOM runqueue_wait_share_max, else the Adiak value of that name its profile carried. Runs without
+    one, or with a value that is not a share (0 <= share < 1), are left out: not measured."""
+    out = {}
+    for run_id, fom, adiak in conn.execute(
+            "SELECT r.id, (SELECT f.value FROM foms f WHERE f.run_id = r.id AND f.name = 'runqueue_wait_share_max' "
+            "AND f.context IS NULL ORDER BY f.repeat LIMIT 1), r.metadata->>'runqueue_wait_share_max' "
+            "FROM runs r WHERE r.id = ANY(%s)", (run_ids,)):
+        try:
+            share = float(fom if fom is not None else adiak)
+        except (TypeError, ValueError):
+            continue
+        if 0.0 <= share < 1.0:
+            out[run_id] = share
+    return out
 
 
 def _describe(conn: psycopg.Connection, run_ids: list[int]) -> dict[int, dict]:
