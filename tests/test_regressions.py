@@ -480,6 +480,64 @@ def test_runs_of_another_problem_size_or_caliper_mode_are_never_the_baseline(rea
     assert got["24-mpi"].series["global_size"] != got["48-mpi"].series["global_size"]
 
 
+def test_each_run_s_wait_for_a_core_is_the_one_its_file_carries(real_history, tmp_path):
+    """regressions.wait_shares on real files: for the profiles of tests/gate-history (stored as Caliper profiles),
+    the Adiak runqueue_wait_share_max caliper-reader reads from each file (a per-rank directory: its rank-0 file;
+    every rank carries the same value); for the same nights' workload outputs (stored as outputs, another store
+    path), the FOM line each prints. Night 5 of the 4-rank series ran beside busy loops: its share is large."""
+    import caliperreader
+    dsn, _sids = real_history
+    with psycopg.connect(dsn) as conn:
+        stored = conn.execute("SELECT id, source FROM runs WHERE status = 'ok'").fetchall()
+        got = regressions.wait_shares(conn, [i for i, _ in stored])
+    expected = {}
+    for run_id, source in stored:
+        path = Path(source)
+        r = caliperreader.CaliperReader()
+        r.read(str(sorted(path.glob("rank-*.cali"))[0] if path.is_dir() else path))
+        expected[run_id] = float(r.globals["runqueue_wait_share_max"])
+    # a profile with its output beside it stores the output's FOM (printed to 9 significant digits); Adiak's
+    # value is printed with "%f" (6 decimals): equal within half of its last digit
+    assert got == pytest.approx(expected, rel=0, abs=5e-7)
+    assert max(got.values()) > 0.3 and min(got.values()) < 0.01   # loaded and quiet runs both read
+    outs = sorted(HISTORY.glob("halo3d-blocking-24-n2.*.out"))
+    d = tmp_path / "outs"
+    d.mkdir()
+    for f in outs:
+        shutil.copy(f, d / f.name)
+    with psycopg.connect(dsn) as conn:
+        res = ingest(conn, [d], Provenance(system="other-box", stack="debian-openmpi4"))
+        assert len(res.inserted) == len(outs)
+        rows = conn.execute("SELECT id, source FROM runs WHERE source = ANY(%s)", (res.inserted,)).fetchall()
+        got = regressions.wait_shares(conn, [i for i, _ in rows])
+    printed = {i: float(re.search(r"^FOM runqueue_wait_share_max (\S+) share$", Path(src).read_text(), re.M)[1])
+               for i, src in rows}
+    assert got == printed and len(got) == len(outs)
+
+
+def test_a_profile_stored_without_its_output_gives_the_adiak_wait_for_a_core(dsn, tmp_path):
+    """tests/gate-history's 24^3 profiles copied without their outputs: the Adiak runqueue_wait_share_max that
+    caliper-reader reads from each file is all the store has, and what regressions.wait_shares returns."""
+    import caliperreader
+    lone = tmp_path / "lone"
+    lone.mkdir()
+    profiles = sorted(HISTORY.glob("halo3d-blocking-24-n2.mpi.night*.cali"))
+    for f in profiles:
+        shutil.copy(f, lone / f.name)
+    with psycopg.connect(dsn) as conn:
+        res = ingest(conn, [lone], Provenance(system="third-box", stack="debian-openmpi4"))
+        assert len(res.inserted) == len(profiles)
+        rows = conn.execute("SELECT id, source FROM runs WHERE source = ANY(%s)", (res.inserted,)).fetchall()
+        assert not conn.execute("SELECT 1 FROM foms WHERE run_id = ANY(%s)", ([i for i, _ in rows],)).fetchall()
+        got = regressions.wait_shares(conn, [i for i, _ in rows])
+    adiak = {}
+    for i, src in rows:
+        r = caliperreader.CaliperReader()
+        r.read(src)
+        adiak[i] = float(r.globals["runqueue_wait_share_max"])
+    assert got == adiak and len(got) == len(profiles)
+
+
 def test_the_verdict_s_numbers_are_the_files_loop_times(real_history):
     """24^3 night 5 (run beside two busy loops) is suspect by the loop times in its records: far above every
     earlier night, but in this one night only (with 4 earlier campaigns, a shift is a regression once it persists
