@@ -480,6 +480,19 @@ def test_runs_of_another_problem_size_or_caliper_mode_are_never_the_baseline(rea
     assert got["24-mpi"].series["global_size"] != got["48-mpi"].series["global_size"]
 
 
+def stored_copies(dsn: str, files: list[Path], into: Path, system: str) -> tuple[list, dict]:
+    """FILES copied alone into INTO and ingested as one campaign of SYSTEM: their runs (id, source), and
+    regressions.wait_shares of those runs."""
+    into.mkdir()
+    for f in files:
+        shutil.copy(f, into / f.name)
+    with psycopg.connect(dsn) as conn:
+        res = ingest(conn, [into], Provenance(system=system, stack="debian-openmpi4"))
+        assert len(res.inserted) == len(files), res
+        rows = conn.execute("SELECT id, source FROM runs WHERE source = ANY(%s)", (res.inserted,)).fetchall()
+        return rows, regressions.wait_shares(conn, [i for i, _ in rows])
+
+
 def test_each_run_s_wait_for_a_core_is_the_one_its_file_carries(real_history, tmp_path):
     """regressions.wait_shares on real files: for the profiles of tests/gate-history (stored as Caliper profiles),
     the Adiak runqueue_wait_share_max caliper-reader reads from each file (a per-rank directory: its rank-0 file;
@@ -501,15 +514,7 @@ def test_each_run_s_wait_for_a_core_is_the_one_its_file_carries(real_history, tm
     assert got == pytest.approx(expected, rel=0, abs=5e-7)
     assert max(got.values()) > 0.3 and min(got.values()) < 0.01   # loaded and quiet runs both read
     outs = sorted(HISTORY.glob("halo3d-blocking-24-n2.*.out"))
-    d = tmp_path / "outs"
-    d.mkdir()
-    for f in outs:
-        shutil.copy(f, d / f.name)
-    with psycopg.connect(dsn) as conn:
-        res = ingest(conn, [d], Provenance(system="other-box", stack="debian-openmpi4"))
-        assert len(res.inserted) == len(outs)
-        rows = conn.execute("SELECT id, source FROM runs WHERE source = ANY(%s)", (res.inserted,)).fetchall()
-        got = regressions.wait_shares(conn, [i for i, _ in rows])
+    rows, got = stored_copies(dsn, outs, tmp_path / "outs", "other-box")
     printed = {i: float(re.search(r"^FOM runqueue_wait_share_max (\S+) share$", Path(src).read_text(), re.M)[1])
                for i, src in rows}
     assert got == printed and len(got) == len(outs)
@@ -519,17 +524,10 @@ def test_a_profile_stored_without_its_output_gives_the_adiak_wait_for_a_core(dsn
     """tests/gate-history's 24^3 profiles copied without their outputs: the Adiak runqueue_wait_share_max that
     caliper-reader reads from each file is all the store has, and what regressions.wait_shares returns."""
     import caliperreader
-    lone = tmp_path / "lone"
-    lone.mkdir()
     profiles = sorted(HISTORY.glob("halo3d-blocking-24-n2.mpi.night*.cali"))
-    for f in profiles:
-        shutil.copy(f, lone / f.name)
+    rows, got = stored_copies(dsn, profiles, tmp_path / "lone", "third-box")
     with psycopg.connect(dsn) as conn:
-        res = ingest(conn, [lone], Provenance(system="third-box", stack="debian-openmpi4"))
-        assert len(res.inserted) == len(profiles)
-        rows = conn.execute("SELECT id, source FROM runs WHERE source = ANY(%s)", (res.inserted,)).fetchall()
         assert not conn.execute("SELECT 1 FROM foms WHERE run_id = ANY(%s)", ([i for i, _ in rows],)).fetchall()
-        got = regressions.wait_shares(conn, [i for i, _ in rows])
     adiak = {}
     for i, src in rows:
         r = caliperreader.CaliperReader()

@@ -34,7 +34,7 @@ loaded for a whole night every run is slowed and none escapes, but each one's di
 would have taken alone. The test ranks nights against nights, so it needs no model of how far nights move:
 when nights are exchangeable its false alarms are at most alpha per campaign, whatever the shape of the noise
 (measured in bench/results/regression_accuracy.md, on this machine's heavy-tailed, bimodal nights, where the t
-prediction interval of one night gave 2.2 %: 0.32-0.48 % per series-night pooled at alpha 0.01,
+prediction interval of one night gave 2.2 %: 0.30-0.47 % per series-night pooled at alpha 0.01,
 at most 1.00 % in every one of 36 noise cells). A shift that has not held for CONFIRM campaigns yet is
 "suspect" while the judged campaign moved alone (both levels above): one loaded night is what a shared machine
 gives now and then, and it cannot be told from a software change by its times alone.
@@ -43,7 +43,7 @@ judged by the stricter 2-campaign rule instead: the judged campaign and the one 
 levels.
 Ranking a run of nights rather than testing each night on its own is what gives the gate its power (the earlier
 rule, two nights each significant at both levels, detected 2-26 % of +50 % shifts in 10 nights; ranking medians
-alone 48-86 %; medians and best runs 58-98 %).
+alone 48-86 %; medians and best runs 58-98 %; with the best runs discounted for their wait for a core 80-100 %).
 
 Verdicts: regression, improvement, suspect (significant in the judged campaign alone), no change, no baseline
 (fewer than 3 earlier runs), and cannot tell: with these run counts the test cannot reach alpha at all (3 new
