@@ -127,7 +127,8 @@ CALIBRATED = ("Benchpark at 1 %", "ReFrame at 1 %")   # the rules with threshold
 # reported, not a target: the ReFrame rule at 1 % on the load-discounted times the gate takes its best runs from
 INFORMED = ("ReFrame at 1 %, discounted times",)
 REPORTED = METHODS + CALIBRATED + INFORMED
-OURS = ("gate", "gate (no load discount)", "gate (medians only)", "gate (2 nights)", "change points")   # compared with the rules
+# compared with the rules
+OURS = ("gate", "gate (no load discount)", "gate (medians only)", "gate (2 nights)", "change points")
 BASELINES = ("Benchpark x1.05", "ReFrame ±10%")
 SHIFTS = (0.02, 0.05, 0.10, 0.20, 0.50)
 ALL = (0.0,) + SHIFTS       # reported: shift 0 is the chance of an alarm in the same nights
@@ -202,8 +203,8 @@ def alarms(nights: list[list[float]], warmup: int, detect, judge_from: int | Non
             if stats is not None:
                 continue
             break
-        earlier = nights[max(0, t - warmup - CONFIRM + 1):t]   # the baseline and the 4 nights it confirms with
         lo = max(0, t - warmup - CONFIRM + 1)
+        earlier = nights[lo:t]   # the baseline and the 4 nights it confirms with
         for m, (summaries, discount) in GATES.items():
             given = (unloaded[t], unloaded[lo:t]) if discount and unloaded is not None else None
             if m in live and compare(new, earlier, 0.05, alpha, baseline=warmup,
