@@ -390,9 +390,9 @@ def judge(new: list[float], earlier: list[list[float]], min_effect: float, alpha
     given, is (new, earlier) with each value discounted for the run's wait for a core (None where not measured):
     _confirmed takes the best runs on these. NEW moved alone against them is suspect. A regression (improvement)
     is a shift that persists: NEW and the confirm - 1 campaigns before it, against the baseline before those, pass
-    _confirmed; while the series has too few campaigns for that test to reach alpha, NEW and the campaign before it each moved at both levels against the
-    baseline before that one (the 2-campaign rule: stricter, and 2-26 % detection where the rank test has 48-86 %,
-    but it needs only 4 campaigns)."""
+    _confirmed; while the series has too few campaigns for that test to reach alpha, NEW and the campaign before it
+    each moved at both levels against the baseline before that one (the 2-campaign rule: stricter, and 2-26 %
+    detection where the rank test has 48-86 %, but it needs only 4 campaigns)."""
     start, end = baseline_window(len(earlier), baseline, confirm, alpha, summaries)
     base = earlier[start:end] if baseline else []
     flat = _flat(base)
