@@ -255,11 +255,13 @@ def test_a_slower_build_with_a_steady_canary_is_software(dsn, nights):
     with psycopg.connect(dsn) as conn:
         (campaign,) = conn.execute("SELECT max(id) FROM campaigns").fetchone()
         found = by_app(regressions.check(conn, "time_s", campaign))
-    halo, ping = found["halo3d"], found["pingpong"]
+    halo = found["halo3d"]
     assert halo.verdict == "suspect", halo
     assert halo.attribution["cause"] == "software", halo.attribution
+    # the canary attribution reads is pingpong's latency FOM (its best batch), which did not move
     assert [c["verdict"] for c in halo.attribution["canaries"]] in (["no change"], ["improvement"])
-    assert ping.verdict not in ("regression", "suspect")
+    # pingpong's loop time (20 batches: 1.4-2.0 ms here, night medians spread by up to 23 %) is not asserted:
+    # at the gate's alpha, one quiet night in some hundred is "suspect" by that noise alone (one CI run saw it)
     differs = {d["what"]: d for d in halo.attribution["differs"]}
     assert set(differs) == {"git commit"}, differs
     assert (differs["git commit"]["baseline"], differs["git commit"]["new"]) == ([GOOD], [CHANGED])
