@@ -273,7 +273,7 @@ def test_every_panel_query_returns_its_columns_on_real_data(filled, board):
         assert conn.execute("SELECT current_user").fetchone()[0] == "grafana_ro"
         values = P.all_values(conn)
         assert all(values[v] != [""] for v in values), values
-        values.update(reference_system="local", reference_stack="debian-openmpi4")
+        values.update(P.reference_values(conn, "local", "debian-openmpi4"))
         t0, t1 = _time_range(conn)
         docs = {d["uid"]: d for d in D.read_dir(JSON_DIR).values()}
         # A panel showing another's results (a target with a panelId) runs that panel's query.
@@ -301,14 +301,14 @@ def test_panels_show_what_the_real_runs_did(filled):
     """A few numbers checked against the runs themselves, not just shapes."""
     with psycopg.connect(filled) as conn:
         values = P.all_values(conn)
-        values.update(reference_system="local", reference_stack="debian-openmpi4")
+        values.update(P.reference_values(conn, "local", "debian-openmpi4"))
         t0, t1 = _time_range(conn)
         run = lambda board, i: conn.execute(P.expand(board.panels[i].sql, t0, t1, values)).fetchall()  # noqa: E731
-        best = run(P.COLLECTIVES, 1)
-        algos = {r[5] for r in best if r[0] == "allreduce" and r[1] == "debian-openmpi4"}
+        best = [dict(zip(P.COLLECTIVES.panels[1].columns, r)) for r in run(P.COLLECTIVES, 1)]
+        ours = [r for r in best if r["collective"] == "allreduce" and r["stack"] == "debian-openmpi4"]
+        algos = {r["best_algorithm"] for r in ours}
         assert algos <= {"default", "tuned 3"} and algos, "the forced Allreduce algorithm is labelled from its PARAM echo"
-        algorithms = P.COLLECTIVES.panels[1].columns.index("algorithms")   # a column was added before it
-        assert all(r[algorithms] == 2 for r in best if r[0] == "allreduce" and r[1] == "debian-openmpi4")
+        assert all(r["algorithms"] == 2 for r in ours)
         io = {r[0].split(" ")[0] + (" " + r[0].split(" ")[1] if " g" in r[0] else "") for r in run(P.IO, 0)}
         assert {"independent", "collective", "two-phase g2"} <= io
         weak = [r for r in run(P.SCALING, 2) if "points/rank" in r[0] and "debian-openmpi4" in r[0]]
@@ -348,7 +348,7 @@ def _rollups_and_panels(conn) -> tuple[dict, dict]:
         ncols = len(conn.execute(f"SELECT * FROM {v} LIMIT 0").description)
         views[v] = conn.execute(f"SELECT * FROM {v} ORDER BY {', '.join(map(str, range(1, ncols + 1)))}").fetchall()
     values = P.all_values(conn)
-    values.update(reference_system="local", reference_stack="debian-openmpi4")
+    values.update(P.reference_values(conn, "local", "debian-openmpi4"))
     t0, t1 = _time_range(conn)
     panels = {f"{b.uid} / {p.title}": conn.execute(P.expand(p.sql, t0, t1, values)).fetchall()
               for b in P.DASHBOARDS for p in b.panels}
@@ -1002,6 +1002,51 @@ def test_the_best_algorithm_table_shows_first_what_beats_the_library_default(fil
         assert r["gain_over_default"] == pytest.approx(d / min(d, f), rel=1e-6)
     gains = [r["gain_over_default"] for r in rows[:defaults_first_at]]
     assert gains == sorted(gains, reverse=True)
+
+
+def test_the_collectives_panels_keep_each_interconnect_apart(dsn, tmp_path):
+    """Real collsweep runs of one system and stack, one over shared memory and one over TCP loopback (the
+    interconnect catalog's selections, each proved by the PARAM line the run prints), stored under their
+    interconnects: each line of the latency panel and each row of the best-algorithm table is one interconnect's,
+    equal to that run's own t_avg FOM lines, never the two runs averaged."""
+    import interconnects
+    stack = conftest.stack_or_skip("debian-openmpi4")
+    if stack.name not in conftest._builds:
+        conftest._builds[stack.name] = suite.build(stack)
+    coll = ["--coll", "allreduce", "--sizes", "8,64K", "--iters", "20", "--warmup", "2"]
+    fom = {}
+    with psycopg.connect(dsn) as conn:
+        for name, entry in (("shm", "openmpi4/shm"), ("tcp", "openmpi4/tcp")):
+            r = suite.run(stack, conftest._builds[stack.name], "collsweep", coll, 2,
+                          env=interconnects.get(entry).environ())
+            assert r.returncode == 0 and f"PARAM interconnect {entry}" in r.stdout, r.stderr[-800:]
+            fom[name] = {int(m[1]): float(m[2])
+                         for m in re.finditer(r"^FOM allreduce_(\d+)B_t_avg (\S+) us$", r.stdout, re.M)}
+            assert len(fom[name]) == 2, r.stdout
+            out = tmp_path / name / "collsweep.out"
+            out.parent.mkdir()
+            out.write_text(r.stdout)
+            res = ingest(conn, [out], Provenance(system="lab-b", stack="debian-openmpi4", interconnect=name))
+            assert len(res.inserted) == 1, res
+        t0, t1 = _time_range(conn)
+        values = P.all_values(conn)
+        latency, best = P.COLLECTIVES.panels
+        lines = conn.execute(P.expand(latency.sql, t0, t1, values)).fetchall()
+        table = [dict(zip(best.columns, r)) for r in conn.execute(P.expand(best.sql, t0, t1, values)).fetchall()]
+    assert fom["tcp"] != fom["shm"]
+    by_line: dict[str, dict] = {}
+    for series, size, us in lines:
+        by_line.setdefault(series, {})[size] = us
+    assert len(by_line) == 2, sorted(by_line)
+    for name in ("shm", "tcp"):
+        (line,) = [v for k, v in by_line.items() if f" {name} n2" in k]
+        assert line == pytest.approx(fom[name], rel=1e-9), name
+        rows = {r["bytes"]: r for r in table if r["interconnect"] == name}
+        assert sorted(rows) == sorted(fom[name]), table
+        for size, us in fom[name].items():
+            assert rows[size]["latency_us"] == pytest.approx(us, rel=1e-9), (name, size)
+            assert (rows[size]["system"], rows[size]["best_algorithm"]) == ("lab-b", "default")
+    assert len(table) == 4, table
 
 
 def test_a_series_whose_runs_carry_two_variant_labels_on_one_day_is_one_rollup_row(filled, dsn):

@@ -73,7 +73,7 @@ def test_the_procurement_panel_ranks_stacks_as_the_workloads_timers_do(dsn):
         ingest(conn, [WS], Provenance())
         values = P.all_values(conn)
         system = conn.execute("SELECT DISTINCT environment->>'system' FROM v_run_metrics").fetchone()[0]
-        values.update(reference_system=system, reference_stack=REF)
+        values.update(P.reference_values(conn, system, REF))
         t0, t1 = dt.datetime(2000, 1, 1, tzinfo=dt.timezone.utc), dt.datetime(2100, 1, 1, tzinfo=dt.timezone.utc)
         cur = conn.execute(P.expand(panel("Normalized time per experiment").sql, t0, t1, values))
         cols = [d.name for d in cur.description]
@@ -105,8 +105,14 @@ def test_the_procurement_panel_ranks_stacks_as_the_workloads_timers_do(dsn):
     for e in exps:
         timer_geo *= e["total"]["pypi-impi2021"] / e["total"][REF]
     timer_geo **= 1 / len(exps)
-    assert (geo[f"{system} pypi-impi2021"] > 1) == (timer_geo > 1)
-    assert abs(geo[f"{system} {REF}"] - 1) < 1e-12
+    # one bar per system, stack and interconnect: each stack ran over its own default transport
+    bars = {}
+    for label, v in geo.items():
+        sy, st, _interconnect = label.split(" ")
+        assert (sy, st) not in bars, geo
+        bars[(sy, st)] = v
+    assert (bars[(system, "pypi-impi2021")] > 1) == (timer_geo > 1)
+    assert abs(bars[(system, REF)] - 1) < 1e-12
 
 
 def test_the_stack_comparison_view_holds_the_experiment_and_ranks_as_the_timers_do(dsn):
@@ -130,3 +136,47 @@ def test_the_stack_comparison_view_holds_the_experiment_and_ranks_as_the_timers_
         assert set(times) == set(STACKS), (app, params, times)
         assert sorted(times, key=times.get) == by_timer(e), (app, e["params"], times, e["total"])
     assert len(paired) == len(exps)
+
+
+def test_each_interconnect_is_its_own_row_against_one_reference_interconnect(dsn, tmp_path):
+    """Real commgraph runs (small messages between pairs: communication-bound) of one experiment: the reference
+    system over shared memory, and a second system once over shared memory and once over TCP loopback (the
+    interconnect catalog's selections, each proved by the PARAM line the run prints), stored under their
+    interconnects. Each (system, stack, interconnect) is its own row, its time that run's own FOM total_time
+    over the reference's; the second system's two interconnects are never averaged into one row, and the
+    reference is its shared-memory run alone."""
+    import conftest
+    import interconnects
+    import suite
+    stack = conftest.stack_or_skip(REF)
+    if stack.name not in conftest._builds:
+        conftest._builds[stack.name] = suite.build(stack)
+    args = ["--pattern", "pairs", "--iters", "200", "--small-bytes", "8", "--large-bytes", "8"]
+    total = {}
+    with psycopg.connect(dsn) as conn:
+        for system, ic, entry in (("ref-box", "shm", "openmpi4/shm"), ("box-b", "shm", "openmpi4/shm"),
+                                  ("box-b", "tcp", "openmpi4/tcp")):
+            r = suite.run(stack, conftest._builds[stack.name], "commgraph", args, 2,
+                          env=interconnects.get(entry).environ())
+            assert r.returncode == 0 and f"PARAM interconnect {entry}" in r.stdout, r.stderr[-800:]
+            total[(system, ic)] = float(re.search(r"^FOM total_time (\S+) s$", r.stdout, re.M).group(1))
+            out = tmp_path / f"{system}-{ic}" / "commgraph.out"
+            out.parent.mkdir()
+            out.write_text(r.stdout)
+            assert len(ingest(conn, [out], Provenance(system=system, stack=REF, interconnect=ic)).inserted) == 1
+        values = P.all_values(conn)
+        values.update(reference_system="ref-box", reference_stack=REF, reference_interconnect="shm")
+        t0, t1 = dt.datetime(2000, 1, 1, tzinfo=dt.timezone.utc), dt.datetime(2100, 1, 1, tzinfo=dt.timezone.utc)
+        table = panel("Normalized time per experiment")
+        rows = [dict(zip(table.columns, r)) for r in conn.execute(P.expand(table.sql, t0, t1, values))]
+        geo = {r[0]: r[1] for r in conn.execute(P.expand(panel("Geometric mean of normalized time").sql, t0, t1,
+                                                          values))}
+    assert total[("box-b", "tcp")] > total[("box-b", "shm")]   # the transport moved the time
+    got = {(r["system"], r["interconnect"]): r for r in rows}
+    assert set(got) == set(total) and len(rows) == 3, rows
+    for key, t in total.items():
+        assert got[key]["time_s"] == pytest.approx(t, rel=1e-9), key
+        assert got[key]["ref_time"] == pytest.approx(total[("ref-box", "shm")], rel=1e-9), key
+        assert got[key]["normalized"] == pytest.approx(t / total[("ref-box", "shm")], rel=1e-9), key
+    for (system, ic), t in total.items():
+        assert geo[f"{system} {REF} {ic}"] == pytest.approx(t / total[("ref-box", "shm")], rel=1e-9)

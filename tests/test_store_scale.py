@@ -178,7 +178,7 @@ def panel_results(url: str) -> dict:
     out = {}
     with psycopg.connect(url) as conn:
         values = P.all_values(conn)
-        values.update(reference_system="lab", reference_stack="debian-openmpi4")
+        values.update(P.reference_values(conn, "lab", "debian-openmpi4"))
         lo, hi = conn.execute("SELECT min(started_at), max(started_at) FROM v_runs").fetchone()
         for board in P.DASHBOARDS:
             for p in board.panels:

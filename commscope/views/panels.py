@@ -30,6 +30,9 @@ DAYS = "\"time\" > $__timeFrom()::timestamptz - interval '1 day' AND \"time\" <=
 # The collectives panels sum v_collectives_daily over the same whole days, from
 # running totals per series (migrations 0008, 0031): two index probes per series, whatever the range.
 COLLECTIVES_IN_RANGE = "collectives_between($__timeFrom(), $__timeTo())"
+# What a collectives series is: runs of other systems, applications, stacks, interconnects or rank counts are
+# other lines and rows, never averaged together (a TCP run's latency is not a shared-memory one's).
+COLLECTIVES_LABEL = "system || ' ' || app || ' ' || stack || ' ' || interconnect || ' n' || ranks"
 
 
 SERIES_LABEL = "system || ' ' || app || coalesce(' ' || nullif(variant, ''), '') || ' ' || stack || ' ' || interconnect || ' n' || ranks"
@@ -304,38 +307,43 @@ COLLECTIVES = Dashboard(
     "Latency against message size per algorithm and stack, and the best algorithm per size band "
     "(the reservoir study's figures 3-6), from collsweep.",
     [
-        Panel("Latency against message size", "xychart", f"""SELECT collective || ' ' || algorithm || ' ' || stack || ' n' || ranks AS series,
+        Panel("Latency against message size", "xychart", f"""SELECT collective || ' ' || algorithm || ' ' || {COLLECTIVES_LABEL} AS series,
   bytes, latency_us
-FROM (SELECT collective, algorithm, stack, ranks, bytes, sum(value_sum) / sum(n) AS latency_us
+FROM (SELECT collective, algorithm, system, app, stack, interconnect, ranks, bytes,
+             sum(value_sum) / sum(n) AS latency_us
       FROM {COLLECTIVES_IN_RANGE}
       WHERE stat = 't_avg' AND collective <> 'barrier' AND {SERIES}
-      GROUP BY 1, 2, 3, 4, 5) t
-ORDER BY 1, 2""", ["series", "bytes", "latency_us"], "µs", "Mean over ranks of the time per call, averaged over runs.",
+      GROUP BY 1, 2, 3, 4, 5, 6, 7, 8) t
+ORDER BY 1, 2""", ["series", "bytes", "latency_us"], "µs",
+              "Mean over ranks of the time per call, averaged over the runs of one system, application, stack, "
+              "interconnect and rank count.",
               {"kind": "xy", "x": "bytes", "y": "latency_us", "series": "series", "log_x": True, "log_y": True}),
         Panel("Best algorithm per size band", "table", f"""WITH lat AS (
-  SELECT collective, stack, ranks, bytes, algorithm, sum(value_sum) / sum(n) AS latency_us
+  SELECT collective, system, app, stack, interconnect, ranks, bytes, algorithm, sum(value_sum) / sum(n) AS latency_us
   FROM {COLLECTIVES_IN_RANGE}
   WHERE stat = 't_avg' AND {SERIES}
-  GROUP BY 1, 2, 3, 4, 5
+  GROUP BY 1, 2, 3, 4, 5, 6, 7, 8
 ), ranked AS (
   SELECT *, count(*) OVER w AS algorithms, max(latency_us) OVER w AS worst_us,
          max(latency_us) FILTER (WHERE algorithm = 'default') OVER w AS default_us
-  FROM lat WINDOW w AS (PARTITION BY collective, stack, ranks, bytes)
+  FROM lat WINDOW w AS (PARTITION BY collective, system, app, stack, interconnect, ranks, bytes)
 ), best AS (
-  SELECT DISTINCT ON (collective, stack, ranks, bytes) *
-  FROM ranked ORDER BY collective, stack, ranks, bytes, latency_us
+  SELECT DISTINCT ON (collective, system, app, stack, interconnect, ranks, bytes) *
+  FROM ranked ORDER BY collective, system, app, stack, interconnect, ranks, bytes, latency_us
 )
-SELECT collective, stack, ranks,
+SELECT collective, system, app, stack, interconnect, ranks,
   CASE WHEN bytes = 0 THEN '-' WHEN bytes < 1024 THEN bytes || ' B' WHEN bytes < 1048576 THEN (bytes / 1024) || ' KiB'
        ELSE (bytes / 1048576) || ' MiB' END AS size_band,
   bytes, algorithm AS best_algorithm, latency_us, default_us / nullif(latency_us, 0) AS gain_over_default,
   worst_us / nullif(latency_us, 0) AS gain_over_worst, algorithms
 FROM best
-ORDER BY algorithm = 'default', default_us / nullif(latency_us, 0) DESC NULLS LAST, collective, stack, ranks, bytes""",
-              ["collective", "stack", "ranks", "size_band", "bytes", "best_algorithm", "latency_us",
-               "gain_over_default", "gain_over_worst", "algorithms"], "",
-              "The fastest algorithm measured for each size, where it beats the library's default first (by its "
-              "gain over the default), then the sizes where the default is fastest.", {"kind": "table"}),
+ORDER BY algorithm = 'default', default_us / nullif(latency_us, 0) DESC NULLS LAST, collective, system, app, stack,
+  interconnect, ranks, bytes""",
+              ["collective", "system", "app", "stack", "interconnect", "ranks", "size_band", "bytes",
+               "best_algorithm", "latency_us", "gain_over_default", "gain_over_worst", "algorithms"], "",
+              "The fastest algorithm measured for each size on one system, application, stack, interconnect and "
+              "rank count, where it beats the library's default first (by its gain over the default), then the "
+              "sizes where the default is fastest.", {"kind": "table"}),
     ])
 
 # ---- 5. Halo exchange ----------------------------------------------------------------
@@ -431,41 +439,45 @@ ORDER BY 1""", ["time", "metric", "write_mbs"], "MBs", "",
 
 # ---- 8. Procurement comparison --------------------------------------------------------------
 # Like with like (docs/measurement-model.md): the same application and experiment parameters on each
-# (system, stack), each run on its focus window when it has one (the workloads' timed loop, whether or not
-# Caliper profiled it), else its whole run; the window is shown. Time is the window's slowest rank.
+# (system, stack, interconnect), each run on its focus window when it has one (the workloads' timed loop, whether or
+# not Caliper profiled it), else its whole run; the window is shown. Time is the window's slowest rank.
+# Runs over another interconnect of the same system and stack (TCP beside shared memory, say) are another row, never
+# averaged with it, and the reference is one system, stack and interconnect: the interconnect names each stack's
+# transport (openmpi4/default, impi2021/default), so experiments are paired with the reference whatever theirs is.
 # The panels compare every selected system, so they read migration 0029's rollup of the runs so compared
 # (per day, series and window: count, sum, least and greatest time) over whole UTC days, as the other panels do.
 
 _NORMALIZED = f"""WITH t AS (
-  SELECT system, stack, app, parameters, "window", sum(time_sum) / sum(runs) AS time_s, min(time_min) AS time_min,
-         max(time_max) AS time_max, sum(runs) AS runs
+  SELECT system, stack, interconnect, app, parameters, "window", sum(time_sum) / sum(runs) AS time_s,
+         min(time_min) AS time_min, max(time_max) AS time_max, sum(runs) AS runs
   FROM v_comparison_daily
-  WHERE {DAYS}
-    AND ((app IN ($app) AND interconnect IN ($interconnect) AND ranks IN ($ranks)
-          AND system IN ($system) AND stack IN ($stack))
-         OR (system = '$reference_system' AND stack = '$reference_stack'))
-  GROUP BY 1, 2, 3, 4, 5
+  WHERE {DAYS} AND app IN ($app) AND ranks IN ($ranks)
+    AND ((interconnect IN ($interconnect) AND system IN ($system) AND stack IN ($stack))
+         OR (system = '$reference_system' AND stack = '$reference_stack'
+             AND interconnect = '$reference_interconnect'))
+  GROUP BY 1, 2, 3, 4, 5, 6
 ), ref AS (
   SELECT app, parameters, "window", time_s AS ref_time FROM t
-  WHERE system = '$reference_system' AND stack = '$reference_stack'
+  WHERE system = '$reference_system' AND stack = '$reference_stack' AND interconnect = '$reference_interconnect'
 )
 """
 
 PROCUREMENT = Dashboard(
     "commscope-procurement", "Procurement comparison",
-    "Systems × stacks on the same experiments (application and parameters), the time of each run's focus window "
-    "(else its whole run) normalized to a chosen reference system and stack (below 1: faster than the reference).",
+    "Systems × stacks × interconnects on the same experiments (application and parameters), the time of each run's "
+    "focus window (else its whole run) normalized to a chosen reference system, stack and interconnect (below 1: "
+    "faster than the reference).",
     [
-        Panel("Normalized time per experiment", "table", _NORMALIZED + """SELECT t.system, t.stack, t.app,
+        Panel("Normalized time per experiment", "table", _NORMALIZED + """SELECT t.system, t.stack, t.interconnect, t.app,
   (t.parameters - 'nodes')::text AS experiment, t."window", t.runs, t.time_s, t.time_min, t.time_max, ref.ref_time,
   t.time_s / ref.ref_time AS normalized
 FROM t JOIN ref USING (app, parameters, "window")
 ORDER BY t.app, experiment, normalized""",
-              ["system", "stack", "app", "experiment", "window", "runs", "time_s", "time_min", "time_max", "ref_time",
-               "normalized"], "",
+              ["system", "stack", "interconnect", "app", "experiment", "window", "runs", "time_s", "time_min",
+               "time_max", "ref_time", "normalized"], "",
               "Mean time of each experiment's runs (min and max beside it) over the reference's, on the same window.",
               {"kind": "table"}),
-        Panel("Geometric mean of normalized time", "barchart", _NORMALIZED + """SELECT t.system || ' ' || t.stack AS system_stack,
+        Panel("Geometric mean of normalized time", "barchart", _NORMALIZED + """SELECT t.system || ' ' || t.stack || ' ' || t.interconnect AS system_stack,
   exp(avg(ln(t.time_s / ref.ref_time))) AS normalized, count(*) AS experiments
 FROM t JOIN ref USING (app, parameters, "window")
 GROUP BY 1
@@ -475,6 +487,8 @@ ORDER BY 2""", ["system_stack", "normalized", "experiments"], "",
     extra_variables=[
         {"name": "reference_system", "label": "Reference system", "query": "SELECT DISTINCT system FROM v_series ORDER BY 1"},
         {"name": "reference_stack", "label": "Reference stack", "query": "SELECT DISTINCT stack FROM v_series ORDER BY 1"},
+        {"name": "reference_interconnect", "label": "Reference interconnect",
+         "query": "SELECT DISTINCT interconnect FROM v_series ORDER BY 1"},
     ], time_from="now-7d")
 
 DASHBOARDS = [MPI_FRACTION, SCALING, ROUTINES, COLLECTIVES, HALO, COMM_MATRIX, IO, PROCUREMENT]
@@ -797,3 +811,15 @@ def all_values(conn) -> dict[str, list[str]]:
         if not vals[name]:
             vals[name] = [""]   # Grafana sends an empty selection as ''; nothing matches
     return vals
+
+
+def reference_values(conn, system: str, stack: str | None = None) -> dict[str, str]:
+    """The procurement dashboard's reference variables for SYSTEM: STACK, else the system's stack with the most
+    runs, and the interconnect with the most runs of that system and stack (what one picks in Grafana)."""
+    if stack is None:
+        stack = conn.execute("SELECT stack FROM v_runs WHERE system = %s GROUP BY 1 ORDER BY count(*) DESC, 1 LIMIT 1",
+                             (system,)).fetchone()[0]
+    row = conn.execute("SELECT interconnect FROM v_runs WHERE system = %s AND stack = %s GROUP BY 1 "
+                       "ORDER BY count(*) DESC, 1 LIMIT 1", (system, stack)).fetchone()
+    return {"reference_system": system, "reference_stack": stack,
+            "reference_interconnect": row[0] if row else "default"}

@@ -63,12 +63,11 @@ def selection(conn, campaigns: tuple[int, ...], compare: tuple[str, ...]) -> tup
     t0, t1 = row[0] - dt.timedelta(hours=1), row[1] + dt.timedelta(hours=1)
     ref_system = compare[0] if compare else conn.execute(
         "SELECT system FROM v_runs GROUP BY 1 ORDER BY count(*) DESC, 1 LIMIT 1").fetchone()[0]
-    ref_stack = conn.execute("SELECT stack FROM v_runs WHERE system = %s GROUP BY 1 ORDER BY count(*) DESC, 1 LIMIT 1",
-                             (ref_system,)).fetchone()[0]
-    values.update(reference_system=ref_system, reference_stack=ref_stack)
+    ref = P.reference_values(conn, ref_system)
+    values.update(ref)
     # The panels query an hour either side (a run's day and time buckets); the header says the runs' own span.
-    said.append(f"runs from {row[0]:%Y-%m-%d %H:%M:%S} to {row[1]:%Y-%m-%d %H:%M:%S} UTC; "
-                f"procurement reference {ref_system} / {ref_stack}")
+    said.append(f"runs from {row[0]:%Y-%m-%d %H:%M:%S} to {row[1]:%Y-%m-%d %H:%M:%S} UTC; procurement reference "
+                f"{ref['reference_system']} / {ref['reference_stack']} / {ref['reference_interconnect']}")
     return values, t0, t1, "; ".join(said) if said else "all runs"
 
 

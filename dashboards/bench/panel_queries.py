@@ -202,7 +202,7 @@ def queries(conn, last: dt.datetime) -> list[tuple[str, str]]:
         values["app"] = [APP_OF_DASHBOARD.get(board.uid, "halo3d")]
         if board.uid == "commscope-procurement":
             values["system"] = list(SYSTEMS)
-        values.update(reference_system=SYSTEMS[0], reference_stack=STACKS[0])
+        values.update(reference_system=SYSTEMS[0], reference_stack=STACKS[0], reference_interconnect=INTERCONNECTS[0])
         for p in board.panels:
             if not p.reuses:   # a panel showing another's results sends no query (Grafana's Dashboard datasource)
                 out.append((f"{board.uid}: {p.title}", P.expand(p.sql, t0, t1, values)))
