@@ -304,8 +304,8 @@ ORDER BY 1""", ["series", "USER", "MPI", "MPI_SYNC"], "s",
 
 COLLECTIVES = Dashboard(
     "commscope-collectives", "Collectives",
-    "Latency against message size per algorithm and stack, and the best algorithm per size band "
-    "(the reservoir study's figures 3-6), from collsweep.",
+    "Latency against message size per algorithm on each system, stack and interconnect, and the best algorithm "
+    "per size band (the reservoir study's figures 3-6), from collsweep.",
     [
         Panel("Latency against message size", "xychart", f"""SELECT collective || ' ' || algorithm || ' ' || {COLLECTIVES_LABEL} AS series,
   bytes, latency_us
@@ -477,12 +477,13 @@ ORDER BY t.app, experiment, normalized""",
                "time_max", "ref_time", "normalized"], "",
               "Mean time of each experiment's runs (min and max beside it) over the reference's, on the same window.",
               {"kind": "table"}),
-        Panel("Geometric mean of normalized time", "barchart", _NORMALIZED + """SELECT t.system || ' ' || t.stack || ' ' || t.interconnect AS system_stack,
+        Panel("Geometric mean of normalized time", "barchart", _NORMALIZED + """SELECT t.system || ' ' || t.stack || ' ' || t.interconnect AS system_stack_interconnect,
   exp(avg(ln(t.time_s / ref.ref_time))) AS normalized, count(*) AS experiments
 FROM t JOIN ref USING (app, parameters, "window")
 GROUP BY 1
-ORDER BY 2""", ["system_stack", "normalized", "experiments"], "",
-              "Over the experiments both ran, each on the same window.", {"kind": "bar", "x": "system_stack", "y": ["normalized"]}),
+ORDER BY 2""", ["system_stack_interconnect", "normalized", "experiments"], "",
+              "Over the experiments both ran, each on the same window.",
+              {"kind": "bar", "x": "system_stack_interconnect", "y": ["normalized"]}),
     ],
     extra_variables=[
         {"name": "reference_system", "label": "Reference system", "query": "SELECT DISTINCT system FROM v_series ORDER BY 1"},
