@@ -260,8 +260,9 @@ def test_a_slower_build_with_a_steady_canary_is_software(dsn, nights):
     assert halo.attribution["cause"] == "software", halo.attribution
     # the canary attribution reads is pingpong's latency FOM (its best batch), which did not move
     assert [c["verdict"] for c in halo.attribution["canaries"]] in (["no change"], ["improvement"])
-    # pingpong's loop time (20 batches: 1.4-2.0 ms here, night medians spread by up to 23 %) is not asserted:
-    # at the gate's alpha, one quiet night in some hundred is "suspect" by that noise alone (one CI run saw it)
+    # pingpong's loop time is not asserted (20 batches: 1.4-4.1 ms here, 5th-95th percentile; night medians spread
+    # by up to 23 %): at the gate's alpha, a quiet night is now and then "suspect" by that noise alone (one CI run
+    # saw it)
     differs = {d["what"]: d for d in halo.attribution["differs"]}
     assert set(differs) == {"git commit"}, differs
     assert (differs["git commit"]["baseline"], differs["git commit"]["new"]) == ([GOOD], [CHANGED])
