@@ -50,13 +50,19 @@ def competing_tasks():
             h.wait()
 
 
-@pytest.fixture(params=STACK_NAMES)
-def built(request):
-    """(stack, build dir) for each stack, built once per session."""
-    stack = stack_or_skip(request.param)
+def built_once(name: str) -> tuple[mpi_stacks.Stack, Path]:
+    """(stack, build dir) of the workloads for the MPI stack NAME, built once per session and shared by every test
+    (skips where the stack is not installed)."""
+    stack = stack_or_skip(name)
     if stack.name not in _builds:
         _builds[stack.name] = suite.build(stack)
     return stack, _builds[stack.name]
+
+
+@pytest.fixture(params=STACK_NAMES)
+def built(request):
+    """(stack, build dir) for each stack, built once per session."""
+    return built_once(request.param)
 
 
 # ---- a real PostgreSQL for the store tests ------------------------------------

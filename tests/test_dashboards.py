@@ -214,10 +214,7 @@ def workload_outputs(tmp_path_factory):
     method, halo3d weak scaling (same block per rank at 1 and 2 ranks). Their
     stdout files are ingested like any run without Caliper. halo3d strong scaling (same global grid at 1 and 2
     ranks)."""
-    stack = conftest.stack_or_skip("debian-openmpi4")
-    if stack.name not in conftest._builds:
-        conftest._builds[stack.name] = suite.build(stack)
-    bdir = conftest._builds[stack.name]
+    stack, bdir = conftest.built_once("debian-openmpi4")
     out = tmp_path_factory.mktemp("outputs")
     scratch = tmp_path_factory.mktemp("pio")
     forced = {"OMPI_MCA_coll_tuned_use_dynamic_rules": "1", "OMPI_MCA_coll_tuned_allreduce_algorithm": "3"}
@@ -1010,14 +1007,12 @@ def test_the_collectives_panels_keep_each_interconnect_apart(dsn, tmp_path):
     interconnects: each line of the latency panel and each row of the best-algorithm table is one interconnect's,
     equal to that run's own t_avg FOM lines, never the two runs averaged."""
     import interconnects
-    stack = conftest.stack_or_skip("debian-openmpi4")
-    if stack.name not in conftest._builds:
-        conftest._builds[stack.name] = suite.build(stack)
+    stack, bdir = conftest.built_once("debian-openmpi4")
     coll = ["--coll", "allreduce", "--sizes", "8,64K", "--iters", "20", "--warmup", "2"]
     fom = {}
     with psycopg.connect(dsn) as conn:
         for name, entry in (("shm", "openmpi4/shm"), ("tcp", "openmpi4/tcp")):
-            r = suite.run(stack, conftest._builds[stack.name], "collsweep", coll, 2,
+            r = suite.run(stack, bdir, "collsweep", coll, 2,
                           env=interconnects.get(entry).environ())
             assert r.returncode == 0 and f"PARAM interconnect {entry}" in r.stdout, r.stderr[-800:]
             fom[name] = {int(m[1]): float(m[2])

@@ -15,17 +15,14 @@ import interconnects
 from commscope.workflow import interconnects as catalog
 from commscope.workflow import stacks as mpi_stacks
 import suite
-from conftest import ROOT, STACK_NAMES, _builds, stack_or_skip
+from conftest import ROOT, STACK_NAMES, built_once, stack_or_skip
 
 LOCAL = interconnects.catalog("local")   # built-in entries plus ramble/sites/local
 
 
 def build_of(stack_name: str):
     """The per-stack build the other tests share (conftest's cache)."""
-    stack = stack_or_skip(stack_name)
-    if stack.name not in _builds:
-        _builds[stack.name] = suite.build(stack)
-    return _builds[stack.name]
+    return built_once(stack_name)[1]
 
 
 def test_catalog_names_only_known_stacks_and_has_shm_and_tcp_for_each():

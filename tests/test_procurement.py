@@ -148,15 +148,13 @@ def test_each_interconnect_is_its_own_row_against_one_reference_interconnect(dsn
     import conftest
     import interconnects
     import suite
-    stack = conftest.stack_or_skip(REF)
-    if stack.name not in conftest._builds:
-        conftest._builds[stack.name] = suite.build(stack)
+    stack, bdir = conftest.built_once(REF)
     args = ["--pattern", "pairs", "--iters", "200", "--small-bytes", "8", "--large-bytes", "8"]
     total = {}
     with psycopg.connect(dsn) as conn:
         for system, ic, entry in (("ref-box", "shm", "openmpi4/shm"), ("box-b", "shm", "openmpi4/shm"),
                                   ("box-b", "tcp", "openmpi4/tcp")):
-            r = suite.run(stack, conftest._builds[stack.name], "commgraph", args, 2,
+            r = suite.run(stack, bdir, "commgraph", args, 2,
                           env=interconnects.get(entry).environ())
             assert r.returncode == 0 and f"PARAM interconnect {entry}" in r.stdout, r.stderr[-800:]
             total[(system, ic)] = float(re.search(r"^FOM total_time (\S+) s$", r.stdout, re.M).group(1))
