@@ -27,4 +27,5 @@ python3 -m commscope.workflow.stacks list
 
 if [ ! -x .venv/bin/python ]; then python3 -m venv .venv; fi
 .venv/bin/pip install -q --disable-pip-version-check -e ".[test]"
+bash dashboards/check/install.sh  # tests/test_grafana_data.py: the pinned @grafana/data (npm ci)
 echo "[setup] done"

@@ -1,0 +1,117 @@
+'use strict';
+// Runs dashboard panels' transformations through Grafana's own @grafana/data (Apache-2.0): transformDataFrame
+// with the standard transformers registered, as Grafana's frontend runs them.
+//
+//   node transform.js < cases.json > results.json
+//
+// Input: [{key, transformations, frames}], each frame {name, refId, fields: [{name, type, values, labels}]} as the
+// PostgreSQL datasource returns it. Output: [{key, unknown, documented, error, frames}], each output field with
+// the display name Grafana gives it. An id that is neither a standard transformer nor one of DOCUMENTED is
+// reported in `unknown`: transformDataFrame would pass the data through unchanged.
+const data = require('@grafana/data');
+const { lastValueFrom } = require('rxjs');
+
+// A dependency crashes if `window` exists while it loads; transformDataFrame reads it afterwards. With a scene
+// context it runs as Grafana 11+ dashboards (Scenes) do: options are not interpolated again.
+global.window = { __grafanaSceneContext: {} };
+
+// Grafana 13's registry starts empty: register every standard transformer (two names export joinByField).
+const standard = [...new Map(Object.values(data.standardTransformers).map((t) => [t.id, t])).values()];
+data.standardTransformersRegistry.setInit(() =>
+  standard.map((t) => ({ id: t.id, aliasIds: t.aliasIds, name: t.name, description: t.description,
+                          transformation: () => t })));
+for (const t of standard) {
+  if (!data.standardTransformersRegistry.getIfExists(t.id)) {
+    throw new Error(`standard transformer ${t.id} did not register`);
+  }
+}
+
+// Transformations that live only in Grafana's application code (AGPL), not in @grafana/data. They are written
+// here from Grafana's documentation ("Transform data"), not from its code, and reported as such.
+const DOCUMENTED = {
+  // "Prepare time series", format "multi": one frame per distinct combination of the string fields' values, each
+  // with the time field and the number fields, the string values as the number fields' labels.
+  prepareTimeSeries: (options, frames) => {
+    if (options.format !== 'multi') {
+      throw new Error(`prepareTimeSeries: format ${options.format} is not modelled`);
+    }
+    return frames.flatMap((f) => splitRows(f, f.fields.filter((x) => x.type === 'string'), false));
+  },
+  // "Partition by values": one frame per distinct value of the chosen fields, named by it; those fields are
+  // dropped unless keepFields.
+  partitionByValues: (options, frames) => {
+    return frames.flatMap((f) => {
+      const keys = options.fields.map((n) => f.fields.find((x) => x.name === n));
+      if (keys.some((k) => !k)) {
+        throw new Error(`partitionByValues: no field ${options.fields} in ${f.fields.map((x) => x.name)}`);
+      }
+      return splitRows(f, keys, Boolean(options.keepFields));
+    });
+  },
+};
+
+function splitRows(frame, keys, keep) {
+  const groups = new Map();
+  const n = frame.fields.length ? frame.fields[0].values.length : 0;
+  for (let i = 0; i < n; i++) {
+    const k = JSON.stringify(keys.map((f) => f.values[i]));
+    if (!groups.has(k)) groups.set(k, []);
+    groups.get(k).push(i);
+  }
+  return [...groups.entries()].map(([k, rows]) => {
+    const vals = JSON.parse(k);
+    const labels = Object.fromEntries(keys.map((f, j) => [f.name, String(vals[j])]));
+    const fields = frame.fields
+      .filter((f) => keep || !keys.includes(f))
+      .map((f) => ({ ...f, labels: f.type === 'number' ? { ...(f.labels || {}), ...labels } : f.labels,
+                     values: rows.map((i) => f.values[i]) }));
+    return { name: vals.join(' '), refId: frame.refId, fields, length: rows.length };
+  });
+}
+
+function toFrame(f) {
+  return data.createDataFrame({ name: f.name, refId: f.refId,
+                                fields: f.fields.map((x) => ({ name: x.name, type: x.type, values: x.values,
+                                                               labels: x.labels, config: x.config || {} })) });
+}
+
+async function run(c) {
+  const out = { key: c.key, unknown: [], documented: [], error: null, frames: [] };
+  let frames = c.frames.map(toFrame);
+  try {
+    for (const t of c.transformations) {
+      if (data.standardTransformersRegistry.getIfExists(t.id)) {
+        frames = await lastValueFrom(data.transformDataFrame([t], frames));
+      } else if (DOCUMENTED[t.id]) {
+        out.documented.push(t.id);
+        frames = DOCUMENTED[t.id](t.options || {}, frames).map(toFrame);
+      } else {
+        out.unknown.push(t.id);
+      }
+    }
+  } catch (e) {
+    out.error = String((e && e.stack) || e);
+  }
+  out.frames = frames.map((f) => ({
+    name: f.name == null ? null : f.name,
+    length: f.length,
+    fields: f.fields.map((x) => ({ name: x.name, type: x.type, labels: x.labels || null,
+                                   displayName: data.getFieldDisplayName(x, f, frames),
+                                   values: Array.from(x.values) })),
+  }));
+  return out;
+}
+
+async function main() {
+  const chunks = [];
+  for await (const chunk of process.stdin) chunks.push(chunk);
+  const cases = JSON.parse(Buffer.concat(chunks).toString('utf8'));
+  const results = [];
+  for (const c of cases) results.push(await run(c));
+  process.stdout.write(JSON.stringify(results));
+}
+
+main().catch((e) => {
+  process.stderr.write(`transform.js: ${e && e.stack ? e.stack : e}\n`);
+  process.exit(1);
+});
