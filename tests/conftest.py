@@ -20,6 +20,15 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "ci"))
 
+# The live toolchain ci/setup.sh made from a source mirror (ci/toolchain.py): RAMBLE_ROOT, the Caliper prefixes,
+# IMB, Spack. A variable set by hand wins.
+TOOLCHAIN_ENV = ROOT / ".venv" / "commscope-toolchain.env"
+if TOOLCHAIN_ENV.exists():
+    for _line in TOOLCHAIN_ENV.read_text().splitlines():
+        _name, _sep, _value = _line.partition("=")
+        if _sep:
+            os.environ.setdefault(_name, _value)
+
 from commscope.workflow import stacks as mpi_stacks
 from commscope.store import db  # noqa: E402
 import suite  # noqa: E402

@@ -25,13 +25,18 @@ def _fail(msg: str, code: int = 2):
 @click.command("setup")
 @click.option("--stacks", help="comma-separated MPI stacks to build (default: every one installed)")
 @click.option("--caliper-prefix", "caliper_prefixes", multiple=True, metavar="STACK=PREFIX",
-              help="Caliper+Adiak install(s) built with STACK (':'-separated); else CMake's own search")
+              help="Caliper+Adiak install(s) built with STACK (':'-separated); else CMake's own search, else both "
+                   "Caliper kinds built from the pinned sources into $COMMSCOPE_HOME/cache")
+@click.option("--source-mirror", "sources", type=click.Path(path_type=Path), default=None, metavar="DIR",
+              help="a folder with versions.yaml's source archives (checked against their sha256): Ramble, "
+                   "Caliper, Adiak and IMB come from it instead of clones, for offline sites")
+@click.option("--imb", is_flag=True, help="also build Intel MPI Benchmarks (IMB-MPI1) per stack, for the imb study")
 @click.option("--no-build", is_flag=True, help="only write the local site from existing builds")
 @click.option("--spack-source-mirror", type=click.Path(path_type=Path), default=None,
               help="a Spack source mirror with Caliper and Adiak, for offline sites (packages/README.md)")
 @click.option("--spack-install", "spack_install_site", metavar="SITE", default=None,
               help="also install spack.yaml per stack of SITE with Spack, as `commscope run --spack` will use it")
-def setup_cmd(stacks, caliper_prefixes, no_build, spack_source_mirror, spack_install_site):
+def setup_cmd(stacks, caliper_prefixes, sources, imb, no_build, spack_source_mirror, spack_install_site):
     """Put Ramble/Spack in place, build the workloads per MPI stack, generate the local site."""
     prefixes = {}
     for cp in caliper_prefixes:
@@ -39,8 +44,11 @@ def setup_cmd(stacks, caliper_prefixes, no_build, spack_source_mirror, spack_ins
         if not sep or not prefix:
             _fail(f"--caliper-prefix {cp!r}: expected STACK=PREFIX")
         prefixes[stack] = prefix
+    if sources is not None and not sources.is_dir():
+        _fail(f"--source-mirror {sources}: not a folder; give the folder that holds versions.yaml's archives")
     try:
-        res = setup(_split(stacks), prefixes, build=not no_build, log=click.echo, source_mirror=spack_source_mirror)
+        res = setup(_split(stacks), prefixes, build=not no_build, log=click.echo, spack_mirror=spack_source_mirror,
+                    sources=sources, imb=imb)
     except (WorkflowError, KeyError) as e:
         _fail(str(e).strip('"'), 1)
     for m in res["missing"]:

@@ -1,4 +1,9 @@
-"""`commscope setup`: checkouts, the Python packages they need, one build per MPI stack, the local site."""
+"""`commscope setup`: checkouts, the Python packages they need, Caliper and Adiak per MPI stack, one build of the
+workloads per MPI stack, the local site.
+
+A stack whose Caliper is neither named (--caliper-prefix) nor found by CMake (or found built against another MPI)
+gets both Caliper kinds built from the pinned sources (commscope.workflow.caliper); when that cannot be done the
+stack is built without Caliper and setup says why."""
 from __future__ import annotations
 
 import os
@@ -9,26 +14,34 @@ from pathlib import Path
 
 from commscope.store import db
 from commscope.workflow import stacks as stacks_catalog
-from commscope.workflow.builds import build_stack, read_builds
+from commscope.workflow import caliper, imb as imb_build
+from commscope.workflow.builds import build_stack, caliper_mpi_clash, caliper_library, read_builds
 from commscope.workflow.checkouts import RAMBLE_PIP, SPACK_PIP, checkout, clone, missing_message, pip_install
 from commscope.workflow.errors import WorkflowError
 from commscope.workflow.sites import write_spack_externals, write_local_site
+from commscope.workflow.sources import source
 
 
 def setup(stacks: list[str] | None = None, caliper_prefixes: dict | None = None, build: bool = True,
-          log=print, source_mirror: Path | None = None) -> dict:
-    """Returns {"ramble": path|None, "spack": path|None, "builds": {...}, "missing": [msgs]}."""
+          log=print, spack_mirror: Path | None = None, sources: Path | None = None, imb: bool = False) -> dict:
+    """Returns {"ramble": path|None, "spack": path|None, "builds": {...}, "missing": [msgs], "preload": {stack:
+    prefix}, "imb": {stack: prefix}}. SOURCES is a source mirror (versions.yaml's archives): Ramble, Caliper,
+    Adiak and IMB come from it instead of clones."""
     missing = []
     got = {}
     for tool, env_var in (("ramble", "RAMBLE_ROOT"), ("spack", "SPACK_ROOT")):
         root = checkout(tool, env_var)
         if root is None and env_var not in os.environ:   # set means "use this one": never clone over it
             dest = db.home() / "cache" / tool
-            log(f"[setup] {tool}: {env_var} not set; cloning the pinned version into {dest}")
-            if clone(tool, dest):
-                root = dest
-                if tool == "spack":
-                    clone("spack-packages", db.home() / "cache" / "spack-packages")
+            if sources is not None and tool == "ramble":
+                log(f"[setup] {tool}: {env_var} not set; extracting the pinned version from {sources} into {dest}")
+                root = source(tool, sources, dest)
+            elif sources is None:
+                log(f"[setup] {tool}: {env_var} not set; cloning the pinned version into {dest}")
+                if clone(tool, dest):
+                    root = dest
+                    if tool == "spack":
+                        clone("spack-packages", db.home() / "cache" / "spack-packages")
         if root is None:
             missing.append(missing_message(tool, env_var))
             log(f"[setup] {tool}: MISSING")
@@ -44,8 +57,27 @@ def setup(stacks: list[str] | None = None, caliper_prefixes: dict | None = None,
         raise WorkflowError(f"MPI stacks not installed: {', '.join(absent)} (bash ci/setup.sh installs them)")
     builds = read_builds()
     failed: dict[str, str] = {}
+    prefixes = dict(caliper_prefixes or {})
+    preload: dict[str, Path] = {}
     if build:
-        prefixes = caliper_prefixes or {}
+        unsourced = []
+        for s in wanted:
+            if s.name in prefixes:
+                continue
+            if unsourced:   # the sources could not be had for the first stack: not for the others either
+                unsourced.append(s.name)
+                continue
+            made = _pinned_caliper(s, sources, log)
+            if made == "unsourced":
+                unsourced.append(s.name)
+            elif isinstance(made, dict):
+                prefixes[s.name], preload[s.name] = str(made["gotcha"]), made["preload"]
+        if unsourced:
+            log(f"[setup] no Caliper for {', '.join(unsourced)}: CMake finds none and the pinned sources cannot "
+                f"be cloned here; pass --source-mirror DIR (a folder with versions.yaml's archives) or "
+                f"--caliper-prefix STACK=PREFIX")
+    imbs = {s.name: p for s in wanted if imb and (p := _imb(s, sources, log)) is not None}
+    if build:
         for s in wanted:
             t0 = time.monotonic()
             try:
@@ -62,9 +94,41 @@ def setup(stacks: list[str] | None = None, caliper_prefixes: dict | None = None,
                 log(f"[setup]   {b.note}")
     d = write_local_site(builds)
     log(f"[setup] local site: {d}")
-    spack_scope = write_spack_externals(source_mirror)
+    spack_scope = write_spack_externals(spack_mirror)
     log(f"[setup] local site's Spack externals: {spack_scope}")
     if failed:
         raise WorkflowError("the builds of " + ", ".join(failed) + " failed (the other stacks were built and the "
                             "local site written):\n" + "\n".join(f"{k}: {v[-1500:]}" for k, v in failed.items()))
-    return {"ramble": got["ramble"], "spack": got["spack"], "builds": builds, "missing": missing}
+    return {"ramble": got["ramble"], "spack": got["spack"], "builds": builds, "missing": missing,
+            "preload": preload, "imb": imbs}
+
+
+def _pinned_caliper(stack, sources: Path | None, log) -> dict[str, Path] | str:
+    """Both Caliper kinds for STACK from the pinned sources: {kind: prefix}. Else "found" (CMake finds a Caliper
+    of the stack's own MPI, which the build uses), "unsourced" (no mirror given and no clone possible) or
+    "failed" (a build step failed; said here)."""
+    search = os.environ.get("CMAKE_PREFIX_PATH", "")
+    if caliper_library(search) is not None and caliper_mpi_clash(stack, search) is None:
+        return "found"
+    made = {}
+    try:
+        for kind in caliper.KINDS:
+            made[kind] = caliper.ensure(stack, kind, sources, log)
+            if made[kind] is None:
+                return "unsourced"
+    except (caliper.CaliperBuildError, WorkflowError) as e:
+        log(f"[setup] {stack.name}: {e}; going on without Caliper for {stack.name}")
+        return "failed"
+    return made
+
+
+def _imb(stack, sources: Path | None, log) -> Path | None:
+    """IMB-MPI1 for STACK from the pinned sources; None, saying why, when it cannot be built."""
+    try:
+        p = imb_build.ensure(stack, sources, log)
+    except (RuntimeError, WorkflowError) as e:
+        log(f"[setup] {stack.name}: no IMB: {e}")
+        return None
+    if p is None:
+        log(f"[setup] {stack.name}: no IMB: the pinned sources cannot be cloned here; pass --source-mirror DIR")
+    return p

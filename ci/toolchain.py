@@ -1,0 +1,57 @@
+#!/usr/bin/env python3
+"""The live toolchain for the tests, from a source mirror (versions.yaml's archives), as an offline site has it.
+
+    .venv/bin/python ci/toolchain.py MIRROR > .venv/commscope-toolchain.env
+
+Runs `commscope setup --source-mirror MIRROR --imb` for Debian Open MPI 4.1 (Ramble extracted, Caliper and Adiak
+built in both kinds, IMB-MPI1 built, all cached under $COMMSCOPE_HOME/cache), extracts Spack and spack-packages,
+and prints the variables the live tests read (tests/conftest.py loads the file): COMMSCOPE_SOURCE_MIRROR,
+RAMBLE_ROOT, SPACK_ROOT,
+COMMSCOPE_SPACK_PACKAGES, COMMSCOPE_CALIPER_PREFIX, COMMSCOPE_CALIPER_NOGOTCHA_PREFIX and COMMSCOPE_IMB_PREFIX.
+Progress goes to stderr; a variable whose part could not be made is left out, so its tests skip and say why."""
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from commscope.store import db
+from commscope.workflow import caliper, imb, stacks
+from commscope.workflow.errors import WorkflowError
+from commscope.workflow.sources import source
+
+STACK = "debian-openmpi4"   # the stack the live tests run on
+
+
+def main(mirror: Path) -> int:
+    p = subprocess.run([sys.executable, "-m", "commscope.cli", "setup", "--source-mirror", str(mirror),
+                        "--stacks", STACK, "--imb"], stdout=sys.stderr, stderr=sys.stderr)
+    print(f"[toolchain] commscope setup exited {p.returncode} (1 only says Spack is missing)", file=sys.stderr)
+    stack = stacks.by_name(STACK)
+    found = {
+        "COMMSCOPE_SOURCE_MIRROR": mirror,
+        "RAMBLE_ROOT": db.home() / "cache" / "ramble",
+        "COMMSCOPE_CALIPER_PREFIX": caliper.installed(stack, "gotcha"),
+        "COMMSCOPE_CALIPER_NOGOTCHA_PREFIX": caliper.installed(stack, "preload"),
+        "COMMSCOPE_IMB_PREFIX": imb.prefix(STACK) if (imb.prefix(STACK) / "bin" / "IMB-MPI1").exists() else None,
+    }
+    try:
+        found["SPACK_ROOT"] = source("spack", mirror)
+        found["COMMSCOPE_SPACK_PACKAGES"] = source("spack-packages", mirror)
+    except WorkflowError as e:
+        print(f"[toolchain] no Spack: {e}", file=sys.stderr)
+    if not (found["RAMBLE_ROOT"] / "bin" / "ramble").exists():
+        found["RAMBLE_ROOT"] = None
+    for name, path in found.items():
+        if path is None:
+            print(f"[toolchain] {name}: not made (see above); its tests will skip", file=sys.stderr)
+        else:
+            print(f"{name}={path}")
+    return 0
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 2 or not Path(sys.argv[1]).is_dir():
+        print("usage: ci/toolchain.py MIRROR (a folder with versions.yaml's source archives)", file=sys.stderr)
+        sys.exit(2)
+    sys.exit(main(Path(sys.argv[1]).resolve()))

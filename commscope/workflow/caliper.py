@@ -1,0 +1,125 @@
+"""Caliper and Adiak for one MPI stack, built from the pinned sources (versions.yaml) when CMake finds none.
+
+A Caliper belongs to one MPI, so each stack gets its own install, in two kinds:
+- `gotcha`: Caliper's default build, linked into the annotated workloads;
+- `preload`: `-DWITH_GOTCHA=OFF`, whose PMPI wrappers profile an unmodified binary through LD_PRELOAD.
+Adiak and Caliper share one prefix, $COMMSCOPE_HOME/cache/caliper/<versions>/<stack>/<kind>, which is reused
+while its stamp names the same versions and MPI wrapper. A failed step raises CaliperBuildError naming the
+step and its log, and leaves no prefix behind."""
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+from commscope.store import db
+from commscope.workflow.paths import versions
+from commscope.workflow.sources import source
+
+KINDS = ("gotcha", "preload")
+STAMP = "commscope-caliper.json"
+
+
+class CaliperBuildError(RuntimeError):
+    def __init__(self, stack: str, kind: str, step: str, log: Path):
+        self.step, self.log = step, log
+        super().__init__(f"Caliper ({kind}) for {stack}: {step} failed; see {log}")
+
+
+def release() -> str:
+    v = versions()
+    return f"caliper-{v['caliper']['version']}-adiak-{v['adiak']['version']}"
+
+
+def prefix(stack_name: str, kind: str) -> Path:
+    return db.home() / "cache" / "caliper" / release() / stack_name / kind
+
+
+def mpicxx(stack) -> str:
+    """The stack's C++ wrapper beside its C one (mpicc.openmpi -> mpicxx.openmpi, bin/mpicc -> bin/mpicxx)."""
+    return str(Path(stack.mpicc).with_name(Path(stack.mpicc).name.replace("mpicc", "mpicxx")))
+
+
+def _stamp(stack) -> dict:
+    return {"release": release(), "mpicc": stack.mpicc, "mpicxx": mpicxx(stack)}
+
+
+def installed(stack, kind: str) -> Path | None:
+    """The prefix of a finished install of KIND for STACK, or None."""
+    p = prefix(stack.name, kind)
+    f = p / STAMP
+    try:
+        return p if json.loads(f.read_text()) == _stamp(stack) and (p / "lib" / "libcaliper.so").exists() else None
+    except (OSError, ValueError):
+        return None
+
+
+def ensure(stack, kind: str, mirror: Path | None, log=print) -> Path | None:
+    """The prefix of KIND for STACK: the cached install, else built now. None when the pinned sources cannot be
+    had (no mirror and no network). Raises CaliperBuildError when a build step fails."""
+    done = installed(stack, kind)
+    if done is not None:
+        return done
+    srcs = {}
+    for tool in ("adiak", "caliper"):
+        srcs[tool] = source(tool, mirror)
+        if srcs[tool] is None:
+            return None
+    dest = prefix(stack.name, kind)
+    shutil.rmtree(dest, ignore_errors=True)
+    work = db.home() / "cache" / "caliper" / "build" / stack.name / kind
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    logfile = dest.parent / f"{kind}.log"
+    logfile.parent.mkdir(parents=True, exist_ok=True)
+    logfile.write_text("")
+    mpi = [f"-DMPI_C_COMPILER={stack.mpicc}", f"-DMPI_CXX_COMPILER={mpicxx(stack)}"]
+    common = ["-G", "Ninja", "-DCMAKE_BUILD_TYPE=Release", "-DBUILD_SHARED_LIBS=ON", f"-DCMAKE_INSTALL_PREFIX={dest}"]
+    adiak = ["cmake", "-S", str(srcs["adiak"]), "-B", str(work / "adiak"), *common, *mpi, "-DENABLE_MPI=ON",
+             "-DENABLE_TESTS=OFF", "-DENABLE_EXAMPLES=OFF"]
+    cali = ["cmake", "-S", str(srcs["caliper"]), "-B", str(work / "caliper"), *common, *mpi, "-DWITH_MPI=ON",
+            "-DWITH_ADIAK=ON", f"-Dadiak_DIR={dest}/lib/cmake/adiak", "-DWITH_KOKKOS=OFF", "-DBUILD_TESTING=OFF",
+            *(["-DWITH_GOTCHA=OFF"] if kind == "preload" else [])]
+    what = f"Caliper {versions()['caliper']['version']} ({kind}) for {stack.name}"
+    log(f"[setup] {what}: building into {dest} (log {logfile})")
+    t0 = time.monotonic()
+    try:
+        for step, cmd in (("Adiak configure", adiak), ("Adiak build", _build(work / "adiak")),
+                          ("Adiak install", ["cmake", "--install", str(work / "adiak")]),
+                          ("Caliper configure", cali), ("Caliper build", _build(work / "caliper")),
+                          ("Caliper install", ["cmake", "--install", str(work / "caliper")])):
+            _step(stack, kind, step, cmd, logfile, lambda msg: log(f"[setup] {what}: {msg}"))
+    except CaliperBuildError:
+        shutil.rmtree(dest, ignore_errors=True)
+        raise
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    (dest / STAMP).write_text(json.dumps(_stamp(stack), indent=1) + "\n")
+    log(f"[setup] {what}: built in {time.monotonic() - t0:.0f} s")
+    return dest
+
+
+def _build(bdir: Path) -> list[str]:
+    return ["cmake", "--build", str(bdir), "-j", "2"]
+
+
+def _step(stack, kind: str, step: str, cmd: list[str], logfile: Path, say) -> None:
+    """Runs one step with its output appended to LOGFILE; a build step reports its progress every quarter."""
+    with logfile.open("a") as out:
+        out.write(f"$ {' '.join(cmd)}\n")
+        out.flush()
+        p = subprocess.Popen(cmd, env=stack.environ(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        told = 0
+        for line in p.stdout:
+            out.write(line)
+            m = re.match(r"\[(\d+)/(\d+)\]", line)
+            if m and int(m.group(2)) > 20:
+                quarter = 4 * int(m.group(1)) // int(m.group(2))
+                if quarter > told and quarter < 4:
+                    told = quarter
+                    say(f"{step} {25 * quarter} % ({m.group(1)}/{m.group(2)})")
+        if p.wait():
+            raise CaliperBuildError(stack.name, kind, step, logfile)
