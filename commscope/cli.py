@@ -10,9 +10,23 @@ import psycopg
 from commscope.store import db
 
 
+def printable(text) -> str:
+    """TEXT with control characters (newlines, escape codes, bidirectional overrides) written as escapes, so a
+    name from a file or the command line cannot forge or colour lines of output."""
+    return "".join(c if c.isprintable() or c == " " else
+                   {"\n": "\\n", "\t": "\\t", "\r": "\\r"}.get(c) or
+                   (f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}") for c in str(text))
+
+
 def _fail(msg: str, code: int = 1):
-    click.echo(f"commscope: error: {msg}", err=True)
+    click.echo(f"commscope: error: {printable(msg)}", err=True)
     sys.exit(code)
+
+
+# `commscope ingest`'s exit codes (commscope/README.md)
+EXIT_BAD_INPUT = 2      # bad input or arguments: nothing was stored
+EXIT_SKIPPED_BAD = 3    # --skip-bad skipped inputs: the good ones were stored
+APP_LIMIT, PARAM_KEY_LIMIT, PARAM_VALUE_LIMIT = 200, 200, 4096   # characters
 
 
 @click.group()
@@ -212,7 +226,7 @@ def db_retain(age, dry_run):
               help="the Caliper region the study is about: the focus window (default: the workloads' timed loop)")
 @click.option("--app", metavar="NAME",
               help="the application's name (default: Adiak's workload, Ramble's application, the executable's name)")
-@click.option("--ranks", type=click.IntRange(1), metavar="N",
+@click.option("--ranks", type=click.IntRange(1, 2**31 - 1), metavar="N",
               help="the job's rank count (default: Adiak's jobsize, mpi.world.size, the largest rank + 1)")
 @click.option("--param", "params", multiple=True, metavar="KEY=VALUE",
               help="an experiment parameter of every run ingested (repeatable)")
@@ -225,11 +239,14 @@ def db_retain(age, dry_run):
 @click.option("--started-at", metavar="TIME",
               help="ISO 8601 time with a UTC offset (2026-11-25T02:17:00Z): the start of every run whose files "
                    "carry no time (a workload's output without a profile); default: the file's modification time")
+@click.option("--relabel", is_flag=True,
+              help="a file stored before with other --app/--param labels is stored again with the new ones "
+                   "(default: refused, naming the labels that differ)")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True,
-              help="json: one object with the campaign id and the counts")
+              help="json: one object with the campaign id, the counts and the skipped inputs")
 @click.option("--quiet", "-q", is_flag=True, help="no progress bar; only the campaign id (and errors)")
 def ingest_cmd(paths, system, stack, interconnect, git_commit, ci_pipeline, hardware, skip_bad, allow_partial, focus,
-               app, ranks, params, param_keys, rank_rows, started_at, fmt, quiet):
+               app, ranks, params, param_keys, rank_rows, relabel, started_at, fmt, quiet):
     """Store Caliper profiles of any application (files, directories), or one Ramble workspace, from PATHS
     as one campaign. The last line printed is the campaign's id alone (for `commscope check --campaign`): the
     new campaign, or, when every run was stored before, the campaign that holds them."""
@@ -242,11 +259,17 @@ def ingest_cmd(paths, system, stack, interconnect, git_commit, ci_pipeline, hard
     from commscope.read.ramble import read_hardware
     from commscope.read.records import ReadOptions
 
+    if app is not None and not 1 <= len(app.strip()) <= APP_LIMIT:
+        _fail(f"--app {'is empty' if not app.strip() else f'has {len(app)} characters'}: give a name of 1 to "
+              f"{APP_LIMIT} characters", EXIT_BAD_INPUT)
     pairs = []
     for p in params:
         key, eq, value = p.partition("=")
         if not eq or not key.strip():
             _fail(f"--param {p!r}: expected KEY=VALUE, e.g. --param problem_size=64", 2)
+        if len(key.strip()) > PARAM_KEY_LIMIT or not value.strip() or len(value) > PARAM_VALUE_LIMIT:
+            _fail(f"--param {key.strip()[:40]!r}: {'its value is empty' if not value.strip() else 'too long'}; give "
+                  f"a key of 1 to {PARAM_KEY_LIMIT} characters and a value of 1 to {PARAM_VALUE_LIMIT}", EXIT_BAD_INPUT)
         pairs.append((key.strip(), value))
     keys = tuple(k.strip() for k in (param_keys or "").split(",") if k.strip())
     if param_keys is not None and not keys:
@@ -270,7 +293,7 @@ def ingest_cmd(paths, system, stack, interconnect, git_commit, ci_pipeline, hard
                           ci_pipeline=ci_pipeline, hardware=read_hardware(hardware) if hardware else None,
                           started_at=start)
         with db.connect() as conn:
-            res = ingest(conn, list(paths), prov, skip_bad=skip_bad, progress=bar, read=read)
+            res = ingest(conn, list(paths), prov, skip_bad=skip_bad, progress=bar, read=read, relabel=relabel)
     except BadProfile as e:
         _fail(f"{e}; nothing was stored", 2)
     except db.DBError as e:
@@ -301,17 +324,19 @@ def ingest_cmd(paths, system, stack, interconnect, git_commit, ci_pipeline, hard
     if res.left_out:
         click.echo("left out Ramble workspaces (each is a campaign of its own; ingest them one by one):", err=True)
         for w in res.left_out:
-            click.echo(f"  {w}", err=True)
+            click.echo(f"  {printable(w)}", err=True)
     if res.bad:
-        click.echo(f"skipped {len(res.bad)} bad inputs:", err=True)
+        click.echo(f"skipped {len(res.bad)} bad inputs (exit {EXIT_SKIPPED_BAD}):", err=True)
         for b in res.bad:
-            click.echo(f"  {b}", err=True)
+            click.echo(f"  {printable(b)}", err=True)
     if fmt == "text":
         if res.campaign_id is None:
             click.echo("no campaign: " + ("nothing was stored" if not res.already_in else
                        f"the runs were stored before, in campaigns {', '.join(map(str, res.already_in))}"), err=True)
         else:
             click.echo(res.campaign_id)
+    if res.bad:
+        sys.exit(EXIT_SKIPPED_BAD)
 
 
 # ---- setup and run (the main job through Ramble) ------------------------------------

@@ -13,6 +13,7 @@ Reading uses caliper-reader, the fastest of the field's readers; the numbers
 are cross-checked against Hatchet in the tests."""
 from __future__ import annotations
 
+import errno
 import functools
 import hashlib
 import json
@@ -24,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 from caliperreader import caliperstreamreader
-from caliperreader.readererror import ReaderError
+from caliperreader.metadatadb import Attribute
 
 from commscope.read.contract import Output, parse_output
 
@@ -35,6 +36,7 @@ SPOT_EXCL = "scale#sum#time.duration.ns"  # spot's exclusive time, in seconds de
 MPI_SYNC = {"MPI_Barrier", "MPI_Wait", "MPI_Waitall", "MPI_Waitany", "MPI_Waitsome",
             "MPI_Win_wait", "MPI_Win_fence", "MPI_Win_complete", "MPI_Ibarrier"}
 RANK_FILE = re.compile(r"rank-(\d+)\.cali$")
+MAX_RANKS = 2**31 - 1   # the store's rank columns are PostgreSQL integers
 
 
 # Caliper's comm.stats option, per comm region and rank: (our name, attribute, how ranks combine).
@@ -139,13 +141,27 @@ def split_record(line: str) -> dict:
     return out
 
 
+class _Damaged(ValueError):
+    """A .cali line that cannot be what Caliper writes; the reader adds the file and the line number."""
+
+
 class _StreamReader(caliperstreamreader.CaliperStreamReader):
-    """caliper-reader's stream reader with split_record (0.4.1's _process, otherwise unchanged)."""
+    """caliper-reader's stream reader with split_record (0.4.1's _process), blank lines skipped, and damage
+    named: a node whose parent is not defined before it, or a record that refers to an undefined node or
+    attribute, is refused instead of read into a wrong call path. LINE is the line being read."""
+
+    line = 0
+
+    def read(self, filename_or_stream, process_record_fn=None):
+        with open(filename_or_stream, encoding="utf-8") as f:
+            for self.line, text in enumerate(f, 1):
+                if text.strip():
+                    self._process(text, process_record_fn)
 
     def _process(self, line, process_record_fn=None):
         record = split_record(line)
-        if "__rec" not in record:
-            raise ReaderError('"__rec" missing: ' + line)
+        if "__rec" not in record or not record["__rec"]:
+            raise _Damaged("not a Caliper record (no __rec=)")
         kind = record["__rec"][0]
         if kind == "node":
             self._process_node_record(record)
@@ -153,6 +169,40 @@ class _StreamReader(caliperstreamreader.CaliperStreamReader):
             process_record_fn(self._expand_record(record))
         elif kind == "globals":
             self.globals = self._expand_record(record)
+
+    def _process_node_record(self, record):
+        for key in ("id", "attr"):
+            if not record.get(key):
+                raise _Damaged(f"a node record without its {key}")
+        if "parent" in record and _int(record["parent"][0], "parent") not in self.db.nodes:
+            raise _Damaged(f"node {record['id'][0]}'s parent {record['parent'][0]} is not defined before it")
+        attr = _int(record["attr"][0], "attribute")
+        if attr not in self.db.nodes:
+            raise _Damaged(f"node {record['id'][0]}'s attribute {attr} is not defined before it")
+        if "data" in record and not record["data"]:
+            raise _Damaged(f"node {record['id'][0]} without its data")
+        if attr == Attribute.attr_attribute_id and "parent" not in record:
+            raise _Damaged(f"attribute node {record['id'][0]} without its type (no parent)")
+        super()._process_node_record(record)
+
+    def _expand_record(self, record):
+        for node_id in record.get("ref", []):
+            if _int(node_id, "node") not in self.db.nodes:
+                raise _Damaged(f"a record refers to node {node_id}, which is not defined before it")
+        if len(record.get("attr", [])) != len(record.get("data", [])):
+            raise _Damaged(f"a record with {len(record.get('attr', []))} attributes but {len(record.get('data', []))} "
+                           f"values")
+        for attr_id in record.get("attr", []):
+            if _int(attr_id, "attribute") not in self.db.attributes_by_id:
+                raise _Damaged(f"a record refers to attribute {attr_id}, which is not defined before it")
+        return super()._expand_record(record)
+
+
+def _int(text: str, what: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise _Damaged(f"{what} id {text!r} is not a number") from None
 
 
 def read_caliper_contents(path: str) -> tuple[list, dict]:
@@ -163,7 +213,9 @@ def read_caliper_contents(path: str) -> tuple[list, dict]:
 
 
 def _stream_cali(path: Path, on_record) -> dict:
-    """Hands each record of a .cali file to ON_RECORD as it is read (none is kept); returns the globals."""
+    """Hands each record of a .cali file to ON_RECORD as it is read (none is kept); returns the globals.
+    Damage anywhere is one BadProfile naming the file, the line and what is wrong."""
+    reader = _StreamReader()
     try:
         if path.stat().st_size == 0:
             raise BadProfile(f"{path}: empty file")
@@ -171,16 +223,32 @@ def _stream_cali(path: Path, on_record) -> dict:
             head = f.read(64)
         if not head.startswith(b"__rec="):
             raise BadProfile(f"{path}: not a Caliper .cali file (it does not start with a __rec= record)")
-        reader = _StreamReader()
         reader.read(str(path), on_record)
         globals_ = reader.globals
     except BadProfile:
         raise
-    except Exception as e:  # caliper-reader raises bare exceptions on damage
-        raise BadProfile(f"{path}: unreadable Caliper file ({type(e).__name__}: {e})") from e
+    except OSError as e:
+        raise BadProfile(f"{path}: cannot be read ({e.strerror or e})") from None
+    except UnicodeDecodeError as e:
+        raise BadProfile(f"{path}: damaged Caliper file: byte {e.start} is not UTF-8 text; copy or record the "
+                         f"profile again") from None
+    except Exception as e:  # caliper-reader and the record handlers raise bare exceptions on damage
+        raise BadProfile(f"{path}: damaged Caliper file, line {reader.line}: {_damage(e)}; copy or record the "
+                         f"profile again") from None
     if not globals_:
         raise BadProfile(f"{path}: no global metadata; the file is truncated or not a profile")
     return globals_
+
+
+def _damage(e: Exception) -> str:
+    """What a reading error says about the file, in a few words."""
+    if isinstance(e, _Damaged):
+        return str(e)
+    if isinstance(e, ValueError) and ("literal" in str(e) or "convert string" in str(e)):
+        return f"a malformed number ({str(e).rsplit(': ', 1)[-1]})"
+    if isinstance(e, KeyError):
+        return f"a record without the field {e.args[0]!r} it needs"
+    return f"{type(e).__name__}: {e}"
 
 
 def _path(rec) -> tuple:
@@ -218,8 +286,9 @@ def _int_meta(path: Path, g: dict, key: str) -> int | None:
         n = int(g[key])
     except (TypeError, ValueError):
         raise BadProfile(f"{path}: {key} {g[key]!r} is not an integer; give the rank count with --ranks N") from None
-    if n < 1:
-        raise BadProfile(f"{path}: {key} {n} is not a rank count; give the rank count with --ranks N")
+    if not 1 <= n <= MAX_RANKS:
+        raise BadProfile(f"{path}: {key} {n} is not a rank count (1 to {MAX_RANKS}); give the rank count with "
+                         f"--ranks N")
     return n
 
 
@@ -244,22 +313,25 @@ def rank_count(path: Path, g: dict, ranks_seen: set, mpi_seen: bool, given: int 
 
 
 class _PerRank:
-    """Per call path, one float per rank, grown as higher ranks appear."""
+    """Per call path, one float per rank that has a record, in the order ranks first appear (COLUMNS,
+    shared by a run's accumulators), so memory follows the data, not the rank numbers a file claims."""
 
-    def __init__(self):
+    def __init__(self, columns: dict[int, int]):
+        self.columns = columns          # rank -> column, shared
         self.values: dict[tuple, np.ndarray] = {}
         self.present: dict[tuple, np.ndarray] = {}
 
     def add(self, path: tuple, rank: int, t: float) -> None:
+        col = self.columns.setdefault(rank, len(self.columns))
         arr = self.values.get(path)
-        if arr is None or rank >= len(arr):
-            arr = self._grow(path, rank)
-        arr[rank] += t
-        self.present[path][rank] = True
+        if arr is None or col >= len(arr):
+            arr = self._grow(path, col)
+        arr[col] += t
+        self.present[path][col] = True
 
-    def _grow(self, path: tuple, rank: int) -> np.ndarray:
+    def _grow(self, path: tuple, col: int) -> np.ndarray:
         old, had = self.values.get(path), self.present.get(path)
-        size = max(8, rank + 1, 2 * (len(old) if old is not None else 0))
+        size = max(8, col + 1, 2 * (len(old) if old is not None else 0))
         arr, pres = np.zeros(size), np.zeros(size, dtype=bool)
         if old is not None:
             arr[:len(old)], pres[:len(had)] = old, had
@@ -267,13 +339,19 @@ class _PerRank:
         return arr
 
     def sized(self, n: int) -> tuple[dict, dict]:
-        """Every array cut or padded to N ranks, in place (one array's copy at a time)."""
+        """Every array spread out to N ranks (index = rank), one array at a time; ranks at N or above
+        are dropped. N is checked against the ranks with data first (_check_claim)."""
+        ranks = np.full(len(self.columns), -1, dtype=np.int64)
+        for rank, col in self.columns.items():
+            ranks[col] = rank
         for d in (self.values, self.present):
             for p, a in d.items():
-                if len(a) != n:
-                    out = np.zeros(n, dtype=a.dtype)
-                    out[:min(n, len(a))] = a[:n]
-                    d[p] = out
+                cols = ranks[:len(a)]
+                a = a[:len(cols)]
+                keep = (cols >= 0) & (cols < n)
+                out = np.zeros(n, dtype=a.dtype)
+                out[cols[keep]] = a[keep]
+                d[p] = out
         return self.values, self.present
 
 
@@ -282,8 +360,9 @@ class _Reader:
 
     def __init__(self, prof: Profile):
         self.prof = prof
-        self.excl = _PerRank()
-        self.outside = _PerRank()
+        self.columns: dict[int, int] = {}   # rank -> column of the per-rank arrays (_PerRank)
+        self.excl = _PerRank(self.columns)
+        self.outside = _PerRank(self.columns)
         self.ranked: set[int] = set()   # ranks named by mpi.rank or a rank file
         self.unranked = False           # records that name no rank: a one-process profile, else refused
         self.spot = False
@@ -380,8 +459,11 @@ def read_files(paths: list[Path], allow_partial: bool = False, ranks: int | None
     g: dict | None = None
     if paths[0].suffix == ".json":
         records, g, json_kind = _read_json(paths[0])
-        for rec in records:
-            reader.record(rec, None)
+        try:
+            for rec in records:
+                reader.record(rec, None)
+        except (ValueError, TypeError, KeyError, AttributeError) as e:
+            raise BadProfile(f"{paths[0]}: damaged JSON profile: {_damage(e)} in a record") from None
     else:
         for path in paths:
             m = RANK_FILE.search(path.name)
@@ -405,7 +487,9 @@ def read_files(paths: list[Path], allow_partial: bool = False, ranks: int | None
         raise BadProfile(f"{paths[0]}: records carry no mpi.rank and the file name does not say the rank, but the "
                          f"job had {prof.ranks} ranks ({prof.ranks_source}); record with an MPI-enabled Caliper, or "
                          f"one file per rank named rank-N.cali (output=rank-%mpi.rank%.cali)")
-    n = max([prof.ranks] + [r + 1 for r in seen])
+    with_data = set(reader.columns) | seen | {src for src, _dst in prof.matrix}
+    _check_claim(paths[0], prof, with_data)
+    n = max([prof.ranks if with_data else 0] + [r + 1 for r in with_data])
     prof.excl, prof.present = reader.excl.sized(n)
     out_values, out_present = reader.outside.sized(n)
     prof.outside = out_values.get((), np.zeros(n))
@@ -431,6 +515,32 @@ def read_files(paths: list[Path], allow_partial: bool = False, ranks: int | None
                              f"run directory with the workload's output in it")
         raise BadProfile(f"{prof.source}: no timed regions and no messages: nothing to ingest")
     return prof
+
+
+# A rank count is believed only up to twice the ranks that have data plus this many: per-rank arrays are
+# sized by it, so memory stays bounded by the data whatever a file or --ranks claims.
+CLAIM_SLACK = 1024
+
+
+def claim_limit(with_data: int) -> int:
+    """The largest rank count believed for a run with WITH_DATA ranks that have records."""
+    return 2 * with_data + CLAIM_SLACK
+
+
+def _check_claim(path: Path, prof: Profile, with_data: set) -> None:
+    """Refuses a rank count, or a rank named by a record or file, far beyond the ranks with data."""
+    if not with_data:
+        return   # spot and one-process profiles keep no per-rank arrays
+    if min(with_data) < 0:
+        raise BadProfile(f"{path}: a record names rank {min(with_data)}, which is no rank; the file is damaged")
+    limit = claim_limit(len(with_data))
+    top = max(with_data)
+    if top >= limit:
+        raise BadProfile(f"{path}: its records name rank {top}, but only {len(with_data)} ranks have data; the file "
+                         f"is damaged (at most {limit} ranks are believed for {len(with_data)} with data)")
+    if prof.ranks > limit:
+        raise BadProfile(f"{path}: {prof.ranks} ranks claimed ({prof.ranks_source}), but only {len(with_data)} ranks "
+                         f"have data (at most {limit} are believed); give the job's real rank count with --ranks N")
 
 
 def _check_ranks(prof: Profile, allow_partial: bool) -> None:
@@ -488,15 +598,21 @@ def _read_json(path: Path) -> tuple[list, dict, str]:
     json-split`: call paths as a node table), and cali-query's `format json(object)` (records with
     '/'-joined nested values, plus globals) or plain `format json` (a list of records, no globals)."""
     try:
-        doc = json.loads(path.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise BadProfile(f"{path}: not JSON ({type(e).__name__}: {e})") from None
-    if isinstance(doc, dict) and {"nodes", "columns", "data"} <= doc.keys():
-        return (*_json_split_records(path, doc), "json-split")
-    if isinstance(doc, dict) and isinstance(doc.get("records"), list):
-        return [_json_record(r) for r in doc["records"]], _json_globals(doc.get("globals") or {}), "cali-query-json"
-    if isinstance(doc, list) and all(isinstance(r, dict) for r in doc):
-        return [_json_record(r) for r in doc], {}, "cali-query-json"
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as e:
+        raise BadProfile(f"{path}: damaged JSON profile: byte {e.start} is not UTF-8 text") from None
+    except json.JSONDecodeError as e:
+        raise BadProfile(f"{path}: not JSON ({e})") from None
+    try:
+        if isinstance(doc, dict) and {"nodes", "columns", "data"} <= doc.keys():
+            return (*_json_split_records(path, doc), "json-split")
+        if isinstance(doc, dict) and isinstance(doc.get("records"), list):
+            return ([_json_record(r) for r in doc["records"]], _json_globals(doc.get("globals") or {}),
+                    "cali-query-json")
+        if isinstance(doc, list) and all(isinstance(r, dict) for r in doc):
+            return [_json_record(r) for r in doc], {}, "cali-query-json"
+    except (KeyError, IndexError, TypeError, ValueError, AttributeError) as e:
+        raise BadProfile(f"{path}: damaged JSON profile: {_damage(e)} in its nodes, records or data rows") from None
     raise BadProfile(f"{path}: not a Caliper JSON profile: expected json-split (nodes, columns, data) or "
                      f"cali-query's json output (a list of records, or an object with 'records')")
 
@@ -569,6 +685,18 @@ def _is_workload_output(path: Path) -> bool:
         return False
 
 
+def not_found(path: Path) -> BadProfile:
+    """Why PATH, which does not exist, cannot be read: a symbolic link loop, a dangling link, or no file."""
+    if path.is_symlink():
+        try:
+            path.stat()
+        except OSError as e:
+            if e.errno == errno.ELOOP:
+                return BadProfile(f"{path}: a symbolic link loop; point it at the profile")
+        return BadProfile(f"{path}: a symbolic link to {os.readlink(path)}, which does not exist")
+    return BadProfile(f"{path}: no such file or directory")
+
+
 def discover(inputs: list[Path], nested_workspaces: list | None = None) -> list[list[Path]]:
     """Groups input files into runs: per-rank files of one directory form one
     run; every other .cali or json-split .json file is a run of its own, and so
@@ -578,7 +706,7 @@ def discover(inputs: list[Path], nested_workspaces: list | None = None) -> list[
     groups: list[list[Path]] = []
     for inp in inputs:
         if not inp.exists():
-            raise BadProfile(f"{inp}: no such file or directory")
+            raise not_found(inp)
         if inp.is_dir():
             files = []
             for d, subdirs, names in os.walk(inp):
@@ -599,6 +727,8 @@ def discover(inputs: list[Path], nested_workspaces: list | None = None) -> list[
         outs = []
         for f in files:
             if not f.is_file():
+                if f.suffix in (".cali", ".json", ".out") and f.is_symlink() and not f.exists():
+                    raise not_found(f)   # a profile's name that leads nowhere is not dropped in silence
                 continue
             if RANK_FILE.search(f.name):
                 per_dir[f.parent].append(f)

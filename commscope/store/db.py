@@ -47,10 +47,24 @@ class DBError(RuntimeError):
     """A store problem with a message meant for the user."""
 
 
-def masked(dsn: str) -> str:
-    """The DSN with any password replaced by ***, for messages."""
-    dsn = re.sub(r"(://[^:/@?]*:)[^@/?]*@", r"\1***@", dsn)
-    return re.sub(r"(password\s*=\s*)('[^']*'|[^&\s]*)", r"\1***", dsn, flags=re.I)
+_URI = re.compile(r"(postgres(?:ql)?://)(\S*)", re.I)
+
+
+def _mask_userinfo(m: re.Match) -> str:
+    """A URI's user:password@ part with the password as ***: the user information runs to the URI's last '@',
+    so a password holding an unescaped '@', ':' or '/' is hidden whole."""
+    scheme, rest = m.group(1), m.group(2)
+    at = rest.rfind("@")
+    user, colon, _password = rest[:at].partition(":") if at >= 0 else ("", "", "")
+    return f"{scheme}{user}:***@{rest[at + 1:]}" if colon else m.group(0)
+
+
+def masked(text: str) -> str:
+    """TEXT (a DSN, or a message holding one) with every password replaced by ***: a libpq URI's
+    user:password@, however the password is written (%-encoded, or with unescaped '@'), and password=
+    in a URI's query or a key=value conninfo (quoted, with escaped quotes, or bare)."""
+    text = _URI.sub(_mask_userinfo, text)
+    return re.sub(r"(password\s*=\s*)('(?:[^'\\]|\\.)*'?|[^&\s]*)", r"\1***", text, flags=re.I)
 
 
 def home() -> Path:
@@ -507,10 +521,16 @@ def _pg(argv: list[str], what: str, **kw) -> subprocess.CompletedProcess:
 def dump(dsn: str, file: Path) -> None:
     """The whole store into FILE with pg_dump's custom format, without owners
     or grants, so it restores into any store whatever its roles. Written
-    beside FILE first, so a failed dump leaves no partial FILE."""
+    beside FILE first, so a failed dump leaves no partial FILE, and readable
+    by its owner only (0600): a dump holds every run and role name."""
     file = Path(file)
     part = file.with_name(file.name + ".part")
     try:
+        try:
+            part.unlink(missing_ok=True)
+            os.close(os.open(part, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))   # pg_dump keeps the mode
+        except OSError as e:
+            raise DBError(f"{file}: cannot write the dump there ({e.strerror})") from None
         _pg([_tool("pg_dump"), "--format=custom", "--no-owner", "--no-acl", "--file", str(part),
              *([f"--dbname={dsn}"] if dsn else [])], f"pg_dump of {masked(dsn) or 'the PG* store'}")
         part.replace(file)

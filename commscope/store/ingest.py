@@ -144,6 +144,13 @@ def _read(group: list[Path], opts: ReadOptions = ReadOptions()) -> Record | BadP
         rec = read_record(group, opts)
     except BadProfile as e:
         return e
+    except OSError as e:
+        return BadProfile(f"{getattr(e, 'filename', None) or group[0]}: cannot be read ({e.strerror or e})")
+    except MemoryError:
+        return BadProfile(f"{group[0]}: too large to read in the memory this process may use")
+    except Exception as e:   # a reader's bug must not end an ingest in a traceback: one line naming the input
+        return BadProfile(f"{group[0]}: cannot be read: {type(e).__name__}: {e} (a bug in commscope's reader; "
+                          f"report it with the file)")
     return replace(rec, copy_text=copy_text(rec), node_rows=[], mpi_rows=[], comm_rows=[], spread_rows=[],
                    rank_rows=[], matrix_rows=[], fom_rows=[], window_rows=[])
 
@@ -189,11 +196,28 @@ def read_records(groups: list, n_workers: int | None = None,
                 pending.append(pool.submit(_read, nxt, opts))
 
 
-class Writer:
-    """Writes records into one campaign; interns shared names as it meets them."""
+class LabelConflict(BadProfile):
+    """A stored file ingested again with other labels (--app, --param), without --relabel."""
 
-    def __init__(self, conn: psycopg.Connection, campaign_id: int, prov: Provenance):
-        self.conn, self.campaign_id, self.prov = conn, campaign_id, prov
+
+def label_changes(stored_app: str, stored_params: dict | None, rec: Record) -> list[str]:
+    """How REC's application name and experiment parameters differ from a stored run's, one phrase each."""
+    out = [f"app {stored_app!r} is now {rec.app!r}"] if stored_app != rec.app else []
+    if stored_params is not None:
+        new = json.loads(json.dumps(rec.parameters, default=str))
+        for key in sorted(stored_params.keys() | new.keys()):
+            if stored_params.get(key) != new.get(key):
+                out.append(f"param {key} {json.dumps(stored_params.get(key))} is now {json.dumps(new.get(key))}")
+    return out
+
+
+class Writer:
+    """Writes records into one campaign; interns shared names as it meets them. A file stored before with
+    other labels is refused (LabelConflict), or with RELABEL stored again with the new ones (its old run
+    and its rows go, the rollups follow)."""
+
+    def __init__(self, conn: psycopg.Connection, campaign_id: int, prov: Provenance, relabel: bool = False):
+        self.conn, self.campaign_id, self.prov, self.relabel = conn, campaign_id, prov, relabel
         self.node_ids: dict[str, int] = {}
         self.system_ids: dict[str, int] = {}
         self.stack_ids: dict[tuple, int] = {}
@@ -267,6 +291,24 @@ class Writer:
                         "ON CONFLICT (path) DO NOTHING", [list(col) for col in zip(*rows)])
             self.node_ids.update(cur.execute("SELECT path, id FROM nodes WHERE path = ANY(%s)", (new,)).fetchall())
 
+    def _relabelled(self, cur, batch: list[Record]) -> list[int]:
+        """The stored runs of BATCH's files whose labels differ, to be stored again (--relabel); without
+        --relabel the first one is refused, naming each difference."""
+        by_hash = {r.content_hash: r for r in batch}
+        stored = cur.execute("SELECT r.content_hash, r.id, r.app, s.parameters FROM runs r "
+                             "LEFT JOIN series s ON s.id = r.series_id WHERE r.content_hash = ANY(%s)",
+                             (list(by_hash),)).fetchall()
+        out = []
+        for content_hash, run_id, app, params in stored:
+            rec = by_hash[content_hash]
+            changes = label_changes(app, params, rec)
+            if changes and not self.relabel:
+                raise LabelConflict(f"{rec.source}: already stored as run {run_id} with other labels: "
+                                    f"{'; '.join(changes)}; give --relabel to store the new labels")
+            if changes:
+                out.append(run_id)
+        return out
+
     def write(self, batch: list[Record]) -> set[str]:
         """Inserts a batch; returns the content hashes that were new."""
         conn = self.conn
@@ -286,6 +328,9 @@ class Writer:
             # measured again: the new record replaces it (its rows go with it, and the rollups follow the delete).
             cur.execute("DELETE FROM runs WHERE (model_version IS NULL OR model_version < %s) "
                         "AND content_hash = ANY(%s)", (MODEL_VERSION, [r.content_hash for r in batch]))
+            relabelled = self._relabelled(cur, batch)
+            if relabelled:
+                cur.execute("DELETE FROM runs WHERE id = ANY(%s)", (relabelled,))
             # One INSERT per batch, not per run: the statement-level rollup triggers (migration 0010) then
             # add the batch to its (series, day) groups once, so ingest stays as fast as a series fills.
             # The staging table lives until the commit: an earlier ingest in the caller's own transaction
@@ -337,8 +382,9 @@ def hardware_columns(hw: dict) -> tuple:
 
 
 def ingest_records(conn: psycopg.Connection, records: Iterable[Record | BadProfile], prov: Provenance,
-                   source: str, kind: str = "ingest", skip_bad: bool = False, progress=None) -> Result:
-    """Writes a stream of records as one campaign in one transaction."""
+                   source: str, kind: str = "ingest", skip_bad: bool = False, progress=None,
+                   relabel: bool = False) -> Result:
+    """Writes a stream of records as one campaign in one transaction (RELABEL: see Writer)."""
     res = Result()
     seen: set[str] = set()
     with conn.transaction():
@@ -347,7 +393,7 @@ def ingest_records(conn: psycopg.Connection, records: Iterable[Record | BadProfi
         campaign_id = conn.execute(
             "INSERT INTO campaigns (kind, source, git_commit, ci_pipeline) VALUES (%s, %s, %s, %s) RETURNING id",
             (kind, clean(source), clean(prov.git_commit), clean(prov.ci_pipeline))).fetchone()[0]
-        writer = Writer(conn, campaign_id, prov)
+        writer = Writer(conn, campaign_id, prov, relabel)
         batch: list[Record] = []
         stored_before: set[str] = set()   # content hashes of runs already in the store
 
@@ -388,16 +434,17 @@ def ingest_records(conn: psycopg.Connection, records: Iterable[Record | BadProfi
 
 def ingest(conn: psycopg.Connection, inputs: list[Path], prov: Provenance, skip_bad: bool = False,
            progress=None, allow_partial: bool = False, focus: str | None = None,
-           read: ReadOptions | None = None) -> Result:
+           read: ReadOptions | None = None, relabel: bool = False) -> Result:
     """Stores Caliper profiles (files, directories) and Ramble workspaces as one campaign. ALLOW_PARTIAL
     and FOCUS, or READ with every reading option (--app, --ranks, --param, --param-keys): see
-    records.ReadOptions."""
+    records.ReadOptions. RELABEL: a file stored before with other labels is stored again with the new ones
+    (Writer)."""
     from commscope.read import ramble
     opts = read or ReadOptions(allow_partial, focus)
     inputs = [Path(i) for i in inputs]
     for i in inputs:
         if not i.exists():
-            raise BadProfile(f"{i}: no such file or directory")
+            raise profiles.not_found(i)
     workspaces = [i for i in inputs if profiles.is_ramble_workspace(i)]
     if workspaces and len(inputs) > 1:
         raise BadProfile(f"{workspaces[0]}: a Ramble workspace is one campaign; ingest it on its own")
@@ -406,7 +453,8 @@ def ingest(conn: psycopg.Connection, inputs: list[Path], prov: Provenance, skip_
         if ws.hardware and not prov.hardware:
             prov = replace(prov, hardware=ws.hardware,
                            system=prov.system or ws.hardware.get("system") or ws.hardware.get("site"))
-        return ingest_records(conn, ws.records(opts), prov, str(workspaces[0]), "ramble", skip_bad, progress)
+        return ingest_records(conn, ws.records(opts), prov, str(workspaces[0]), "ramble", skip_bad, progress,
+                              relabel)
     # ReFrame run reports and perflogs (read/reframe.py): one campaign of their own, as a workspace is.
     from commscope.read import reframe as reframe_results
     kinds = {i: reframe_results.classify(i) for i in inputs}
@@ -419,7 +467,7 @@ def ingest(conn: psycopg.Connection, inputs: list[Path], prov: Provenance, skip_
             raise BadProfile(f"{other[0]}: not ReFrame results, given with ReFrame results; ingest ReFrame reports "
                              f"and perflogs on their own")
         return ingest_records(conn, reframe_results.records(inputs, opts), prov, json.dumps([str(i) for i in inputs]),
-                              "reframe", skip_bad, progress)
+                              "reframe", skip_bad, progress, relabel)
     nested: list[Path] = []
     groups = profiles.discover(inputs, nested)
     if not groups:
@@ -429,6 +477,6 @@ def ingest(conn: psycopg.Connection, inputs: list[Path], prov: Provenance, skip_
     if progress is not None:
         progress.total = len(groups)
     res = ingest_records(conn, read_records(groups, opts=opts), prov, json.dumps([str(i) for i in inputs]),
-                         skip_bad=skip_bad, progress=progress)
+                         skip_bad=skip_bad, progress=progress, relabel=relabel)
     res.left_out = [str(n) for n in nested]
     return res

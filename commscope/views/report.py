@@ -99,6 +99,12 @@ def _mean_of(rs, i) -> float:
     return sum(vals) / len(vals) if vals else float("-inf")
 
 
+def _text(v) -> str:
+    """A name as plotly shows it: plotly renders HTML tags (<a href>, <b>) in trace names, legends, hover text,
+    tick labels and titles, so every name from the store or a panel is HTML-escaped and shows as text."""
+    return html.escape(str(v), quote=False)
+
+
 def figure(panel: P.Panel, cols: list[str], rows: list[tuple]):
     """The plotly figure of one panel, or None for a table. Lines: one colour and one legend entry per series, the
     TOP_SERIES with the highest mean of the first metric named, the rest grouped under one entry; several metrics
@@ -129,19 +135,19 @@ def figure(panel: P.Panel, cols: list[str], rows: list[tuple]):
                 name = str(key if key is not None else y) if shown else f"{len(rest)} other series"
                 fig.add_trace(go.Scatter(
                     x=[xconv(r[idx[spec["x"]]]) for r in rs], y=[_num(r[idx[y]]) for r in rs], mode="lines+markers",
-                    name=name, legendgroup=group, showlegend=first, visible=True if shown else "legendonly",
-                    hovertext=f"{key} {y}" if len(ys) > 1 else str(key), hoverinfo="x+y+text",
+                    name=_text(name), legendgroup=group, showlegend=first, visible=True if shown else "legendonly",
+                    hovertext=_text(f"{key} {y}" if len(ys) > 1 else str(key)), hoverinfo="x+y+text",
                     line={"color": COLORS[n % len(COLORS)] if shown else OTHER, "dash": DASHES[j % len(DASHES)]},
                     marker={"size": 5}))
         legend_entries = len(top) + (1 if rest else 0)
         if len(ys) > 1:
             # One entry per metric, saying which dash is which.
             for j, y in enumerate(ys):
-                fig.add_trace(go.Scatter(x=[None], y=[None], mode="lines", name=y, legendgroup=f"metric {y}",
+                fig.add_trace(go.Scatter(x=[None], y=[None], mode="lines", name=_text(y), legendgroup=f"metric {y}",
                                          line={"color": "#444", "dash": DASHES[j % len(DASHES)]}, hoverinfo="skip"))
             legend_entries += len(ys)
-        fig.update_xaxes(title=spec["x"], type="log" if spec.get("log_x") else None)
-        fig.update_yaxes(title=UNIT_LABELS.get(panel.unit, panel.unit) if len(ys) > 1 else ys[0],
+        fig.update_xaxes(title=_text(spec["x"]), type="log" if spec.get("log_x") else None)
+        fig.update_yaxes(title=_text(UNIT_LABELS.get(panel.unit, panel.unit) if len(ys) > 1 else ys[0]),
                          type="log" if spec.get("log_y") else None)
         days = {xconv(r[idx[spec["x"]]]) for r in rows} if kind == "line" else set()
         if len(days) == 1:
@@ -156,15 +162,15 @@ def figure(panel: P.Panel, cols: list[str], rows: list[tuple]):
                                   "yanchor": "top", "maxheight": legend_height + 20, "font": {"size": 11},
                                   "tracegroupgap": 2})
     elif kind == "bar":
-        cats = [str(r[idx[spec["x"]]]) for r in rows]
+        cats = [_text(r[idx[spec["x"]]]) for r in rows]
         horizontal = len(cats) > 12 or max(map(len, cats)) > 14
         for j, y in enumerate(ys):
             vals = [_num(r[idx[y]]) for r in rows]
-            fig.add_trace(go.Bar(x=vals if horizontal else cats, y=cats if horizontal else vals, name=y,
+            fig.add_trace(go.Bar(x=vals if horizontal else cats, y=cats if horizontal else vals, name=_text(y),
                                  orientation="h" if horizontal else "v", marker={"color": COLORS[j % len(COLORS)]}))
         legend_entries = len(ys)
         fig.update_layout(barmode="stack" if spec.get("stacked") else "group")
-        unit = UNIT_LABELS.get(panel.unit, panel.unit) or None
+        unit = _text(UNIT_LABELS.get(panel.unit, panel.unit)) if UNIT_LABELS.get(panel.unit, panel.unit) else None
         if horizontal:
             # Categories top to bottom in the query's order, each a readable row.
             fig.update_yaxes(type="category", autorange="reversed", automargin=True, tickfont={"size": 11})
@@ -180,9 +186,10 @@ def figure(panel: P.Panel, cols: list[str], rows: list[tuple]):
         z = [[None] * len(xs) for _ in yv]
         for r in rows:
             z[yv.index(r[idx[spec["y"]]])][xs.index(r[idx[spec["x"]]])] = _num(r[idx[spec["z"]]])
-        fig.add_trace(go.Heatmap(x=xs, y=yv, z=z, colorscale="Oranges", colorbar={"title": spec["z"]}))
-        fig.update_xaxes(title=spec["x"], type="category")
-        fig.update_yaxes(title=spec["y"], type="category", autorange="reversed")
+        fig.add_trace(go.Heatmap(x=[_text(x) for x in xs], y=[_text(y) for y in yv], z=z, colorscale="Oranges",
+                                 colorbar={"title": _text(spec["z"])}))
+        fig.update_xaxes(title=_text(spec["x"]), type="category")
+        fig.update_yaxes(title=_text(spec["y"]), type="category", autorange="reversed")
     else:
         return None
     fig.update_xaxes(automargin=True)

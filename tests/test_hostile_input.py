@@ -1,0 +1,343 @@
+"""Hostile and broken input to `commscope ingest` and the store commands (issue 32): memory stays bounded
+whatever an input claims, every bad input ends in one line naming it and a non-zero exit with nothing
+stored, and nothing the user gave is silently changed. Real profiles from tests/data are damaged at test
+time; everything runs through the real command against a real PostgreSQL."""
+from __future__ import annotations
+
+import json
+import os
+import resource
+import subprocess
+import sys
+from pathlib import Path
+
+import psycopg
+import pytest
+
+DATA = Path(__file__).parent / "data"
+PROFILE = DATA / "halo3d-overlap-n2.runtime-profile.cali"
+CLI = [sys.executable, "-m", "commscope.cli"]
+MEMORY_CAP = 4_000_000 * 1024   # `ulimit -v 4000000`, in bytes
+
+
+def _cap_memory():
+    resource.setrlimit(resource.RLIMIT_AS, (MEMORY_CAP, MEMORY_CAP))
+
+
+def cli(dsn: str | None, *args, capped: bool = False, stdin: str | None = None, timeout: int = 300):
+    """The real command in a process of its own (under `ulimit -v 4000000` when CAPPED)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PG") and k != "COMMSCOPE_DB_URL"}
+    if dsn:
+        env["COMMSCOPE_DB_URL"] = dsn
+    return subprocess.run([*CLI, *map(str, args)], capture_output=True, text=True, env=env, timeout=timeout,
+                          input=stdin, preexec_fn=_cap_memory if capped else None)
+
+
+def counts(dsn: str) -> dict:
+    with psycopg.connect(dsn) as c:
+        return {t: c.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
+                for t in ("runs", "campaigns", "series", "node_metrics", "nodes")}
+
+
+def assert_one_clear_line(r, *needles: str, code: int | None = None):
+    """A refusal: a non-zero exit (CODE when given), no traceback, and one line on stderr carrying NEEDLES."""
+    assert r.returncode != 0 and (code is None or r.returncode == code), (r.returncode, r.stdout, r.stderr)
+    assert "Traceback" not in r.stderr + r.stdout, r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1, r.stderr
+    for n in needles:
+        assert n in lines[0], (n, lines[0])
+    return lines[0]
+
+
+def with_lines_replaced(src: Path, dst: Path, replace: dict[str, str]) -> Path:
+    """SRC with whole lines replaced (each must occur exactly once), written to DST."""
+    lines = src.read_text().splitlines(keepends=True)
+    for old, new in replace.items():
+        hits = [i for i, ln in enumerate(lines) if ln.rstrip("\n") == old]
+        assert len(hits) == 1, (old, hits)
+        lines[hits[0]] = new + "\n"
+    dst.write_text("".join(lines))
+    return dst
+
+
+# ---- 1. bounded memory whatever an input claims ----------------------------------------------------------------
+
+# The profile's two rank-count records (Caliper's mpi.world.size and Adiak's jobsize), both 2 in the real file.
+WORLD_SIZE = "__rec=node,id=20,attr=16,data=2,parent=19"
+JOBSIZE = "__rec=node,id=271,attr=209,data=2,parent=270"
+
+
+def test_ranks_claimed_on_the_command_line_are_refused_under_a_memory_cap(dsn):
+    before = counts(dsn)
+    r = cli(dsn, "ingest", "-q", PROFILE, "--ranks", "2000000000", capped=True)
+    assert_one_clear_line(r, str(PROFILE), "2000000000", "only 2 ranks have data", "nothing was stored", code=2)
+    assert counts(dsn) == before
+
+
+def test_ranks_claimed_by_the_profile_are_refused_under_a_memory_cap(dsn, tmp_path):
+    hostile = with_lines_replaced(PROFILE, tmp_path / "claims-2e9.cali",
+                                  {WORLD_SIZE: WORLD_SIZE.replace("data=2,", "data=2000000000,"),
+                                   JOBSIZE: JOBSIZE.replace("data=2,", "data=2000000000,")})
+    before = counts(dsn)
+    r = cli(dsn, "ingest", "-q", hostile, capped=True)
+    assert_one_clear_line(r, str(hostile), "2000000000", "jobsize", "only 2 ranks have data", code=2)
+    assert counts(dsn) == before
+
+
+def test_a_record_naming_a_huge_rank_is_refused_under_a_memory_cap(dsn, tmp_path):
+    """One record's mpi.rank edited to 2e9: the rank a record names sizes nothing before it is checked."""
+    text = PROFILE.read_text()
+    rank_attr = next(ln for ln in text.splitlines() if ln.endswith(",data=mpi.rank,parent=21")).split(",id=")[1].split(",")[0]
+    one = [ln for ln in text.splitlines() if ln.startswith("__rec=ctx") and f",attr={rank_attr}=" in ln
+           and ",data=1=" in ln][-1]
+    hostile = with_lines_replaced(PROFILE, tmp_path / "rank-2e9.cali",
+                                  {one: one.replace(",data=1=", ",data=2000000000=")})
+    r = cli(dsn, "ingest", "-q", hostile, capped=True)
+    assert_one_clear_line(r, str(hostile), "rank 2000000000", "only 3 ranks have data", code=2)
+    assert counts(dsn)["runs"] == 0
+
+
+def test_a_rank_count_within_the_data_still_reads_as_before(dsn):
+    """The bound leaves real profiles alone: the same per-rank times as caliper-reader's own reading."""
+    from caliperreader import read_caliper_contents
+    records, _g = read_caliper_contents(str(PROFILE))
+    expected: dict[int, float] = {}
+    for rec in records:
+        if "mpi.rank" in rec and "sum#sum#time.duration" in rec:
+            rank = int(rec["mpi.rank"])
+            expected[rank] = expected.get(rank, 0.0) + float(rec["sum#sum#time.duration"])
+    r = cli(dsn, "ingest", "-q", PROFILE, capped=True)
+    assert r.returncode == 0, r.stderr
+    with psycopg.connect(dsn) as c:
+        got = dict(c.execute("SELECT rank, total_time FROM rank_metrics").fetchall())
+    assert got.keys() == expected.keys()
+    for rank, t in expected.items():
+        assert got[rank] == pytest.approx(t, rel=1e-9)
+
+
+# ---- 2. one clear line for damaged input, never a traceback ----------------------------------------------------
+
+def _lines(path: Path) -> list[str]:
+    return path.read_text().splitlines(keepends=True)
+
+
+def _damaged_cases(tmp: Path) -> dict[str, Path]:
+    """Real damage to the real profile: truncations, a flipped byte, deleted and garbled records."""
+    raw = PROFILE.read_bytes()
+    lines = _lines(PROFILE)
+    first_ctx = next(i for i, ln in enumerate(lines) if ln.startswith("__rec=ctx"))
+    parent_node = next(i for i, ln in enumerate(lines) if ln.startswith("__rec=node") and ",id=21," in ln)
+    cases = {
+        "truncated-mid-record": raw[:len(raw) // 2],
+        "truncated-mid-line": raw[:raw.index(b"\n", len(raw) // 3) - 7],
+        "no-globals": b"".join(ln.encode() for ln in lines if not ln.startswith("__rec=globals")),
+        "flipped-to-non-utf8": raw[:500] + bytes([raw[500] | 0x80]) + raw[501:],
+        "node-deleted": "".join(lines[:parent_node] + lines[parent_node + 1:]).encode(),
+        "garbled-record": "".join(lines[:first_ctx] + ["__re\n"] + lines[first_ctx:]).encode(),
+        "half-a-number": "".join(lines[:first_ctx] + [lines[first_ctx].replace("data=0=", "data=0x=")]
+                                 + lines[first_ctx + 1:]).encode(),
+        "ref-to-missing-node": "".join(lines[:first_ctx] + ["__rec=ctx,ref=99999,attr=22,data=0\n"]
+                                       + lines[first_ctx:]).encode(),
+    }
+    out = {}
+    for name, data in cases.items():
+        out[name] = tmp / f"{name}.cali"
+        out[name].write_bytes(data)
+    return out
+
+
+DAMAGE_WORDS = {"truncated-mid-record": "damaged", "truncated-mid-line": "damaged", "no-globals": "no global metadata",
+                "flipped-to-non-utf8": "not UTF-8", "node-deleted": "not defined before it",
+                "garbled-record": "not a Caliper record", "half-a-number": "malformed number",
+                "ref-to-missing-node": "refers to node 99999"}
+
+
+def test_damaged_profiles_give_one_line_naming_file_and_damage(dsn, tmp_path):
+    before = counts(dsn)
+    cases = _damaged_cases(tmp_path)
+    assert cases.keys() == DAMAGE_WORDS.keys()
+    for name, path in cases.items():
+        r = cli(dsn, "ingest", "-q", path)
+        line = assert_one_clear_line(r, str(path), DAMAGE_WORDS[name], "nothing was stored", code=2)
+        assert "Error:" not in line, line   # no Python exception names
+    assert counts(dsn) == before
+
+
+def test_a_valid_profile_with_a_trailing_blank_line_is_stored_as_the_original(dsn, tmp_path):
+    blank = tmp_path / "blank-line.cali"
+    blank.write_bytes(PROFILE.read_bytes() + b"\n")
+    r1, r2 = cli(dsn, "ingest", "-q", PROFILE), cli(dsn, "ingest", "-q", blank)
+    assert r1.returncode == 0 and r2.returncode == 0, r2.stderr
+    with psycopg.connect(dsn) as c:
+        rows = c.execute("SELECT status, wall_time, mpi_fraction_avg FROM runs ORDER BY id").fetchall()
+    assert len(rows) == 2 and rows[0] == rows[1] and rows[0][0] == "ok"
+
+
+def test_control_characters_in_a_file_name_are_escaped(dsn, tmp_path):
+    name = "evil\x1b[2K\rcommscope: stored 5 runs\n.cali"
+    bad = tmp_path / name
+    bad.write_bytes(PROFILE.read_bytes()[:200])
+    r = cli(dsn, "ingest", "-q", bad)
+    line = assert_one_clear_line(r, "evil\\x1b[2K\\rcommscope: stored 5 runs\\n.cali", code=2)
+    assert "\x1b" not in r.stderr and "\r" not in r.stderr
+
+
+def test_a_symlink_loop_says_so(dsn, tmp_path):
+    loop = tmp_path / "loop.cali"
+    loop.symlink_to(loop)
+    r = cli(dsn, "ingest", "-q", loop)
+    assert_one_clear_line(r, str(loop), "symbolic link loop", code=2)
+    d = tmp_path / "dir"
+    d.mkdir()
+    (d / "a.cali").symlink_to(d / "b.cali")
+    (d / "b.cali").symlink_to(d / "a.cali")
+    r = cli(dsn, "ingest", "-q", d)
+    assert_one_clear_line(r, "symbolic link loop", code=2)
+
+
+# ---- 3. --skip-bad: a pipeline can tell -----------------------------------------------------------------------
+
+def test_skip_bad_exits_3_and_lists_the_skips_in_json(dsn, tmp_path):
+    bad = tmp_path / "bad.cali"
+    bad.write_bytes(PROFILE.read_bytes()[:300])
+    r = cli(dsn, "ingest", "--skip-bad", "--format", "json", bad)
+    assert r.returncode == 3, (r.returncode, r.stderr)
+    doc = json.loads(r.stdout)
+    assert doc["stored"] == 0 and len(doc["bad"]) == 1 and str(bad) in doc["bad"][0]
+    r = cli(dsn, "ingest", "--skip-bad", "--format", "json", bad, PROFILE)
+    assert r.returncode == 3 and json.loads(r.stdout)["stored"] == 1
+    r = cli(dsn, "ingest", "--skip-bad", "-q", DATA / "halo3d-overlap-n4.runtime-profile.cali")
+    assert r.returncode == 0, r.stderr   # nothing skipped: success
+
+
+# ---- 4. labels are never changed in silence -------------------------------------------------------------------
+
+@pytest.mark.parametrize("args,needle", [(["--app", ""], "--app is empty"), (["--app", "   "], "--app is empty"),
+                                         (["--app", "x" * 5000], "1 to 200 characters"),
+                                         (["--param", "size="], "value is empty"),
+                                         (["--param", "size=" + "9" * 5000], "1 to 4096"),
+                                         (["--param", "k" * 300 + "=1"], "1 to 200")])
+def test_empty_or_over_long_labels_are_refused_with_their_limit(dsn, args, needle):
+    r = cli(dsn, "ingest", "-q", *args, PROFILE)
+    assert_one_clear_line(r, needle, code=2)
+    assert counts(dsn)["runs"] == 0
+
+
+def test_reingest_with_other_labels_is_refused_then_relabelled(dsn):
+    assert cli(dsn, "ingest", "-q", "--app", "first", "--param", "size=1", PROFILE).returncode == 0
+    before = counts(dsn)
+    r = cli(dsn, "ingest", "-q", "--app", "second", "--param", "size=2", PROFILE)
+    assert_one_clear_line(r, str(PROFILE), "app 'first' is now 'second'", 'param size "1" is now "2"', "--relabel",
+                          code=2)
+    assert counts(dsn) == before
+    r = cli(dsn, "ingest", "-q", "--app", "first", "--param", "size=1", PROFILE)   # the same labels: a no-op
+    assert r.returncode == 0 and counts(dsn) == before
+    r = cli(dsn, "ingest", "-q", "--relabel", "--app", "second", "--param", "size=2", PROFILE)
+    assert r.returncode == 0, r.stderr
+    with psycopg.connect(dsn) as c:
+        rows = c.execute("SELECT r.app, s.app, s.parameters->>'size' FROM runs r JOIN series s ON s.id = r.series_id"
+                         ).fetchall()
+        per_series = c.execute("SELECT s.app, count(r.id) FROM series s LEFT JOIN runs r ON r.series_id = s.id "
+                               "GROUP BY 1 ORDER BY 1").fetchall()
+    assert rows == [("second", "second", "2")]
+    assert per_series == [("first", 0), ("second", 1)]
+
+
+# ---- 5. no injection into the report --------------------------------------------------------------------------
+
+EVIL = '<a href="https://evil.example/x">evil</a>'
+
+
+def _plotly_strings(page: str) -> list[str]:
+    """Every string plotly is given to draw, from the Plotly.newPlot(id, data, layout) calls the report embeds,
+    read with a JSON decoder (not the report's own code)."""
+    import re
+    dec = json.JSONDecoder()
+    out: list[str] = []
+
+    def walk(v, key=""):
+        if isinstance(v, str):
+            if key not in ("legendgroup", "type", "mode", "hoverinfo", "visible"):
+                out.append(v)
+        elif isinstance(v, list):
+            for x in v:
+                walk(x, key)
+        elif isinstance(v, dict):
+            for k, x in v.items():
+                walk(x, k)
+    starts = [m.end() for m in re.finditer(r'Plotly\.newPlot\(\s*"[^"]+",\s*', page)]
+    assert starts, "no plot in the report"
+    for s in starts:
+        data, end = dec.raw_decode(page, s)
+        layout, _ = dec.raw_decode(page, page.index("{", end))
+        walk(data)
+        walk(layout)
+    return out
+
+
+def test_a_name_with_a_link_shows_as_text_in_the_report(dsn, tmp_path):
+    r = cli(dsn, "ingest", "-q", "--app", EVIL, PROFILE)
+    assert r.returncode == 0, r.stderr
+    for extra in ("halo3d-overlap-n4.runtime-profile.cali", "halo3d-blocking-loop-n2.mpi-profile.cali"):
+        assert cli(dsn, "ingest", "-q", "--app", EVIL, DATA / extra).returncode == 0
+    out = tmp_path / "report.html"
+    r = cli(dsn, "report", "-o", out)
+    assert r.returncode == 0, r.stderr
+    strings = _plotly_strings(out.read_text())
+    escaped = EVIL.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    assert any(EVIL in s or escaped in s for s in strings), "the app's name reaches no plot: the test proves nothing"
+    assert not [s for s in strings if "<a" in s], "a link plotly would render"
+    assert any(escaped in s for s in strings)
+
+
+# ---- 6. no leaks ------------------------------------------------------------------------------------------------
+
+def test_a_dump_is_readable_by_its_owner_only(dsn, tmp_path):
+    import stat
+    out = tmp_path / "store.dump"
+    out.write_bytes(b"an older, world-readable file")
+    out.chmod(0o644)
+    r = subprocess.run(["bash", "-c", 'umask 022 && exec "$@"', "sh", *CLI, "db", "dump", str(out)],
+                       capture_output=True, text=True, env={**os.environ, "COMMSCOPE_DB_URL": dsn}, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert stat.S_IMODE(out.stat().st_mode) == 0o600
+    listed = subprocess.run(["pg_restore", "--list", str(out)], capture_output=True, text=True)
+    assert listed.returncode == 0 and "TABLE public runs" in listed.stdout   # a real dump, not an empty file
+
+
+# (URI or conninfo, the password as written). libpq's own parser (PQconninfoParse) names what it reads as the
+# password too; neither may show in a message.
+SECRETS = [("postgresql://alice:p@ssw0rd@db.example/commscope", "p@ssw0rd"),
+           ("postgresql://alice:p%40ss%2Fw0rd@db.example:5432/commscope", "p%40ss%2Fw0rd"),
+           ("postgres://alice:s3cr:et@h1:5432,h2/commscope?sslmode=require", "s3cr:et"),
+           ("postgresql://alice:pa/ss@db.example/commscope", "pa/ss"),
+           ("postgresql:///commscope?host=/tmp&user=alice&password=se%20cret", "se%20cret"),
+           ("postgresql://alice@db.example/commscope?password=hunter2&sslmode=disable", "hunter2"),
+           ("host=db.example user=alice password='a \\' secret phrase' dbname=commscope", "a \\' secret phrase"),
+           ("host=db.example user=alice password=bare-secret dbname=commscope", "bare-secret")]
+
+
+@pytest.mark.parametrize("dsn_text,written", SECRETS, ids=[w for _d, w in SECRETS])
+def test_passwords_are_masked_in_every_libpq_form(dsn_text, written):
+    from urllib.parse import unquote
+
+    from psycopg.conninfo import conninfo_to_dict
+    from commscope.store.db import masked
+    try:
+        parsed = conninfo_to_dict(dsn_text).get("password")
+    except psycopg.ProgrammingError:
+        parsed = None
+    shown = masked(f"could not connect to {dsn_text}: timeout")
+    for secret in {written, unquote(written), parsed} - {None, ""}:
+        for piece in {p for p in (secret, secret.split("@")[-1], secret.split("'")[-1].strip()) if len(p) >= 3}:
+            assert piece not in shown, (piece, shown)
+    assert "***" in shown and shown.startswith("could not connect to ") and shown.endswith("timeout")
+
+
+def test_a_password_is_masked_in_the_commands_own_message(tmp_path):
+    """The command as a user meets it: a store URL whose password holds an unescaped '@'."""
+    url = f"postgresql://alice:p@ss-w0rd@127.0.0.1:1/commscope?connect_timeout=2"
+    r = cli(url, "db", "migrate")
+    assert r.returncode != 0 and "Traceback" not in r.stderr, r.stderr
+    assert "w0rd" not in r.stderr + r.stdout and "p@ss" not in r.stderr + r.stdout, r.stderr
