@@ -85,8 +85,19 @@ def long_transformations(p: P.Panel) -> list[dict]:
             {"id": "prepareTimeSeries", "options": {"format": "multi"}}]
 
 
+def xy_transformations(p: P.Panel) -> list[dict]:
+    """An xy chart's rows (series, x, y) as one frame: x, then one column per series (Grouping to matrix, no value
+    where a series has no point at that x), in ascending x. The xy chart takes the first number field as x and
+    every other as a series."""
+    x = p.plot["x"]
+    return [{"id": "groupingToMatrix", "options": {"columnField": p.plot["series"], "rowField": x,
+                                                   "valueField": p.plot["y"], "emptyValue": "null"}},
+            {"id": "sortBy", "options": {"sort": [{"field": f"{x}\\{p.plot['series']}", "desc": False}]}}]
+
+
 def _panel(p: P.Panel, panel_id: int, queries, source_id: int | None):
     from grafana_foundation_sdk.builders import barchart, heatmap, table, timeseries, xychart
+    from grafana_foundation_sdk.builders import common as common_builders
     from grafana_foundation_sdk.models import common
     from grafana_foundation_sdk.models import dashboard as m
     sql_query, shared_query = queries
@@ -106,12 +117,16 @@ def _panel(p: P.Panel, panel_id: int, queries, source_id: int | None):
         b = b.interval("1d")   # nightly data: no finer buckets than a day
     for t in long_transformations(p) if p.long else []:
         b = b.with_transformation(m.DataTransformerConfig(id_val=t["id"], options=t["options"]))
+    if p.type == "barchart":
+        # The x field by name (else Grafana takes the first string or time field); the options this adds would hide
+        # the legend, which names the bars' measures.
+        b = (b.x_field(p.plot["x"])
+             .legend(common_builders.VizLegendOptions().show_legend(True).display_mode(common.LegendDisplayMode.LIST)
+                     .placement(common.LegendPlacement.BOTTOM)))
     if p.type == "barchart" and p.plot.get("stacked"):
         b = b.stacking(common.StackingMode.NORMAL)
-    if p.type == "xychart":
-        # One series per value of the `series` column.
-        b = b.with_transformation(m.DataTransformerConfig(id_val="partitionByValues",
-                                                          options={"fields": [p.plot["series"]]}))
+    for t in xy_transformations(p) if p.type == "xychart" else []:
+        b = b.with_transformation(m.DataTransformerConfig(id_val=t["id"], options=t["options"]))
     if p.type == "heatmap":
         b = b.calculate(False).with_transformation(m.DataTransformerConfig(
             id_val="groupingToMatrix", options={"columnField": p.plot["x"], "rowField": p.plot["y"],
@@ -134,8 +149,10 @@ def build_dashboard(d: P.Dashboard) -> dict:
                             .multi(True).include_all(True).refresh(m.VariableRefresh.ON_DASHBOARD_LOAD)
                             .sort(m.VariableSort.ALPHABETICAL_ASC))
     for v in d.extra_variables:
+        # Single-valued, offered in the query's order (its first option is the default), no value typed in.
         b = b.with_variable(db.QueryVariable(v["name"]).label(v["label"]).datasource(ds).query(v["query"])
-                            .refresh(m.VariableRefresh.ON_DASHBOARD_LOAD).sort(m.VariableSort.ALPHABETICAL_ASC))
+                            .refresh(m.VariableRefresh.ON_DASHBOARD_LOAD).sort(m.VariableSort.DISABLED)
+                            .allow_custom_value(False))
     if d.annotations:
         b = b.annotation(db.AnnotationQuery().name("Regressions").datasource(ds).enable(True).icon_color("red")
                          .target(db.AnnotationTarget().limit(100).match_any(False).tags([]).type("tags")))

@@ -233,15 +233,17 @@ SCALING = Dashboard(
               ["series", "ranks", "efficiency"], "percentunit",
               "Same grid points per rank; time at the smallest rank count / time.",
               {"kind": "xy", "x": "ranks", "y": "efficiency", "series": "series"}),
-        Panel("POP efficiencies against ranks", "xychart",
-              _scaling_sql("strong_key", "global_size", "s.pop_parallel_efficiency, s.pop_load_balance, "
-                           "s.pop_communication_efficiency"),
-              ["series", "ranks", "pop_parallel_efficiency", "pop_load_balance", "pop_communication_efficiency"],
-              "percentunit",
+        Panel("POP efficiencies against ranks", "xychart", f"""SELECT p.series || ' ' || m.measure AS series, p.ranks, m.efficiency
+FROM ({_scaling_sql("strong_key", "global_size", "s.pop_parallel_efficiency, s.pop_load_balance, "
+                    "s.pop_communication_efficiency")}) p
+CROSS JOIN LATERAL (VALUES ('parallel efficiency', p.pop_parallel_efficiency), ('load balance', p.pop_load_balance),
+                           ('communication efficiency', p.pop_communication_efficiency)) m(measure, efficiency)
+WHERE m.efficiency IS NOT NULL
+ORDER BY 1, 2""",
+              ["series", "ranks", "efficiency"], "percentunit",
               "Strong scaling read through POP: where parallel efficiency goes as ranks grow, load balance or "
-              "communication. Empty for runs without per-rank MPI measurements.",
-              {"kind": "xy", "x": "ranks", "y": ["pop_parallel_efficiency", "pop_load_balance",
-                                                 "pop_communication_efficiency"], "series": "series"}),
+              "communication, one line per series and efficiency. Empty for runs without per-rank MPI measurements.",
+              {"kind": "xy", "x": "ranks", "y": "efficiency", "series": "series"}),
     ], time_from="now-7d")
 
 # ---- 3. MPI routine breakdown -------------------------------------------------------
@@ -397,19 +399,25 @@ COMM_MATRIX = Dashboard(
     "Bytes from rank to rank and per rank in MPI_COMM_WORLD ranks, for the latest traced run of the selection "
     "(the placement study).",
     [
-        Panel("Bytes from rank to rank", "heatmap", f"""SELECT src, dst, bytes
-FROM v_comm_matrix
-WHERE run_id = {_LATEST_TRACED}
+        Panel("Bytes from rank to rank", "heatmap", f"""WITH run AS (SELECT {_LATEST_TRACED} AS run_id),
+r AS (SELECT generate_series(0, greatest((SELECT ranks FROM v_runs WHERE run_id = (SELECT run_id FROM run)) - 1,
+                                         (SELECT max(greatest(src, dst)) FROM v_comm_matrix
+                                          WHERE run_id = (SELECT run_id FROM run)))) AS rank)
+SELECT s.rank AS src, d.rank AS dst, coalesce(c.bytes, 0) AS bytes
+FROM r s CROSS JOIN r d
+LEFT JOIN v_comm_matrix c ON c.run_id = (SELECT run_id FROM run) AND c.src = s.rank AND c.dst = d.rank
 ORDER BY src, dst""", ["src", "dst", "bytes"], "bytes",
               "Message tracing (Caliper's aggregate keyed by mpi.rank and mpi.msg.dst), both in world ranks: a destination "
-              "is a rank of the communicator used, translated with the workload's RANK lines (docs/measurement-model.md).",
+              "is a rank of the communicator used, translated with the workload's RANK lines (docs/measurement-model.md). "
+              "Every pair of the run's ranks, 0 where one sent the other nothing.",
               {"kind": "heatmap", "x": "dst", "y": "src", "z": "bytes"}),
-        Panel("Bytes per rank", "barchart", f"""SELECT rank, sum(sent) AS bytes_sent, sum(received) AS bytes_received
+        # A barchart draws against a string or time field: the rank as text, in rank order.
+        Panel("Bytes per rank", "barchart", f"""SELECT t.rank::text AS rank, sum(sent) AS bytes_sent, sum(received) AS bytes_received
 FROM (SELECT src AS rank, bytes AS sent, 0 AS received FROM v_comm_matrix WHERE run_id = {_LATEST_TRACED}
       UNION ALL
       SELECT dst, 0, bytes FROM v_comm_matrix WHERE run_id = {_LATEST_TRACED}) t
-GROUP BY rank
-ORDER BY rank""", ["rank", "bytes_sent", "bytes_received"], "bytes", "",
+GROUP BY t.rank
+ORDER BY t.rank""", ["rank", "bytes_sent", "bytes_received"], "bytes", "",
               {"kind": "bar", "x": "rank", "y": ["bytes_sent", "bytes_received"]}),
     ])
 
@@ -462,6 +470,18 @@ _NORMALIZED = f"""WITH t AS (
 )
 """
 
+# The reference variables, chained: each offers only what has runs with the ones before it, the one with most runs
+# first (Grafana takes the first option on first load; the report picks the same: reference_values).
+REFERENCE_VARIABLES = [
+    {"name": "reference_system", "label": "Reference system",
+     "query": "SELECT system FROM v_runs GROUP BY 1 ORDER BY count(*) DESC, 1"},
+    {"name": "reference_stack", "label": "Reference stack",
+     "query": "SELECT stack FROM v_runs WHERE system = '$reference_system' GROUP BY 1 ORDER BY count(*) DESC, 1"},
+    {"name": "reference_interconnect", "label": "Reference interconnect",
+     "query": "SELECT interconnect FROM v_runs WHERE system = '$reference_system' AND stack = '$reference_stack' "
+              "GROUP BY 1 ORDER BY count(*) DESC, 1"},
+]
+
 PROCUREMENT = Dashboard(
     "commscope-procurement", "Procurement comparison",
     "Systems × stacks × interconnects on the same experiments (application and parameters), the time of each run's "
@@ -485,12 +505,7 @@ ORDER BY 2""", ["system_stack_interconnect", "normalized", "experiments"], "",
               "Over the experiments both ran, each on the same window.",
               {"kind": "bar", "x": "system_stack_interconnect", "y": ["normalized"]}),
     ],
-    extra_variables=[
-        {"name": "reference_system", "label": "Reference system", "query": "SELECT DISTINCT system FROM v_series ORDER BY 1"},
-        {"name": "reference_stack", "label": "Reference stack", "query": "SELECT DISTINCT stack FROM v_series ORDER BY 1"},
-        {"name": "reference_interconnect", "label": "Reference interconnect",
-         "query": "SELECT DISTINCT interconnect FROM v_series ORDER BY 1"},
-    ], time_from="now-7d")
+    extra_variables=REFERENCE_VARIABLES, time_from="now-7d")
 
 DASHBOARDS = [MPI_FRACTION, SCALING, ROUTINES, COLLECTIVES, HALO, COMM_MATRIX, IO, PROCUREMENT]
 
@@ -815,12 +830,14 @@ def all_values(conn) -> dict[str, list[str]]:
 
 
 def reference_values(conn, system: str, stack: str | None = None) -> dict[str, str]:
-    """The procurement dashboard's reference variables for SYSTEM: STACK, else the system's stack with the most
-    runs, and the interconnect with the most runs of that system and stack (what one picks in Grafana)."""
-    if stack is None:
-        stack = conn.execute("SELECT stack FROM v_runs WHERE system = %s GROUP BY 1 ORDER BY count(*) DESC, 1 LIMIT 1",
-                             (system,)).fetchone()[0]
-    row = conn.execute("SELECT interconnect FROM v_runs WHERE system = %s AND stack = %s GROUP BY 1 "
-                       "ORDER BY count(*) DESC, 1 LIMIT 1", (system, stack)).fetchone()
-    return {"reference_system": system, "reference_stack": stack,
-            "reference_interconnect": row[0] if row else "default"}
+    """The procurement dashboard's reference variables for SYSTEM, from their own queries (REFERENCE_VARIABLES):
+    STACK, else the system's stack with the most runs, and the interconnect with the most runs of that system and
+    stack (what Grafana shows first)."""
+    values = {"reference_system": system}
+    for v in REFERENCE_VARIABLES[1:]:
+        if v["name"] == "reference_stack" and stack is not None:
+            values["reference_stack"] = stack
+            continue
+        row = conn.execute(interpolate_variables(v["query"], values, set())).fetchone()
+        values[v["name"]] = row[0] if row else "default"
+    return values

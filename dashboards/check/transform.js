@@ -35,22 +35,11 @@ const DOCUMENTED = {
     if (options.format !== 'multi') {
       throw new Error(`prepareTimeSeries: format ${options.format} is not modelled`);
     }
-    return frames.flatMap((f) => splitRows(f, f.fields.filter((x) => x.type === 'string'), false));
-  },
-  // "Partition by values": one frame per distinct value of the chosen fields, named by it; those fields are
-  // dropped unless keepFields.
-  partitionByValues: (options, frames) => {
-    return frames.flatMap((f) => {
-      const keys = options.fields.map((n) => f.fields.find((x) => x.name === n));
-      if (keys.some((k) => !k)) {
-        throw new Error(`partitionByValues: no field ${options.fields} in ${f.fields.map((x) => x.name)}`);
-      }
-      return splitRows(f, keys, Boolean(options.keepFields));
-    });
+    return frames.flatMap((f) => splitRows(f, f.fields.filter((x) => x.type === 'string')));
   },
 };
 
-function splitRows(frame, keys, keep) {
+function splitRows(frame, keys) {
   const groups = new Map();
   const n = frame.fields.length ? frame.fields[0].values.length : 0;
   for (let i = 0; i < n; i++) {
@@ -62,11 +51,15 @@ function splitRows(frame, keys, keep) {
     const vals = JSON.parse(k);
     const labels = Object.fromEntries(keys.map((f, j) => [f.name, String(vals[j])]));
     const fields = frame.fields
-      .filter((f) => keep || !keys.includes(f))
+      .filter((f) => !keys.includes(f))
       .map((f) => ({ ...f, labels: f.type === 'number' ? { ...(f.labels || {}), ...labels } : f.labels,
                      values: rows.map((i) => f.values[i]) }));
     return { name: vals.join(' '), refId: frame.refId, fields, length: rows.length };
   });
+}
+
+function names(frames) {
+  return frames.flatMap((f) => f.fields.flatMap((x) => [x.name, data.getFieldDisplayName(x, f, frames)]));
 }
 
 function toFrame(f) {
@@ -76,10 +69,11 @@ function toFrame(f) {
 }
 
 async function run(c) {
-  const out = { key: c.key, unknown: [], documented: [], error: null, frames: [] };
+  const out = { key: c.key, unknown: [], documented: [], error: null, steps: [], frames: [] };
   let frames = c.frames.map(toFrame);
   try {
     for (const t of c.transformations) {
+      out.steps.push(names(frames));
       if (data.standardTransformersRegistry.getIfExists(t.id)) {
         frames = await lastValueFrom(data.transformDataFrame([t], frames));
       } else if (DOCUMENTED[t.id]) {

@@ -1,0 +1,397 @@
+"""Every panel of every committed dashboard, run through Grafana's own code: npm @grafana/data (pinned in
+dashboards/check/package-lock.json, installed by ci/setup.sh), by dashboards/check/transform.js.
+
+A real store is filled by `commscope ingest` with the real fixtures (tests/data and its Ramble workspaces). For each
+panel of dashboards/json, its query (the source panel's, for the Dashboard datasource) is expanded as Grafana
+expands it on first load (the six "All" variables every option; a variable without All its first option, each after
+the variables it names), run as the read-only role, typed as Grafana's PostgreSQL datasource types its frames, and
+passed through the panel's transformations by @grafana/data's transformDataFrame with the standard transformers
+registered. Checked: every transformation id is known, runs, and finds the fields its options name; the result is
+not empty where the query returned rows; every field that fieldConfig or options name exists; the panel type gets
+what it needs (barchart a string or time x field or options.xField, heatmap numeric buckets in numeric order,
+timeseries a time field, xychart a numeric x and y).
+"""
+from __future__ import annotations
+
+import collections
+import datetime as dt
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import psycopg
+import pytest
+from click.testing import CliRunner
+
+import conftest
+import suite
+from commscope.cli import main
+from commscope.views import panels as P
+
+ROOT = Path(__file__).resolve().parent.parent
+DATA = ROOT / "tests" / "data"
+JSON_DIR = ROOT / "dashboards" / "json"
+CHECK = ROOT / "dashboards" / "check"
+RAMBLE_WORKSPACES = ["smoke-openmpi4-mpi", "smoke-mpich4-matrix", "smoke-openmpi4-repeats", "smoke-mixed-caliper"]
+
+# PostgreSQL types as Grafana's PostgreSQL datasource types its frame fields (its row converters).
+NUMBER = {"int2", "int4", "int8", "float4", "float8", "numeric", "oid"}
+TIME = {"timestamptz", "timestamp", "date"}
+STRING = {"text", "varchar", "bpchar", "name", "uuid", "json", "jsonb"}
+
+# A transformation that exists only in Grafana's application code: transform.js runs it as Grafana's
+# documentation describes it (dashboards/README.md).
+DOCUMENTED_ONLY = {"prepareTimeSeries"}
+
+
+def _node_or_skip() -> None:
+    if not shutil.which("node"):
+        pytest.skip("node is not installed (Node.js 20 is needed to run Grafana's @grafana/data)")
+    if not (CHECK / "node_modules" / "@grafana" / "data").is_dir():
+        if not shutil.which("npm"):
+            pytest.skip("npm is not installed, so @grafana/data cannot be installed (bash dashboards/check/install.sh)")
+        pytest.fail("@grafana/data is not installed: run bash dashboards/check/install.sh (ci/setup.sh does)")
+
+
+def grafana_transform(cases: list[dict]) -> dict[str, dict]:
+    """key -> what @grafana/data made of each case's frames (transform.js)."""
+    r = subprocess.run(["node", str(CHECK / "transform.js")], input=json.dumps(cases), capture_output=True,
+                       text=True, cwd=CHECK, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    return {x["key"]: x for x in json.loads(r.stdout)}
+
+
+@pytest.fixture(scope="module")
+def workload_outputs(tmp_path_factory):
+    """Real runs of the workloads whose panels no committed fixture feeds, as `commscope ingest` reads any run
+    without Caliper: collsweep (collectives), pio (I/O), halo3d at 1 and 2 ranks with the same block per rank
+    (weak scaling)."""
+    stack, bdir = conftest.built_once("debian-openmpi4")
+    out = tmp_path_factory.mktemp("outputs")
+    scratch = tmp_path_factory.mktemp("pio")
+    runs = [("collsweep", "collsweep", ["--coll", "allreduce", "--sizes", "8,1K", "--iters", "10", "--warmup", "2"], 2),
+            ("pio", "pio", ["--n", "21,17,12", "--iters", "2", "--dir", str(scratch), "--method", "independent"], 2)]
+    runs += [(f"halo3d-weak-n{n}", "halo3d", ["--local", "12,12,8", "--iters", "4", "--variant", "blocking"], n)
+             for n in (1, 2)]
+    for name, workload, args, n in runs:
+        r = suite.run(stack, bdir, workload, args, n)
+        assert r.returncode == 0, f"{name}: {r.stderr[-800:]}"
+        (out / f"{name}.out").write_text(r.stdout)
+    return out
+
+
+# The stores the panels are drawn on: the fixtures and runs above (every panel has data), and the four real smoke
+# campaigns alone (tests/data/ramble: Grafana's first-load defaults on a store of one kind of study).
+STORES = {
+    "fixtures": [[str(DATA), "--system", "lab-a"]] + [[str(DATA / "ramble" / ws)] for ws in RAMBLE_WORKSPACES],
+    "smoke": [[str(DATA / "ramble" / ws)] for ws in RAMBLE_WORKSPACES],
+}
+# Panels empty on a store, and why. The regression detector (commscope check) and the change-point detector write
+# the annotations tables; the fixtures' series are too short for a change point (test_change_points.py).
+DETECTORS = ("commscope-mpi-fraction / Regressions", "commscope-mpi-fraction / Change points")
+# The MPI-fraction panels show each series' focus window (the workload's timed loop) where it has one, and the
+# smoke campaigns' Caliper profiles measured MPI over the whole run only: their focus windows have no MPI fraction.
+NOT_MEASURED = {
+    "fixtures": set(),
+    "smoke": {"commscope-mpi-fraction / MPI time fraction, mean over ranks",
+              "commscope-mpi-fraction / MPI time fraction on the slowest rank"},
+}
+EMPTY = {
+    "fixtures": set(DETECTORS),
+    # the smoke campaigns here ran no collsweep or pio, and each experiment at 2 ranks only (no scaling)
+    "smoke": set(DETECTORS) | NOT_MEASURED["smoke"] | {f"commscope-scaling / {t}" for t in (
+        "Strong scaling: speedup", "Strong scaling: parallel efficiency", "Weak scaling: parallel efficiency",
+        "POP efficiencies against ranks")} | {
+        "commscope-collectives / Latency against message size", "commscope-collectives / Best algorithm per size band",
+        "commscope-io / Bandwidth by method and group size", "commscope-io / Write bandwidth over time"},
+}
+
+
+def _fill(dsn: str, store: str, outputs: Path | None = None) -> str:
+    """The store filled by `commscope ingest`; a DSN of the read-only role."""
+    env = {"COMMSCOPE_DB_URL": dsn}
+    runs = STORES[store] + ([[str(outputs), "--system", "lab-a", "--stack", "debian-openmpi4"]] if outputs else [])
+    for args in runs:
+        r = CliRunner().invoke(main, ["ingest", *args, "--quiet"], env=env)
+        assert r.exit_code == 0, (args, r.output)
+    return conftest.grant_local(dsn, "grafana_ro")
+
+
+def _time_range(conn) -> tuple[dt.datetime, dt.datetime]:
+    """A range holding every run (the fixtures are older than the dashboards' default ranges)."""
+    lo, hi = conn.execute("SELECT min(started_at), max(started_at) FROM v_runs").fetchone()
+    return lo - dt.timedelta(days=1), hi + dt.timedelta(days=1)
+
+
+def default_variables(conn, doc: dict, t0, t1) -> dict:
+    """The variables as Grafana sets them on first load of DOC (no saved current values): "include All" ones to
+    All (every option), the others to their first option, each query run after the variables it names."""
+    values: dict = {}
+    multi = {v["name"] for v in doc["templating"]["list"] if v.get("multi") or v.get("includeAll")}
+    for v in doc["templating"]["list"]:
+        options = [str(r[0]) for r in conn.execute(P.expand(v["query"], t0, t1, values, multi)).fetchall()]
+        if v.get("sort", 0) != 0:
+            options.sort()   # the dashboards' sort 1 (alphabetical) over these values
+        if v.get("includeAll"):
+            values[v["name"]] = options or [""]
+        else:
+            values[v["name"]] = options[0] if options else ""
+    return values
+
+
+def _field_type(type_name: str, column: str) -> str:
+    for kind, names in (("number", NUMBER), ("time", TIME), ("string", STRING), ("boolean", {"bool"})):
+        if type_name in names:
+            return kind
+    raise AssertionError(f"column {column}: PostgreSQL type {type_name} is not modelled here")
+
+
+def _value(v, kind: str):
+    if v is None:
+        return None
+    if kind == "time":
+        if isinstance(v, dt.date) and not isinstance(v, dt.datetime):
+            v = dt.datetime(v.year, v.month, v.day, tzinfo=dt.timezone.utc)
+        return int(v.timestamp() * 1000)   # epoch milliseconds, as Grafana's frames hold time
+    if kind == "number":
+        return float(v)
+    if kind == "string" and not isinstance(v, str):
+        return json.dumps(v) if isinstance(v, (dict, list)) else str(v)
+    return v
+
+
+def long_to_wide(fields: list[dict]) -> list[dict]:
+    """A time series query's long rows as Grafana's SQL datasources return them (data.LongToWide of the plugin
+    SDK): one row per distinct time, ascending, each number column once per distinct combination of the string
+    columns, which become its labels; no value where a combination has none at that time."""
+    time = next((f for f in fields if f["type"] == "time"), None)
+    assert time is not None, "a time series query without a time column"
+    strings = [f for f in fields if f["type"] == "string"]
+    numbers = [f for f in fields if f["type"] == "number"]
+    times = sorted({t for t in time["values"] if t is not None})
+    at = {t: i for i, t in enumerate(times)}
+    wide: dict = {}
+    for i, t in enumerate(time["values"]):
+        labels = tuple((s["name"], s["values"][i]) for s in strings)
+        for f in numbers:
+            col = wide.setdefault((f["name"], labels), [None] * len(times))
+            col[at[t]] = f["values"][i]
+    return ([{"name": time["name"], "type": "time", "values": times}]
+            + [{"name": name, "type": "number", "values": vals, "labels": dict(labels)}
+               for (name, labels), vals in wide.items()])
+
+
+def frames_of(conn, target: dict, values: dict, t0, t1) -> tuple[list[dict], int]:
+    """(the frames Grafana's PostgreSQL datasource returns for TARGET, the number of rows of its query)."""
+    cur = conn.execute(P.expand(target["rawSql"], t0, t1, values))
+    rows = cur.fetchall()
+    fields = []
+    for i, d in enumerate(cur.description):
+        kind = _field_type(conn.adapters.types.get(d.type_code).name, d.name)
+        fields.append({"name": d.name, "type": kind, "values": [_value(r[i], kind) for r in rows]})
+    if target["format"] == "time_series":
+        fields = long_to_wide(fields)
+    return [{"refId": target["refId"], "name": None, "fields": fields}], len(rows)
+
+
+def _named_by_options(t: dict) -> list[str]:
+    """The fields a transformation's options name."""
+    o = t.get("options", {})
+    if t["id"] == "filterByValue":
+        return [f["fieldName"] for f in o["filters"]]
+    if t["id"] == "filterFieldsByName":
+        return list(o.get("include", {}).get("names", []))
+    if t["id"] == "groupingToMatrix":
+        return [o["columnField"], o["rowField"], o["valueField"]]
+    return []
+
+
+def _named_by_panel(panel: dict) -> list[str]:
+    """The fields a panel's options and fieldConfig overrides name."""
+    named = [v for k, v in panel.get("options", {}).items() if k in ("xField", "yField", "colorField", "sizeField")
+             and v]
+    for o in panel.get("fieldConfig", {}).get("overrides", []):
+        if o.get("matcher", {}).get("id") == "byName":
+            named.append(o["matcher"]["options"])
+    for s in panel.get("options", {}).get("series", []) or []:
+        for k in ("x", "y", "color", "size"):
+            m = (s.get(k) or {}).get("matcher", {}) if isinstance(s.get(k), dict) else {}
+            if m.get("id") == "byName":
+                named.append(m["options"])
+    return named
+
+
+def _is_number_name(name: str) -> bool:
+    try:
+        float(name)
+        return True
+    except (TypeError, ValueError):
+        return False
+
+
+def drawn(res: dict) -> bool:
+    """Whether a value is left to draw once Grafana has transformed the frames."""
+    return any(x["type"] == "number" and any(v is not None and v != "" for v in x["values"])
+               for f in res["frames"] for x in f["fields"])
+
+
+def panel_problems(panel: dict, res: dict) -> list[str]:
+    """What keeps PANEL from drawing, given what @grafana/data made of its frames (RES)."""
+    out = []
+    if res["unknown"]:
+        out.append(f"transformations unknown to Grafana: {res['unknown']}")
+    if set(res["documented"]) - DOCUMENTED_ONLY:
+        out.append(f"modelled from the documentation only: {res['documented']}")
+    if res["error"]:
+        return out + [f"a transformation failed: {res['error'].splitlines()[0]}"]
+    for t, names in zip(panel.get("transformations", []), res["steps"]):
+        missing = [n for n in _named_by_options(t) if n not in names]
+        if missing:
+            out.append(f"{t['id']} names {missing}, not among the fields {sorted(set(names))}")
+    frames = [f for f in res["frames"] if f["length"]]
+    shown = {x["displayName"] for f in res["frames"] for x in f["fields"]} | {
+        x["name"] for f in res["frames"] for x in f["fields"]}
+    missing = [n for n in _named_by_panel(panel) if n not in shown]
+    if missing:
+        out.append(f"options or fieldConfig name {missing}, which the frames lack ({sorted(shown)})")
+    if not frames:
+        return out
+    kind = panel["type"]
+    for f in frames:
+        types = [x["type"] for x in f["fields"]]
+        if kind == "barchart":
+            x_field = panel.get("options", {}).get("xField")
+            if x_field:
+                if not any(x_field in (x["name"], x["displayName"]) for x in f["fields"]):
+                    out.append(f"options.xField {x_field!r} is no field of the frame")
+            elif "string" not in types and "time" not in types:
+                out.append(f"a barchart needs a string or time field or options.xField; the fields are "
+                           f"{[(x['name'], x['type']) for x in f['fields']]}")
+        elif kind == "timeseries":
+            if "time" not in types or "number" not in types:
+                out.append(f"a time series frame needs a time and a number field: {[(x['name'], x['type']) for x in f['fields']]}")
+        elif kind == "xychart":
+            # it takes the first number field as x
+            if types.count("number") < 2:
+                out.append(f"an xy chart needs a numeric x and y: {[(x['name'], x['type']) for x in f['fields']]}")
+            else:
+                x = next(x for x in f["fields"] if x["type"] == "number")["values"]
+                if x != sorted(x):
+                    out.append(f"the xy chart's x values are out of order: {x}")
+        elif kind == "heatmap":
+            x, *buckets = f["fields"]
+            names = [b["displayName"] for b in buckets]
+            if x["type"] not in ("number", "time") or any(b["type"] != "number" for b in buckets):
+                out.append(f"a heatmap needs a numeric or time x and numeric buckets: {types}")
+            elif not all(_is_number_name(n) for n in names):
+                out.append(f"heatmap buckets are not named by numbers: {names}")
+            elif [float(n) for n in names] != sorted(float(n) for n in names):
+                out.append(f"heatmap buckets are out of numeric order: {names}")
+            if x["values"] != sorted(x["values"]):
+                out.append(f"heatmap x values are out of order: {x['values']}")
+    return out
+
+
+def _js_name(v) -> str:
+    """A value as JavaScript's toString() names it (a column of Grouping to matrix)."""
+    return str(int(v)) if isinstance(v, float) and v.is_integer() else str(v)
+
+
+def matrix_problems(panel: dict, frames: list[dict], res: dict) -> list[str]:
+    """Where a panel starts with Grouping to matrix, each row of its query must be the one cell of the matrix at its
+    row and column, with its value, and the matrix must hold no other value."""
+    ts = panel.get("transformations", [])
+    if not ts or ts[0]["id"] != "groupingToMatrix" or res["error"] or len(res["frames"]) != 1:
+        return []
+    o = ts[0]["options"]
+    raw = {f["name"]: f["values"] for f in frames[0]["fields"]}
+    key, *columns = res["frames"][0]["fields"]
+    at = {v: i for i, v in enumerate(key["values"])}
+    by_name = {c["name"]: c["values"] for c in columns}
+    out = []
+    for row, col, value in zip(raw[o["rowField"]], raw[o["columnField"]], raw[o["valueField"]]):
+        got = by_name.get(_js_name(col), [])[at[row]] if row in at and _js_name(col) in by_name else "missing"
+        if got != value:
+            out.append(f"the query's row ({row}, {col}) = {value} is {got} in Grafana's matrix")
+    cells = sum(v is not None and v != "" for c in columns for v in c["values"])
+    if cells != sum(v is not None for v in raw[o["valueField"]]):
+        out.append(f"Grafana's matrix has {cells} values, the query {len(raw[o['valueField']])}")
+    return out[:5]
+
+
+def _cases(conn, t0, t1) -> tuple[list[dict], dict]:
+    """One case per panel of every committed dashboard: (cases for transform.js, key -> (panel, number of rows
+    of its query, its frames))."""
+    cases, info = [], {}
+    for f in sorted(JSON_DIR.glob("*.json")):
+        doc = json.loads(f.read_text())
+        values = default_variables(conn, doc, t0, t1)
+        by_id = {p["id"]: p for p in doc["panels"]}
+        for p in doc["panels"]:
+            target = p["targets"][0]
+            # The Dashboard datasource hands over the source panel's query results, before its transformations.
+            source = by_id[target["panelId"]]["targets"][0] if "panelId" in target else target
+            frames, rows = frames_of(conn, source, values, t0, t1)
+            key = f"{doc['uid']} / {p['title']}"
+            cases.append({"key": key, "transformations": p.get("transformations", []), "frames": frames})
+            info[key] = (p, rows, frames)
+    return cases, info
+
+
+@pytest.mark.parametrize("store", list(STORES))
+def test_every_panel_draws_through_grafanas_own_code_with_the_default_variables(dsn, store, request):
+    _node_or_skip()
+    ro = _fill(dsn, store, request.getfixturevalue("workload_outputs") if store == "fixtures" else None)
+    with psycopg.connect(ro) as conn:
+        assert conn.execute("SELECT current_user").fetchone()[0] == "grafana_ro"
+        t0, t1 = _time_range(conn)
+        cases, info = _cases(conn, t0, t1)
+    results = grafana_transform(cases)
+    problems = [f"{key}: {p}" for key, (panel, _, frames) in info.items()
+                for p in panel_problems(panel, results[key]) + matrix_problems(panel, frames, results[key])]
+    assert not problems, "\n".join(problems)
+    # Every panel draws, but those with nothing in this store to show (and then its query has no rows, or the
+    # rows it has measured nothing the panel draws).
+    empty = {k for k in info if not drawn(results[k])}
+    assert empty == EMPTY[store], f"empty: {sorted(empty - EMPTY[store])}; not empty: {sorted(EMPTY[store] - empty)}"
+    assert all(info[k][1] == 0 for k in empty - NOT_MEASURED[store]), [(k, info[k][1]) for k in empty]
+    assert not any(results[k]["documented"] for k in info if info[k][0]["type"] != "timeseries"), \
+        "only the time series use a transformation that @grafana/data lacks (prepareTimeSeries)"
+    assert len(info) == sum(len(json.loads(f.read_text())["panels"]) for f in JSON_DIR.glob("*.json"))
+
+
+def test_the_procurement_reference_defaults_to_the_combination_with_most_runs_and_never_names_one_without(dsn):
+    """Grafana takes each reference variable's first option on first load; that must be the system with most runs,
+    its stack with most runs and that pair's interconnect with most runs (what the report picks), counted here from
+    the runs' rows. And every option a chained selection offers must have runs."""
+    ro = _fill(dsn, "fixtures")
+    doc = json.loads((JSON_DIR / "commscope-procurement.json").read_text())
+    refs = [v for v in doc["templating"]["list"] if v["name"].startswith("reference_")]
+    with psycopg.connect(ro) as conn:
+        t0, t1 = _time_range(conn)
+        rows = conn.execute("SELECT system, stack, interconnect FROM v_runs").fetchall()
+        values = default_variables(conn, doc, t0, t1)
+
+        def most(counter):
+            return min(counter, key=lambda k: (-counter[k], k))
+        system = most(collections.Counter(r[0] for r in rows))
+        stack = most(collections.Counter(r[1] for r in rows if r[0] == system))
+        interconnect = most(collections.Counter(r[2] for r in rows if r[:2] == (system, stack)))
+        assert (values["reference_system"], values["reference_stack"], values["reference_interconnect"]) == (
+            system, stack, interconnect)
+        assert P.reference_values(conn, system) == {"reference_system": system, "reference_stack": stack,
+                                                    "reference_interconnect": interconnect}
+        # Every selection the chained variables offer names runs.
+        have = set(rows)
+        offered = 0
+
+        def options(v, chosen):
+            return [str(r[0]) for r in conn.execute(P.expand(v["query"], t0, t1, chosen, set())).fetchall()]
+        for s in options(refs[0], {}):
+            for st in options(refs[1], {"reference_system": s}):
+                for ic in options(refs[2], {"reference_system": s, "reference_stack": st}):
+                    offered += 1
+                    assert (s, st, ic) in have, f"the variables offer {s} / {st} / {ic}, which has no runs"
+        assert offered == len(have)
