@@ -3,8 +3,9 @@
 Grafana cannot run here. A panel that shows another panel's results (the Dashboard datasource: a target with a
 panelId) gets that panel's SQL; then the row and field filters its JSON names are applied as Grafana's
 transformations apply them: filterByValue (isNull, include or exclude) and filterFieldsByName (names).
-prepareTimeSeries only splits the rows into one series per metric, which the tests do by grouping. Any other
-transformation fails here, so a dashboard that grows one is not read wrongly by the tests.
+prepareTimeSeries and groupingToMatrix (metric by time) only split the rows into one series per metric, which the
+tests do by grouping. Any other transformation fails here, so a dashboard that grows one is not read wrongly by the
+tests. tests/test_grafana_data.py runs them all through Grafana's own @grafana/data.
 """
 from __future__ import annotations
 
@@ -41,6 +42,8 @@ def shown_rows(conn, uid: str, title: str, t0, t1, values) -> list[dict]:
         elif t["id"] == "filterFieldsByName":
             names = o["include"]["names"]
             rows = [{k: r[k] for k in names} for r in rows]
+        elif t["id"] == "groupingToMatrix":
+            assert (o["rowField"], o["columnField"]) == ("time", "metric"), t
         elif t["id"] != "prepareTimeSeries":
             raise AssertionError(f"{uid} / {title}: transformation {t['id']} is not modelled here")
     return rows

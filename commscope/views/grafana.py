@@ -78,11 +78,16 @@ SHARED_DATASOURCE = {"type": "datasource", "uid": "-- Dashboard --"}
 def long_transformations(p: P.Panel) -> list[dict]:
     """A long panel's steps from the shared rows to its series: drop the rows where its first measure is NULL
     (not measured: no point, as a query of its own would have no row), keep its columns, then one series per
-    metric (Prepare time series, multi-frame)."""
+    metric. With one measure, Grouping to matrix (@grafana/data) makes one frame of time and a column per metric (no
+    value where a metric has none at that time; the lines span those); with several, Prepare time series
+    (multi-frame), which only Grafana's application has."""
+    split = ({"id": "groupingToMatrix", "options": {"columnField": "metric", "rowField": "time",
+                                                     "valueField": p.measures[0], "emptyValue": "null"}}
+             if len(p.measures) == 1 else {"id": "prepareTimeSeries", "options": {"format": "multi"}})
     return [{"id": "filterByValue", "options": {"type": "exclude", "match": "any", "filters": [
                 {"fieldName": p.measures[0], "config": {"id": "isNull", "options": {}}}]}},
             {"id": "filterFieldsByName", "options": {"include": {"names": list(p.columns)}}},
-            {"id": "prepareTimeSeries", "options": {"format": "multi"}}]
+            split]
 
 
 def xy_transformations(p: P.Panel) -> list[dict]:
@@ -117,6 +122,8 @@ def _panel(p: P.Panel, panel_id: int, queries, source_id: int | None):
         b = b.interval("1d")   # nightly data: no finer buckets than a day
     for t in long_transformations(p) if p.long else []:
         b = b.with_transformation(m.DataTransformerConfig(id_val=t["id"], options=t["options"]))
+    if p.long and len(p.measures) == 1:
+        b = b.span_nulls(True)   # a metric's days without runs are gaps in the matrix, not breaks in its line
     if p.type == "barchart":
         # The x field by name (else Grafana takes the first string or time field); the options this adds would hide
         # the legend, which names the bars' measures.
@@ -247,8 +254,10 @@ def lint(docs: dict[str, dict], ds_uid: str) -> list[str]:
                 problems.append(f"{name}: no template variable {var}")
         for p in d.get("panels", []):
             title = p.get("title")
-            # A time series from long rows (a table) needs Prepare time series to make its series.
-            long = any(t.get("id") == "prepareTimeSeries" for t in p.get("transformations", []))
+            # A time series from long rows (a table) needs Prepare time series or Grouping to matrix (metric by
+            # time) to make its series.
+            long = any(t.get("id") == "prepareTimeSeries" or (t.get("id") == "groupingToMatrix" and t.get(
+                "options", {}).get("rowField") == "time") for t in p.get("transformations", []))
             want = "time_series" if p.get("type") == "timeseries" and not long else "table"
             for t in p.get("targets", []):
                 if "panelId" in t:
