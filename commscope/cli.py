@@ -23,6 +23,17 @@ def _fail(msg: str, code: int = 1):
     sys.exit(code)
 
 
+def _denied(e: psycopg.errors.InsufficientPrivilege, command: str, done: str = "") -> str:
+    """One line for a role that lacks a privilege: which role, what it may not do, what was done anyway (DONE),
+    and which role can run COMMAND."""
+    try:
+        role = psycopg.conninfo.conninfo_to_dict(db.url()).get("user") or "in use"
+    except (db.DBError, psycopg.Error):
+        role = "in use"
+    return (f"role {role} may not do this ({e.diag.message_primary or e}){done}; run `commscope {command}` as the "
+            f"commscope role or one made by `commscope db grant-writer` (a read-only role reads the views only)")
+
+
 # `commscope ingest`'s exit codes (commscope/README.md)
 EXIT_BAD_INPUT = 2      # bad input or arguments: nothing was stored
 EXIT_SKIPPED_BAD = 3    # --skip-bad skipped inputs: the good ones were stored
@@ -418,6 +429,8 @@ def check_cmd(metrics, campaign, baseline, min_effect, alpha, confirm, system, a
         _fail(str(e), 2)
     except db.DBError as e:
         _fail(str(e))
+    except psycopg.errors.InsufficientPrivilege as e:
+        _fail(_denied(e, "check", ": nothing was judged or annotated"))
     bad = [f for f in findings if f.verdict == "regression"]
     try:
         if junit:
@@ -511,6 +524,8 @@ def changepoints_cmd(metrics, series_ids, full, fmt):
         _fail(str(e), 2)
     except db.DBError as e:
         _fail(str(e))
+    except psycopg.errors.InsufficientPrivilege as e:
+        _fail(_denied(e, "changepoints", ": no change points were computed or stored"))
     if fmt == "json":
         click.echo(json.dumps({"recomputed": [{"metric": u.metric, "series": u.series, "change_points": u.change_points,
                                                "seconds": round(u.seconds, 3)} for u in done],
@@ -531,13 +546,16 @@ def advise_group():
 
 
 def _store_advice(write) -> None:
-    """write(conn) in one transaction; a store that fails says how to only print the advice."""
+    """write(conn) in one transaction; a store that fails, or a role that may not write, says how to only
+    print the advice (printed before this)."""
     try:
         with db.connect() as conn:
             write(conn)
             conn.commit()
     except db.DBError as e:
         _fail(f"{e} (use --no-store to only print the advice)")
+    except psycopg.errors.InsufficientPrivilege as e:
+        _fail(_denied(e, "advise", ": the advice above was printed but not stored (use --no-store to only print it)"))
 
 
 @advise_group.command("placement")
@@ -661,6 +679,8 @@ def advise_barriers(source, fastest, no_store):
         _fail(str(e), 2)
     except db.DBError as e:
         _fail(str(e))
+    except psycopg.errors.InsufficientPrivilege as e:
+        _fail(_denied(e, "advise barriers", ": no advice"))
     for note in skipped:
         click.echo(f"skipped {note}")
     for a in advice:

@@ -341,3 +341,52 @@ def test_a_password_is_masked_in_the_commands_own_message(tmp_path):
     r = cli(url, "db", "migrate")
     assert r.returncode != 0 and "Traceback" not in r.stderr, r.stderr
     assert "w0rd" not in r.stderr + r.stdout and "p@ss" not in r.stderr + r.stdout, r.stderr
+
+
+# ---- 7. least-privilege roles get messages, not tracebacks ----------------------------------------------------
+
+def test_migrate_as_a_writer_role_says_it_needs_the_owner(dsn):
+    from commscope.store import db
+    from conftest import grant_local
+    writer = grant_local(dsn, "ingest_job", db.grant_writer)
+    with psycopg.connect(dsn) as c:
+        versions = c.execute("SELECT count(*) FROM schema_version").fetchone()[0]
+        c.execute("DELETE FROM schema_version WHERE version = (SELECT max(version) FROM schema_version)")
+    r = cli(writer, "db", "migrate")
+    assert_one_clear_line(r, "ingest_job", "schema", "owner", code=1)
+    with psycopg.connect(dsn) as c:
+        assert c.execute("SELECT count(*) FROM schema_version").fetchone()[0] == versions - 1
+
+
+def _readonly_store(dsn: str) -> str:
+    """Runs with call counts stored by the owner; a DSN of a read-only role (grant-readonly) on that store."""
+    from conftest import grant_local
+    for name in ("cgsolve-direct-barriers-n4.mpi-profile.cali", "cgsolve-direct-barriers-uncounted-n2.mpi-profile.cali",
+                 "halo3d-overlap-n2.runtime-profile.cali"):
+        assert cli(dsn, "ingest", "-q", DATA / name).returncode == 0
+    return grant_local(dsn, "viewer")
+
+
+def test_a_readonly_role_gets_the_advice_and_a_line_on_what_was_not_stored(dsn, tmp_path):
+    """From a profile the advice needs nothing of the store: it is printed, and storing it is refused in one line."""
+    ro = _readonly_store(dsn)
+    with psycopg.connect(dsn) as c:
+        advice_before = c.execute("SELECT count(*) FROM advice").fetchone()[0]
+    topo = tmp_path / "topology.yaml"
+    topo.write_text("nodes: [hostA, hostB]\nranks_per_node: 2\nnetwork: {type: flat}\n")
+    trace = DATA / "commgraph-pairs-n4.msgtrace"
+    r = cli(ro, "advise", "placement", trace, "--topology", topo)
+    assert "placement of 4 ranks on 2 nodes" in r.stdout, r.stdout   # the advice itself is printed
+    assert_one_clear_line(r, "role viewer", "printed but not stored", "--no-store", code=1)
+    assert cli(ro, "advise", "placement", trace, "--topology", topo, "--no-store").returncode == 0
+    with psycopg.connect(dsn) as c:
+        assert c.execute("SELECT count(*) FROM advice").fetchone()[0] == advice_before
+
+
+@pytest.mark.parametrize("args", [["advise", "barriers", "1"], ["changepoints"], ["check"]],
+                         ids=["advise-barriers", "changepoints", "check"])
+def test_a_readonly_role_running_a_command_that_reads_tables_gets_one_line(dsn, args):
+    """The gate and the advisers read tables a read-only role may not read: one line, no traceback."""
+    ro = _readonly_store(dsn)
+    r = cli(ro, *args)
+    assert_one_clear_line(r, "role viewer", "permission denied", "grant-writer", code=1)

@@ -422,5 +422,10 @@ def read_record(files: list, opts: ReadOptions = ReadOptions()) -> Record:
     """One input group (see profiles.discover) to one record. Runs in the
     reader processes; raises BadProfile naming the file."""
     if len(files) == 1 and str(files[0]).endswith(".out"):
-        return from_output(files[0])
+        rec = from_output(files[0])
+        if opts.app:   # the labels given hold for a run without a profile too
+            rec.app = clean(opts.app, 200)
+            rec.metadata["app_source"] = "--app"
+        rec.parameters.update(dict(opts.params))
+        return rec
     return from_profile(profiles.read_files(files, opts.allow_partial, opts.ranks), opts.focus, opts)

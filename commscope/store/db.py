@@ -433,7 +433,17 @@ def migrations() -> list[tuple[int, str, str]]:
 
 def migrate(conn: psycopg.Connection) -> list[str]:
     """Applies pending migrations, each in its own transaction. An advisory
-    lock serialises concurrent migrators."""
+    lock serialises concurrent migrators. A role that may not change the
+    schema (a grant-writer or read-only role) gets a DBError naming it."""
+    try:
+        return _migrate(conn)
+    except psycopg.errors.InsufficientPrivilege as e:
+        role = conn.execute("SELECT current_user").fetchone()[0] if not conn.closed else "in use"
+        raise DBError(f"role {role} may not change the store's schema ({e.diag.message_primary}); run "
+                      f"'commscope db migrate' as the schema's owner") from None
+
+
+def _migrate(conn: psycopg.Connection) -> list[str]:
     applied = []
     with conn.transaction():
         writer_session(conn)

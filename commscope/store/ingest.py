@@ -200,14 +200,16 @@ class LabelConflict(BadProfile):
     """A stored file ingested again with other labels (--app, --param), without --relabel."""
 
 
-def label_changes(stored_app: str, stored_params: dict | None, rec: Record) -> list[str]:
-    """How REC's application name and experiment parameters differ from a stored run's, one phrase each."""
-    out = [f"app {stored_app!r} is now {rec.app!r}"] if stored_app != rec.app else []
-    if stored_params is not None:
-        new = json.loads(json.dumps(rec.parameters, default=str))
-        for key in sorted(stored_params.keys() | new.keys()):
-            if stored_params.get(key) != new.get(key):
-                out.append(f"param {key} {json.dumps(stored_params.get(key))} is now {json.dumps(new.get(key))}")
+def label_changes(stored_app: str, stored_params: dict | None, rec: Record, given: ReadOptions) -> list[str]:
+    """How the labels the user GIVEN (--app, --param) for REC differ from a stored run's, one phrase each.
+    Labels not given are not compared: the same bytes read without their workload output beside them (another
+    copy) have other parameters, and are still the same run."""
+    out = [f"app {stored_app!r} is now {rec.app!r}"] if given.app and stored_app != rec.app else []
+    new = json.loads(json.dumps(rec.parameters, default=str))
+    for key, _value in given.params:
+        old = (stored_params or {}).get(key)
+        if old != new.get(key):
+            out.append(f"param {key} {json.dumps(old)} is now {json.dumps(new.get(key))}")
     return out
 
 
@@ -216,8 +218,9 @@ class Writer:
     other labels is refused (LabelConflict), or with RELABEL stored again with the new ones (its old run
     and its rows go, the rollups follow)."""
 
-    def __init__(self, conn: psycopg.Connection, campaign_id: int, prov: Provenance, relabel: bool = False):
-        self.conn, self.campaign_id, self.prov, self.relabel = conn, campaign_id, prov, relabel
+    def __init__(self, conn: psycopg.Connection, campaign_id: int, prov: Provenance, relabel: bool = False,
+                 given: ReadOptions = ReadOptions()):
+        self.conn, self.campaign_id, self.prov, self.relabel, self.given = conn, campaign_id, prov, relabel, given
         self.node_ids: dict[str, int] = {}
         self.system_ids: dict[str, int] = {}
         self.stack_ids: dict[tuple, int] = {}
@@ -294,6 +297,8 @@ class Writer:
     def _relabelled(self, cur, batch: list[Record]) -> list[int]:
         """The stored runs of BATCH's files whose labels differ, to be stored again (--relabel); without
         --relabel the first one is refused, naming each difference."""
+        if not (self.given.app or self.given.params):
+            return []
         by_hash = {r.content_hash: r for r in batch}
         stored = cur.execute("SELECT r.content_hash, r.id, r.app, s.parameters FROM runs r "
                              "LEFT JOIN series s ON s.id = r.series_id WHERE r.content_hash = ANY(%s)",
@@ -301,7 +306,7 @@ class Writer:
         out = []
         for content_hash, run_id, app, params in stored:
             rec = by_hash[content_hash]
-            changes = label_changes(app, params, rec)
+            changes = label_changes(app, params, rec, self.given)
             if changes and not self.relabel:
                 raise LabelConflict(f"{rec.source}: already stored as run {run_id} with other labels: "
                                     f"{'; '.join(changes)}; give --relabel to store the new labels")
@@ -383,8 +388,9 @@ def hardware_columns(hw: dict) -> tuple:
 
 def ingest_records(conn: psycopg.Connection, records: Iterable[Record | BadProfile], prov: Provenance,
                    source: str, kind: str = "ingest", skip_bad: bool = False, progress=None,
-                   relabel: bool = False) -> Result:
-    """Writes a stream of records as one campaign in one transaction (RELABEL: see Writer)."""
+                   relabel: bool = False, given: ReadOptions = ReadOptions()) -> Result:
+    """Writes a stream of records as one campaign in one transaction (RELABEL and the labels GIVEN: see
+    Writer)."""
     res = Result()
     seen: set[str] = set()
     with conn.transaction():
@@ -393,7 +399,7 @@ def ingest_records(conn: psycopg.Connection, records: Iterable[Record | BadProfi
         campaign_id = conn.execute(
             "INSERT INTO campaigns (kind, source, git_commit, ci_pipeline) VALUES (%s, %s, %s, %s) RETURNING id",
             (kind, clean(source), clean(prov.git_commit), clean(prov.ci_pipeline))).fetchone()[0]
-        writer = Writer(conn, campaign_id, prov, relabel)
+        writer = Writer(conn, campaign_id, prov, relabel, given)
         batch: list[Record] = []
         stored_before: set[str] = set()   # content hashes of runs already in the store
 
@@ -454,7 +460,7 @@ def ingest(conn: psycopg.Connection, inputs: list[Path], prov: Provenance, skip_
             prov = replace(prov, hardware=ws.hardware,
                            system=prov.system or ws.hardware.get("system") or ws.hardware.get("site"))
         return ingest_records(conn, ws.records(opts), prov, str(workspaces[0]), "ramble", skip_bad, progress,
-                              relabel)
+                              relabel, opts)
     # ReFrame run reports and perflogs (read/reframe.py): one campaign of their own, as a workspace is.
     from commscope.read import reframe as reframe_results
     kinds = {i: reframe_results.classify(i) for i in inputs}
@@ -467,7 +473,7 @@ def ingest(conn: psycopg.Connection, inputs: list[Path], prov: Provenance, skip_
             raise BadProfile(f"{other[0]}: not ReFrame results, given with ReFrame results; ingest ReFrame reports "
                              f"and perflogs on their own")
         return ingest_records(conn, reframe_results.records(inputs, opts), prov, json.dumps([str(i) for i in inputs]),
-                              "reframe", skip_bad, progress, relabel)
+                              "reframe", skip_bad, progress, relabel, opts)
     nested: list[Path] = []
     groups = profiles.discover(inputs, nested)
     if not groups:
@@ -477,6 +483,6 @@ def ingest(conn: psycopg.Connection, inputs: list[Path], prov: Provenance, skip_
     if progress is not None:
         progress.total = len(groups)
     res = ingest_records(conn, read_records(groups, opts=opts), prov, json.dumps([str(i) for i in inputs]),
-                         skip_bad=skip_bad, progress=progress, relabel=relabel)
+                         skip_bad=skip_bad, progress=progress, relabel=relabel, given=opts)
     res.left_out = [str(n) for n in nested]
     return res
