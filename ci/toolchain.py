@@ -4,23 +4,47 @@
     .venv/bin/python ci/toolchain.py MIRROR > .venv/commscope-toolchain.env
 
 Runs `commscope setup --source-mirror MIRROR --imb` for Debian Open MPI 4.1 (Ramble extracted, Caliper and Adiak
-built in both kinds, IMB-MPI1 built, all cached under $COMMSCOPE_HOME/cache), extracts Spack and spack-packages,
-and prints the variables the live tests read (tests/conftest.py loads the file): COMMSCOPE_SOURCE_MIRROR,
-RAMBLE_ROOT, SPACK_ROOT,
-COMMSCOPE_SPACK_PACKAGES, COMMSCOPE_CALIPER_PREFIX, COMMSCOPE_CALIPER_NOGOTCHA_PREFIX and COMMSCOPE_IMB_PREFIX.
+built in both kinds, IMB-MPI1 built, all cached under $COMMSCOPE_HOME/cache), sets up Spack and spack-packages
+offline (packages/README.md), and prints the variables the live tests read (tests/conftest.py loads the file):
+COMMSCOPE_SOURCE_MIRROR, RAMBLE_ROOT, SPACK_ROOT, SPACK_PYTHON, SPACK_USER_CONFIG_PATH, SPACK_USER_CACHE_PATH,
+COMMSCOPE_CALIPER_PREFIX, COMMSCOPE_CALIPER_NOGOTCHA_PREFIX and COMMSCOPE_IMB_PREFIX.
 Progress goes to stderr; a variable whose part could not be made is left out, so its tests skip and say why."""
 from __future__ import annotations
 
+import os
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 from commscope.store import db
 from commscope.workflow import caliper, imb, stacks
+from commscope.workflow.checkouts import SPACK_PIP
 from commscope.workflow.errors import WorkflowError
 from commscope.workflow.sources import source
 
 STACK = "debian-openmpi4"   # the stack the live tests run on
+
+
+def spack(mirror: Path) -> dict[str, Path]:
+    """Spack and its builtin recipes from the mirror, set up offline as packages/README.md says: a user scope of
+    its own whose repos.yaml names the local recipes, clingo in this venv (SPACK_PYTHON), no online bootstrap."""
+    root, recipes = source("spack", mirror), source("spack-packages", mirror)
+    user = db.home() / "cache" / "spack-user"
+    env = {"SPACK_ROOT": root, "SPACK_PYTHON": Path(sys.executable),
+           "SPACK_USER_CONFIG_PATH": user / "config", "SPACK_USER_CACHE_PATH": user / "cache"}
+    env["SPACK_USER_CONFIG_PATH"].mkdir(parents=True, exist_ok=True)
+    (env["SPACK_USER_CONFIG_PATH"] / "repos.yaml").write_text(
+        f"repos:\n  builtin: {recipes / 'repos' / 'spack_repo' / 'builtin'}\n")
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--disable-pip-version-check", *SPACK_PIP],
+                   check=True, stdout=sys.stderr)
+    run_env = {**os.environ, **{k: str(v) for k, v in env.items()}}
+    listed = subprocess.run([str(root / "bin" / "spack"), "bootstrap", "list"], env=run_env, capture_output=True,
+                            text=True, check=True).stdout
+    for name in re.findall(r"^Name: (\S+)", listed, re.M):
+        subprocess.run([str(root / "bin" / "spack"), "bootstrap", "disable", name], env=run_env,
+                       stdout=subprocess.DEVNULL, check=True)
+    return env
 
 
 def main(mirror: Path) -> int:
@@ -36,9 +60,8 @@ def main(mirror: Path) -> int:
         "COMMSCOPE_IMB_PREFIX": imb.prefix(STACK) if (imb.prefix(STACK) / "bin" / "IMB-MPI1").exists() else None,
     }
     try:
-        found["SPACK_ROOT"] = source("spack", mirror)
-        found["COMMSCOPE_SPACK_PACKAGES"] = source("spack-packages", mirror)
-    except WorkflowError as e:
+        found.update(spack(mirror))
+    except (WorkflowError, subprocess.CalledProcessError) as e:
         print(f"[toolchain] no Spack: {e}", file=sys.stderr)
     if not (found["RAMBLE_ROOT"] / "bin" / "ramble").exists():
         found["RAMBLE_ROOT"] = None
