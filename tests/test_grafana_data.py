@@ -293,7 +293,51 @@ def panel_problems(panel: dict, res: dict) -> list[str]:
                 out.append(f"heatmap buckets are out of numeric order: {names}")
             if x["values"] != sorted(x["values"]):
                 out.append(f"heatmap x values are out of order: {x['values']}")
+        elif kind == "flamegraph":
+            out += flamegraph_problems(f)
     return out
+
+
+def nested_set(frame: dict) -> list[tuple[tuple, float, float]]:
+    """(path of labels, value, self) of each row of a flame graph frame (Grafana's nested set: depth-first rows,
+    each with its level)."""
+    f = {x["name"]: x["values"] for x in frame["fields"]}
+    out, stack = [], []
+    for level, value, self_, label in zip(f["level"], f["value"], f["self"], f["label"]):
+        level = int(level)
+        assert level <= len(stack), f"level {level} after a row of level {len(stack) - 1}"
+        stack[level:] = [label]
+        out.append((tuple(stack), value, self_))
+    return out
+
+
+def flamegraph_problems(frame: dict) -> list[str]:
+    """What keeps Grafana's flame graph from reading FRAME (its documented data: fields level, value, self and
+    label, a nested set in depth-first order with one root), and whether each node's time is its own time plus its
+    children's."""
+    types = {x["name"]: x["type"] for x in frame["fields"]}
+    want = {"level": "number", "value": "number", "self": "number", "label": "string"}
+    if any(types.get(k) != v for k, v in want.items()):
+        return [f"a flame graph needs fields {want}, not {types}"]
+    levels = next(x["values"] for x in frame["fields"] if x["name"] == "level")
+    if levels[:1] != [0] or 0 in levels[1:]:
+        return [f"a flame graph needs one root at level 0: levels {levels[:20]}"]
+    try:
+        rows = nested_set(frame)
+    except AssertionError as e:
+        return [f"not a nested set: {e}"]
+    out = []
+    children: dict = collections.defaultdict(float)
+    for path, value, _ in rows:
+        if value is None:
+            out.append(f"{'/'.join(path)} has no value")
+        elif len(path) > 1:
+            children[path[:-1]] += value
+    for path, value, self_ in rows:
+        if value is not None and self_ is not None and \
+                abs(value - self_ - children[path]) > 1e-9 * max(abs(value), 1e-12):
+            out.append(f"{'/'.join(path)}: value {value} is not self {self_} + its children's {children[path]}")
+    return out[:5]
 
 
 def _js_name(v) -> str:
@@ -397,3 +441,50 @@ def test_the_procurement_reference_defaults_to_the_combination_with_most_runs_an
                     offered += 1
                     assert (s, st, ic) in have, f"the variables offer {s} / {st} / {ic}, which has no runs"
         assert offered == len(have)
+
+
+def _hatchet_inclusive_mean(path: Path) -> dict[tuple, float]:
+    """call path -> inclusive time, mean over the profile's ranks, by Hatchet (GraphFrame.from_caliperreader and
+    update_inclusive_columns). Hatchet duplicates (node, rank) rows of one-element paths, the copies beyond one all
+    zero (/work/shared/notes/offline-toolchain.md): the row with time is kept."""
+    import hatchet as ht
+    gf = ht.GraphFrame.from_caliperreader(str(path))
+    df = gf.dataframe
+    df = df.assign(_t=df["time"].abs()).sort_values("_t", kind="stable").drop(columns="_t")
+    gf.dataframe = df[~df.index.duplicated(keep="last")]
+    gf.update_inclusive_columns()
+    df = gf.dataframe.reset_index()
+    ranks = df["rank"].nunique()
+    total: dict = collections.defaultdict(float)
+    for node, t in zip(df["node"], df["time (inc)"]):
+        total[tuple(n.frame["name"] for n in node.path())] += float(t)
+    return {p: t / ranks for p, t in total.items()}
+
+
+def test_the_flame_graph_shows_the_call_tree_as_hatchet_reads_the_profile(dsn):
+    """The call-tree panel, through @grafana/data, on a store holding one real 4-rank profile: each region's width
+    (value) is its inclusive time averaged over ranks as Hatchet computes it from the same file, the regions are
+    Hatchet's (plus the time outside every region, which Hatchet drops), and the widest regions come in the same
+    order."""
+    _node_or_skip()
+    profile = DATA / "halo3d-overlap-n4.runtime-profile.cali"
+    r = CliRunner().invoke(main, ["ingest", str(profile), "--system", "lab-a", "--quiet"],
+                           env={"COMMSCOPE_DB_URL": dsn})
+    assert r.exit_code == 0, r.output
+    ro = conftest.grant_local(dsn, "grafana_ro")
+    with psycopg.connect(ro) as conn:
+        t0, t1 = _time_range(conn)
+        cases, info = _cases(conn, t0, t1)
+    key = "commscope-call-tree / Call tree of the latest profiled run"
+    res = grafana_transform([c for c in cases if c["key"] == key])[key]
+    assert not panel_problems(info[key][0], res)
+    (frame,) = res["frames"]
+    shown = {path[1:]: value for path, value, _ in nested_set(frame) if len(path) > 1}
+    expected = _hatchet_inclusive_mean(profile)
+    assert set(expected) <= set(shown) and set(shown) - set(expected) <= {("(outside regions)",)}, (
+        sorted(set(shown) ^ set(expected)))
+    for path, t in expected.items():
+        assert shown[path] == pytest.approx(t, rel=1e-9, abs=1e-12), path
+    widest = sorted(expected, key=lambda p: -expected[p])[:5]
+    assert sorted(widest, key=lambda p: -shown[p]) == widest
+    assert len(expected) >= 5

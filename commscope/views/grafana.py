@@ -100,6 +100,14 @@ def xy_transformations(p: P.Panel) -> list[dict]:
             {"id": "sortBy", "options": {"sort": [{"field": f"{x}\\{p.plot['series']}", "desc": False}]}}]
 
 
+def _flamegraph_panel():
+    """Grafana's flame graph panel, which the SDK has no builder for: a panel of type flamegraph without options."""
+    from grafana_foundation_sdk.builders import text
+    b = text.Panel()
+    b._internal.type_val = "flamegraph"
+    return b
+
+
 def _panel(p: P.Panel, panel_id: int, queries, source_id: int | None):
     from grafana_foundation_sdk.builders import barchart, heatmap, table, timeseries, xychart
     from grafana_foundation_sdk.builders import common as common_builders
@@ -107,15 +115,15 @@ def _panel(p: P.Panel, panel_id: int, queries, source_id: int | None):
     from grafana_foundation_sdk.models import dashboard as m
     sql_query, shared_query = queries
     kind = {"timeseries": timeseries, "barchart": barchart, "table": table, "xychart": xychart,
-            "heatmap": heatmap}[p.type]
-    b = kind.Panel().id(panel_id).title(p.title).description(p.description)
+            "heatmap": heatmap}.get(p.type)
+    b = (kind.Panel() if kind else _flamegraph_panel()).id(panel_id).title(p.title).description(p.description)
     if source_id is None:
         b = (b.datasource(m.DataSourceRef(type_val=DATASOURCE_TYPE, uid=DATASOURCE_UID))
              .with_target(sql_query("A", p.sql, p.format)))
     else:
         b = (b.datasource(m.DataSourceRef(type_val=SHARED_DATASOURCE["type"], uid=SHARED_DATASOURCE["uid"]))
              .with_target(shared_query("A", source_id)))
-    b = b.span(12).height(9)
+    b = b.span(24).height(14) if p.type == "flamegraph" else b.span(12).height(9)
     if p.unit:
         b = b.unit(p.unit)
     if p.type == "timeseries":

@@ -507,7 +507,37 @@ ORDER BY 2""", ["system_stack_interconnect", "normalized", "experiments"], "",
     ],
     extra_variables=REFERENCE_VARIABLES, time_from="now-7d")
 
-DASHBOARDS = [MPI_FRACTION, SCALING, ROUTINES, COLLECTIVES, HALO, COMM_MATRIX, IO, PROCUREMENT]
+# ---- 9. Call tree ---------------------------------------------------------------------------
+# The latest run of the selection that has a call tree (Caliper's regions and MPI functions, v_node_metrics), as
+# Grafana's flame graph reads a tree: a nested set in depth-first order, each node's level (depth; 0 the run's
+# total), its inclusive time (value) and exclusive time (self), both the mean over ranks, and its name (label;
+# MPI functions keep their MPI_ names). Siblings come in name order.
+
+CALL_TREE_SQL = f"""WITH run AS (
+  SELECT max(run_id) AS run_id FROM v_runs r
+  WHERE $__timeFilter(started_at) AND status = 'ok' AND {SERIES}
+    AND EXISTS (SELECT 1 FROM v_node_metrics n WHERE n.run_id = r.run_id)
+), t AS (
+  SELECT path, name, depth, incl_avg, excl_avg FROM v_node_metrics WHERE run_id = (SELECT run_id FROM run)
+)
+SELECT level, value, self, label
+FROM (SELECT 0 AS level, sum(incl_avg) AS value, 0::double precision AS self, 'total' AS label, '{{}}'::text[] AS k
+      FROM t WHERE depth = 1 HAVING count(*) > 0
+      UNION ALL
+      SELECT depth, incl_avg, excl_avg, name, string_to_array(path, '/') FROM t) n
+ORDER BY k"""
+
+CALL_TREE = Dashboard(
+    "commscope-call-tree", "Call tree",
+    "The call tree of the latest run of the selection that Caliper profiled: regions and MPI functions, time "
+    "inclusive and exclusive, mean over ranks.",
+    [
+        Panel("Call tree of the latest profiled run", "flamegraph", CALL_TREE_SQL, ["level", "value", "self", "label"],
+              "s", "Width: a region's time with everything it called (mean over ranks); 'total' is the run's "
+              "profiled time, the time outside every region included.", {"kind": "table"}),
+    ])
+
+DASHBOARDS = [MPI_FRACTION, SCALING, ROUTINES, COLLECTIVES, HALO, COMM_MATRIX, IO, PROCUREMENT, CALL_TREE]
 
 # Why a dashboard's panels can be empty, and what to run so they are not: the static report says it under an
 # empty panel instead of a bare "no data".
@@ -526,6 +556,8 @@ WHY_EMPTY = {
     COMM_MATRIX.uid: "The matrix needs a run traced with Caliper's message tracing: --caliper matrix (e.g. "
                      "commscope run placement --caliper matrix).",
     IO.uid: "These panels read pio's bandwidth FOMs: run a study that has pio (io).",
+    CALL_TREE.uid: "The call tree needs a run with a Caliper profile (--caliper mpi, or any Caliper profile "
+                   "ingested).",
     PROCUREMENT.uid: "The comparison needs the same experiment (application and parameters) on two or more "
                      "systems or stacks; name the systems with commscope report --compare.",
 }
