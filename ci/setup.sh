@@ -12,6 +12,7 @@ cd "$(dirname "$0")/.."
 debs=(build-essential cmake libopenmpi-dev openmpi-bin libmpich-dev mpich python3-venv postgresql
       slurm-wlm munge chromium patchelf gfortran)
 debs+=(glusterfs-server glusterfs-client)  # ci/parallel_fs.py: the I/O study's GlusterFS volume (about 10 s)
+debs+=(rsync shellcheck)  # tests/test_pipelines.py: gitlab-ci-local needs rsync; actionlint runs shellcheck
 missing=()
 for p in "${debs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if ((${#missing[@]})); then
@@ -39,4 +40,5 @@ else
   rm -f .venv/commscope-toolchain.env
 fi
 bash dashboards/check/install.sh  # tests/test_grafana_data.py: the pinned @grafana/data (npm ci)
+bash ci/pipelines/runner/install.sh  # tests/test_pipelines.py: gitlab-ci-local (npm ci) and actionlint (go install)
 echo "[setup] done"
