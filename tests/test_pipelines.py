@@ -319,7 +319,8 @@ def test_every_github_commscope_call_parses(tmp_path):
     (fake / "commscope").write_text('#!/bin/sh\nfor a in "$@"; do printf "%s\\0" "$a"; done >> "$CALLS"; '
                                     'printf "\\n\\0" >> "$CALLS"; echo 7\n')
     (fake / "commscope").chmod(0o755)
-    env = {**github_env({"COMMSCOPE_WHERE": "{n_ranks} == 2", "COMMSCOPE_STACKS": "openmpi"}),
+    env = {**github_env({"COMMSCOPE_WHERE": "{n_ranks} == 2", "COMMSCOPE_STACKS": "openmpi",
+                         "COMMSCOPE_SOURCE_MIRROR": str(tmp_path)}),
            "PATH": f"{fake}:/usr/bin:/bin", "CALLS": str(tmp_path / "calls"), "COMMSCOPE_CAMPAIGN": "7",
            "GITHUB_ENV": str(tmp_path / "env"), "GITHUB_OUTPUT": str(tmp_path / "out"),
            "GITHUB_STEP_SUMMARY": str(tmp_path / "summary"), "GITHUB_SHA": "0123abc", "GITHUB_RUN_ID": "1"}
@@ -336,6 +337,8 @@ def test_every_github_commscope_call_parses(tmp_path):
     for argv in calls:
         ctx = parse(["commscope", *argv])
         used.add(ctx.command.name)
+        if ctx.command.name == "setup":
+            assert str(ctx.params["sources"]) == str(tmp_path) and ctx.params["stacks"] == "openmpi"
         if ctx.command.name == "run":
             assert (ROOT / "ramble" / "studies" / ctx.params["study"]).is_dir()
             assert ctx.params["where"] == "{n_ranks} == 2" and ctx.params["stacks"] == "openmpi"
