@@ -443,29 +443,38 @@ def test_the_procurement_reference_defaults_to_the_combination_with_most_runs_an
         assert offered == len(have)
 
 
-def _hatchet_inclusive_mean(path: Path) -> dict[tuple, float]:
-    """call path -> inclusive time, mean over the profile's ranks, by Hatchet (GraphFrame.from_caliperreader and
-    update_inclusive_columns). Hatchet duplicates (node, rank) rows of one-element paths, the copies beyond one all
-    zero (/work/shared/notes/offline-toolchain.md): the row with time is kept."""
+def _hatchet(path: Path):
+    """Hatchet's GraphFrame of a profile (from_caliperreader). Hatchet duplicates (node, rank) rows of one-element
+    paths, the copies beyond one all zero (/work/shared/notes/offline-toolchain.md): the row with time is kept."""
     import hatchet as ht
     gf = ht.GraphFrame.from_caliperreader(str(path))
     df = gf.dataframe
     df = df.assign(_t=df["time"].abs()).sort_values("_t", kind="stable").drop(columns="_t")
     gf.dataframe = df[~df.index.duplicated(keep="last")]
-    gf.update_inclusive_columns()
+    return gf
+
+
+def _mean_over_ranks(gf, column: str) -> dict[tuple, float]:
+    """call path -> COLUMN of Hatchet's dataframe, mean over its ranks."""
     df = gf.dataframe.reset_index()
     ranks = df["rank"].nunique()
     total: dict = collections.defaultdict(float)
-    for node, t in zip(df["node"], df["time (inc)"]):
+    for node, t in zip(df["node"], df[column]):
         total[tuple(n.frame["name"] for n in node.path())] += float(t)
     return {p: t / ranks for p, t in total.items()}
 
 
+def _hatchet_inclusive_mean(path: Path) -> dict[tuple, float]:
+    """call path -> inclusive time, mean over the profile's ranks (Hatchet's update_inclusive_columns)."""
+    gf = _hatchet(path)
+    gf.update_inclusive_columns()
+    return _mean_over_ranks(gf, "time (inc)")
+
+
 def test_the_flame_graph_shows_the_call_tree_as_hatchet_reads_the_profile(dsn):
     """The call-tree panel, through @grafana/data, on a store holding one real 4-rank profile: each region's width
-    (value) is its inclusive time averaged over ranks as Hatchet computes it from the same file, the regions are
-    Hatchet's (plus the time outside every region, which Hatchet drops), and the widest regions come in the same
-    order."""
+    (value) is its inclusive time averaged over ranks as Hatchet computes it from the same file, the call paths are
+    Hatchet's, and the widest regions come in the same order."""
     _node_or_skip()
     profile = DATA / "halo3d-overlap-n4.runtime-profile.cali"
     r = CliRunner().invoke(main, ["ingest", str(profile), "--system", "lab-a", "--quiet"],
@@ -481,10 +490,47 @@ def test_the_flame_graph_shows_the_call_tree_as_hatchet_reads_the_profile(dsn):
     (frame,) = res["frames"]
     shown = {path[1:]: value for path, value, _ in nested_set(frame) if len(path) > 1}
     expected = _hatchet_inclusive_mean(profile)
-    assert set(expected) <= set(shown) and set(shown) - set(expected) <= {("(outside regions)",)}, (
-        sorted(set(shown) ^ set(expected)))
+    assert set(shown) == set(expected), sorted(set(shown) ^ set(expected))
     for path, t in expected.items():
         assert shown[path] == pytest.approx(t, rel=1e-9, abs=1e-12), path
     widest = sorted(expected, key=lambda p: -expected[p])[:5]
     assert sorted(widest, key=lambda p: -shown[p]) == widest
     assert len(expected) >= 5
+
+
+def test_the_slower_regions_are_hatchets_subtraction_of_a_real_two_night_regression(dsn):
+    """The diff panel, through @grafana/data, on five real nights of one series (tests/gate-history: night 5 ran beside
+    two busy loops): its rows are Hatchet's graphframe subtraction of night 4 from night 5 (exclusive time per call
+    path, mean over ranks), the paths that got slower, the most first; each share is the path's part of the growth of
+    the call tree's whole time."""
+    _node_or_skip()
+    history = ROOT / "tests" / "gate-history"
+    nights = [history / f"halo3d-blocking-24-n2.mpi.night{n}.cali" for n in range(1, 6)]
+    for f in nights:
+        r = CliRunner().invoke(main, ["ingest", str(f), str(f.with_suffix(".out")), "--system", "lab-a", "--quiet"],
+                               env={"COMMSCOPE_DB_URL": dsn})
+        assert r.exit_code == 0, r.output
+    ro = conftest.grant_local(dsn, "grafana_ro")
+    with psycopg.connect(ro) as conn:
+        t0, t1 = _time_range(conn)
+        cases, info = _cases(conn, t0, t1)
+    key = "commscope-call-tree / Regions that got slower than the run before"
+    res = grafana_transform([c for c in cases if c["key"] == key])[key]
+    assert not panel_problems(info[key][0], res) and not res["unknown"]
+    (frame,) = res["frames"]
+    f = {x["name"]: x["values"] for x in frame["fields"]}
+    shown = {tuple(region.split("/")): (change, share) for region, change, share in
+             zip(f["region"], f["change_s"], f["share_percent"])}
+    gf5, gf4 = _hatchet(nights[4]), _hatchet(nights[3])
+    diff = _mean_over_ranks(gf5 - gf4, "time")
+    grown = sum(diff.values())   # the call tree's whole time: regions and MPI calls
+    slower = {p: d for p, d in diff.items() if d > 0}
+    assert set(shown) == set(slower), sorted(set(shown) ^ set(slower))
+    for p, d in slower.items():
+        assert shown[p][0] == pytest.approx(d, rel=1e-9, abs=1e-15), p
+    assert list(f["region"]) == sorted(f["region"], key=lambda r: -dict(zip(f["region"], f["change_s"]))[r])
+    top = max(slower, key=slower.get)
+    assert f["region"][0] == "/".join(top), (f["region"][:3], top)
+    assert grown > 0
+    for p, d in slower.items():
+        assert shown[p][1] == pytest.approx(100 * d / grown, rel=1e-6), p

@@ -509,9 +509,10 @@ ORDER BY 2""", ["system_stack_interconnect", "normalized", "experiments"], "",
 
 # ---- 9. Call tree ---------------------------------------------------------------------------
 # The latest run of the selection that has a call tree (Caliper's regions and MPI functions, v_node_metrics), as
-# Grafana's flame graph reads a tree: a nested set in depth-first order, each node's level (depth; 0 the run's
-# total), its inclusive time (value) and exclusive time (self), both the mean over ranks, and its name (label;
-# MPI functions keep their MPI_ names). Siblings come in name order.
+# Grafana's flame graph reads a tree: a nested set in depth-first order, each node's level (depth; 0 the tree's
+# total: its top-level regions and MPI calls), its inclusive time (value) and exclusive time (self), both the mean
+# over ranks, and its name (label; MPI functions keep their MPI_ names). Siblings come in name order. Time outside
+# every region that is no MPI call is in no node, so not in the tree.
 
 CALL_TREE_SQL = f"""WITH run AS (
   SELECT max(run_id) AS run_id FROM v_runs r
@@ -527,14 +528,48 @@ FROM (SELECT 0 AS level, sum(incl_avg) AS value, 0::double precision AS self, 't
       SELECT depth, incl_avg, excl_avg, name, string_to_array(path, '/') FROM t) n
 ORDER BY k"""
 
+# What got slower, region by region, like Hatchet's graphframe subtraction (gf1 - gf2): the latest profiled run of
+# the selection against the run before it in its series (docs/measurement-model.md), each call path's exclusive time
+# (mean over ranks; 0 where a run has no such path), the regions that got slower first, and each one's share of the
+# change of the call tree's whole time (NULL when that did not grow).
+_PROFILED = "EXISTS (SELECT 1 FROM v_node_metrics n WHERE n.run_id = m.run_id)"
+CALL_TREE_DIFF_SQL = f"""WITH latest AS (
+  SELECT DISTINCT m.run_id, m.series_id, m.started_at FROM v_run_metrics m
+  WHERE $__timeFilter(m.started_at) AND m.status = 'ok' AND m.series_id IS NOT NULL AND {_PROFILED}
+    AND m.run_id IN (SELECT run_id FROM v_runs WHERE {SERIES})
+  ORDER BY m.started_at DESC, m.run_id DESC LIMIT 1
+), base AS (
+  SELECT DISTINCT m.run_id, m.started_at FROM v_run_metrics m JOIN latest l USING (series_id)
+  WHERE m.status = 'ok' AND (m.started_at, m.run_id) < (l.started_at, l.run_id) AND {_PROFILED}
+  ORDER BY m.started_at DESC, m.run_id DESC LIMIT 1
+), d AS (
+  SELECT path AS region, a.excl_avg AS now_s, b.excl_avg AS before_s,
+         coalesce(a.excl_avg, 0) - coalesce(b.excl_avg, 0) AS change_s
+  FROM (SELECT path, excl_avg FROM v_node_metrics WHERE run_id = (SELECT run_id FROM latest)) a
+  FULL JOIN (SELECT path, excl_avg FROM v_node_metrics WHERE run_id = (SELECT run_id FROM base)) b USING (path)
+), s AS (
+  SELECT d.*, sum(change_s) OVER () AS total_change_s FROM d
+)
+SELECT region, now_s, before_s, change_s,
+       CASE WHEN total_change_s > 0 THEN 100 * change_s / total_change_s END AS share_percent,
+       (SELECT run_id FROM latest) AS run, (SELECT run_id FROM base) AS baseline_run
+FROM s
+WHERE change_s > 0
+ORDER BY change_s DESC, region"""
+
 CALL_TREE = Dashboard(
     "commscope-call-tree", "Call tree",
     "The call tree of the latest run of the selection that Caliper profiled: regions and MPI functions, time "
-    "inclusive and exclusive, mean over ranks.",
+    "inclusive and exclusive, mean over ranks; and what got slower since the run before it in its series.",
     [
         Panel("Call tree of the latest profiled run", "flamegraph", CALL_TREE_SQL, ["level", "value", "self", "label"],
-              "s", "Width: a region's time with everything it called (mean over ranks); 'total' is the run's "
-              "profiled time, the time outside every region included.", {"kind": "table"}),
+              "s", "Width: a region's time with everything it called (mean over ranks); 'total' is the time of the "
+              "top-level regions and of MPI calls made outside every region.", {"kind": "table"}),
+        Panel("Regions that got slower than the run before", "table", CALL_TREE_DIFF_SQL,
+              ["region", "now_s", "before_s", "change_s", "share_percent", "run", "baseline_run"], "s",
+              "The latest profiled run of the selection against the run before it in its series (same application, "
+              "parameters and environment): each call path's exclusive time, mean over ranks, where it grew, the "
+              "most first, with its share of the growth of the call tree's whole time.", {"kind": "table"}),
     ])
 
 DASHBOARDS = [MPI_FRACTION, SCALING, ROUTINES, COLLECTIVES, HALO, COMM_MATRIX, IO, PROCUREMENT, CALL_TREE]
