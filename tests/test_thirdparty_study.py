@@ -26,7 +26,7 @@ import yaml
 
 from commscope.workflow import errors, paths, plan as workflow_plan
 from conftest import ROOT, private_home, stack_or_skip
-from test_thirdparty_ramble import calling_sequence, expected_foms, imb_prefix, out_file
+from test_thirdparty_ramble import calling_sequence, check_profiles, expected_foms, imb_prefix, out_file
 
 STUDY = "imb"
 STUDY_DIR = ROOT / "ramble" / "studies" / STUDY
@@ -50,8 +50,10 @@ def test_the_study_is_listed_and_runs_a_ramble_builtin_application_with_no_packa
     # Ramble's own definition is used: there is none of ours to shadow it
     assert not (ROOT / "ramble" / "applications" / APP).exists()
     conf = workflow_plan.study_config(STUDY)
-    assert conf == {"package_manager": None, "caliper": "off", "prefixes": {"intel-mpi-benchmarks_path": "IMB-MPI1"}}
-    assert workflow_plan.study_caliper_mode(STUDY) == "off"
+    assert conf == {"package_manager": None, "prefixes": {"intel-mpi-benchmarks_path": "IMB-MPI1"}}
+    assert workflow_plan.study_caliper_mode(STUDY) is None
+    # IMB is not commscope's: it is profiled by preloading a no-GOTCHA Caliper, which gives MPI profiles only
+    assert workflow_plan.unannotated_applications(STUDY) == [APP]
 
 
 def test_without_imb_on_path_the_run_names_the_program_and_creates_nothing(tmp_path):
@@ -136,11 +138,62 @@ def test_commscope_run_imb_stores_imb_s_numbers_with_the_study_s_parameters_and_
     try:
         p = commscope("setup", "--stacks", "debian-openmpi4", home=home, env=env)
         assert p.returncode == 0 or "spack is missing" in p.stderr, p.stdout + p.stderr
-        p = commscope("run", STUDY, "--stacks", "debian-openmpi4", home=home, env=env)
+        p = commscope("run", STUDY, "--stacks", "debian-openmpi4", "--caliper", "off", home=home, env=env)
         assert p.returncode == 0, p.stdout + p.stderr
         assert "stored 2 runs" in p.stdout and "Caliper off; package manager null" in p.stdout, p.stdout
         ws = Path(re.search(r"^workspace: (\S+)$", p.stdout, re.M).group(1))
         check_workspace(dsn, ws, home, prefix)
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+
+
+def test_a_caliper_mode_an_unannotated_application_cannot_give_is_refused(tmp_path):
+    """IMB has no regions: only the MPI profile a preloaded Caliper records applies to it."""
+    p = commscope("run", STUDY, "--caliper", "comm", "--dry-run", home=tmp_path / "home")
+    assert p.returncode == 2, p.stdout + p.stderr
+    line = p.stderr.strip().splitlines()[-1]
+    assert APP in line and "--caliper mpi" in line and "comm" in line, line
+    assert not (tmp_path / "home" / "workspaces").exists()
+
+
+@pytest.mark.skipif(not RAMBLE_ROOT or not Path(RAMBLE_ROOT, "bin", "ramble").exists()
+                    or not os.environ.get("COMMSCOPE_CALIPER_NOGOTCHA_PREFIX")
+                    or not os.environ.get("COMMSCOPE_SOURCE_MIRROR"),
+                    reason="needs RAMBLE_ROOT, COMMSCOPE_CALIPER_NOGOTCHA_PREFIX and COMMSCOPE_SOURCE_MIRROR (ci/setup.sh "
+                           "makes them from a source mirror); Ramble and Caliper are in no package registry")
+def test_commscope_run_imb_profiles_it_by_preloading_the_stacks_no_gotcha_caliper(dsn):
+    """`commscope setup` (the toolchain's cached Caliper builds, shared into a fresh home) then `commscope run imb`
+    with its default Caliper mode: the run says it preloads the no-GOTCHA Caliper, every experiment writes a
+    profile, and each run's MPI time per function, time and MPI fractions equal caliper-reader's records of that
+    profile; IMB's own FOMs are stored as before."""
+    stack_or_skip("debian-openmpi4")
+    prefix = imb_prefix()
+    if not prefix or not (prefix / "bin" / "IMB-MPI1").exists():
+        pytest.skip("no Intel MPI Benchmarks here: `commscope setup --imb` builds it (COMMSCOPE_IMB_PREFIX)")
+    preload = Path(os.environ["COMMSCOPE_CALIPER_NOGOTCHA_PREFIX"])
+    home = private_home()
+    (home / "cache").symlink_to(preload.parents[3])
+    env = {"COMMSCOPE_DB_URL": dsn, "SPACK_ROOT": "", "PATH": f"{prefix / 'bin'}:{os.environ['PATH']}"}
+    try:
+        p = commscope("setup", "--stacks", "debian-openmpi4", "--source-mirror", os.environ["COMMSCOPE_SOURCE_MIRROR"],
+                      home=home, env=env)
+        assert p.returncode == 0 and "building into" not in p.stdout, p.stdout + p.stderr
+        p = commscope("run", STUDY, "--stacks", "debian-openmpi4", home=home, env=env)
+        assert p.returncode == 0, p.stdout + p.stderr
+        assert "Caliper mpi; package manager null" in p.stdout, p.stdout
+        mine = home / "cache" / preload.relative_to(preload.parents[3])
+        assert f"profiles on debian-openmpi4: Caliper preload (preloading the no-GOTCHA Caliper {mine})" in p.stdout
+        assert "stored 2 runs" in p.stdout, p.stdout
+        ws = Path(re.search(r"^workspace: (\S+)$", p.stdout, re.M).group(1))
+        assert len(list(ws.glob("experiments/*/*/*/*.cali"))) == 2
+        check_profiles(dsn, ws)
+        with psycopg.connect(dsn) as conn:
+            for exp in json.loads((ws / "results.latest.json").read_text())["experiments"]:
+                run_id = conn.execute("SELECT id FROM runs WHERE experiment = %s", (exp["name"],)).fetchone()[0]
+                stored = {(c, n): v for c, n, v, _u in conn.execute(
+                    "SELECT context, name, value, unit FROM v_foms WHERE run_id = %s", (run_id,))}
+                expected = {k: v for k, (v, _u) in expected_foms(out_file(ws, exp)).items()}
+                assert stored == pytest.approx(expected), exp["name"]
     finally:
         shutil.rmtree(home, ignore_errors=True)
 

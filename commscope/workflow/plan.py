@@ -95,6 +95,12 @@ class Plan:
     spack_specs: dict = field(default_factory=dict)  # stack -> its MPI's Spack spec (spack only)
     prefixes: dict = field(default_factory=dict)     # Ramble variable -> install prefix found on PATH
     profiled: dict = field(default_factory=dict)     # stack -> (records profiles?, why), for what the run says
+    preload: bool = False                            # the study's applications have no Caliper: preload one
+
+    @property
+    def modifier_mode(self) -> str:
+        """The Caliper modifier's mode: the asked one, or `preload` for applications without Caliper."""
+        return "preload" if self.preload else self.caliper
 
 
 def select_interconnects(stacks: list[str], catalog: dict, asked: list[str]) -> list[tuple[str, str]]:
@@ -115,6 +121,14 @@ def _study_default(names: list[str] | None, valid: list[str]) -> list[str]:
     return [n for n in names or [] if n in valid] or valid
 
 
+def unannotated_applications(study: str) -> list[str]:
+    """The study's Ramble applications that are not commscope's (ramble/applications): they have no Caliper
+    annotations, so `commscope run` profiles them by preloading the stack's no-GOTCHA Caliper."""
+    doc = yaml.safe_load((paths.STUDIES_DIR / study / "ramble.yaml").read_text()) or {}
+    apps = (doc.get("ramble") or {}).get("applications") or {}
+    return sorted(a for a in apps if not (paths.RAMBLE_DIR / "applications" / a).is_dir())
+
+
 def plan_run(study: str, site: str = "local", stacks: list[str] | None = None,
              interconnects: list[str] | None = None, caliper: str | None = None,
              where: str | None = None, dry_run: bool = False, workspace: Path | None = None,
@@ -132,6 +146,11 @@ def plan_run(study: str, site: str = "local", stacks: list[str] | None = None,
             raise WorkflowError(f"study {study} runs with Ramble's null package manager only "
                                 f"({paths.STUDIES_DIR / study / 'commscope.yaml'}): drop --spack")
         spack = False
+    unannotated = unannotated_applications(study)
+    if unannotated and caliper not in (None, "off", "mpi"):
+        raise UnknownChoice(f"study {study} runs {', '.join(unannotated)}, which has no Caliper annotations: it is "
+                            f"profiled by preloading a no-GOTCHA Caliper, which gives --caliper mpi (or off), "
+                            f"not {caliper}")
     prefixes = install_prefixes(study, conf)
     if spack is None:
         spack = spack_root() is not None
@@ -153,6 +172,8 @@ def plan_run(study: str, site: str = "local", stacks: list[str] | None = None,
         profiled = {s: (True, f"Caliper {builds[s].caliper_dir}") if builds[s].caliper else
                     (False, builds[s].note or "no Caliper was found for this MPI at setup")
                     for s in stacks}
+        if unannotated:
+            profiled = {s: _preloaded(s) for s in stacks}
     else:
         offered = list(site_conf.get("stacks") or [])
         stacks = choose("stack", stacks, sorted(offered)) if stacks else \
@@ -169,4 +190,14 @@ def plan_run(study: str, site: str = "local", stacks: list[str] | None = None,
     ws = workspace or workspaces_dir() / f"{study}-{stamp}"
     return Plan(study, site, stacks, sorted({i for _, i in pairs}), caliper, where, dry_run, ws, site_conf,
                 catalog, pairs, "spack" if spack else "null", {s: specs[s] for s in stacks} if spack else {},
-                prefixes, profiled)
+                prefixes, profiled, preload=bool(unannotated) and caliper != "off")
+
+
+def _preloaded(stack: str) -> tuple[bool, str]:
+    """Whether an unannotated application on STACK can be profiled: the stack's no-GOTCHA Caliper, which
+    `commscope setup` builds."""
+    from commscope.workflow import caliper, stacks as stack_catalog
+    prefix = caliper.installed(stack_catalog.by_name(stack), "preload")
+    if prefix is None:
+        return False, "no no-GOTCHA Caliper for this MPI; `commscope setup` builds one from the pinned sources"
+    return True, f"preloading the no-GOTCHA Caliper {prefix}"

@@ -35,7 +35,7 @@ def render(plan: Plan) -> dict:
     r["include"] = [str(run_scope)] + [str(d) for d in site_scopes(plan)]
     r["repos"] = [str(RAMBLE_DIR)]
     if plan.caliper != "off":
-        r["modifiers"] = list(r.get("modifiers") or []) + [{"name": "caliper", "mode": plan.caliper}]
+        r["modifiers"] = list(r.get("modifiers") or []) + [{"name": "caliper", "mode": plan.modifier_mode}]
     if plan.package_manager == "spack":
         # One external environment per stack (spack_env_for), written by create_workspace;
         # each experiment picks its stack's through env_name (run_scope_files).
@@ -262,12 +262,13 @@ def say_profiles(plan: Plan, dirs: list[Path], echo) -> None:
         return
     for s in plan.stacks:
         yes, why = plan.profiled.get(s, (True, ""))
-        echo(f"  profiles on {s}: {'Caliper ' + plan.caliper if yes else 'none'} ({why})")
+        echo(f"  profiles on {s}: {'Caliper ' + plan.modifier_mode if yes else 'none'} ({why})")
     bare = [s for s in plan.stacks if not plan.profiled.get(s, (True, ""))[0]]
     unprofiled = [d for d in dirs if any(f"-{s}-" in d.name for s in bare)]
     if unprofiled:
-        echo(f"  {len(unprofiled)} of {len(dirs)} experiments will carry no profile (stacks "
-             f"{', '.join(bare)} were built without Caliper; `commscope setup --caliper-prefix STACK=PREFIX`)")
+        how = ("have no no-GOTCHA Caliper to preload; `commscope setup` builds one" if plan.preload else
+               "were built without Caliper; `commscope setup --caliper-prefix STACK=PREFIX`")
+        echo(f"  {len(unprofiled)} of {len(dirs)} experiments will carry no profile (stacks {', '.join(bare)} {how})")
 
 
 def ensure_store(echo=click.echo) -> None:
