@@ -29,33 +29,40 @@ for (const t of standard) {
 // Transformations that live only in Grafana's application code (AGPL), not in @grafana/data. They are written
 // here from Grafana's documentation ("Transform data"), not from its code, and reported as such.
 const DOCUMENTED = {
-  // "Prepare time series", format "multi": one frame per distinct combination of the string fields' values, each
-  // with the time field and the number fields, the string values as the number fields' labels.
+  // "Prepare time series", format "multi" (the data plane's multi-frame time series): one frame per series, each
+  // with the time field and one number field; a series is a number field and one distinct combination of the string
+  // fields' values, which become its labels.
   prepareTimeSeries: (options, frames) => {
     if (options.format !== 'multi') {
       throw new Error(`prepareTimeSeries: format ${options.format} is not modelled`);
     }
-    return frames.flatMap((f) => splitRows(f, f.fields.filter((x) => x.type === 'string')));
+    return frames.flatMap(toMultiFrame);
   },
 };
 
-function splitRows(frame, keys) {
+function toMultiFrame(frame) {
+  const time = frame.fields.find((f) => f.type === 'time');
+  if (!time) {
+    throw new Error(`prepareTimeSeries: no time field in ${frame.fields.map((f) => f.name)}`);
+  }
+  const keys = frame.fields.filter((f) => f.type === 'string');
   const groups = new Map();
-  const n = frame.fields.length ? frame.fields[0].values.length : 0;
-  for (let i = 0; i < n; i++) {
+  for (let i = 0; i < time.values.length; i++) {
     const k = JSON.stringify(keys.map((f) => f.values[i]));
     if (!groups.has(k)) groups.set(k, []);
     groups.get(k).push(i);
   }
-  return [...groups.entries()].map(([k, rows]) => {
-    const vals = JSON.parse(k);
-    const labels = Object.fromEntries(keys.map((f, j) => [f.name, String(vals[j])]));
-    const fields = frame.fields
-      .filter((f) => !keys.includes(f))
-      .map((f) => ({ ...f, labels: f.type === 'number' ? { ...(f.labels || {}), ...labels } : f.labels,
-                     values: rows.map((i) => f.values[i]) }));
-    return { name: vals.join(' '), refId: frame.refId, fields, length: rows.length };
-  });
+  const out = [];
+  for (const f of frame.fields.filter((x) => x.type === 'number')) {
+    for (const [k, rows] of groups) {
+      const vals = JSON.parse(k);
+      const labels = { ...(f.labels || {}), ...Object.fromEntries(keys.map((x, j) => [x.name, String(vals[j])])) };
+      out.push({ refId: frame.refId, length: rows.length,
+                 fields: [{ ...time, values: rows.map((i) => time.values[i]) },
+                          { ...f, labels, values: rows.map((i) => f.values[i]) }] });
+    }
+  }
+  return out;
 }
 
 function names(frames) {
