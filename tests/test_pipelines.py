@@ -110,12 +110,19 @@ def facility_clone(tmp_path: Path) -> Path:
     return project
 
 
+# A Caliper+Adiak install for Debian Open MPI 4.1 (ci/setup.sh's toolchain), if any: the runner's CMake finds it
+CALIPER_PREFIX = os.environ.get("COMMSCOPE_CALIPER_PREFIX", "")
+
+
 def no_spack_env(ramble: str) -> dict:
     """The runner's environment on a machine without Spack: no SPACK_ROOT, no spack on PATH, no store of the
-    caller's, and no COMMSCOPE_BUILD (the template picks the build)."""
+    caller's, and no COMMSCOPE_BUILD (the template picks the build); Caliper on CMake's search path when there is
+    one, as a module would put it."""
     env = {k: v for k, v in os.environ.items() if not (k.startswith(("PG", "SPACK", "COMMSCOPE_")))}
     path = [p for p in env["PATH"].split(os.pathsep) if not (Path(p) / "spack").exists()]
     env.update(PATH=os.pathsep.join(path), RAMBLE_ROOT=ramble)
+    if CALIPER_PREFIX:
+        env["CMAKE_PREFIX_PATH"] = os.pathsep.join(filter(None, [CALIPER_PREFIX, env.get("CMAKE_PREFIX_PATH")]))
     if os.geteuid() == 0:
         env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
     return env
@@ -207,19 +214,23 @@ def test_gitlab_template_runs_two_nights_under_gitlab_ci_local(tmp_path, facilit
     # earlier runs as the store holds for that series before it (no verdict from fewer than 3: the gate needs 3);
     # the Markdown summary; the report.
     for nt in nights:
-        tree = ET.parse(nt["artifacts"] / "check" / "check.xml")
-        (suite,) = tree.getroot().findall("testsuite")
-        assert suite.get("name").endswith(f"campaign {nt['campaign']}")
-        cases = suite.findall("testcase")
-        told = {}
-        for case in cases:
-            (series,) = re.findall(r"#(\d+) \[", case.get("name"))
-            message = case.find("skipped").get("message")
-            told[int(series)] = int(re.match(r"(\d+) earlier runs of this series", message)[1])
-        assert told == earlier[nt["campaign"]]
+        # with Caliper the runs are profiled: the .cali files are artifacts, and MPI fraction is judged too
+        profiles = list((nt["artifacts"] / "run").glob(".commscope/workspaces/nightly-*/experiments/**/*.cali"))
+        assert len(profiles) == (len(runs[nt["campaign"]]) if CALIPER_PREFIX else 0)
+        metrics = 2 if CALIPER_PREFIX else 1
+        suites = ET.parse(nt["artifacts"] / "check" / "check.xml").getroot().findall("testsuite")
+        assert len(suites) == metrics
+        for suite in suites:
+            assert suite.get("name").endswith(f"campaign {nt['campaign']}")
+            told = {}
+            for case in suite.findall("testcase"):
+                (series,) = re.findall(r"#(\d+) \[", case.get("name"))
+                message = case.find("skipped").get("message")
+                told[int(series)] = int(re.match(r"(\d+) earlier runs of this series", message)[1])
+            assert told == earlier[nt["campaign"]]
         md = (nt["artifacts"] / "check" / "check.md").read_text()
-        assert f"campaign {nt['campaign']}" in md and md.count("**no baseline**") == len(cases)
-        assert sorted(map(int, re.findall(r"\| 1 / (\d+) \|", md))) == sorted(told.values())
+        assert f"campaign {nt['campaign']}" in md and md.count("**no baseline**") == metrics * len(told)
+        assert sorted(map(int, re.findall(r"\| 1 / (\d+) \|", md))) == sorted(metrics * list(told.values()))
         assert (nt["artifacts"] / "report" / "report.html").stat().st_size > 0
     assert set(earlier[first["campaign"]].values()) == {0}
 
