@@ -390,3 +390,19 @@ def test_a_readonly_role_running_a_command_that_reads_tables_gets_one_line(dsn, 
     ro = _readonly_store(dsn)
     r = cli(ro, *args)
     assert_one_clear_line(r, "role viewer", "permission denied", "grant-writer", code=1)
+
+
+@pytest.mark.parametrize("line,value", [("__rec=node,id=270,attr=210,data=1,parent=269", "99999999999999999999"),
+                                        ("__rec=node,id=258,attr=234,data=10,parent=257", "-99999999999")],
+                         ids=["numhosts", "iterations"])
+def test_a_metadata_number_beyond_the_store_is_refused_in_one_line(dsn, tmp_path, line, value):
+    """Adiak's numhosts or the workload's iterations beyond a PostgreSQL integer: refused by the reader, not by
+    the store mid-campaign."""
+    hostile = with_lines_replaced(PROFILE, tmp_path / "huge.cali", {line: line.replace(",data=", f",data={value}#")
+                                                                     .replace(f"{value}#1,", f"{value},")
+                                                                     .replace(f"{value}#10,", f"{value},")})
+    assert value in hostile.read_text()
+    before = counts(dsn)
+    r = cli(dsn, "ingest", "-q", hostile)
+    assert_one_clear_line(r, str(hostile), value, "nothing was stored", code=2)
+    assert counts(dsn) == before

@@ -22,29 +22,43 @@ class Output:
 LINE = re.compile(r"^(COMMSCOPE|MPI_LIBRARY|MPI_VERSION|RANKS|PARAM|FOM|VERIFY|RANK) (.*)$")
 
 
+class BadOutput(ValueError):
+    """A contract line that does not parse; the message names the line."""
+
+
 def parse_output(text: str) -> Output:
+    """The contract's lines of TEXT; a malformed one raises BadOutput naming its line number."""
     out = Output()
-    for raw in text.splitlines():
+    for n, raw in enumerate(text.splitlines(), 1):
         m = LINE.match(raw)
         if not m:
             continue
-        kind, rest = m.groups()
-        if kind == "COMMSCOPE":
-            out.workload = dict(kv.split("=", 1) for kv in rest.split()).get("workload", "")
-        elif kind == "MPI_LIBRARY":
-            out.mpi_library = rest.strip()
-        elif kind == "RANKS":
-            out.ranks = int(rest)
-        elif kind == "PARAM":
-            name, _, value = rest.partition(" ")
-            out.params[name] = value
-        elif kind == "FOM":
-            name, value, unit = rest.split()
-            out.foms[name] = (float(value), unit)
-        elif kind == "VERIFY":
-            name, status, value = rest.split()
-            out.verify[name] = (status, value)
-        elif kind == "RANK":
-            rank, *kvs = rest.split()
-            out.rank_lines.append(dict([("rank", rank)] + [kv.split("=", 1) for kv in kvs]))
+        try:
+            _parse_line(out, *m.groups())
+        except (ValueError, IndexError):
+            shown = raw if len(raw) <= 60 else raw[:57] + "..."
+            raise BadOutput(f"line {n}: a malformed {m.group(1)} line ({shown!r})") from None
     return out
+
+
+def _parse_line(out: Output, kind: str, rest: str) -> None:
+    if kind == "COMMSCOPE":
+        out.workload = dict(kv.split("=", 1) for kv in rest.split()).get("workload", "")
+    elif kind == "MPI_LIBRARY":
+        out.mpi_library = rest.strip()
+    elif kind == "RANKS":
+        out.ranks = int(rest)
+        if not 1 <= out.ranks < 2**31:
+            raise ValueError(out.ranks)
+    elif kind == "PARAM":
+        name, _, value = rest.partition(" ")
+        out.params[name] = value
+    elif kind == "FOM":
+        name, value, unit = rest.split()
+        out.foms[name] = (float(value), unit)
+    elif kind == "VERIFY":
+        name, status, value = rest.split()
+        out.verify[name] = (status, value)
+    elif kind == "RANK":
+        rank, *kvs = rest.split()
+        out.rank_lines.append(dict([("rank", rank)] + [kv.split("=", 1) for kv in kvs]))

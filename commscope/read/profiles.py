@@ -27,7 +27,7 @@ import numpy as np
 from caliperreader import caliperstreamreader
 from caliperreader.metadatadb import Attribute
 
-from commscope.read.contract import Output, parse_output
+from commscope.read.contract import BadOutput, Output, parse_output
 
 TIME_ATTRS = ("sum#sum#time.duration", "sum#time.duration", "time")
 SPOT_PREFIX = "inclusive#sum#time.duration"
@@ -177,7 +177,7 @@ class _StreamReader(caliperstreamreader.CaliperStreamReader):
         if "parent" in record and _int(record["parent"][0], "parent") not in self.db.nodes:
             raise _Damaged(f"node {record['id'][0]}'s parent {record['parent'][0]} is not defined before it")
         attr = _int(record["attr"][0], "attribute")
-        if attr not in self.db.nodes:
+        if attr not in self.db.attributes_by_id:
             raise _Damaged(f"node {record['id'][0]}'s attribute {attr} is not defined before it")
         if "data" in record and not record["data"]:
             raise _Damaged(f"node {record['id'][0]} without its data")
@@ -248,6 +248,10 @@ def _damage(e: Exception) -> str:
         return f"a malformed number ({str(e).rsplit(': ', 1)[-1]})"
     if isinstance(e, KeyError):
         return f"a record without the field {e.args[0]!r} it needs"
+    if isinstance(e, IndexError):
+        return "a record shorter than its columns or fields"
+    if isinstance(e, (TypeError, AttributeError)):
+        return "a value of the wrong kind (a list, number or null where another is due)"
     return f"{type(e).__name__}: {e}"
 
 
@@ -272,7 +276,10 @@ def _sidecar(paths: list[Path]) -> Output | None:
     candidates += sorted(first.parent.glob("*.out")) if len(paths) > 1 else []
     for c in candidates:
         if c.exists():
-            out = parse_output(c.read_text(errors="replace"))
+            try:
+                out = parse_output(c.read_text(errors="replace"))
+            except BadOutput as e:
+                raise BadProfile(f"{c}: damaged workload output beside the profile, {e}") from None
             # another application's stdout has no contract lines: nothing to read from it
             return out if out.workload else None
     return None
@@ -535,6 +542,10 @@ def _check_claim(path: Path, prof: Profile, with_data: set) -> None:
         raise BadProfile(f"{path}: a record names rank {min(with_data)}, which is no rank; the file is damaged")
     limit = claim_limit(len(with_data))
     top = max(with_data)
+    dst = max((d for _src, d in prof.matrix), default=0)
+    if dst >= limit:
+        raise BadProfile(f"{path}: messages to rank {dst}, but only {len(with_data)} ranks have data; the file is "
+                         f"damaged")
     if top >= limit:
         raise BadProfile(f"{path}: its records name rank {top}, but only {len(with_data)} ranks have data; the file "
                          f"is damaged (at most {limit} ranks are believed for {len(with_data)} with data)")
@@ -611,7 +622,7 @@ def _read_json(path: Path) -> tuple[list, dict, str]:
                     "cali-query-json")
         if isinstance(doc, list) and all(isinstance(r, dict) for r in doc):
             return [_json_record(r) for r in doc], {}, "cali-query-json"
-    except (KeyError, IndexError, TypeError, ValueError, AttributeError) as e:
+    except (KeyError, IndexError, TypeError, ValueError, AttributeError) as e:   # _Damaged is a ValueError
         raise BadProfile(f"{path}: damaged JSON profile: {_damage(e)} in its nodes, records or data rows") from None
     raise BadProfile(f"{path}: not a Caliper JSON profile: expected json-split (nodes, columns, data) or "
                      f"cali-query's json output (a list of records, or an object with 'records')")
@@ -644,14 +655,20 @@ def _json_split_records(path: Path, doc: dict) -> tuple[list, dict]:
         raise BadProfile(f"{path}: a json-split file without a time or a path column (columns: {columns}); "
                          f"write it with hatchet-region-profile,output.format=json-split")
     paths: list[list] = []
+
+    def node(i, what: str) -> list:
+        """The path of node I, which must be defined before WHAT refers to it."""
+        if type(i) is not int or not 0 <= i < len(paths):
+            raise _Damaged(f"{what} refers to node {i!r}, which is not defined before it")
+        return paths[i]
     for n in doc["nodes"]:
         parent = n.get("parent")
-        paths.append((paths[parent] if parent is not None else []) + [n["label"]])
+        paths.append((node(parent, f"node {len(paths)}") if parent is not None else []) + [str(n["label"])])
     records = []
     for row in doc["data"]:
         rec = {"sum#time.duration": row[ti]} if row[ti] is not None else {}
         if row[pi] is not None:
-            rec["path"] = paths[row[pi]]
+            rec["path"] = node(row[pi], "a data row")
         if ri is not None and row[ri] is not None:
             rec["mpi.rank"] = str(row[ri])
         if ci is not None and row[ci] is not None:

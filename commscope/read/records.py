@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from commscope.read import profiles, windows
-from commscope.read.contract import parse_output
+from commscope.read.contract import BadOutput, parse_output
 from commscope.read.profiles import BadProfile, Profile
 
 
@@ -375,10 +375,15 @@ def from_output(path) -> Record:
     MPI fraction: those need a profile."""
     path = Path(path)
     try:
-        text = path.read_text()
-    except (OSError, UnicodeDecodeError) as e:
-        raise BadProfile(f"{path}: unreadable workload output ({e})") from None
-    out = parse_output(text)
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as e:
+        raise BadProfile(f"{path}: damaged workload output: byte {e.start} is not UTF-8 text") from None
+    except OSError as e:
+        raise BadProfile(f"{path}: unreadable workload output ({e.strerror or e})") from None
+    try:
+        out = parse_output(text)
+    except BadOutput as e:
+        raise BadProfile(f"{path}: damaged workload output, {e}") from None
     if not out.workload or not out.ranks:
         raise BadProfile(f"{path}: not a commscope workload output (no COMMSCOPE header or RANKS line)")
     p = out.params
@@ -418,6 +423,27 @@ class ReadOptions:
     rank_rows: int | None = 1024   # --rank-rows: per-rank rows kept up to this many ranks (None: always)
 
 
+INT4, INT8 = 2**31, 2**63   # PostgreSQL's integer and bigint hold -N to N - 1
+
+
+def check_store_ranges(rec: Record) -> Record:
+    """REC, whose integers fit the store's columns (integer for the run's counts, bigint for calls, bytes and
+    messages); a damaged file's huge number is refused here, naming the file and the value, not by the store in
+    the middle of a campaign."""
+    def check(what: str, v, limit: int):
+        if isinstance(v, int) and not isinstance(v, bool) and not -limit <= v < limit:
+            raise BadProfile(f"{rec.source}: {what} {v} is beyond what the store holds; the file is damaged")
+    for what, v in (("the rank count", rec.ranks), ("the node count (numhosts)", rec.nodes),
+                    ("the iteration count", rec.iterations)):
+        check(what, v, INT4)
+    for table, rows in (("call counts", rec.node_rows), ("MPI calls or bytes", rec.mpi_rows),
+                        ("message counts or bytes", rec.matrix_rows), ("comm.stats counters", rec.comm_rows)):
+        for row in rows:
+            for v in row:
+                check(table, v, INT8)
+    return rec
+
+
 def read_record(files: list, opts: ReadOptions = ReadOptions()) -> Record:
     """One input group (see profiles.discover) to one record. Runs in the
     reader processes; raises BadProfile naming the file."""
@@ -427,5 +453,6 @@ def read_record(files: list, opts: ReadOptions = ReadOptions()) -> Record:
             rec.app = clean(opts.app, 200)
             rec.metadata["app_source"] = "--app"
         rec.parameters.update(dict(opts.params))
-        return rec
-    return from_profile(profiles.read_files(files, opts.allow_partial, opts.ranks), opts.focus, opts)
+        return check_store_ranges(rec)
+    return check_store_ranges(from_profile(profiles.read_files(files, opts.allow_partial, opts.ranks), opts.focus,
+                                           opts))

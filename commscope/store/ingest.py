@@ -30,7 +30,7 @@ from psycopg.types.json import Jsonb
 from commscope.store import db
 from commscope.read import profiles, windows
 from commscope.read.profiles import BadProfile
-from commscope.read.records import ReadOptions, Record, as_int, clean, read_record
+from commscope.read.records import ReadOptions, Record, as_int, check_store_ranges, clean, read_record
 
 BATCH = 64            # runs per round of COPYs
 PARALLEL_FROM = 32    # fewer input groups than this are read in-process
@@ -413,6 +413,11 @@ def ingest_records(conn: psycopg.Connection, records: Iterable[Record | BadProfi
         for rec in records:
             if progress:
                 progress.update(1)
+            if not isinstance(rec, BadProfile) and rec.copy_text is None:   # not checked by a reader process
+                try:
+                    check_store_ranges(rec)
+                except BadProfile as e:
+                    rec = e
             if isinstance(rec, BadProfile):
                 if not skip_bad:
                     raise rec  # rolls the whole campaign back
