@@ -281,6 +281,8 @@ def test_the_default_build_follows_the_runner(tmp_path):
     assert chosen(SPACK_ROOT="/opt/spack")[:3] == (0, ["setup --no-build --spack-install mysite"],
                                                    "COMMSCOPE_BUILT_WITH=spack\n")
     assert chosen(PATH=f"{fake}:{spack_bin}:/usr/bin:/bin")[1] == ["setup --no-build --spack-install mysite"]
+    assert chosen(SPACK_ROOT="/opt/spack", COMMSCOPE_SOURCE_MIRROR="/srv/mirror")[1] == \
+        ["setup --no-build --spack-install mysite --source-mirror /srv/mirror"]
     assert chosen(SPACK_ROOT="/opt/spack", COMMSCOPE_BUILD="setup", COMMSCOPE_STACKS="a,b",
                   COMMSCOPE_SOURCE_MIRROR="/srv/mirror")[1] == ["setup --stacks a,b --source-mirror /srv/mirror"]
     code, calls, _, err = chosen(COMMSCOPE_BUILD="conda")
