@@ -406,3 +406,24 @@ def test_a_metadata_number_beyond_the_store_is_refused_in_one_line(dsn, tmp_path
     r = cli(dsn, "ingest", "-q", hostile)
     assert_one_clear_line(r, str(hostile), value, "nothing was stored", code=2)
     assert counts(dsn) == before
+
+
+# ---- nothing silently stored wrong ------------------------------------------------------------------------------
+
+def test_a_profile_with_half_its_context_records_deleted_is_refused_or_partial(dsn, tmp_path):
+    lines = _lines(PROFILE)
+    ctx = [i for i, ln in enumerate(lines) if ln.startswith("__rec=ctx")]
+    gone = set(ctx[::2])
+    half = tmp_path / "half.cali"
+    half.write_text("".join(ln for i, ln in enumerate(lines) if i not in gone))
+    from caliperreader import read_caliper_contents
+    records, _g = read_caliper_contents(str(half))
+    assert len(records) == len(ctx) - len(gone)     # still a readable Caliper file, half its records gone
+    before = counts(dsn)
+    r = cli(dsn, "ingest", "-q", half)
+    assert_one_clear_line(r, str(half), "context records are missing", "--allow-partial", code=2)
+    assert counts(dsn) == before
+    r = cli(dsn, "ingest", "-q", "--allow-partial", half)
+    assert r.returncode == 0, r.stderr
+    with psycopg.connect(dsn) as c:
+        assert c.execute("SELECT status, metadata ? 'lost_records' FROM runs").fetchall() == [("partial", True)]

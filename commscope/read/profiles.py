@@ -82,6 +82,8 @@ class Profile:
     mpi_profiled: bool = False
     # ranks of the job that have no data (stored only with --allow-partial; the run is then 'partial')
     missing_ranks: list = field(default_factory=list)
+    # records missing inside the call tree (_check_tree; stored only with --allow-partial, as a 'partial' run)
+    lost_records: str | None = None
     output: Output | None = None                  # the workload's stdout, when kept beside the profile
     ranks_source: str = ""                        # where the rank count came from (see rank_count)
     measured: np.ndarray | None = None            # which ranks have any record (bool per rank)
@@ -511,6 +513,7 @@ def read_files(paths: list[Path], allow_partial: bool = False, ranks: int | None
     measured[[r for r in per_rank_files if r < n]] = True
     prof.measured = measured
     _check_ranks(prof, allow_partial)
+    _check_tree(prof, allow_partial)
     if prof.matrix:
         prof.matrix = _world_matrix(prof)
     prof.kind = ("spot" if reader.spot else "msgtrace" if reader.any_msg and not prof.excl
@@ -552,6 +555,29 @@ def _check_claim(path: Path, prof: Profile, with_data: set) -> None:
     if prof.ranks > limit:
         raise BadProfile(f"{path}: {prof.ranks} ranks claimed ({prof.ranks_source}), but only {len(with_data)} ranks "
                          f"have data (at most {limit} are believed); give the job's real rank count with --ranks N")
+    if top >= prof.ranks:
+        raise BadProfile(f"{path}: records of rank {top}, but the job had {prof.ranks} ranks ({prof.ranks_source}); "
+                         f"the file is damaged, or give the job's real rank count with --ranks N")
+
+
+def _check_tree(prof: Profile, allow_partial: bool) -> None:
+    """Caliper writes a record for every region a rank entered (its exclusive time), so a rank with records
+    under a region but none for the region itself has lost records: the file was cut or edited. Refused, or
+    with ALLOW_PARTIAL read with lost_records set."""
+    for p, present in prof.present.items():
+        for i in range(1, len(p)):
+            parent = prof.present.get(p[:i])
+            lost = present & ~parent if parent is not None else present
+            if lost.any():
+                ranks = np.flatnonzero(lost)
+                what = (f"rank{'s' if len(ranks) > 1 else ''} {', '.join(map(str, ranks[:5]))}"
+                        f"{' and more' if len(ranks) > 5 else ''} have records under region {'/'.join(p[:i])} but "
+                        f"none for it: context records are missing")
+                if not allow_partial:
+                    raise BadProfile(f"{prof.source}: {what}, so the file is cut or damaged; record or copy it "
+                                     f"again, or give --allow-partial to store it as a partial run")
+                prof.lost_records = what
+                return
 
 
 def _check_ranks(prof: Profile, allow_partial: bool) -> None:

@@ -249,7 +249,7 @@ def from_profile(prof: Profile, focus: str | None = None, opts: "ReadOptions | N
         app=app, workload=clean(g.get("ramble_workload") or g.get("workload") or app),
         ranks=prof.ranks, started_at=_started_at(prof),
         status="failed" if out and any(s == "FAIL" for s, _ in out.verify.values())
-        else "partial" if prof.missing_ranks else "ok",
+        else "partial" if prof.missing_ranks or prof.lost_records else "ok",
         variant=clean(g.get("variant")), decomposition=clean(g.get("decomposition")),
         interconnect=clean(g.get("interconnect")), nodes=as_int(g.get("numhosts")),
         global_size=clean(g.get("global_size")), local_size=clean(g.get("local_size")),
@@ -267,7 +267,8 @@ def from_profile(prof: Profile, focus: str | None = None, opts: "ReadOptions | N
                  "mpi_fraction_slowest": run_window.get("mpi_fraction_slowest")},
         metadata={k: _meta_value(library_list(v) if k == "libraries" else v) for k, v in g.items()}
         | {"ranks_source": prof.ranks_source, "app_source": app_source, "mpi_library_source": library_source}
-        | ({"missing_ranks": prof.missing_ranks} if prof.missing_ranks else {}),
+        | ({"missing_ranks": prof.missing_ranks} if prof.missing_ranks else {})
+        | ({"lost_records": prof.lost_records} if prof.lost_records else {}),
     )
     for p, s in stats.items():
         imb = s.excl_max / s.excl_avg if s.excl_max is not None and s.excl_avg else None
