@@ -95,6 +95,24 @@ def test_setup_builds_per_stack_and_writes_the_local_site_even_without_ramble(tm
     assert all(Path(e["prefix"]).is_absolute() for p in ext.values() for e in p.get("externals", []))
 
 
+def test_a_second_setup_keeps_the_local_sites_hardware_so_tonights_series_continue_last_nights(tmp_path):
+    """The local site's hardware.yaml is part of every series' key: a second `commscope setup` on the same machine
+    leaves it as it was (its detection time too), and a description that no longer fits the machine (lscpu's
+    model, as the file names it) is written afresh."""
+    home = tmp_path / "home"
+    env = {"RAMBLE_ROOT": "", "SPACK_ROOT": ""}
+    commscope("setup", "--no-build", home=home, env=env)
+    hw = home / "sites" / "local-generated" / "hardware.yaml"
+    first = hw.read_text()
+    time.sleep(1.1)   # the detection time is written to the second
+    commscope("setup", "--no-build", home=home, env=env)
+    assert hw.read_text() == first
+    hw.write_text(first.replace("model:", "model: another"))
+    commscope("setup", "--no-build", home=home, env=env)
+    model = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
+    assert yaml.safe_load(hw.read_text())["cpu"]["model"] in model
+
+
 def test_run_without_spack_refuses_the_spack_package_manager(tmp_path):
     p = commscope("run", "smoke", "--spack", "--dry-run", home=tmp_path, env={"SPACK_ROOT": ""})
     assert p.returncode == 1 and "spack is missing: set SPACK_ROOT" in p.stderr, p.stderr
