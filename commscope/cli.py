@@ -328,10 +328,12 @@ def ingest_cmd(paths, system, stack, interconnect, git_commit, ci_pipeline, hard
     if fmt == "json":
         click.echo(json.dumps({"campaign_id": res.campaign_id, "stored": len(res.inserted),
                                "already_stored": len(res.skipped), "already_stored_in": res.already_in,
-                               "bad": res.bad, "left_out": res.left_out}))
+                               "bad": res.bad, "left_out": res.left_out, "warnings": res.warnings}))
     elif not quiet:
         click.echo(f"stored {len(res.inserted)} runs, {len(res.skipped)} already stored"
                    + (f" (in campaign {', '.join(map(str, res.already_in))})" if res.already_in else ""))
+    for w in res.warnings:
+        click.echo(f"commscope ingest: warning: {printable(w)}", err=True)
     if res.left_out:
         click.echo("left out Ramble workspaces (each is a campaign of its own; ingest them one by one):", err=True)
         for w in res.left_out:

@@ -427,3 +427,34 @@ def test_a_profile_with_half_its_context_records_deleted_is_refused_or_partial(d
     assert r.returncode == 0, r.stderr
     with psycopg.connect(dsn) as c:
         assert c.execute("SELECT status, metadata ? 'lost_records' FROM runs").fetchall() == [("partial", True)]
+
+
+def test_a_ramble_experiment_without_its_profile_is_not_profiled_and_later_replaced(dsn, tmp_path):
+    import shutil
+    ws = tmp_path / "ws"
+    shutil.copytree(DATA / "ramble" / "smoke-openmpi4-mpi", ws)
+    doc = json.loads((ws / "results.latest.json").read_text())
+    ok = [e for e in doc["experiments"] if e["RAMBLE_STATUS"] == "SUCCESS"]
+    exp = ok[0]
+    cali = next((ws / "experiments").rglob(f"{exp['experiment_name']}.cali"))
+    kept = tmp_path / "kept.cali"
+    shutil.move(cali, kept)
+    r = cli(dsn, "ingest", "-q", ws)
+    assert r.returncode == 0, r.stderr
+    assert f"warning: experiment {exp['name']}: Caliper was on, but no profile" in r.stderr
+    with psycopg.connect(dsn) as c:
+        rows = c.execute("SELECT profile_kind, status, mpi_fraction_avg FROM runs WHERE metadata->>'ramble_experiment' "
+                         "= %s", (exp["name"],)).fetchall()
+        assert rows == [("none", "ok", None)]   # not profiled: MPI time unknown, not 0
+        total = c.execute("SELECT count(*) FROM runs").fetchone()[0]
+    assert total == len(doc["experiments"])
+    shutil.move(kept, cali)   # the profile appears
+    r = cli(dsn, "ingest", "-q", ws)
+    assert r.returncode == 0 and "warning" not in r.stderr, r.stderr
+    with psycopg.connect(dsn) as c:
+        rows = c.execute("SELECT profile_kind, status FROM runs WHERE metadata->>'ramble_experiment' = %s",
+                         (exp["name"],)).fetchall()
+        assert rows == [("runtime-profile", "ok")]   # stored once, the profile replacing the run without it
+        assert c.execute("SELECT count(*) FROM runs").fetchone()[0] == total
+        assert c.execute("SELECT count(*) FROM runs WHERE experiment = %s AND profile_kind = 'none'",
+                         (exp["name"],)).fetchone()[0] == 0

@@ -161,6 +161,11 @@ class Workspace:
                 meta["ramble_text_foms"] = text_foms
             if profile_error:
                 meta["profile_error"] = clean(profile_error)
+            meta["ramble_experiment"] = clean(exp["name"])   # with its repeat index: one run per entry
+            if rec.profile_kind == "none" and status == "ok" and self._profile_expected(exp):
+                meta["profile_missing"] = (f"experiment {clean(exp['name'])}: Caliper was on, but no profile is in "
+                                           f"{run_dir}; stored as not profiled (MPI time unknown); ingest the "
+                                           f"workspace again once the profile is there and it replaces this run")
             # A failed experiment is failed whatever its profile says; otherwise the record's own status stands:
             # ok, failed (a VERIFY line failed) or partial (ranks missing, stored on --allow-partial).
             yield replace(
@@ -170,6 +175,13 @@ class Workspace:
                 stack=axes["stack"] or rec.stack, interconnect=axes["interconnect"] or rec.interconnect,
                 variant=axes["variant"] or rec.variant, fom_rows=foms or rec.fom_rows, metadata=meta,
                 spack_hash=clean(self._var(exp, "spack_hash")) or self._spack_hash(exp) or rec.spack_hash)
+
+    def _profile_expected(self, exp: dict) -> bool:
+        """Whether the Caliper modifier was to write a profile: it set caliper_file, and the study did not say
+        Caliper is missing for the experiment's stack (caliper_<stack> = no)."""
+        v = exp["RAMBLE_VARIABLES"]
+        stack = v.get("stack")
+        return bool(v.get("caliper_file")) and str(v.get(f"caliper_{stack}", "yes")).lower() not in ("no", "false")
 
     def _spack_hash(self, exp: dict) -> str | None:
         """With Ramble's spack package manager, the DAG hash of the workloads build the experiment

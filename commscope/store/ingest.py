@@ -88,6 +88,7 @@ class Result:
     # campaign they were stored in (a retried job prints the same id); None when there is no single one.
     campaign_id: int | None = None
     already_in: list[int] = field(default_factory=list)  # the campaigns holding the runs already stored
+    warnings: list[str] = field(default_factory=list)   # runs stored with a caveat (a Ramble profile missing)
 
 
 # The tables a run's rows are COPYed into: whether the table carries the run's started_at (the month
@@ -336,6 +337,16 @@ class Writer:
             relabelled = self._relabelled(cur, batch)
             if relabelled:
                 cur.execute("DELETE FROM runs WHERE id = ANY(%s)", (relabelled,))
+            # A Ramble experiment stored without its profile is replaced by the profile once it is there.
+            profiled = [(r.metadata.get("ramble_workspace") or "", r.metadata["ramble_experiment"]) for r in batch
+                        if r.profile_kind != "none" and r.metadata.get("ramble_experiment")]
+            if profiled:
+                cur.execute("DELETE FROM runs r USING unnest(%s::text[], %s::text[]) AS p(ws, exp) "
+                            "WHERE r.metadata ? 'profile_missing' "
+                            "AND coalesce(r.metadata->>'ramble_workspace', '') = p.ws "
+                            "AND r.metadata->>'ramble_experiment' = p.exp AND r.content_hash <> ALL(%s)",
+                            ([w for w, _e in profiled], [e for _w, e in profiled],
+                             [r.content_hash for r in batch]))
             # One INSERT per batch, not per run: the statement-level rollup triggers (migration 0010) then
             # add the batch to its (series, day) groups once, so ingest stays as fast as a series fills.
             # The staging table lives until the commit: an earlier ingest in the caller's own transaction
@@ -423,6 +434,8 @@ def ingest_records(conn: psycopg.Connection, records: Iterable[Record | BadProfi
                     raise rec  # rolls the whole campaign back
                 res.bad.append(str(rec))
                 continue
+            if rec.metadata.get("profile_missing"):
+                res.warnings.append(rec.metadata["profile_missing"])
             if rec.content_hash in seen:  # the same file given twice
                 res.skipped.append(rec.source)
                 continue
