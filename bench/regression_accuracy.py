@@ -117,7 +117,8 @@ def measure(rounds: int, out: Path) -> None:
 
 # ---- analysis ----------------------------------------------------------------------
 
-METHODS = ("gate", "gate (no load discount)", "gate (medians only)", "gate (2 nights)", "gate (runs only)",
+FLAGGED = "gate, suspect or regression"   # the gate's verdict that something moved, confirmed or not yet
+METHODS = ("gate", FLAGGED, "gate (no load discount)", "gate (medians only)", "gate (2 nights)", "gate (runs only)",
            "change points", "Benchpark x1.05", "ReFrame ±10%")
 # method -> (summaries, whether the runs' run-queue wait shares are passed): the gate as `commscope check` runs it
 # on the focus window's time; the gate before the load-discounted summary (commit 5d30fe1); ranking campaign
@@ -128,7 +129,7 @@ CALIBRATED = ("Benchpark at 1 %", "ReFrame at 1 %")   # the rules with threshold
 INFORMED = ("ReFrame at 1 %, discounted times",)
 REPORTED = METHODS + CALIBRATED + INFORMED
 # compared with the rules
-OURS = ("gate", "gate (no load discount)", "gate (medians only)", "gate (2 nights)", "change points")
+OURS = ("gate", FLAGGED, "gate (no load discount)", "gate (medians only)", "gate (2 nights)", "change points")
 BASELINES = ("Benchpark x1.05", "ReFrame ±10%")
 SHIFTS = (0.02, 0.05, 0.10, 0.20, 0.50)
 ALL = (0.0,) + SHIFTS       # reported: shift 0 is the chance of an alarm in the same nights
@@ -147,7 +148,7 @@ def gate_runs_only(new: list[float], base: list[float], min_effect: float = 0.05
     """The gate before the campaign-level test (kept here to compare on the same series): a one-sided Mann-Whitney
     test of the new runs against the baseline runs (with 3 or more new runs, else a robust z-score of the new
     median), p < alpha and at least min_effect; unreachable levels count as no alarm."""
-    from commscope.gate.regressions import MANN_WHITNEY_FROM, _mann_whitney_greater, _robust_z_p, smallest_p
+    from commscope.gate.stats import MANN_WHITNEY_FROM, _mann_whitney_greater, _robust_z_p, smallest_p
     if len(base) < 3 or not new or smallest_p(len(new), len(base)) >= alpha:
         return False
     nm, bm = statistics.median(new), statistics.median(base)
@@ -160,7 +161,7 @@ def gate_two_nights(new: list[float], earlier: list[list[float]], min_effect: fl
     """The gate before the confirmation test (commit 51e67c5), kept here to compare on the same series: the judged
     night and the night before each moved at both levels (runs and campaign medians, regressions._moved) against
     the `baseline` nights before the night before; unreachable levels count as no alarm."""
-    from commscope.gate.regressions import MIN_BASELINE, MIN_CAMPAIGNS, _flat, _moved, smallest_p
+    from commscope.gate.stats import MIN_BASELINE, MIN_CAMPAIGNS, _flat, _moved, smallest_p
     base = earlier[-baseline:]
     if len(_flat(base)) < MIN_BASELINE or smallest_p(len(new), len(_flat(base))) >= alpha or len(base) < MIN_CAMPAIGNS:
         return False
@@ -181,7 +182,7 @@ def alarms(nights: list[list[float]], warmup: int, detect, judge_from: int | Non
     statistics (night mean over the previous night's, and over the reference) of every judged night. ALPHA: the
     gate's (`commscope check --alpha`; the runs-only gate keeps 0.01, as before). SKIP: methods not run (no
     alarms)."""
-    from commscope.gate.regressions import CAMPAIGN_SUMMARIES, CONFIRM, compare
+    from commscope.gate.stats import CAMPAIGN_SUMMARIES, CONFIRM, compare
     judge_from = warmup if judge_from is None else judge_from
     out = {m: [] for m in METHODS}
     reference = statistics.mean(v for night in nights[:warmup] for v in night)
@@ -207,10 +208,14 @@ def alarms(nights: list[list[float]], warmup: int, detect, judge_from: int | Non
         earlier = nights[lo:t]   # the baseline and the 4 nights it confirms with
         for m, (summaries, discount) in GATES.items():
             given = (unloaded[t], unloaded[lo:t]) if discount and unloaded is not None else None
-            if m in live and compare(new, earlier, 0.05, alpha, baseline=warmup,
-                                     summaries=summaries or tuple(CAMPAIGN_SUMMARIES),
-                                     unloaded=given)[0] == "regression":
+            if m not in live and not (m == "gate" and FLAGGED in live):
+                continue
+            verdict = compare(new, earlier, 0.05, alpha, baseline=warmup,
+                              summaries=summaries or tuple(CAMPAIGN_SUMMARIES), unloaded=given)[0]
+            if m in live and verdict == "regression":
                 out[m].append(t)
+            if m == "gate" and FLAGGED in live and verdict in ("regression", "suspect"):
+                out[FLAGGED].append(t)
         if "gate (2 nights)" in live:
             if gate_two_nights(new, nights[max(0, t - warmup - 1):t], alpha=alpha, baseline=warmup):
                 out["gate (2 nights)"].append(t)
@@ -448,6 +453,104 @@ def report(doc: dict, n_series: int, seed: int, independent: bool = False, alpha
     return "\n".join(lines) + "\n"
 
 
+# ---- the held-out harness: real noise through a real store and `commscope check` ---------------------------
+
+HARNESS_CELLS = (("pingpong", "idle"), ("cgsolve", "idle"), ("halo3d", "busy1"))   # quietest .. loudest measured
+HARNESS = {0.0: 20, 0.20: 10, 0.50: 10}   # shift -> series
+HISTORY_NIGHTS, SHIFTED_NIGHTS, RUNS = 20, 2, 3
+
+
+def harness(doc: dict, seed: int, cells=HARNESS_CELLS) -> str:
+    """Per cell, series of HISTORY_NIGHTS nights of RUNS consecutive measured runs (divided by the cell's median),
+    then SHIFTED_NIGHTS nights shifted by 0, +20 or +50 %, stored as one campaign a night in a fresh PostgreSQL
+    through commscope's ingest, and `commscope check --campaign <the second shifted night> --format json` asked.
+    A series is flagged on suspect or regression."""
+    import datetime as dt
+    import hashlib
+    import random
+    import shutil
+    import tempfile
+
+    import psycopg
+    from commscope.read import windows
+    from commscope.read.records import Record
+    from commscope.store import db
+    from commscope.store.ingest import Provenance, ingest_records
+
+    start = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
+    home = Path(tempfile.mkdtemp(prefix="commscope-harness-"))
+    home.chmod(0o711)
+    emb = db.Embedded(home)
+    emb.start()
+    lines = [f"seed {seed}; {HISTORY_NIGHTS} history nights of {RUNS} runs, then a shift held {SHIFTED_NIGHTS} nights; "
+             f"`commscope check --campaign <second shifted night> --format json` on a real store; flagged = suspect "
+             f"or regression", "",
+             "| noise (workload, level, IQR/median) | false alarms | +20 % flagged | +50 % flagged | +50 % not flagged: "
+             "verdict (detectable) | nights pooled | detectable effect, median (unshifted) |",
+             "|---|---|---|---|---|---|---|"]
+    try:
+        for w, lv in cells:
+            vals = [s["value"] for s in doc["samples"] if s["workload"] == w and s["level"] == lv]
+            med = statistics.median(vals)
+            q = statistics.quantiles(vals, n=4)
+            name = f"h_{w}_{lv}"
+            with emb.admin("postgres") as c:
+                c.execute(f'CREATE DATABASE "{name}"')
+            emb.prepare_database(name)
+            url = emb.url(name)
+            rnd = random.Random(seed)
+            plan = [(shift, k) for shift, n in HARNESS.items() for k in range(n)]
+            drawn = {p: [vals[s:s + RUNS] for s in (rnd.randrange(len(vals) - RUNS + 1)
+                                                   for _ in range(HISTORY_NIGHTS + SHIFTED_NIGHTS))] for p in plan}
+            with psycopg.connect(url) as conn:
+                db.migrate(conn)
+                campaigns = []
+                for night in range(HISTORY_NIGHTS + SHIFTED_NIGHTS):
+                    recs = []
+                    for (shift, k) in plan:
+                        factor = 1 + shift if night >= HISTORY_NIGHTS else 1.0
+                        for i, v in enumerate(drawn[(shift, k)][night]):
+                            variant = f"s{int(shift * 100)}-{k}"
+                            h = hashlib.sha256(f"{name}/{variant}/{night}/{i}".encode()).hexdigest()
+                            rec = Record(content_hash=h, source=f"harness/{variant}/{night}/{i}", profile_kind="none",
+                                         app=w, workload=w, ranks=2, variant=variant, system="harness",
+                                         started_at=start + dt.timedelta(days=night, minutes=i), stack="stack-a",
+                                         mpi_library="lib 1.0", interconnect="shm")
+                            rec.parameters = {"ranks": 2, "variant": variant}
+                            window = dict.fromkeys(windows.COLUMNS) | {"window": "run", "ranks_measured": 2,
+                                                                       "time_s": v / med * factor}
+                            rec.window_rows = [tuple(window[c] for c in windows.COLUMNS)]
+                            recs.append(rec)
+                    campaigns.append(ingest_records(conn, iter(recs), Provenance(), f"night {night}").campaign_id)
+                conn.commit()
+            t0 = time.time()
+            out = subprocess.run([sys.executable, "-m", "commscope.cli", "check", "--campaign", str(campaigns[-1]),
+                                  "--format", "json", "--no-annotate"], capture_output=True, text=True,
+                                 env={**os.environ, "COMMSCOPE_DB_URL": url})
+            took = time.time() - t0
+            if out.returncode not in (0, 1):
+                raise SystemExit(f"check failed: {out.stderr}")
+            found = {s["variant"]: s for s in json.loads(out.stdout)["series"]}
+            flagged = {shift: sum(found[f"s{int(shift * 100)}-{k}"]["verdict"] in ("suspect", "regression")
+                                  for k in range(n)) for shift, n in HARNESS.items()}
+            missed = [found[f"s50-{k}"] for k in range(HARNESS[0.5])
+                      if found[f"s50-{k}"]["verdict"] not in ("suspect", "regression")]
+            said = ", ".join(f"{m['verdict']} ({m['detectable_effect']:.0%})" if m["detectable_effect"] is not None
+                             else f"{m['verdict']} (none)" for m in missed) or "-"
+            pooled = sum(s["nights"] == "pooled" for s in found.values())
+            null = [found[f"s0-{k}"]["detectable_effect"] for k in range(HARNESS[0.0])]
+            known = [d for d in null if d is not None]
+            lines.append(f"| {w} {lv} ({(q[2] - q[0]) / med:.2f}) | {flagged[0.0]}/{HARNESS[0.0]} | "
+                         f"{flagged[0.2]}/{HARNESS[0.2]} | {flagged[0.5]}/{HARNESS[0.5]} | {said} | "
+                         f"{pooled}/{len(found)} | {statistics.median(known):.0%} ({len(null) - len(known)} none) |"
+                         if known else f"| {w} {lv} | ... | | | {said} | {pooled} | none |")
+            print(f"  {w} {lv}: check took {took:.1f} s", file=sys.stderr, flush=True)
+    finally:
+        emb.stop()
+        shutil.rmtree(home, ignore_errors=True)
+    return "\n".join(lines) + "\n"
+
+
 def load(path: Path) -> dict:
     try:
         doc = json.loads(path.read_text())
@@ -480,8 +583,13 @@ def main(argv=None) -> int:
                    help="a method not to run (repeatable; its rows are left out), e.g. 'change points', the slowest")
     a.add_argument("--independent", action="store_true",
                    help="draw a night's runs one by one instead of as consecutive measured runs")
+    h = sub.add_parser("harness", help="the held-out harness: real noise through a real store and commscope check")
+    h.add_argument("--samples", type=Path, default=SAMPLES)
+    h.add_argument("--seed", type=int, default=1)
     args = ap.parse_args(argv)
-    if args.cmd == "measure":
+    if args.cmd == "harness":
+        print(harness(load(args.samples), args.seed), end="")
+    elif args.cmd == "measure":
         measure(args.rounds, args.out)
     else:
         print(report(load(args.samples), args.series, args.seed, args.independent, args.alpha, tuple(args.skip)),

@@ -389,6 +389,9 @@ main.add_command(report_cmd)
               help="campaigns a shift must hold, the judged one included, before it is a regression: their medians, "
                    "and their best runs, are ranked against the --baseline campaigns before them, each at --alpha / 2 "
                    "(before that it is suspect)")
+@click.option("--max-undetectable", type=click.FloatRange(0, min_open=True), default=0.20, show_default=True,
+              help="say 'no change' only where this campaign would have flagged a shift this large (the detectable "
+                   "effect, by resampling the baseline); else 'cannot tell'")
 @click.option("--system")
 @click.option("--app")
 @click.option("--stack")
@@ -400,24 +403,26 @@ main.add_command(report_cmd)
               help="also write the verdicts as JUnit XML (one test case per series; a regression fails it)")
 @click.option("--markdown", type=click.Path(dir_okay=False, path_type=Path),
               help="also write a Markdown summary (for a merge request comment or a job summary)")
-def check_cmd(metrics, campaign, baseline, min_effect, alpha, confirm, system, app, stack, interconnect, no_annotate,
-              fmt, junit, markdown):
+def check_cmd(metrics, campaign, baseline, min_effect, alpha, confirm, max_undetectable, system, app, stack,
+              interconnect, no_annotate, fmt, junit, markdown):
     """The regression gate: exit 1 if any series of the judged campaign regressed.
 
-    Verdicts: regression, improvement (a shift held over the last --confirm campaigns), suspect (in this
-    campaign alone, not confirmed yet), no change, no baseline (fewer than 3 earlier runs) and cannot tell
-    (with these run counts the test cannot reach --alpha; it says how many runs or campaigns it would need).
+    Verdicts: regression, improvement (a shift held over the last --confirm campaigns), suspect (this campaign
+    moved, not confirmed yet), no change (and this campaign would have shown a shift of --max-undetectable), no
+    baseline (fewer than 3 earlier runs) and cannot tell (it could not have shown that, or the test cannot reach
+    --alpha with these runs; it says what it could have seen and what runs or campaigns would do).
     Exit 2 on bad arguments or when it cannot tell which campaign to judge."""
     import json
 
-    from commscope.gate import changepoints, regressions
+    from commscope.gate import campaign as gate, changepoints, outputs, queries, regressions
     findings, unmeasured = [], []
     try:
         with db.connect() as conn:
             for metric in metrics:
                 try:
-                    findings += regressions.check(conn, metric, campaign, baseline, min_effect, alpha, confirm,
-                                                  system=system, app=app, stack=stack, interconnect=interconnect)
+                    findings += gate.check(conn, metric, campaign, baseline, min_effect, alpha, confirm,
+                                           max_undetectable, system=system, app=app, stack=stack,
+                                           interconnect=interconnect)
                 except regressions.NotMeasured as e:
                     # one metric nobody measured (no MPI wrapping) leaves the others' verdicts standing
                     unmeasured.append(str(e))
@@ -425,7 +430,7 @@ def check_cmd(metrics, campaign, baseline, min_effect, alpha, confirm, system, a
                 raise LookupError("; ".join(unmeasured))
             for note in unmeasured:
                 click.echo(f"commscope check: {note}", err=True)
-            noted = 0 if no_annotate else regressions.annotate(conn, findings)
+            noted = 0 if no_annotate else queries.annotate(conn, findings)
             changes = _change_points_for(conn, findings)
     except (ValueError, LookupError) as e:
         _fail(str(e), 2)
@@ -436,18 +441,19 @@ def check_cmd(metrics, campaign, baseline, min_effect, alpha, confirm, system, a
     bad = [f for f in findings if f.verdict == "regression"]
     try:
         if junit:
-            junit.write_bytes(regressions.junit_xml(findings, alpha, min_effect))
+            junit.write_bytes(outputs.junit_xml(findings, alpha, min_effect))
         if markdown:
-            markdown.write_text(regressions.markdown(findings, alpha, min_effect) + changepoints.markdown(changes))
+            markdown.write_text(outputs.markdown(findings, alpha, min_effect) + changepoints.markdown(changes))
     except OSError as e:
         _fail(f"cannot write {e.filename}: {e.strerror}; the verdicts were: {len(bad)} regressions", 2)
     if fmt == "json":
-        series = [regressions.as_dict(f, alpha, min_effect) for f in findings]
+        series = [outputs.as_dict(f, alpha, min_effect) for f in findings]
         for f, d in zip(findings, series):
             d["change_points"] = [changepoints.as_dict(c) for c in changes
                                   if (c["series_id"], c["metric"]) == (f.series["series_id"], f.metric)]
         click.echo(json.dumps({"campaigns": sorted({f.campaign for f in findings}), "alpha": alpha,
-                               "min_effect": min_effect, "regressions": len(bad), "annotations": noted,
+                               "min_effect": min_effect, "max_undetectable": max_undetectable,
+                               "regressions": len(bad), "annotations": noted,
                                "change_points": [changepoints.as_dict(c) for c in changes],
                                "series": series}, default=str, indent=1))
     else:
@@ -457,13 +463,14 @@ def check_cmd(metrics, campaign, baseline, min_effect, alpha, confirm, system, a
             if not mine:
                 continue
             click.echo(f"campaign {', '.join(sorted({str(f.campaign) for f in mine}))}: {mine[0].metric}")
-            click.echo(f"{'series':<{width}}  {'verdict':<12} {'baseline':>12} {'new':>12} {'change':>8} {'p':>8}  n")
+            click.echo(f"{'series':<{width}}  {'verdict':<12} {'baseline':>12} {'new':>12} {'change':>8} {'p':>8}  "
+                       f"{'n':<7} detectable")
             for f in mine:
                 fmt_v = lambda v: f"{v:12.6g}" if v is not None else f"{'-':>12}"  # noqa: E731
                 change = f"{f.effect:+8.1%}" if f.effect is not None else f"{'-':>8}"
                 p = f"{f.p_value:8.2g}" if f.p_value is not None else f"{'-':>8}"
                 click.echo(f"{f.label():<{width}}  {f.verdict:<12} {fmt_v(f.baseline_median)} {fmt_v(f.new_median)} "
-                           f"{change} {p}  {f.n_new}/{f.n_baseline}")
+                           f"{change} {p}  {f'{f.n_new}/{f.n_baseline}':<7} {queries.detectable(f)}")
             for f in mine:
                 if f.verdict in ("cannot tell", "suspect"):
                     click.echo(f"{f.label()}: {f.reason(alpha, min_effect)}")

@@ -33,7 +33,7 @@ import pytest
 
 import interconnects
 import suite
-from commscope.gate import regressions
+from commscope.gate import campaign as gate
 from commscope.store.ingest import Provenance, ingest
 from conftest import stack_or_skip
 
@@ -98,7 +98,7 @@ def test_regions_moved_are_the_records_loop_nodes_that_moved_most(history_24):
     commit (given per campaign); the files' own host, Caliper version and MPI library are equal."""
     dsn, campaign = history_24
     with psycopg.connect(dsn) as conn:
-        (f,) = regressions.check(conn, "time_s", campaign)
+        (f,) = gate.check(conn, "time_s", campaign)
     assert f.verdict == "suspect" and f.series["window"] == "focus"   # one night so far (regressions.judge)
     a = f.attribution
     want = expected_regions([SERIES_24[n] for n in (1, 2, 3, 4)], [SERIES_24[5]], len(a["regions"]))
@@ -210,7 +210,7 @@ def test_a_slower_network_under_the_same_series_is_platform(dsn, nights):
     store(dsn, nights, "platform")
     with psycopg.connect(dsn) as conn:
         (campaign,) = conn.execute("SELECT max(id) FROM campaigns").fetchone()
-        found = by_app(regressions.check(conn, "time_s", campaign))
+        found = by_app(gate.check(conn, "time_s", campaign))
     app, ping = found["commgraph"], found["pingpong"]
     assert (app.n_new, app.n_baseline) == (RUNS, RUNS * len(BASE_NIGHTS))
     assert app.verdict == "suspect", app   # one night so far (regressions.judge)
@@ -242,7 +242,7 @@ def test_a_canary_that_moved_a_night_earlier_still_makes_it_platform(dsn, nights
         ingest(conn, [nights / "platform"], Provenance(system="ci-box", stack="debian-openmpi4", interconnect="shm",
                                                        git_commit=GOOD))
         (campaign,) = conn.execute("SELECT max(id) FROM campaigns").fetchone()
-        found = by_app(regressions.check(conn, "time_s", campaign))
+        found = by_app(gate.check(conn, "time_s", campaign))
     app, ping = found["commgraph"], found["pingpong"]
     assert ping.verdict == "regression", ping   # worse on both TCP nights against the shared-memory ones
     assert app.verdict == "suspect" and app.effect > 0, app
@@ -254,7 +254,7 @@ def test_a_slower_build_with_a_steady_canary_is_software(dsn, nights):
     store(dsn, nights, "software")
     with psycopg.connect(dsn) as conn:
         (campaign,) = conn.execute("SELECT max(id) FROM campaigns").fetchone()
-        found = by_app(regressions.check(conn, "time_s", campaign))
+        found = by_app(gate.check(conn, "time_s", campaign))
     halo = found["halo3d"]
     assert halo.verdict == "suspect", halo
     assert halo.attribution["cause"] == "software", halo.attribution

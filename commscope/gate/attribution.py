@@ -1,4 +1,5 @@
-"""What changed behind a finding of the regression gate, and whether the platform or the software moved.
+"""What changed behind a finding of the regression gate, and whether the platform or the software moved. It reads
+the findings and the canaries' findings campaign.py gives it, and never judges anything itself.
 
 Attribution: each regression, improvement and suspect (the first campaign of a shift) `regressions.check` finds
 lists what differs between its baseline runs and its new runs, and the call-tree regions whose time moved most.
@@ -45,13 +46,10 @@ A canary's own regression, improvement or suspect is **platform**. Other verdict
 from __future__ import annotations
 
 import statistics
-import threading
 
 import psycopg
 
 CANARY_APPS = ("pingpong",)
-CANARY_METRIC = "fom:latency"
-CANARY_FALLBACK_METRIC = "time_s"   # when the store's `latency` FOM cannot be judged (stored in several contexts)
 MATCH = ("system", "stack", "interconnect")   # what a canary shares with the series it speaks for
 REGIONS = 5                                  # regions listed per finding
 MOVED = ("regression", "improvement", "suspect")   # suspect: the first night of a shift (regressions.judge)
@@ -76,29 +74,17 @@ ATTRIBUTES = (
     ("hosts", "coalesce(r.metadata->>'hostlist', r.metadata->>'hostname')", False),
 )
 
-_judging_canaries = threading.local()
-
-
-def attach(conn: psycopg.Connection, findings: list, rows: list[tuple], campaign: int, *, baseline: int,
-           min_effect: float, alpha: float, confirm: int) -> None:
+def attach(conn: psycopg.Connection, findings: list, canaries: list) -> None:
     """Sets `attribution` on every regression, improvement and suspect: what differs, the regions moved and the
-    cause.
-    ROWS are the gate's measured rows (series_id, window, campaign_id, started_at, run_id, value) of these
-    findings."""
-    if getattr(_judging_canaries, "active", False):
-        return   # the canaries' own verdicts, asked for by classify: no attribution needed there
-    runs: dict[tuple, dict[str, list[int]]] = {}
-    for sid, window, cid, _started, run_id, _value in rows:
-        runs.setdefault((sid, window), {"baseline": [], "new": []})["new" if cid == campaign else "baseline"].append(run_id)
-    judged = [f for f in findings if f.verdict in MOVED and (f.series["series_id"], f.series["window"]) in runs]
+    cause, from its runs (Finding.runs) and the CANARIES' findings in the same campaign."""
+    judged = [f for f in findings if f.verdict in MOVED and f.runs]
     if not judged:
         return
-    every = sorted({r for f in judged for part in runs[(f.series["series_id"], f.series["window"])].values() for r in part})
+    every = sorted({r for f in judged for part in f.runs.values() for r in part})
     attrs = _attributes(conn, every)
     nodes = _nodes(conn, every)
-    canaries = None
     for f in judged:
-        ids = runs[(f.series["series_id"], f.series["window"])]
+        ids = f.runs
         f.attribution = {"differs": [], "same": {}, **_regions(nodes, ids, f.series["window"])}
         for i, (label, _expr, in_key) in enumerate(ATTRIBUTES):
             base = _values(attrs, ids["baseline"], i)
@@ -109,8 +95,6 @@ def attach(conn: psycopg.Connection, findings: list, rows: list[tuple], campaign
                 f.attribution["differs"].append({"what": label, "in_series_key": in_key, "baseline": base, "new": new})
             else:
                 f.attribution["same"][label] = new[0] if len(new) == 1 else new
-        if canaries is None:
-            canaries = _canary_verdicts(conn, campaign, baseline, min_effect, alpha, confirm)
         f.attribution.update(classify(f, canaries))
 
 
@@ -177,32 +161,6 @@ def _regions(nodes: dict[int, dict], ids: dict[str, list[int]], window: str) -> 
     where = f"under {region}" if region else "of the whole run"
     return {"regions": moved[:REGIONS], "regions_note": f"exclusive time, mean over ranks, median of "
                                                         f"{len(base)} baseline and {len(new)} new runs, nodes {where}"}
-
-
-def _canary_verdicts(conn: psycopg.Connection, campaign: int, baseline: int, min_effect: float,
-                     alpha: float, confirm: int) -> list:
-    """The gate's findings on every canary series of the campaign (empty when none ran)."""
-    from commscope.gate import regressions
-    found = []
-    if not conn.execute("SELECT 1 FROM runs WHERE campaign_id = %s AND app = ANY(%s) LIMIT 1",
-                        (campaign, list(CANARY_APPS))).fetchone():
-        return found
-    _judging_canaries.active = True
-    try:
-        for app in CANARY_APPS:
-            for metric in (CANARY_METRIC, CANARY_FALLBACK_METRIC):
-                try:
-                    found += regressions.check(conn, metric, campaign, baseline, min_effect, alpha, confirm, app=app)
-                    break
-                except regressions.NotMeasured:
-                    continue
-                except ValueError:   # the FOM is stored in several contexts (IMB's): judge the loop time instead
-                    continue
-                except LookupError:  # no run of this canary in the campaign
-                    break
-    finally:
-        _judging_canaries.active = False
-    return found
 
 
 def direction(f) -> str | None:

@@ -1,0 +1,110 @@
+"""What a pipeline reads of the gate's findings: JSON, JUnit XML and Markdown."""
+from __future__ import annotations
+
+import json
+import math
+
+from commscope.gate.attribution import lines as attributed
+from commscope.gate.queries import DESCRIBE, detectable
+
+def _number(v):
+    """A JSON number, or None for what was not measured or is not finite."""
+    return None if v is None or (isinstance(v, float) and not math.isfinite(v)) else v
+
+
+def as_dict(f, alpha: float, min_effect: float) -> dict:
+    """One finding, machine-readable; its series identified by key and parameters."""
+    s = f.series
+    return {"series_id": s["series_id"], "series_key": s["key"], "app": s["app"], "parameters": s["parameters"],
+            "environment": s["environment"], "window": s["window"], "label": f.label(),
+            **{k: s[k] for k in DESCRIBE if k != "app"},
+            "campaign": f.campaign, "metric": f.metric, "verdict": f.verdict,
+            "baseline_median": _number(f.baseline_median), "new_median": _number(f.new_median),
+            "effect": _number(f.effect), "p_value": _number(f.p_value), "smallest_p": _number(f.smallest_p),
+            "n_new": f.n_new, "n_baseline": f.n_baseline, "runs_needed": f.needs,
+            "n_baseline_campaigns": f.n_campaigns, "campaign_p": _number(f.campaign_p), "previous": f.previous,
+            "confirm_campaigns": f.n_confirm or None, "confirm_p": _number(f.confirm_p),
+            "confirm_effect": _number(f.confirm_effect), "confirm_summary": f.confirm_summary,
+            "detectable_effect": _number(f.detectable), "max_undetectable": f.max_undetectable,
+            "runs_a_night_would": f.runs_a_night, "nights": "pooled" if f.pooled else "units",
+            "nights_p": _number(f.nights_p), "night_spread": f.night_spread, "two_night_p": _number(f.two_night_p),
+            "night_judged": f.night.isoformat() if f.night else None,
+            "newest_run_started_at": f.time.isoformat() if f.time else None, "reason": f.reason(alpha, min_effect),
+            "attribution": f.attribution}
+
+
+SKIPPED = ("cannot tell", "no baseline", "suspect")
+
+
+def junit_xml(findings: list, alpha: float, min_effect: float) -> bytes:
+    """JUnit XML: one test suite per metric, one test case per series judged. A regression is a failure; cannot
+    tell and no baseline are skipped (not judged), and so is suspect (not confirmed yet: the next campaign
+    decides); no change and improvement pass."""
+    import xml.etree.ElementTree as ET
+    root = ET.Element("testsuites", name="commscope check")
+    metrics = list(dict.fromkeys(f.metric for f in findings))
+    for metric in metrics:
+        mine = [f for f in findings if f.metric == metric]
+        campaigns = sorted({str(f.campaign) for f in mine})
+        suite = ET.SubElement(root, "testsuite", name=f"commscope check {metric} campaign {', '.join(campaigns)}",
+                              tests=str(len(mine)), failures=str(sum(f.verdict == "regression" for f in mine)),
+                              skipped=str(sum(f.verdict in SKIPPED for f in mine)),
+                              errors="0")
+        props = ET.SubElement(suite, "properties")
+        for name, value in (("campaign", ", ".join(campaigns)), ("metric", metric), ("alpha", f"{alpha:g}"),
+                            ("min_effect", f"{min_effect:g}"), ("max_undetectable", f"{mine[0].max_undetectable:g}")):
+            ET.SubElement(props, "property", name=name, value=value)
+        for f in mine:
+            case = ET.SubElement(suite, "testcase", classname=f"commscope.check.{metric}", name=f.label())
+            reason = f.reason(alpha, min_effect)
+            if f.verdict == "regression":
+                cause = f"; cause: {f.attribution['cause']}" if f.attribution and f.attribution.get("cause") else ""
+                ET.SubElement(case, "failure", type="regression", message=reason + cause).text = "\n".join(
+                    [reason, *attributed(f)])
+            elif f.verdict == "suspect":
+                cause = f"; cause: {f.attribution['cause']}" if f.attribution and f.attribution.get("cause") else ""
+                ET.SubElement(case, "skipped", message=reason + cause).text = "\n".join([reason, *attributed(f)])
+            elif f.verdict in SKIPPED:
+                ET.SubElement(case, "skipped", message=reason)
+            out = ET.SubElement(case, "system-out")
+            out.text = json.dumps(as_dict(f, alpha, min_effect), default=str, indent=1)
+    total = sum(1 for _ in root.iter("testcase"))
+    root.set("tests", str(total))
+    root.set("failures", str(sum(f.verdict == "regression" for f in findings)))
+    root.set("skipped", str(sum(f.verdict in SKIPPED for f in findings)))
+    root.set("errors", "0")
+    return ET.tostring(root, encoding="utf-8", xml_declaration=True)
+
+
+ORDER = {"regression": 0, "suspect": 1, "cannot tell": 2, "improvement": 3, "no baseline": 4, "no change": 5}
+
+
+def markdown(findings: list, alpha: float, min_effect: float) -> str:
+    """A summary for a merge request comment or a job summary: counts, then every series, regressions first."""
+    counts = {v: sum(f.verdict == v for f in findings) for v in ORDER}
+    campaigns = ", ".join(sorted({str(f.campaign) for f in findings}))
+    metrics = ", ".join(dict.fromkeys(f.metric for f in findings))
+    head = "regressions" if counts["regression"] else "no regressions"
+    lines = [f"### commscope check: {head} in campaign {campaigns}", "",
+             f"{len(findings)} series on {metrics} (alpha {alpha:g}, smallest effect {min_effect:.0%}): "
+             + ", ".join(f"{n} {v}" for v, n in counts.items() if n), "",
+             "| verdict | series | metric | baseline median | new median | change | p | runs new / baseline "
+             "| detectable effect |",
+             "|---|---|---|---:|---:|---:|---:|---:|---:|"]
+    cell = lambda v: f"{v:.6g}" if v is not None else "–"  # noqa: E731
+    for f in sorted(findings, key=lambda f: (ORDER[f.verdict], f.metric, f.series["series_id"])):
+        change = f"{f.effect:+.1%}" if f.effect is not None and math.isfinite(f.effect) else "–"
+        p = f"{f.p_value:.2g}" if f.p_value is not None else "–"
+        label = f.label().replace("|", "\\|")
+        lines.append(f"| **{f.verdict}** | `{label}` | {f.metric} | {cell(f.baseline_median)} | {cell(f.new_median)} "
+                     f"| {change} | {p} | {f.n_new} / {f.n_baseline} | {detectable(f)} |")
+    moved = [f for f in findings if f.verdict in ("regression", "improvement", "suspect") and f.attribution]
+    if moved:
+        lines += ["", "What changed:"]
+        for f in sorted(moved, key=lambda f: (ORDER[f.verdict], f.metric, f.series["series_id"])):
+            lines += [f"- **{f.verdict}** `{f.label()}` ({f.metric}):"] + [f"  - {a}" for a in attributed(f)]
+    unsure = [f for f in findings if f.verdict in ("suspect", "cannot tell")]
+    if unsure:
+        lines += ["", "Suspect or cannot tell:"] + [f"- `{f.label()}`: {f.reason(alpha, min_effect)}"
+                                                     for f in unsure]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,216 @@
+"""The gate's reads and writes of the store: which values a metric is, the judged campaign's rows and its series'
+baseline window (selected in SQL: older history never leaves the database), each run's wait for a core, the
+series' descriptions, and the dashboard annotations."""
+from __future__ import annotations
+
+import psycopg
+from psycopg import sql
+
+# v_run_metrics columns the gate can judge, and which way is worse.
+METRICS = {"time_s": "lower", "mpi_time_avg_s": "lower", "mpi_time_max_s": "lower", "mpi_fraction_avg": "lower",
+           "mpi_fraction_slowest": "lower", "user_time_avg_s": "lower", "mpi_sync_time_avg_s": "lower",
+           "load_balance": "higher", "communication_efficiency": "higher", "parallel_efficiency": "higher"}
+# The names the gate had before the measurement model, for pipelines that still pass them.
+ALIASES = {"wall_time": "time_s", "mpi_time_avg": "mpi_time_avg_s"}
+# What a selection may filter on: v_runs columns (the dashboards' template variables).
+FILTERS = ("system", "app", "workload", "variant", "stack", "interconnect", "ranks")
+# What a finding says about its series (v_runs columns of its newest run), for the label and the annotation.
+DESCRIBE = FILTERS + ("global_size",)
+LOWER_BETTER_UNITS = {"s", "ms", "us", "ns", "sec", "msec", "usec", "nsec", "seconds"}  # usec: IMB through Ramble
+
+
+class NotMeasured(LookupError):
+    """The judged campaign has successful runs in the selection, but none of them measured the metric (an MPI
+    fraction of runs made without MPI wrapping, say): there is nothing to judge on it, which is not an error
+    of the selection."""
+
+
+
+def canonical_metric(metric: str) -> str:
+    """The v_run_metrics column (or fom:NAME) a --metric names."""
+    metric = ALIASES.get(metric, metric)
+    if metric.startswith("fom:") or metric in METRICS:
+        return metric
+    raise ValueError(f"unknown metric {metric!r}; choose a v_run_metrics column ({', '.join(METRICS)}), "
+                     f"{', '.join(f'{a} (= {c})' for a, c in ALIASES.items())}, or fom:NAME")
+
+
+def _fom_and_context(conn: psycopg.Connection, spec: str) -> tuple[str, str | None]:
+    """(FOM name, context) of fom:NAME or fom:NAME@CONTEXT. A FOM stored in several contexts (migration 0015:
+    one IMB latency per message size) must name one; values of different contexts are no one series."""
+    name, at, context = spec, "", None
+    if "@" in spec and not conn.execute("SELECT 1 FROM foms WHERE name = %s LIMIT 1", (spec,)).fetchone():
+        name, at, context = spec.partition("@")
+    contexts = sorted((r[0] for r in conn.execute("SELECT DISTINCT context FROM foms WHERE name = %s", (name,))),
+                      key=lambda c: (c is not None, str(c)))
+    if at and context not in contexts:
+        raise ValueError(f"FOM {name!r} has no context {context!r} in the store"
+                         + (f" (it has: {', '.join(map(str, contexts[:8]))})" if contexts else ""))
+    if not at and len(contexts) > 1:
+        raise ValueError(f"FOM {name!r} is stored in {len(contexts)} contexts ({', '.join(map(str, contexts[:8]))}"
+                         f"{', ...' if len(contexts) > 8 else ''}); name one: fom:{name}@{contexts[-1]}")
+    if not at and contexts:
+        context = contexts[0]   # its one context
+    return name, context
+
+
+def measurements(conn: psycopg.Connection, metric: str, where: dict) -> tuple[sql.Composable, dict, str]:
+    """A SELECT of (series_id, window, campaign_id, started_at, run_id, value, system_id) over the ok runs with a
+    series in the selection, not run (the callers narrow it to the rows they need), its named parameters, and the
+    metric's direction. v_runs is joined only when the selection filters on its columns."""
+    clauses, params = [sql.SQL("r.status = 'ok'"), sql.SQL("r.series_id IS NOT NULL")], {}
+    for k, v in where.items():
+        if v is not None:
+            clauses.append(sql.SQL("v.{} = {}").format(sql.Identifier(k), sql.Placeholder(f"f_{k}")))
+            params[f"f_{k}"] = v
+    selected = sql.SQL(" AND ").join(clauses)
+    described = sql.SQL("JOIN v_runs v ON v.run_id = r.id" if params else "")
+    if metric.startswith("fom:"):
+        name, context = _fom_and_context(conn, metric[4:])
+        units = {r[0] for r in conn.execute("SELECT DISTINCT unit FROM foms WHERE name = %s AND context IS NOT "
+                                            "DISTINCT FROM %s", (name, context))}
+        if not units:
+            raise ValueError(f"no FOM named {name!r} in the store")
+        direction = "lower" if units <= LOWER_BETTER_UNITS else "higher" if all("/s" in (u or "") for u in units) else None
+        if direction is None:
+            raise ValueError(f"FOM {name!r} has units {sorted(map(str, units))}: cannot tell whether larger is worse")
+        # A FOM is the workload's own figure: no window of commscope's.
+        q = sql.SQL("SELECT r.series_id, 'fom'::text AS \"window\", r.campaign_id, r.started_at, r.id AS run_id, "
+                    "f.value, r.system_id FROM runs r {} JOIN foms f ON f.run_id = r.id "
+                    "WHERE f.name = %(fom)s AND f.context IS NOT DISTINCT FROM %(fom_context)s AND {}"
+                    ).format(described, selected)
+        return q, {**params, "fom": name, "fom_context": context}, direction
+    q = sql.SQL("SELECT r.series_id, w.\"window\", r.campaign_id, r.started_at, r.id AS run_id, w.{col} AS value, "
+                "r.system_id FROM runs r JOIN run_windows w ON w.run_id = r.id {described} "
+                "WHERE {selected}").format(col=sql.Identifier(metric), described=described, selected=selected)
+    return q, params, METRICS[metric]
+
+
+def _values(conn: psycopg.Connection, metric: str, where: dict) -> tuple[list[tuple], str]:
+    """Every row (series_id, window, campaign_id, started_at, run_id, value) of the metric in the selection, and its
+    direction: for inspecting what the gate would compare (the gate itself reads measured_rows' window only)."""
+    measured, params, direction = measurements(conn, canonical_metric(metric), where)
+    q = sql.SQL("SELECT series_id, \"window\", campaign_id, started_at, run_id, value FROM ({}) m "
+                "WHERE value IS NOT NULL").format(measured)
+    return conn.execute(q, params).fetchall(), direction
+
+
+def runs_of(conn: psycopg.Connection, measured: sql.Composable, params: dict, campaign: int) -> int:
+    """How many ok runs of the selection the campaign has, measured or not."""
+    q = sql.SQL("SELECT count(DISTINCT run_id) FROM ({}) m WHERE m.campaign_id = %(campaign)s").format(measured)
+    return conn.execute(q, {**params, "campaign": campaign}).fetchone()[0]
+
+
+def newest_campaign(conn: psycopg.Connection, measured: sql.Composable, params: dict, metric: str) -> int:
+    """The campaign to judge when none is named: the newest with a value in the selection, if every campaign with
+    one has the same origin (campaign kind and systems); else LookupError naming --campaign and the candidates."""
+    q = sql.SQL("""SELECT m.campaign_id, c.kind, c.created_at, c.ci_pipeline, c.git_commit,
+       array_agg(DISTINCT coalesce(s.name, 'unknown') ORDER BY coalesce(s.name, 'unknown'))
+FROM ({measured}) m JOIN campaigns c ON c.id = m.campaign_id LEFT JOIN systems s ON s.id = m.system_id
+WHERE m.value IS NOT NULL
+GROUP BY m.campaign_id, c.kind, c.created_at, c.ci_pipeline, c.git_commit
+ORDER BY m.campaign_id DESC""").format(measured=measured)
+    rows = conn.execute(q, params).fetchall()
+    if not rows:
+        (old,) = conn.execute("SELECT count(*) FROM runs WHERE series_id IS NULL").fetchone()
+        hint = (f" ({old} runs stored before the measurement model have no series: re-ingest their files, "
+                f"v_runs_needing_reingest lists them)" if old else "")
+        raise LookupError(f"no successful runs with {metric} match; nothing to check{hint}")
+    newest_of: dict[tuple, tuple] = {}
+    for row in rows:   # newest first
+        newest_of.setdefault((row[1], tuple(row[5])), row)
+    if len(newest_of) > 1:
+        shown = "; ".join(f"campaign {cid} ({kind} on {', '.join(systems)}, stored {created:%Y-%m-%d %H:%M %Z}"
+                          f"{', pipeline ' + pipeline if pipeline else ''})"
+                          for cid, kind, created, pipeline, _commit, systems in list(newest_of.values())[:6])
+        raise LookupError(f"the store holds campaigns of {len(newest_of)} origins with {metric} in this selection, "
+                          f"so the newest need not be yours: name it with --campaign ID (the id `commscope ingest` "
+                          f"printed), or narrow the selection with --system. Newest of each: {shown}")
+    return rows[0][0]
+
+
+def measured_rows(conn: psycopg.Connection, measured: sql.Composable, params: dict, campaign: int,
+                  baseline: int) -> list[tuple]:
+    """Rows (series_id, window, campaign_id, started_at, run_id, value) of the judged campaign, and per series of
+    it the rows of its `baseline` most recent earlier campaigns with a value: nothing older is read. Each series
+    on one window: focus where its judged runs measured the metric there, else run. (A focus window taken from
+    a workload's timers has a time but no MPI fraction; the profile's run window may have one.)"""
+    q = sql.SQL("""WITH new AS (
+  SELECT * FROM ({measured}) m WHERE m.campaign_id = %(campaign)s
+), shown AS (
+  SELECT series_id, CASE WHEN bool_or("window" = 'focus' AND value IS NOT NULL) THEN 'focus'
+                         WHEN bool_or("window" = 'run') THEN 'run' ELSE min("window") END AS "window"
+  FROM new GROUP BY series_id
+), earlier AS (
+  SELECT s.series_id, s."window", e.campaign_id
+  FROM shown s CROSS JOIN LATERAL (
+    SELECT DISTINCT m.campaign_id FROM ({measured}) m
+    WHERE m.series_id = s.series_id AND m."window" = s."window" AND m.campaign_id < %(campaign)s
+      AND m.value IS NOT NULL
+    ORDER BY m.campaign_id DESC LIMIT %(baseline)s) e
+)
+SELECT n.series_id, n."window", n.campaign_id, n.started_at, n.run_id, n.value
+FROM new n JOIN shown USING (series_id, "window") WHERE n.value IS NOT NULL
+UNION ALL
+SELECT m.series_id, m."window", m.campaign_id, m.started_at, m.run_id, m.value
+FROM earlier e CROSS JOIN LATERAL (
+  SELECT * FROM ({measured}) m
+  WHERE m.series_id = e.series_id AND m.campaign_id = e.campaign_id AND m."window" = e."window"
+    AND m.value IS NOT NULL) m""").format(measured=measured)
+    return conn.execute(q, {**params, "campaign": campaign, "baseline": baseline}).fetchall()
+
+
+
+def wait_shares(conn: psycopg.Connection, run_ids: list[int]) -> dict[int, float]:
+    """Each run's share of its timed loop that its most-delayed rank spent waiting for a core, where it says: the
+    workload's FOM runqueue_wait_share_max, else the Adiak value of that name its profile carried. Runs without
+    one, or with a value that is not a share (0 <= share < 1), are left out: not measured."""
+    out = {}
+    for run_id, fom, adiak in conn.execute(
+            "SELECT r.id, (SELECT f.value FROM foms f WHERE f.run_id = r.id AND f.name = 'runqueue_wait_share_max' "
+            "AND f.context IS NULL ORDER BY f.repeat LIMIT 1), r.metadata->>'runqueue_wait_share_max' "
+            "FROM runs r WHERE r.id = ANY(%s)", (run_ids,)):
+        try:
+            share = float(fom if fom is not None else adiak)
+        except (TypeError, ValueError):
+            continue
+        if 0.0 <= share < 1.0:
+            out[run_id] = share
+    return out
+
+
+def describe(conn: psycopg.Connection, run_ids: list[int]) -> dict[int, dict]:
+    """DESCRIBE's columns of each run, and its series' key, parameters and environment."""
+    cols = sql.SQL(", ").join(sql.SQL("v.{}").format(sql.Identifier(c)) for c in DESCRIBE)
+    q = sql.SQL("SELECT v.run_id, s.key, s.parameters, s.environment, {} FROM v_runs v JOIN runs r ON r.id = v.run_id "
+                "JOIN series s ON s.id = r.series_id WHERE v.run_id = ANY(%s)").format(cols)
+    return {r[0]: {"key": r[1], "parameters": r[2], "environment": r[3], **dict(zip(DESCRIBE, r[4:]))}
+            for r in conn.execute(q, (run_ids,))}
+
+
+def detectable(f) -> str:
+    """A finding's detectable effect as text: the smallest shift its campaign would have flagged."""
+    return f"{f.detectable:+.0%}" if f.detectable is not None else "none (no shift would have been flagged)"
+
+
+def annotate(conn: psycopg.Connection, findings: list) -> int:
+    """One annotation per regression or improvement, shown by the dashboards; re-checking the same campaign
+    replaces its annotations (one per series, metric and time: tag series:ID)."""
+    n = 0
+    with conn.transaction():
+        for f in findings:
+            if f.verdict not in ("regression", "improvement"):
+                continue
+            tag = f"series:{f.series['series_id']}"
+            conn.execute("DELETE FROM annotations WHERE \"time\" = %s AND tags @> %s",
+                         (f.time, ["commscope-check", f.metric, tag]))
+            conn.execute("INSERT INTO annotations (\"time\", system, app, workload, variant, stack, interconnect, ranks, "
+                         "text, tags) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+                         (f.time, *(f.series[k] for k in FILTERS),
+                          f"{f.verdict}: {f.metric} [{f.series['window']}] {f.effect:+.1%} against the median of "
+                          f"{f.n_baseline} earlier runs of series #{f.series['series_id']} (p={f.p_value:.2g}; "
+                          f"detectable effect {detectable(f)})",
+                          ["commscope-check", f.metric, f.verdict, tag]))
+            n += 1
+    return n
+

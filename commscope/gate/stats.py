@@ -1,0 +1,453 @@
+"""The gate's statistics, on plain lists of values where larger is worse: the tests, their smallest p-values, the
+verdict of one campaign against the campaigns before it (judge), and what a campaign could have shown (detectable).
+No database here: queries.py reads the values, regressions.py turns verdicts into findings."""
+from __future__ import annotations
+
+import functools
+import math
+import statistics
+from dataclasses import dataclass
+
+MANN_WHITNEY_FROM = 3   # new runs from which the Mann-Whitney test is used (else the robust z-score)
+MIN_BASELINE = 3        # earlier runs below which there is no baseline
+MIN_CAMPAIGNS = 3       # baseline campaigns the between-campaign test needs (its spread has MIN_CAMPAIGNS - 1 df)
+CONFIRM = 5             # campaigns a shift must hold, the judged one included, before it is a regression
+# What the confirmation test summarises each campaign by (values signed so that larger is worse): its median, the
+# typical run, and its best run, the least disturbed one. Interference on a shared machine (another job, a busy
+# core) only ever slows a run down, so a campaign's best run is the steadiest estimate of what the code costs:
+# BenchmarkTools.jl judges on the minimum for this reason (Chen and Revels, "Robust benchmarking in noisy
+# environments", 2016). The median is kept for shifts that slow most runs but not the best one. Each summary is
+# tested at alpha / len(CAMPAIGN_SUMMARIES) (Bonferroni), so the pair stays within alpha.
+CAMPAIGN_SUMMARIES = {"median": statistics.median, "best": min}
+# Where the runs say how long they waited for a core, the best run is taken on their discounted times: each run's
+# time less the share of it that its most-delayed rank spent runnable but waiting for a core (the workloads' FOM
+# runqueue_wait_share_max, from Linux's schedstat, over the timed loop: the focus window). A busy machine slows a
+# run by descheduling its ranks; the discounted time is what the run would have taken with the cores to itself.
+# Here it is nearly the same at every load (cgsolve's median 12.7-12.8 ms discounted at three loads, 15.7-20.3 ms as
+# measured) and its spread is 1.7-5x smaller (bench/results/regression_accuracy.md). The median stays on the times
+# as measured, so a change that makes the code wait for cores (more threads than cores, say) is still judged on
+# the time it takes.
+UNLOADED = "best unloaded"
+SEARCH_LIMIT = 1000     # the largest run count runs_needed looks at
+EXCHANGEABLE_P = 0.1      # Kruskal-Wallis p at or above which the baseline nights are pooled
+TWO_NIGHTS_ALPHA = 0.75  # pooled: the share of alpha the two-night test gets (the judged night alone, the rest)
+MAX_UNDETECTABLE = 0.20   # "no change" only where the detectable effect is at most this
+POWER = 0.8               # the share of resampled campaigns the detectable effect is flagged in
+DRAWS = 400               # resampled campaigns per detectable effect
+RUNS_A_NIGHT = (3, 4, 5, 6, 8, 10, 15, 20, 30, 50)   # run counts a "cannot tell" looks at
+
+
+def _mann_whitney_greater(new: list[float], base: list[float]) -> float:
+    from scipy.stats import mannwhitneyu
+    return float(mannwhitneyu(new, base, alternative="greater").pvalue)
+
+
+def _robust_z_p(new_med: float, base: list[float]) -> float:
+    med = statistics.median(base)
+    mad = statistics.median(abs(x - med) for x in base) * 1.4826
+    if mad == 0:
+        return 0.0 if new_med > med else 1.0
+    z = (new_med - med) / mad
+    return 0.5 * math.erfc(z / math.sqrt(2))  # one-sided normal tail
+
+
+@functools.lru_cache(maxsize=4096)
+def smallest_p(n_new: int, n_base: int) -> float:
+    """The smallest one-sided p-value the gate's test can give with these run counts: scipy's Mann-Whitney, called
+    as the gate calls it, on samples that do not overlap at all (every new value above every baseline value), so
+    its own distribution decides; the robust z-score (fewer than 3 new runs) reaches any level."""
+    if n_new < MANN_WHITNEY_FROM:
+        return 0.0
+    return _mann_whitney_greater([float(n_base + i) for i in range(n_new)], [float(i) for i in range(n_base)])
+
+
+def runs_needed(n_new: int, n_base: int, alpha: float) -> dict:
+    """The fewest new runs (with these baseline runs), and the fewest baseline runs (with these new runs), that make
+    p < alpha reachable; None where even SEARCH_LIMIT runs would not."""
+    new = next((k for k in range(max(n_new, MANN_WHITNEY_FROM), SEARCH_LIMIT + 1) if smallest_p(k, n_base) < alpha),
+               None)
+    base = next((k for k in range(n_base, SEARCH_LIMIT + 1) if smallest_p(n_new, k) < alpha), None)
+    return {"new": new, "baseline": base}
+
+
+def _monotone(values: list[float]) -> list[float]:
+    """Log values where all are positive (timings are skewed: a loaded night is a factor, not an offset), -log(-x)
+    where all are negative (a higher-is-better metric, negated), else the values; order is kept, so larger is
+    still worse."""
+    if all(v > 0 for v in values):
+        return [math.log(v) for v in values]
+    if all(v < 0 for v in values):
+        return [-math.log(-v) for v in values]
+    return list(values)
+
+
+def campaign_p(new_median: float, base_medians: list[float]) -> float:
+    """One-sided p that a campaign median this large comes from the baseline campaigns' distribution: Student's t
+    for one new value against a sample, the t prediction interval (what scipy.stats.ttest_ind of [new] against
+    the baseline medians gives, with len(base) - 1 degrees of freedom; computed here through scipy.stats.t,
+    without ttest_ind's input checks, which cost more than the test for the many series a check judges), on
+    _monotone values."""
+    from scipy.stats import t as student_t
+    y = _monotone([new_median, *base_medians])
+    base = y[1:]
+    sd = statistics.stdev(base)
+    if sd == 0:
+        return 0.0 if y[0] > base[0] else 1.0
+    k = len(base)
+    return float(student_t.sf((y[0] - statistics.fmean(base)) / (sd * math.sqrt(1 + 1 / k)), k - 1))
+
+
+def _flat(campaigns: list[list[float]]) -> list[float]:
+    return [v for c in campaigns for v in c]
+
+
+def _moved(new: list[float], base: list[list[float]], min_effect: float, alpha: float,
+           quick: bool = False, pooled: bool = False) -> tuple[str | None, dict]:
+    """Whether NEW's runs are significantly worse ('worse') or better ('better') than the BASE campaigns' runs,
+    at both levels (runs, campaign medians; POOLED: the runs alone), by at least min_effect; None when neither;
+    with the numbers of the side the medians moved to (the only side that can pass). QUICK: only the verdict is
+    needed, so a change below min_effect is not tested."""
+    flat = _flat(base)
+    nm, bm = statistics.median(new), statistics.median(flat)
+    effect = (nm - bm) / abs(bm) if bm else (math.inf if nm > bm else 0.0)
+    worse = effect >= 0
+    out = {"effect": effect, "p": None, "campaign_p": None}
+    if quick and abs(effect) < min_effect:
+        return None, out
+    sign = 1.0 if worse else -1.0
+    signed_new, signed_flat = [sign * x for x in new], [sign * x for x in flat]
+    if len(new) >= MANN_WHITNEY_FROM:
+        out["p"] = _mann_whitney_greater(signed_new, signed_flat)
+    else:
+        out["p"] = _robust_z_p(sign * nm, signed_flat)
+    if len(base) >= MIN_CAMPAIGNS:
+        out["campaign_p"] = campaign_p(sign * nm, [sign * statistics.median(c) for c in base])
+    if ((pooled or (out["campaign_p"] is not None and out["campaign_p"] < alpha)) and out["p"] < alpha
+            and abs(effect) >= min_effect):
+        return ("worse" if worse else "better"), out
+    return None, out
+
+
+def confirm_p(recent: list[float], base: list[float]) -> float:
+    """One-sided p that the RECENT campaign medians lie above the BASE campaign medians: scipy's exact
+    Mann-Whitney test on their ranks, where a recent value equal to a baseline value ranks below it (a tie counts
+    against the shift, so the p-value is never smaller than with ties broken at random: the test stays within
+    alpha on quantized timings such as pingpong's latency)."""
+    from scipy.stats import mannwhitneyu
+    order = sorted([(v, 0, i) for i, v in enumerate(recent)] + [(v, 1, i) for i, v in enumerate(base)])
+    rank = {(side, i): r for r, (_, side, i) in enumerate(order)}
+    return float(mannwhitneyu([rank[(0, i)] for i in range(len(recent))], [rank[(1, i)] for i in range(len(base))],
+                              alternative="greater", method="exact").pvalue)
+
+
+def confirm_smallest_p(n_recent: int, n_base: int) -> float:
+    """The smallest p confirm_p can give: every recent campaign above every baseline one, 1 / C(n_recent + n_base,
+    n_recent)."""
+    return 1.0 / math.comb(n_recent + n_base, n_recent)
+
+
+@dataclass
+class Judgement:
+    verdict: str
+    effect: float | None
+    p_value: float | None           # the runs' test of the judged campaign (the larger of its two levels' p)
+    campaign_p: float | None = None
+    n_campaigns: int = 0            # baseline campaigns
+    previous: str | None = None     # the campaign before, against its own baseline: worse, better, same
+    confirm_p: float | None = None  # the last `confirm` campaigns against the baseline campaigns before them
+    confirm_effect: float | None = None   # the median of their summaries against the baseline's (positive = worse)
+    confirm_summary: str | None = None    # the campaign summary (CAMPAIGN_SUMMARIES, or UNLOADED) confirm_p and
+    #                                       _effect are of
+    n_confirm: int = 0              # campaigns in the confirmation test's recent side (the judged one included)
+    baseline_of: tuple[int, int] = (0, 0)   # (start, end) of the baseline campaigns in EARLIER (baseline_window)
+    pooled: bool = False            # the baseline nights' runs were pooled (nights_exchangeable)
+    nights_p: float | None = None   # nights_exchangeable's p
+    two_night_p: float | None = None   # pooled: this campaign and the one before, together, against the baseline
+    level: float | None = None      # the level the judged campaign's own test was held to
+    detectable: float | None = None    # the smallest shift flagged with POWER (detectable); None: none is
+
+
+def confirm_level(alpha: float, summaries: tuple[str, ...] = tuple(CAMPAIGN_SUMMARIES)) -> float:
+    """The level each summary's rank test must reach: alpha shared among the summaries (Bonferroni)."""
+    return alpha / len(summaries)
+
+
+def rank_test_reachable(n_base: int, confirm: int, alpha: float,
+                        summaries: tuple[str, ...] = tuple(CAMPAIGN_SUMMARIES)) -> bool:
+    """Whether the confirmation test can rank CONFIRM campaigns against N_BASE baseline campaigns: the baseline has
+    the MIN_CAMPAIGNS the campaign-level test needs, and the smallest rank-test p is below confirm_level."""
+    return n_base >= MIN_CAMPAIGNS and confirm_smallest_p(confirm, n_base) < confirm_level(alpha, summaries)
+
+
+def _confirmed(recent: list[list[float]], before: list[list[float]], min_effect: float, alpha: float,
+               summaries: tuple[str, ...] = tuple(CAMPAIGN_SUMMARIES), unloaded: tuple | None = None) -> tuple:
+    """('worse' | 'better' | None, p, effect, summary): whether the RECENT campaigns (the judged one last) moved
+    together against the BEFORE campaigns, by one of the SUMMARIES (CAMPAIGN_SUMMARIES): the recent campaigns'
+    summaries ranked against the baseline's by confirm_p at p < confirm_level, the median of the recent ones at
+    least min_effect from the baseline's, and the judged campaign's own summary at least min_effect the same way.
+    UNLOADED, if given, is (recent, before) again with each run's value discounted for its wait for a core (None
+    where the run did not say): when every run of both has one, the best run is taken on these (the summary
+    UNLOADED). P is the rank test's p times the number of summaries (capped at 1), so it is compared with alpha
+    itself; it and EFFECT are those of the summary that moved (the smaller p when both did), else of the one with
+    the smaller p. Campaigns of one run each without discounted values have one value to summarise, so every
+    summary is the same test: it is made once, at alpha."""
+    told = unloaded is not None and all(v is not None for c in (*unloaded[0], *unloaded[1]) for v in c)
+    if all(len(c) == 1 for c in (*recent, *before)) and not told:
+        summaries = summaries[:1]
+    ranked = []
+    for name in summaries:
+        if name == "best" and told:
+            ranked.append((UNLOADED, [min(c) for c in unloaded[0]], [min(c) for c in unloaded[1]]))
+        else:
+            ranked.append((name, [CAMPAIGN_SUMMARIES[name](c) for c in recent],
+                           [CAMPAIGN_SUMMARIES[name](c) for c in before]))
+    level = alpha / len(ranked)
+    tested = []
+    for name, rs, bs in ranked:
+        base = statistics.median(bs)
+        if not base:
+            continue
+        effect = (statistics.median(rs) - base) / abs(base)
+        last = (rs[-1] - base) / abs(base)
+        sign = 1.0 if effect >= 0 else -1.0
+        p = confirm_p([sign * v for v in rs], [sign * v for v in bs])
+        moved = p < level and abs(effect) >= min_effect and sign * last >= min_effect
+        tested.append((not moved, p, ("worse" if sign > 0 else "better") if moved else None, effect, name))
+    if not tested:
+        return None, None, None, None
+    _, p, shift, effect, name = min(tested, key=lambda t: t[:2])
+    return shift, min(1.0, p * len(ranked)), effect, name
+
+
+def baseline_window(n_earlier: int, baseline: int, confirm: int, alpha: float,
+                    summaries: tuple[str, ...] = tuple(CAMPAIGN_SUMMARIES)) -> tuple[int, int]:
+    """(start, end): the earlier campaigns (oldest first, end excluded) that are the baseline. Once the series has
+    enough of them for the confirmation test to reach its level (confirm_level) with a baseline of at least
+    MIN_CAMPAIGNS (the campaign-level test's own need), the baseline ends before the last confirm - 1
+    campaigns (the ones ranked with the judged campaign), so the nights of a shift in progress never enter the
+    baseline they are judged against, and each stays suspect until the shift is confirmed; before that, it is the
+    `baseline` campaigns right before the judged one."""
+    end = n_earlier - (confirm - 1)
+    if not rank_test_reachable(min(end, baseline), confirm, alpha, summaries):
+        end = n_earlier
+    return max(0, end - baseline), end
+
+
+def judge(new: list[float], earlier: list[list[float]], min_effect: float, alpha: float,
+          baseline: int = 10, confirm: int = CONFIRM,
+          summaries: tuple[str, ...] = tuple(CAMPAIGN_SUMMARIES), unloaded: tuple | None = None,
+          max_undetectable: float | None = MAX_UNDETECTABLE) -> Judgement:
+    """The verdict on NEW (one campaign's values, larger is worse) given EARLIER campaigns' values (oldest first,
+    the newest last; up to baseline + confirm - 1 are used), against the baseline_window campaigns.
+    - Suspect: NEW moved against them (_moved). Where the baseline nights are exchangeable (nights_exchangeable)
+      their runs are pooled and the runs' test decides; there, when the campaign before NEW is not in the baseline,
+      NEW alone and NEW with that campaign (both its own median and theirs at least min_effect the same way) are
+      each tested at alpha / 2. Otherwise nights are the units: runs and campaign medians both at alpha.
+    - Regression (improvement): a shift that persists: NEW and the confirm - 1 campaigns before it, against the
+      baseline before those, pass _confirmed (UNLOADED, if given, is (new, earlier) discounted for each run's wait
+      for a core, None where not measured); while the series has too few campaigns for that, NEW and the campaign
+      before it each moved at both levels against the baseline before that one (the 2-campaign rule).
+    - No change only where the detectable effect is at most MAX_UNDETECTABLE (None: not computed, as the bench
+      does); else cannot tell."""
+    start, end = baseline_window(len(earlier), baseline, confirm, alpha, summaries)
+    base = earlier[start:end] if baseline else []
+    flat = _flat(base)
+    if len(flat) < MIN_BASELINE or not new:
+        return Judgement("no baseline", None, None, n_campaigns=len(base), baseline_of=(start, end))
+    pooled, nights_p = nights_exchangeable(base)
+    two = pooled and end < len(earlier)   # the campaign before is outside the baseline: test the two together
+    before = earlier[:-1][-baseline:]     # the two-night test's baseline: the nights right before the two
+    level = alpha * (1 - TWO_NIGHTS_ALPHA) if two else alpha
+    moved, x = _moved(new, base, min_effect, level, pooled=pooled)
+    c = x["campaign_p"]
+    j = Judgement("no change", x["effect"], max(x["p"], c) if c is not None and not pooled else x["p"], c,
+                  len(base), baseline_of=(start, end), pooled=pooled, nights_p=nights_p, level=level)
+    if smallest_p(len(new), len(flat)) >= level:
+        j.verdict, j.p_value = "cannot tell", x["p"]
+        return j
+    if len(base) < MIN_CAMPAIGNS:
+        j.verdict = "cannot tell"
+        return j
+    if two:
+        held, y = _moved([*earlier[-1], *new], before, min_effect, alpha * TWO_NIGHTS_ALPHA, pooled=True)
+        j.two_night_p = y["p"]
+        bm = statistics.median(_flat(before))
+        each = all(abs(statistics.median(c) - bm) >= min_effect * abs(bm) and (statistics.median(c) > bm) ==
+                   (y["effect"] > 0) for c in (earlier[-1], new))
+        if moved is None and held is not None and each:
+            moved = held
+    if len(earlier) >= 2 and len(earlier[:-1][-baseline:]) >= MIN_CAMPAIGNS:
+        prev, _ = _moved(earlier[-1], earlier[:-1][-baseline:], min_effect, alpha, quick=True)
+        j.previous = prev or "same"
+    shift = None
+    if end < len(earlier) or confirm == 1:   # the window leaves room for the campaigns the shift must hold
+        both = ([*unloaded[1][end:], unloaded[0]], unloaded[1][start:end]) if unloaded is not None else None
+        shift, j.confirm_p, j.confirm_effect, j.confirm_summary = _confirmed([*earlier[end:], new], base,
+                                                                             min_effect, alpha, summaries, both)
+        j.n_confirm = confirm
+    else:   # too little history to rank a run of campaigns: this one and the one before, each at both levels
+        before = earlier[:-1][-baseline:]
+        if j.previous not in (None, "same") and _moved(new, before, min_effect, alpha, quick=True)[0] == j.previous:
+            shift = j.previous
+    if shift is not None:
+        j.verdict = "regression" if shift == "worse" else "improvement"
+    elif moved is not None:
+        j.verdict = "suspect"
+    if max_undetectable is not None:
+        j.detectable = detectable(len(new), base, min_effect, level, pooled)
+        if j.verdict == "no change" and (j.detectable is None or j.detectable > max_undetectable):
+            j.verdict = "cannot tell"
+    return j
+
+
+def compare(new: list[float], earlier: list[list[float]], min_effect: float, alpha: float,
+            baseline: int = 10, confirm: int = CONFIRM,
+            summaries: tuple[str, ...] = tuple(CAMPAIGN_SUMMARIES),
+            unloaded: tuple | None = None) -> tuple[str, float | None, float | None]:
+    """(verdict, effect, p) for values where larger is worse: judge's, without the detectable effect (so "no
+    change" is never turned into "cannot tell"), for callers that need only the verdict."""
+    j = judge(new, earlier, min_effect, alpha, baseline, confirm, summaries, unloaded, max_undetectable=None)
+    return j.verdict, j.effect, j.p_value
+
+
+
+# ---- pooling nights, and what a campaign could have shown -------------------------------------------------
+
+def nights_exchangeable(base: list[list[float]]) -> tuple[bool, float | None]:
+    """(pooled, p): whether the baseline nights look like draws from one distribution, by a Kruskal-Wallis test of
+    their runs (rank-based: heavy tails do not fool it). Pooled when p >= EXCHANGEABLE_P; nights stay the units
+    when they differ, or when fewer than MIN_CAMPAIGNS nights or a night of one run leave the spread unknown."""
+    if len(base) < MIN_CAMPAIGNS or any(len(c) < 2 for c in base):
+        return False, None
+    if len(set(_flat(base))) == 1:
+        return True, 1.0
+    from scipy.stats import kruskal
+    p = float(kruskal(*base).pvalue)
+    return p >= EXCHANGEABLE_P, p
+
+
+def night_spread(base: list[list[float]]) -> dict | None:
+    """The between-night and within-night spread of the baseline, as relative standard deviations: within from the
+    runs around their night's mean, between from the night means less what the within-night spread explains
+    (one-way random effects on log values); None where nights of one run or non-positive values leave it unknown."""
+    if len(base) < 2 or any(len(c) < 2 for c in base):
+        return None
+    logs = [[math.log(abs(v)) for v in c] for c in base if all(v != 0 for v in c)]
+    if len(logs) < 2 or len({v > 0 for c in base for v in c}) > 1:
+        return None
+    within = statistics.fmean(statistics.variance(c) for c in logs)
+    size = statistics.fmean(len(c) for c in logs)
+    between = max(0.0, statistics.variance([statistics.fmean(c) for c in logs]) - within / size)
+    return {"between": math.expm1(math.sqrt(between)), "within": math.expm1(math.sqrt(within))}
+
+
+@functools.lru_cache(maxsize=4096)
+def _pairs_needed(n_new: int, n_base: int, level: float) -> int | None:
+    """The fewest pairs (new run above baseline run) that make the Mann-Whitney p of N_NEW against N_BASE runs
+    (scipy, as the gate calls it, without ties) fall below LEVEL; None when none do."""
+    import numpy as np
+    from scipy.stats import mannwhitneyu
+    base = np.arange(n_base, dtype=float)
+
+    def p(u: int) -> float:
+        c = [min(n_base, max(0, u - n_base * i)) for i in range(n_new)]   # base runs below each new run
+        new = np.array(c, dtype=float) - 0.5 + 1e-3 * np.arange(n_new)   # distinct: no ties anywhere
+        return float(mannwhitneyu(new, base, alternative="greater").pvalue)
+
+    lo, hi = 0, n_new * n_base
+    if p(hi) >= level:
+        return None
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if p(mid) < level:
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
+
+
+def _shift_to(x, target):
+    """The relative shift d that takes X to TARGET, where the shifted value is x + d * |x|."""
+    return (target - x) / abs(x) if x else math.inf
+
+
+@functools.lru_cache(maxsize=1024)
+def _campaign_threshold(base_medians: tuple, level: float) -> tuple[float, float]:
+    """(threshold, sd): the _monotone value above which campaign_p of a new median falls below LEVEL."""
+    from scipy.stats import t as student_t
+    y = _monotone(list(base_medians))
+    k = len(y)
+    sd = statistics.stdev(y)
+    return statistics.fmean(y) + float(student_t.isf(level, k - 1)) * sd * math.sqrt(1 + 1 / k), sd
+
+
+def _shift_needed(new, base_runs, base_medians, min_effect: float, level: float, pooled: bool) -> float:
+    """The smallest relative shift (each new value x -> x + d|x|) that makes NEW flagged against the baseline: the
+    runs' Mann-Whitney p below LEVEL, the median moved at least min_effect and, with nights as units, the
+    campaign-level p (campaign_p) below LEVEL too."""
+    import numpy as np
+    bm = statistics.median(base_runs)
+    if len(new) < MANN_WHITNEY_FROM:   # the robust z-score of the new median (_robust_z_p)
+        from scipy.stats import norm
+        mad = statistics.median(abs(v - bm) for v in base_runs) * 1.4826
+        shift = _shift_to(statistics.median(new), bm + float(norm.isf(level)) * mad) + (1e-9 if mad == 0 else 0.0)
+    else:
+        need = _pairs_needed(len(new), len(base_runs), level)
+        if need is None:
+            return math.inf
+        x = np.asarray(new, dtype=float)[:, None]
+        d = ((np.asarray(base_runs, dtype=float)[None, :] - x) / np.abs(x)).ravel()
+        shift = float(np.partition(d, need - 1)[need - 1]) + 1e-9
+    shift = max(shift, _shift_to(statistics.median(new), bm + min_effect * abs(bm)))
+    if not pooled:
+        threshold, sd = _campaign_threshold(tuple(base_medians), level)
+        med = statistics.median(new)
+        if all(v > 0 for v in base_medians) and med > 0:
+            target = math.exp(threshold)
+        elif all(v < 0 for v in base_medians) and med < 0:
+            target = -math.exp(-threshold)
+        else:
+            target = threshold
+        shift = max(shift, _shift_to(med, target) + (1e-9 if sd == 0 else 0.0))
+    return max(shift, 0.0)
+
+
+def detectable(n_new: int, base: list[list[float]], min_effect: float, level: float, pooled: bool,
+               draws: int = DRAWS, seed: int = 0) -> float | None:
+    """The smallest relative shift that a campaign of N_NEW runs is flagged for in POWER of the campaigns resampled
+    from the baseline BASE (nights of values, larger is worse): pooled, N_NEW runs drawn from all baseline runs;
+    with nights as units, a baseline night drawn, N_NEW runs drawn from it and judged against the other nights.
+    Seeded, so the same baseline gives the same figure. None when no shift is ever flagged."""
+    import numpy as np
+    if n_new < 1 or len(_flat(base)) < MIN_BASELINE or (not pooled and len(base) < MIN_CAMPAIGNS + 1):
+        return None
+    rng = np.random.default_rng(seed)
+    flat = _flat(base)
+    medians = [statistics.median(c) for c in base]
+    needed = []
+    for _ in range(draws):
+        if pooled:
+            new = rng.choice(flat, n_new)
+            needed.append(_shift_needed(list(new), flat, medians, min_effect, level, True))
+        else:
+            j = int(rng.integers(len(base)))
+            new = rng.choice(base[j], n_new)
+            rest = base[:j] + base[j + 1:]
+            needed.append(_shift_needed(list(new), _flat(rest), medians[:j] + medians[j + 1:], min_effect, level,
+                                        False))
+    needed.sort()
+    found = float(needed[math.ceil(POWER * draws) - 1])
+    return found if math.isfinite(found) else None
+
+
+def runs_a_night(base: list[list[float]], min_effect: float, level: float, pooled: bool, n_new: int,
+                 max_undetectable: float) -> int | None:
+    """The fewest runs a night (RUNS_A_NIGHT, above N_NEW) whose campaigns would show a shift of max_undetectable
+    against this baseline; None when none would (nights that differ this much need quieter nights, not more
+    runs)."""
+    for n in RUNS_A_NIGHT:
+        if n > n_new:
+            d = detectable(n, base, min_effect, level, pooled)
+            if d is not None and d <= max_undetectable:
+                return n
+    return None
