@@ -164,9 +164,10 @@ def build_dashboard(d: P.Dashboard) -> dict:
                             .multi(True).include_all(True).refresh(m.VariableRefresh.ON_DASHBOARD_LOAD)
                             .sort(m.VariableSort.ALPHABETICAL_ASC))
     for v in d.extra_variables:
-        # Single-valued, offered in the query's order (its first option is the default), no value typed in.
+        # Single-valued, offered in the query's order (its first option is the default), no value typed in; their
+        # options depend on the time range.
         b = b.with_variable(db.QueryVariable(v["name"]).label(v["label"]).datasource(ds).query(v["query"])
-                            .refresh(m.VariableRefresh.ON_DASHBOARD_LOAD).sort(m.VariableSort.DISABLED)
+                            .refresh(m.VariableRefresh.ON_TIME_RANGE_CHANGED).sort(m.VariableSort.DISABLED)
                             .allow_custom_value(False))
     if d.annotations:
         b = b.annotation(db.AnnotationQuery().name("Regressions").datasource(ds).enable(True).icon_color("red")

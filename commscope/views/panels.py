@@ -470,16 +470,18 @@ _NORMALIZED = f"""WITH t AS (
 )
 """
 
-# The reference variables, chained: each offers only what has runs with the ones before it, the one with most runs
-# first (Grafana takes the first option on first load; the report picks the same: reference_values).
+# The reference variables, chained: each offers only what has runs in the time range with the ones before it, the one
+# with most runs first (Grafana takes the first option on first load; the report picks the same: reference_values).
+# Over the range only, so a load reads the range's runs (index on started_at), not the whole history.
 REFERENCE_VARIABLES = [
     {"name": "reference_system", "label": "Reference system",
-     "query": "SELECT system FROM v_runs GROUP BY 1 ORDER BY count(*) DESC, 1"},
+     "query": "SELECT system FROM v_runs WHERE $__timeFilter(started_at) GROUP BY 1 ORDER BY count(*) DESC, 1"},
     {"name": "reference_stack", "label": "Reference stack",
-     "query": "SELECT stack FROM v_runs WHERE system = '$reference_system' GROUP BY 1 ORDER BY count(*) DESC, 1"},
-    {"name": "reference_interconnect", "label": "Reference interconnect",
-     "query": "SELECT interconnect FROM v_runs WHERE system = '$reference_system' AND stack = '$reference_stack' "
+     "query": "SELECT stack FROM v_runs WHERE $__timeFilter(started_at) AND system = '$reference_system' "
               "GROUP BY 1 ORDER BY count(*) DESC, 1"},
+    {"name": "reference_interconnect", "label": "Reference interconnect",
+     "query": "SELECT interconnect FROM v_runs WHERE $__timeFilter(started_at) AND system = '$reference_system' "
+              "AND stack = '$reference_stack' GROUP BY 1 ORDER BY count(*) DESC, 1"},
 ]
 
 PROCUREMENT = Dashboard(
@@ -896,15 +898,18 @@ def all_values(conn) -> dict[str, list[str]]:
     return vals
 
 
-def reference_values(conn, system: str, stack: str | None = None) -> dict[str, str]:
-    """The procurement dashboard's reference variables for SYSTEM, from their own queries (REFERENCE_VARIABLES):
-    STACK, else the system's stack with the most runs, and the interconnect with the most runs of that system and
-    stack (what Grafana shows first)."""
+def reference_values(conn, system: str, stack: str | None = None, t_from: dt.datetime | None = None,
+                     t_to: dt.datetime | None = None) -> dict[str, str]:
+    """The procurement dashboard's reference variables for SYSTEM, from their own queries (REFERENCE_VARIABLES) over
+    runs started from T_FROM to T_TO (default: all): STACK, else the system's stack with the most runs, and the
+    interconnect with the most runs of that system and stack (what Grafana shows first)."""
+    t_from = t_from or dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
+    t_to = t_to or dt.datetime(9999, 12, 31, tzinfo=dt.timezone.utc)
     values = {"reference_system": system}
     for v in REFERENCE_VARIABLES[1:]:
         if v["name"] == "reference_stack" and stack is not None:
             values["reference_stack"] = stack
             continue
-        row = conn.execute(interpolate_variables(v["query"], values, set())).fetchone()
+        row = conn.execute(expand(v["query"], t_from, t_to, values, set())).fetchone()
         values[v["name"]] = row[0] if row else "default"
     return values
