@@ -902,3 +902,110 @@ def test_a_metric_no_run_measured_leaves_the_other_metrics_verdicts_standing(dsn
     assert series["new_median"] == pytest.approx(focus_time(f"{files[5]}"), rel=1e-6)
     alone = cli("check", "--campaign", str(campaigns[-1]), "--metric", "mpi_fraction_avg", "--no-annotate", dsn=dsn)
     assert alone.returncode == 2 and "not measured" in alone.stderr, alone.stdout + alone.stderr
+
+
+# ---- what a campaign could have seen (issue 35) -------------------------------------------------------------
+
+def test_the_detectable_effect_is_what_brute_force_campaigns_are_flagged_for():
+    """stats.detectable is the shift a campaign is flagged for in 80 % of campaigns resampled from the baseline,
+    found from each draw's test threshold. Checked here by brute force through scipy itself: fresh campaigns of
+    3 runs drawn from the same noise (not from the baseline's runs), shifted by the figure and tested with
+    scipy's Mann-Whitney as the pooled gate tests them (and the median at least min_effect up), are flagged in
+    about 80 % of draws; at 60 % of the figure, clearly fewer."""
+    import numpy as np
+    from scipy.stats import mannwhitneyu
+    rng = np.random.default_rng(35)
+    noise = lambda n: 10.0 * np.exp(rng.normal(0.0, 0.05, n))  # noqa: E731  (lognormal, 5 %)
+    base = [list(noise(3)) for _ in range(10)]
+    assert stats.nights_exchangeable(base)[0]
+    level = 0.01 * (1 - stats.TWO_NIGHTS_ALPHA)
+    d = stats.detectable(3, base, 0.05, level, pooled=True)
+    flat = [v for c in base for v in c]
+    bm = statistics.median(flat)
+
+    def flagged(shift: float, n: int = 2000) -> float:
+        hits = 0
+        for _ in range(n):
+            new = noise(3) * (1 + shift)
+            hits += (mannwhitneyu(new, flat, alternative="greater").pvalue < level
+                     and statistics.median(new) >= 1.05 * bm)
+        return hits / n
+
+    assert 0.70 <= flagged(d) <= 0.92, d
+    assert flagged(0.6 * d) < 0.6, d
+
+
+def test_a_noisy_series_cannot_tell_and_says_what_it_could_have_seen(history, tmp_path):
+    """A series whose nights spread by 40 % cannot show a 20 % shift with 3 runs a night: the gate says "cannot
+    tell" with the figure (the gate before said "no change"), and the JSON, JUnit, Markdown and text outputs all
+    carry it; a quiet series ('steady', 3 %) says "no change" with a figure below 20 %."""
+    rnd = random.Random(35)
+    with psycopg.connect(history) as conn:
+        nights = [r[0] for r in conn.execute("SELECT id FROM campaigns ORDER BY id")]
+        for night, cid in enumerate(nights):
+            recs = [synthetic("noisy", night, i, 10.0 * math.exp(rnd.gauss(0, 0.4))) for i in range(3)]
+            ingest_records(conn, iter(recs), Provenance(), f"night {night}")
+        conn.commit()
+        # each night's noisy runs were stored as a campaign of their own: judge the last of those
+        (last,) = conn.execute("SELECT max(id) FROM campaigns").fetchone()
+        (f,) = regressions.check(conn, campaign=last)
+    assert f.series["app"] == "noisy" and f.verdict == "cannot tell", f.reason(0.01, 0.05)
+    assert f.detectable > 0.20 and f"could not show shifts below {f.detectable:.0%}" in f.reason(0.01, 0.05)
+    junit, md = tmp_path / "j.xml", tmp_path / "m.md"
+    out = subprocess.run([*CLI, "check", "--campaign", str(last), "--format", "json", "--no-annotate", "--junit",
+                          str(junit), "--markdown", str(md)], capture_output=True, text=True,
+                         env={**os.environ, "COMMSCOPE_DB_URL": history})
+    assert out.returncode == 0, out.stderr
+    (s,) = json.loads(out.stdout)["series"]
+    assert s["detectable_effect"] == pytest.approx(f.detectable) and s["max_undetectable"] == 0.2
+    assert f"{f.detectable:+.0%}" in md.read_text()
+    case = ET.parse(junit).getroot().find(".//testcase")
+    assert f"could not show shifts below {f.detectable:.0%}" in case.find("skipped").get("message")
+    with psycopg.connect(history) as conn:
+        steady = [x for x in regressions.check(conn, campaign=nights[-1]) if x.series["app"] == "steady"]
+    (st,) = steady
+    assert st.verdict == "no change" and st.detectable <= 0.20, st.reason(0.01, 0.05)
+
+
+def test_a_bulk_import_spanning_days_is_a_baseline_night_by_night(dsn):
+    """Twelve nights of history ingested as one campaign (one import), then a night of its own: the import is
+    judged night by night by the day each run started, so the new campaign has 8 baseline nights (the 4 nights
+    before it are ranked with it: regressions.CONFIRM) where the gate before saw one campaign and could not tell;
+    a +30 % night is suspect, a steady one is no change."""
+    rnd = random.Random(36)
+    with psycopg.connect(dsn) as conn:
+        history = [synthetic(app, night, i, 10.0 * (1 + rnd.gauss(0, 0.03)))
+                   for night in range(12) for app in ("steady", "slower") for i in range(3)]
+        ingest_records(conn, iter(history), Provenance(), "a year at once")
+        tonight = [synthetic(app, 12, i, 10.0 * level * (1 + rnd.gauss(0, 0.03)))
+                   for app, level in (("steady", 1.0), ("slower", 1.3)) for i in range(3)]
+        campaign = ingest_records(conn, iter(tonight), Provenance(), "tonight").campaign_id
+        conn.commit()
+        got = {f.series["app"]: f for f in regressions.check(conn, campaign=campaign)}
+        # the import judged alone: its last day against its earlier days
+        (imported,) = [r[0] for r in conn.execute("SELECT min(id) FROM campaigns")]
+        alone = {f.series["app"]: f for f in regressions.check(conn, campaign=imported)}
+    assert got["slower"].verdict == "suspect" and got["slower"].n_campaigns == 8, got["slower"]
+    assert got["steady"].verdict == "no change" and got["steady"].n_baseline == 24, got["steady"]
+    assert alone["steady"].n_new == 3 and alone["steady"].night == (START + dt.timedelta(days=11)).date()
+    assert alone["steady"].verdict in ("no change", "suspect", "regression", "improvement"), alone["steady"]
+
+
+def test_regressions_and_attribution_do_not_import_each_other():
+    """The gate's modules import downwards only: canaries and attribution are joined one step above both
+    (commscope/gate/campaign.py)."""
+    import ast
+    gate = Path(__file__).resolve().parents[1] / "commscope" / "gate"
+
+    def imports(name: str) -> set[str]:
+        tree = ast.parse((gate / f"{name}.py").read_text())
+        found = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module:
+                found |= {node.module.rsplit(".", 1)[-1]} | {a.name for a in node.names}
+            elif isinstance(node, ast.Import):
+                found |= {a.name.rsplit(".", 1)[-1] for a in node.names}
+        return found
+
+    assert "attribution" not in imports("regressions") and "regressions" not in imports("attribution")
+    assert "campaign" not in imports("regressions") | imports("attribution") | imports("stats") | imports("queries")

@@ -23,9 +23,7 @@ CAMPAIGN_SUMMARIES = {"median": statistics.median, "best": min}
 # time less the share of it that its most-delayed rank spent runnable but waiting for a core (the workloads' FOM
 # runqueue_wait_share_max, from Linux's schedstat, over the timed loop: the focus window). A busy machine slows a
 # run by descheduling its ranks; the discounted time is what the run would have taken with the cores to itself.
-# Here it is nearly the same at every load (cgsolve's median 12.7-12.8 ms discounted at three loads, 15.7-20.3 ms as
-# measured) and its spread is 1.7-5x smaller (bench/results/regression_accuracy.md). The median stays on the times
-# as measured, so a change that makes the code wait for cores (more threads than cores, say) is still judged on
+# The median stays on the times as measured, so a change that makes the code wait for cores is still judged on
 # the time it takes.
 UNLOADED = "best unloaded"
 SEARCH_LIMIT = 1000     # the largest run count runs_needed looks at
