@@ -147,6 +147,16 @@ def test_commscope_run_imb_stores_imb_s_numbers_with_the_study_s_parameters_and_
         shutil.rmtree(home, ignore_errors=True)
 
 
+def test_a_study_folder_without_ramble_yaml_is_named_and_nothing_is_created(tmp_path):
+    folder = tmp_path / "not-a-study"
+    folder.mkdir()
+    p = commscope("run", str(folder), "--dry-run", home=tmp_path / "home")
+    assert p.returncode == 2, p.stdout + p.stderr
+    line = p.stderr.strip().splitlines()[-1]
+    assert str(folder) in line and "no ramble.yaml" in line and "smoke" in line, line
+    assert not (tmp_path / "home" / "workspaces").exists()
+
+
 def test_a_caliper_mode_an_unannotated_application_cannot_give_is_refused(tmp_path):
     """IMB has no regions: only the MPI profile a preloaded Caliper records applies to it."""
     p = commscope("run", STUDY, "--caliper", "comm", "--dry-run", home=tmp_path / "home")
@@ -161,11 +171,11 @@ def test_a_caliper_mode_an_unannotated_application_cannot_give_is_refused(tmp_pa
                     or not os.environ.get("COMMSCOPE_SOURCE_MIRROR"),
                     reason="needs RAMBLE_ROOT, COMMSCOPE_CALIPER_NOGOTCHA_PREFIX and COMMSCOPE_SOURCE_MIRROR (ci/setup.sh "
                            "makes them from a source mirror); Ramble and Caliper are in no package registry")
-def test_commscope_run_imb_profiles_it_by_preloading_the_stacks_no_gotcha_caliper(dsn):
-    """`commscope setup` (the toolchain's cached Caliper builds, shared into a fresh home) then `commscope run imb`
-    with its default Caliper mode: the run says it preloads the no-GOTCHA Caliper, every experiment writes a
-    profile, and each run's MPI time per function, time and MPI fractions equal caliper-reader's records of that
-    profile; IMB's own FOMs are stored as before."""
+def test_commscope_run_imb_profiles_it_by_preloading_the_stacks_no_gotcha_caliper(dsn, tmp_path):
+    """`commscope setup` (the toolchain's cached Caliper builds, shared into a fresh home) then `commscope run` of
+    the imb study copied to a folder outside the package, with its default Caliper mode: the run says it preloads
+    the no-GOTCHA Caliper, every experiment writes a profile, and each run's MPI time per function, time and MPI
+    fractions equal caliper-reader's records of that profile; IMB's own FOMs are stored as before."""
     stack_or_skip("debian-openmpi4")
     prefix = imb_prefix()
     if not prefix or not (prefix / "bin" / "IMB-MPI1").exists():
@@ -178,7 +188,9 @@ def test_commscope_run_imb_profiles_it_by_preloading_the_stacks_no_gotcha_calipe
         p = commscope("setup", "--stacks", "debian-openmpi4", "--source-mirror", os.environ["COMMSCOPE_SOURCE_MIRROR"],
                       home=home, env=env)
         assert p.returncode == 0 and "building into" not in p.stdout, p.stdout + p.stderr
-        p = commscope("run", STUDY, "--stacks", "debian-openmpi4", home=home, env=env)
+        elsewhere = tmp_path / "site-studies" / STUDY
+        shutil.copytree(STUDY_DIR, elsewhere)
+        p = commscope("run", str(elsewhere), "--stacks", "debian-openmpi4", home=home, env=env)
         assert p.returncode == 0, p.stdout + p.stderr
         assert "Caliper mpi; package manager null" in p.stdout, p.stdout
         mine = home / "cache" / preload.relative_to(preload.parents[3])

@@ -79,7 +79,10 @@ def setup_cmd(stacks, caliper_prefixes, sources, imb, no_build, spack_source_mir
 @click.option("--dry-run", is_flag=True, help="render the workspace and its scripts without running them")
 @click.option("--no-ingest", is_flag=True, help="leave the results on disk only")
 def run_cmd(study, site, stacks, interconnects, where, caliper, spack, dry_run, no_ingest):
-    """Run a study: Ramble workspace setup, on, analyze, then ingest into the store."""
+    """Run a study: Ramble workspace setup, on, analyze, then ingest into the store.
+
+    STUDY is one of the package's studies by name, or the path of any folder holding a ramble.yaml (and
+    optionally a commscope.yaml)."""
     try:
         plan = plan_run(study, site, _split(stacks), _split(interconnects), caliper, where, dry_run, spack=spack)
         run(plan, ingest=not no_ingest)

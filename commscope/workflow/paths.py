@@ -27,6 +27,20 @@ def studies() -> list[str]:
     return sorted(p.parent.name for p in STUDIES_DIR.glob("*/ramble.yaml"))
 
 
+def study_dir(study: str) -> Path:
+    """The folder of STUDY: one of the package's studies by name, or any folder holding a ramble.yaml (a path,
+    told apart by a '/' or by being a folder here)."""
+    from commscope.workflow.errors import UnknownChoice, choose
+    if "/" in study or Path(study).is_dir():
+        d = Path(study).resolve()
+        if not (d / "ramble.yaml").is_file():
+            raise UnknownChoice(f"{study}: no ramble.yaml there; a study folder holds ramble.yaml (and optionally "
+                                f"commscope.yaml), or name one of: {', '.join(studies())}")
+        return d
+    choose("study", [study], studies())
+    return STUDIES_DIR / study
+
+
 def sites() -> list[str]:
     return sorted(p.parent.name for p in SITES_DIR.glob("*/site.yaml"))
 

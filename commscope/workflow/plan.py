@@ -13,7 +13,7 @@ from commscope.workflow import paths
 from commscope.workflow.builds import read_builds
 from commscope.workflow.checkouts import missing_message, spack_root
 from commscope.workflow.errors import UnknownChoice, WorkflowError, choose
-from commscope.workflow.paths import SITES_DIR, builds_dir, sites, studies, workspaces_dir
+from commscope.workflow.paths import SITES_DIR, builds_dir, sites, workspaces_dir
 from commscope.workflow.sites import interconnect_catalog
 from commscope.workflow.spack_envs import spack_mpi_specs
 
@@ -29,7 +29,7 @@ def study_config(study: str) -> dict:
     (Ramble variable -> a program: the variable is set to the install prefix of that program found on PATH),
     and `stacks` and `interconnects`, what the study runs on when the run names none (those of them the site
     has): a study too long for every stack, such as `reference`, names the ones it needs."""
-    f = paths.STUDIES_DIR / study / "commscope.yaml"
+    f = paths.study_dir(study) / "commscope.yaml"
     conf = (yaml.safe_load(f.read_text()) if f.is_file() else None) or {}
     keys = ("caliper", "package_manager", "prefixes", "stacks", "interconnects")
     unknown = sorted(set(conf) - set(keys))
@@ -96,6 +96,10 @@ class Plan:
     prefixes: dict = field(default_factory=dict)     # Ramble variable -> install prefix found on PATH
     profiled: dict = field(default_factory=dict)     # stack -> (records profiles?, why), for what the run says
     preload: bool = False                            # the study's applications have no Caliper: preload one
+    study_dir: Path | None = None                    # the folder of ramble.yaml (a package study's by default)
+
+    def __post_init__(self):
+        self.study_dir = self.study_dir or paths.STUDIES_DIR / self.study
 
     @property
     def modifier_mode(self) -> str:
@@ -124,7 +128,7 @@ def _study_default(names: list[str] | None, valid: list[str]) -> list[str]:
 def unannotated_applications(study: str) -> list[str]:
     """The study's Ramble applications that are not commscope's (ramble/applications): they have no Caliper
     annotations, so `commscope run` profiles them by preloading the stack's no-GOTCHA Caliper."""
-    doc = yaml.safe_load((paths.STUDIES_DIR / study / "ramble.yaml").read_text()) or {}
+    doc = yaml.safe_load((paths.study_dir(study) / "ramble.yaml").read_text()) or {}
     apps = (doc.get("ramble") or {}).get("applications") or {}
     return sorted(a for a in apps if not (paths.RAMBLE_DIR / "applications" / a).is_dir())
 
@@ -135,18 +139,19 @@ def plan_run(study: str, site: str = "local", stacks: list[str] | None = None,
              spack: bool | None = None) -> Plan:
     """Validates every choice before anything is created. spack: True/False picks Ramble's
     spack/null package manager; None picks spack when a Spack checkout is there."""
-    choose("study", [study], studies())
+    folder = paths.study_dir(study)
+    study = folder.name
     choose("site", [site], sites())
     site_conf = yaml.safe_load((SITES_DIR / site / "site.yaml").read_text())
     if caliper is not None:
         choose("Caliper mode", [caliper], list(CALIPER_MODES))
-    conf = study_config(study)
+    conf = study_config(str(folder))
     if "package_manager" in conf:   # null: the study's binaries are built by hand, never by Spack
         if spack:
             raise WorkflowError(f"study {study} runs with Ramble's null package manager only "
-                                f"({paths.STUDIES_DIR / study / 'commscope.yaml'}): drop --spack")
+                                f"({folder / 'commscope.yaml'}): drop --spack")
         spack = False
-    unannotated = unannotated_applications(study)
+    unannotated = unannotated_applications(str(folder))
     if unannotated and caliper not in (None, "off", "mpi"):
         raise UnknownChoice(f"study {study} runs {', '.join(unannotated)}, which has no Caliper annotations: it is "
                             f"profiled by preloading a no-GOTCHA Caliper, which gives --caliper mpi (or off), "
@@ -190,7 +195,7 @@ def plan_run(study: str, site: str = "local", stacks: list[str] | None = None,
     ws = workspace or workspaces_dir() / f"{study}-{stamp}"
     return Plan(study, site, stacks, sorted({i for _, i in pairs}), caliper, where, dry_run, ws, site_conf,
                 catalog, pairs, "spack" if spack else "null", {s: specs[s] for s in stacks} if spack else {},
-                prefixes, profiled, preload=bool(unannotated) and caliper != "off")
+                prefixes, profiled, preload=bool(unannotated) and caliper != "off", study_dir=folder)
 
 
 def _preloaded(stack: str) -> tuple[bool, str]:

@@ -15,7 +15,6 @@ import click
 import yaml
 
 from commscope.store import db
-from commscope.workflow import paths
 from commscope.workflow.checkouts import ramble_cmd, ramble_env
 from commscope.workflow.errors import WorkflowError
 from commscope.workflow.paths import RAMBLE_DIR, ROOT, SITES_DIR, git_commit, local_site_dir
@@ -28,7 +27,7 @@ SLURM_WAIT_LIMIT = 6 * 3600  # seconds; a queue that never drains is reported, n
 
 def render(plan: Plan) -> dict:
     """The study's ramble.yaml with the site, the run scope and the Caliper modifier added."""
-    cfg = yaml.safe_load((paths.STUDIES_DIR / plan.study / "ramble.yaml").read_text())
+    cfg = yaml.safe_load((plan.study_dir / "ramble.yaml").read_text())
     r = cfg["ramble"]
     run_scope = plan.workspace / "commscope" / "run-scope"
     # Ramble: earlier includes take precedence; the run scope overrides the site.
@@ -71,7 +70,7 @@ def run_variable_names(plan: Plan, run_scope: dict) -> list[str]:
             own = set(node["variables"]) if isinstance(node.get("variables"), dict) else set()
             return own.union(*(set_by_study(v) for v in node.values()))
         return set()
-    return sorted(names - set_by_study(yaml.safe_load((paths.STUDIES_DIR / plan.study / "ramble.yaml").read_text())))
+    return sorted(names - set_by_study(yaml.safe_load((plan.study_dir / "ramble.yaml").read_text())))
 
 
 def run_scope_files(plan: Plan) -> dict[str, dict]:
