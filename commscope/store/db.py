@@ -540,7 +540,8 @@ def dump(dsn: str, file: Path) -> None:
             part.unlink(missing_ok=True)
             os.close(os.open(part, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))   # pg_dump keeps the mode
         except OSError as e:
-            raise DBError(f"{file}: cannot write the dump there ({e.strerror})") from None
+            raise DBError(f"pg_dump to {file}: cannot write there ({e.strerror}); give a file in a writable "
+                          f"directory") from None
         _pg([_tool("pg_dump"), "--format=custom", "--no-owner", "--no-acl", "--file", str(part),
              *([f"--dbname={dsn}"] if dsn else [])], f"pg_dump of {masked(dsn) or 'the PG* store'}")
         part.replace(file)
