@@ -713,7 +713,7 @@ def test_ingest_prints_the_campaign_and_check_judges_it_though_another_pipeline_
             "WHERE r.source = ANY(%s)", (night5,))}
     assert printed == str(night5_campaign)
     assert json.loads(o.stdout) == {"campaign_id": other_campaign, "stored": 3, "already_stored": 0,
-                                    "already_stored_in": [], "bad": [], "left_out": []}
+                                    "already_stored_in": [], "bad": [], "left_out": [], "warnings": []}
     assert other_campaign > night5_campaign
 
     unnamed = cli("check", "--no-annotate", dsn=dsn)

@@ -27,8 +27,8 @@ CAMPAIGN_SUMMARIES = {"median": statistics.median, "best": min}
 # the time it takes.
 UNLOADED = "best unloaded"
 SEARCH_LIMIT = 1000     # the largest run count runs_needed looks at
-EXCHANGEABLE_P = 0.1      # Kruskal-Wallis p at or above which the baseline nights are pooled
-TWO_NIGHTS_ALPHA = 0.75  # pooled: the share of alpha the two-night test gets (the judged night alone, the rest)
+EXCHANGEABLE_P = 0.05     # Kruskal-Wallis p at or above which the baseline nights are pooled
+TWO_NIGHTS_ALPHA = 0.9   # pooled: the share of alpha the two-night test gets (the judged night alone, the rest)
 MAX_UNDETECTABLE = 0.20   # "no change" only where the detectable effect is at most this
 POWER = 0.8               # the share of resampled campaigns the detectable effect is flagged in
 DRAWS = 400               # resampled campaigns per detectable effect
@@ -93,6 +93,20 @@ def campaign_p(new_median: float, base_medians: list[float]) -> float:
         return 0.0 if y[0] > base[0] else 1.0
     k = len(base)
     return float(student_t.sf((y[0] - statistics.fmean(base)) / (sd * math.sqrt(1 + 1 / k)), k - 1))
+
+
+def mean_night_p(new_medians: list[float], base_medians: list[float]) -> float:
+    """campaign_p for the mean of several new nights' medians: Student's t of their mean against the baseline
+    nights' medians, sd * sqrt(1 / len(new) + 1 / len(base)), on _monotone values."""
+    from scipy.stats import t as student_t
+    y = _monotone([*new_medians, *base_medians])
+    new, base = y[:len(new_medians)], y[len(new_medians):]
+    sd = statistics.stdev(base)
+    if sd == 0:
+        return 0.0 if min(new) > base[0] else 1.0
+    k = len(base)
+    return float(student_t.sf((statistics.fmean(new) - statistics.fmean(base)) /
+                              (sd * math.sqrt(1 / len(new) + 1 / k)), k - 1))
 
 
 def _flat(campaigns: list[list[float]]) -> list[float]:
@@ -253,7 +267,7 @@ def judge(new: list[float], earlier: list[list[float]], min_effect: float, alpha
     if len(flat) < MIN_BASELINE or not new:
         return Judgement("no baseline", None, None, n_campaigns=len(base), baseline_of=(start, end))
     pooled, nights_p = nights_exchangeable(base)
-    two = pooled and end < len(earlier)   # the campaign before is outside the baseline: test the two together
+    two = end < len(earlier)              # the campaign before is outside the baseline: test the two together
     before = earlier[:-1][-baseline:]     # the two-night test's baseline: the nights right before the two
     level = alpha * (1 - TWO_NIGHTS_ALPHA) if two else alpha
     moved, x = _moved(new, base, min_effect, level, pooled=pooled)
@@ -272,6 +286,12 @@ def judge(new: list[float], earlier: list[list[float]], min_effect: float, alpha
         bm = statistics.median(_flat(before))
         each = all(abs(statistics.median(c) - bm) >= min_effect * abs(bm) and (statistics.median(c) > bm) ==
                    (y["effect"] > 0) for c in (earlier[-1], new))
+        if held is not None and not pooled and len(before) >= MIN_CAMPAIGNS:   # nights as units: their medians too
+            sign = 1.0 if held == "worse" else -1.0
+            p2 = mean_night_p([sign * statistics.median(c) for c in (earlier[-1], new)],
+                          [sign * statistics.median(c) for c in before])
+            j.two_night_p = max(j.two_night_p, p2)
+            held = held if p2 < alpha * TWO_NIGHTS_ALPHA else None
         if moved is None and held is not None and each:
             moved = held
     if len(earlier) >= 2 and len(earlier[:-1][-baseline:]) >= MIN_CAMPAIGNS:
