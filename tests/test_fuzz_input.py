@@ -117,7 +117,7 @@ def _store_counts(conn) -> tuple:
                         "(SELECT count(*) FROM series), (SELECT count(*) FROM node_metrics)").fetchone()
 
 
-@settings(max_examples=40, deadline=None, derandomize=True, database=None,
+@settings(max_examples=80, deadline=None, derandomize=True, database=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(case=damaged_inputs())
 def test_a_damaged_input_ingests_whole_or_leaves_the_store_unchanged(dsn, tmp_path, case):
