@@ -261,7 +261,8 @@ def test_smoke_on_the_single_node_slurm_cluster(tmp_path):
         t0 = time.monotonic()
         p = commscope("run", "smoke", "--site", "slurm-local", "--caliper", "off", "--no-ingest",
                       "--where", '"{application_name}" in ["halo3d", "commgraph"]',
-                      home=home, env={k: v for k, v in cluster.env().items() if k in ("PATH", "SLURM_CONF")})
+                      home=home, env={"SPACK_ROOT": "",   # this machine's builds, even where Spack is set up
+                                      **{k: v for k, v in cluster.env().items() if k in ("PATH", "SLURM_CONF")}})
         print(f"[ramble] slurm-local smoke: {time.monotonic() - t0:.1f} s\n{p.stdout}")
     assert p.returncode == 0, p.stdout + p.stderr
     ws = Path(re.search(r"^workspace: (\S+)$", p.stdout, re.M).group(1))
