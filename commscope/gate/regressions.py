@@ -22,6 +22,7 @@ from commscope.gate.stats import (CONFIRM, MAX_UNDETECTABLE, MIN_BASELINE, MIN_C
                                   SEARCH_LIMIT, UNLOADED, judge, night_spread, rank_test_reachable, runs_a_night,
                                   runs_needed, smallest_p)
 from commscope.gate.queries import NotMeasured, canonical_metric, _values  # noqa: F401  (callers name them here)
+from commscope.gate.stats import compare  # noqa: F401  (workloads/bench/tuned_vs_default.py names it here)
 
 _UTC = timezone.utc
 ONE_NIGHT = timedelta(hours=24)   # a campaign whose runs started within this is one night
