@@ -209,6 +209,30 @@ def test_an_effect_without_runs_says_not_run_and_what_to_run(store):
     assert by_key(rows, "seismic-overlap")[0].verdict != "not run"
 
 
+def test_a_selection_of_one_study_shows_its_table_alone(dsn, runs, tmp_path):
+    """Issue 37: real halo3d runs of the blocking and overlap variants alone (no rma, no absorbing layer, as the
+    stored series' own parameters say) measure one effect of the seismic study: the section holds that study's
+    table alone, with no row of an effect without runs; its two other effects are named in one line under it,
+    and the four other studies in one line."""
+    _, dirs = runs
+    files = sorted(f for name in ("halo-blocking", "halo-overlap") for f in dirs["halo"].glob(f"{name}.*.out"))
+    with psycopg.connect(dsn) as conn:
+        ingest(conn, files, Provenance(system="ref-box", stack="debian-openmpi4"))
+        conn.commit()
+        ran = set(conn.execute("SELECT DISTINCT app, parameters->>'param.variant', parameters->>'param.pml-width' "
+                               "FROM series").fetchall())
+        html_text = reference.section_html(conn)
+    assert ran == {("halo3d", "blocking", "0"), ("halo3d", "overlap", "0")}, ran
+    assert html_text.count("<table") == 1 and f"<h3>The {reference.SEISMIC}</h3>" in html_text
+    shown = re.sub(r"<details.*?</details>", "", html_text, flags=re.S)   # the verdict rule, folded, defines it
+    assert "verdict verdict-not-run" not in html_text and shown.lower().count("not run") == 2, html_text
+    (studies,) = re.findall(r"<p class='note not-run'>(.*?)</p>", html_text, re.S)
+    assert all((s in studies) == (s != reference.SEISMIC) for s in reference.STUDIES), studies
+    (effects,) = re.findall(r"<p class='note effects-not-run'[^>]*>(.*?)</p>", html_text, re.S)
+    seismic = [e for e in reference.EFFECTS if e.study == reference.SEISMIC]
+    assert all((e.name in effects) == (e.key != "seismic-overlap") for e in seismic), effects
+
+
 def test_an_opposite_effect_is_not_reproduced(store):
     """row-naive sends one message per element, col one per face: the swapped contrast (col against row-naive)
     goes the other way from the study's 12x, which must read as not reproduced."""
@@ -241,8 +265,21 @@ def test_the_report_shows_the_section_after_the_findings(store):
     assert 0 < findings < section < first_dashboard
     body = page[section:first_dashboard]
     assert "Verdict rule." in body and "Reproduced: the spread overlaps" in body
+    # a table for each study with a measured row; the others named once, in one line, with no table
+    ran = {r.effect.study for r in rows if r.verdict != "not run"}
+    assert ran, "the fixture's runs measure at least one study"
+    not_run = re.findall(r"<p class='note not-run'>(.*?)</p>", body, re.S)
+    assert len(not_run) == (0 if ran == set(reference.STUDIES) else 1), not_run
     for study in reference.STUDIES:
-        assert f"The {study}" in body
+        assert (f"<h3>The {study}</h3>" in body) == (study in ran), study
+        assert (study in "".join(not_run)) == (study not in ran), study
+    assert body.count("<table") == len(ran)
+    # within a study that ran, an effect without runs is no table row: its study's one line names it
+    assert "verdict verdict-not-run" not in body
+    idle = {r.effect.name for r in rows if r.effect.study in ran} - {r.effect.name for r in rows
+                                                                    if r.verdict != "not run"}
+    lines = "".join(re.findall(r"<p class='note effects-not-run'[^>]*>(.*?)</p>", body, re.S))
+    assert all(name in lines for name in idle), (idle, lines)
     for r in rows:
         if r.verdict != "not run":
             assert reference.figure_text(r).replace("×", "&#215;") in body or reference.figure_text(r) in body
@@ -251,8 +288,10 @@ def test_the_report_shows_the_section_after_the_findings(store):
 def test_an_empty_selection_says_why_and_what_to_run(dsn):
     with psycopg.connect(dsn) as conn:
         html_text = reference.section_html(conn)
-    assert "No runs of any reference effect" in html_text and "commscope run reference" in html_text
-    assert html_text.count("not run") >= len(reference.EFFECTS)
+    # no table of rows that all say "not run": one line names the five studies and what runs them
+    assert "<table" not in html_text and html_text.lower().count("not run") == 1, html_text
+    (line,) = re.findall(r"<p class='note not-run'>(.*?)</p>", html_text, re.S)
+    assert all(study in line for study in reference.STUDIES) and "commscope run reference" in line
 
 
 def test_runs_on_one_rank_are_left_out(dsn, tmp_path):

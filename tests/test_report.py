@@ -248,11 +248,20 @@ DATA = Path(__file__).resolve().parent / "data"
 LEGEND_LIMIT = 15   # visible legend entries a reader can take in
 
 
-def _findings(page: str) -> list[str]:
+def _finding_items(page: str) -> list[tuple[str, str, str]]:
+    """(subsection title, line, hover) of every finding, as a reader sees them (HTML unescaped)."""
     import html as h
     section = re.search(r"<section id='findings'>(.*?)</section>", page, re.S)
     assert section, "the report has no findings section"
-    return [h.unescape(x) for x in re.findall(r"<li class='finding'>(.*?)</li>", section.group(1), re.S)]
+    out = []
+    for title, body in re.findall(r"<h3>(.*?)</h3>(.*?)(?=<h3>|$)", section.group(1), re.S):
+        for hover, text in re.findall(r"<li class='finding'(?: title='([^']*)')?>(.*?)</li>", body, re.S):
+            out.append((h.unescape(title), h.unescape(text), h.unescape(hover)))
+    return out
+
+
+def _findings(page: str) -> list[str]:
+    return [text for _, text, _ in _finding_items(page)]
 
 
 def test_the_report_opens_with_findings_whose_numbers_the_sources_confirm(filled, dsn, tmp_path):  # noqa: F811
@@ -274,33 +283,36 @@ def test_the_report_opens_with_findings_whose_numbers_the_sources_confirm(filled
     assert page.index("<section id='findings'>") < page.index(f"<h2>{P.DASHBOARDS[0].title}</h2>")
 
     # MPI fraction and POP, per series, against caliper-reader's records of the files the series' runs came from.
-    mpi = [re.match(r"^.* #(\d+) \[(\w+)\]: (\d+\.\d)% of its time in MPI.*?; "
-                    r"(?:POP parallel efficiency (\d\.\d\d) = load balance (\d\.\d\d) × communication efficiency "
-                    r"(\d\.\d\d)|POP efficiencies not measured)", x) for x in lines if "of its time in MPI" in x]
+    # the series' id is in the line's hover (the line names it by what differs)
+    mpi = [re.match(r"^.* \[(\w+)\]: (\d+\.\d)% in MPI \(\d+ runs?\); "
+                    r"(?:parallel efficiency (\d\.\d\d) = load balance (\d\.\d\d) × communication "
+                    r"(\d\.\d\d)|POP not measured)", x) for _, x, _ in _finding_items(page) if "% in MPI" in x]
+    sids = [int(re.search(r"\(series #(\d+)\)", hover).group(1)) for _, x, hover in _finding_items(page)
+            if "% in MPI" in x]
     assert len(mpi) >= 3 and all(mpi), lines
     checked = 0
     with psycopg.connect(dsn) as conn:
-        for m in mpi:
+        for m, sid in zip(mpi, sids):
             sources = [Path(s) for (s,) in conn.execute("SELECT source FROM runs WHERE series_id = %s AND status = 'ok'",
-                                                        (int(m.group(1)),))]
+                                                        (sid,))]
             # Per-rank profiles only: a spot profile holds aggregates across ranks, not the records to sum.
             if not all(s.parent == DATA and s.suffix in (".cali", ".per-rank") and ".spot." not in s.name
                        for s in sources):
                 continue
             fractions, pes = [], []
             for s in sources:
-                per_rank = reference(s.name)[m.group(2)]
-                assert per_rank, f"{s.name}: no {m.group(2)} window in its records, yet {m.group(0)}"
+                per_rank = reference(s.name)[m.group(1)]
+                assert per_rank, f"{s.name}: no {m.group(1)} window in its records, yet {m.group(0)}"
                 time = {k: v[0] for k, v in per_rank.items()}
                 useful = {k: v[0] - v[1] - v[2] for k, v in per_rank.items()}
                 fractions.append(sum(v[1] + v[2] for v in per_rank.values()) / sum(time.values()))
                 pes.append((sum(useful.values()) / len(useful)) / max(time.values()))
-            assert float(m.group(3)) == pytest.approx(100 * sum(fractions) / len(fractions), abs=0.051), m.group(0)
-            if m.group(4):
-                assert float(m.group(4)) == pytest.approx(sum(pes) / len(pes), abs=0.0051), m.group(0)
+            assert float(m.group(2)) == pytest.approx(100 * sum(fractions) / len(fractions), abs=0.051), m.group(0)
+            if m.group(3):
+                assert float(m.group(3)) == pytest.approx(sum(pes) / len(pes), abs=0.0051), m.group(0)
             checked += 1
     assert checked >= 3, mpi
-    fractions = [float(m.group(3)) for m in mpi]
+    fractions = [float(m.group(2)) for m in mpi]
     assert fractions == sorted(fractions, reverse=True), "the largest MPI share first"
 
     # The fastest stack: the workloads' own total_time of the two Ramble workspaces' commgraph runs.
@@ -318,7 +330,7 @@ def test_the_report_opens_with_findings_whose_numbers_the_sources_confirm(filled
     # Regressions: the gate's annotation and the change point the fixture stored (+12%, p=0.003, 4 runs before).
     assert any(x.startswith("Gate, ") and "regression: mpi_fraction_avg +12%" in x for x in lines), lines
     (cp,) = [x for x in lines if x.startswith("Change point (regression)")]
-    assert "time_s went from 1 (mean of 4 runs) to 1.12 (mean of 1) (+12.0%), p=0.003" in cp, cp
+    assert "time_s 1 → 1.12 (+12.0%), means of 4 and 1 runs, p=0.003" in cp, cp
 
     # The advice: the advisor's own first sentence, as it stored it.
     with psycopg.connect(dsn) as conn:
@@ -326,6 +338,146 @@ def test_the_report_opens_with_findings_whose_numbers_the_sources_confirm(filled
     (advice,) = [x for x in lines if x.startswith("Advice (collectives")]
     assert advice.split(": ", 1)[1].rstrip(".") == text.split(". ")[0].rstrip("."), (advice, text)
     assert re.search(r"\d", advice), "an advice finding carries its numbers"
+
+
+# ---- issue 37: a reader's first screen, one line per finding, series named by what differs -------------------
+
+FINDING_LIMIT = 160
+
+
+def _stored_keys(conn, sids) -> dict[int, tuple[str, list[str], dict]]:
+    """Per series, read from the stored series (SQL on `series`): its application, its key's pair names in the
+    order a name lists them (the parameters, "param." dropped, sorted; then the rest of the environment, sorted),
+    and its key (name -> value as text)."""
+    out = {}
+    for sid, app, params, env in conn.execute(
+            "SELECT id, app, parameters, environment FROM series WHERE id = ANY(%s)", (sorted(set(sids)),)):
+        p = {k[len("param."):] if k.startswith("param.") else k: v for k, v in params.items()}
+        e = {k: v for k, v in env.items() if k not in p}
+        key = {k: "none" if v is None else str(v) for k, v in {**e, **p}.items()}
+        out[sid] = (app, sorted(p), key)
+    return out
+
+
+def _check_name(name: str, sid: int, peers: list[int], keys: dict) -> tuple[int, int]:
+    """NAME of series SID among PEERS (the series listed beside it): its application, then only pairs whose values
+    differ among the PEERS of that application, in the order parameters then environment, each by name; the
+    series' number ("#12") exactly where those pairs leave it alike another. Returns (pairs shown, pairs that
+    differ)."""
+    app, _, key = keys[sid]
+    same = [keys[p] for p in dict.fromkeys(peers) if keys[p][0] == app]
+    pnames = sorted({k for _, ps, _ in same for k in ps})
+    order = pnames + sorted({k for _, _, kk in same for k in kk} - set(pnames))
+    differ = [k for k in order if len({kk.get(k) for _, _, kk in same}) > 1]
+    assert name.startswith(app), (name, app)
+    rest = name[len(app):]
+    numbered = rest.endswith(f" #{sid}")
+    rest = rest.removesuffix(f" #{sid}")
+    shown = []
+    for k in differ:
+        pair = f" {k}={key.get(k, 'none')}"
+        if rest == pair or rest.startswith(pair + " "):
+            shown.append(k)
+            rest = rest[len(pair):]
+    assert rest == "", f"{name!r}: {rest!r} is not a pair that differs among {differ}"
+    alike = [kk for _, _, kk in same if kk != key and all(kk.get(k) == key.get(k) for k in shown)]
+    assert numbered == bool(alike), (name, "alike" if alike else "told apart", shown)
+    return len(shown), len(differ)
+
+
+def test_the_first_screen_is_short_lines_naming_series_by_what_differs(filled, dsn, tmp_path):  # noqa: F811
+    """Issue 37: the findings come first, in the order where time goes, what changed, what to do; every line is at
+    most FINDING_LIMIT characters; a line about a series names it by its application and the parameters that
+    differ among the series of that application listed in the same subsection (all of them, or the first ones
+    and "+N more"), worked out here from the stored series' own parameters and environment (SQL on `series`),
+    and its hover gives the full key."""
+    out = tmp_path / "first.html"
+    r = _report(filled, out)
+    assert r.exit_code == 0, r.output
+    page = out.read_text()
+    items = _finding_items(page)
+    assert items
+    too_long = [x for _, x, _ in items if len(x) > FINDING_LIMIT]
+    assert not too_long, [f"{len(x)}: {x}" for x in too_long]
+    heads = [page.index(f"<h3>{h}") for h in ("Where time goes", "What changed", "What to do")]
+    assert heads == sorted(heads) and heads[-1] < page.index("<section id='reference'>") \
+        < page.index(f"<h2>{P.DASHBOARDS[0].title}</h2>")
+
+    named = differ = omitted = 0
+    with psycopg.connect(dsn) as conn:   # the owner's role: `filled` is the dashboards' read-only one
+        for title in dict.fromkeys(t for t, _, _ in items):
+            lines = [(x, int(m.group(1))) for t, x, hover in items if t == title
+                     for m in [re.search(r"\(series #(\d+)\)", hover)] if m]
+            keys = _stored_keys(conn, [sid for _, sid in lines])
+            for x, sid in lines:
+                name = x.split(": ", 1)[1] if x.startswith("Change point (") else x
+                shown, differing = _check_name(name.split(" [", 1)[0], sid, [s for _, s in lines], keys)
+                # the full key on hover: every pair of the series
+                hover = next(h for t, y, h in items if t == title and y == x)
+                assert all(f"{k}={v}" in hover for k, v in keys[sid][2].items()), hover
+                named += 1
+                differ += bool(shown)
+                omitted += len(keys[sid][2]) > shown
+    assert named >= 4 and differ >= 2 and omitted == named, (named, differ, omitted)
+
+
+def _plot_traces(page: str) -> list[list[dict]]:
+    """The traces of every plot, read from the Plotly.newPlot(id, data, layout) calls with a JSON decoder."""
+    dec = json.JSONDecoder()
+    return [dec.raw_decode(page, m.end())[0] for m in re.finditer(r'Plotly\.newPlot\(\s*"[^"]+",\s*', page)]
+
+
+def test_plot_legends_name_series_by_what_differs_in_the_plot(filled, dsn, tmp_path):  # noqa: F811
+    """Issue 37: a plot's legend names each stored series by its application and the parameters that differ among
+    that plot's series of the application (worked out from `series` by SQL, as above), its window kept; the hover
+    keeps the full label (HTML-escaped, as every name reaching plotly)."""
+    import html as h
+    out = tmp_path / "legends.html"
+    r = _report(filled, out)
+    assert r.exit_code == 0, r.output
+    named = differ = 0
+    with psycopg.connect(dsn) as conn:
+        for traces in _plot_traces(out.read_text()):
+            series = [(t, re.match(r"^(.* #(\d+)( \[[^\]]+\])?): ", h.unescape(t.get("hovertext") or "")))
+                      for t in traces if t.get("legendgroup") and not t["legendgroup"].startswith("metric ")]
+            series = [(t, m) for t, m in series if m]
+            if not series:
+                continue
+            sids = [int(m.group(2)) for _, m in series]
+            keys = _stored_keys(conn, sids)
+            for t, m in series:
+                if t.get("visible") == "legendonly":
+                    continue
+                name = h.unescape(t["name"])
+                assert name.endswith(m.group(3) or ""), (name, m.group(3))
+                shown, _ = _check_name(name.removesuffix(m.group(3) or ""), int(m.group(2)), sids, keys)
+                named += 1
+                differ += bool(shown)
+    assert named >= 10 and differ >= 5, (named, differ)
+
+
+def test_a_report_of_no_reference_study_has_no_reference_table_and_one_line(dsn, tmp_path):
+    """Issue 37: real halo3d runs of one variant (tests/gate-history) contrast nothing a reference study contrasts:
+    the report has no reference table and says "not run" once, in one line that names the five studies."""
+    from commscope.store.ingest import Provenance, ingest
+    from commscope.views import reference
+    history = Path(__file__).resolve().parent / "gate-history"
+    files = sorted(history.glob("halo3d-blocking-24-n2.nompi.night*.cali"))
+    with psycopg.connect(dsn) as conn:
+        ingest(conn, files, Provenance(system="no-study-box"))
+        conn.commit()
+        # by another route: only halo3d, only the blocking variant, so no study's two sides
+        assert conn.execute("SELECT DISTINCT app, parameters->>'param.variant' FROM series").fetchall() == \
+            [("halo3d", "blocking")]
+    out = tmp_path / "nostudy.html"
+    r = _report(dsn, out)
+    assert r.exit_code == 0, r.output
+    page = out.read_text()
+    section = re.search(r"<section id='reference'>(.*?)</section>", page, re.S).group(1)
+    assert "<table" not in section and "Verdict rule" not in section
+    assert page.lower().count("not run") == 1, page.lower().count("not run")
+    (line,) = re.findall(r"<p class='note not-run'>(.*?)</p>", section, re.S)
+    assert all(study in line for study in reference.STUDIES) and "commscope run reference" in line
 
 
 # What sticks out of a plot: every label's box against the plot's SVG, legend entries against the legend's box.

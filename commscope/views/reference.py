@@ -675,23 +675,31 @@ COLUMNS = [("Effect", "18%"), ("Study's figure", "12%"), ("Ours: median (spread)
 
 
 def section_html(conn, campaigns: tuple[int, ...] = ()) -> str:
-    """The report's "Reference studies" section: one table per study, a row per effect and condition."""
+    """The report's "Reference studies" section: a table for each study the selection ran (a row per effect and
+    condition measured; one line under it names the study's effects without runs), and one line naming the
+    studies it did not run and what runs them."""
     import html
     rows = compute(conn, campaigns)
     esc = html.escape
-    out = [f"<section id='reference'>{SECTION_STYLE}<h2>Reference studies</h2>",
-           "<p class='note'>Each headline effect of the five studies commscope's workloads come from, beside the same "
-           "effect measured on the stored runs of this selection (each run on its focus window, else its whole run: "
-           "v_run_metrics; the I/O times are pio's FOMs, the collective times collsweep's). Only the studies' own "
-           "figures are typed in. Conditions: the runs' other parameters and environment, equal on both sides.</p>",
-           f"<p class='note rule'><b>Verdict rule.</b> {esc(VERDICT_RULE)}</p>"]
-    if all(r.verdict == "not run" for r in rows):
-        out.append(f"<p class='note empty'>No runs of any reference effect in this selection. Run all five studies "
-                   f"with <code>{RUN_IT}</code> (then <code>commscope report</code> again), or ingest runs of "
-                   "the workloads below with the parameters each row names.</p>")
+    ran = [s for s in STUDIES if any(r.effect.study == s and r.verdict != "not run" for r in rows)]
+    not_ran = [s for s in STUDIES if s not in ran]
+    out = [f"<section id='reference'>{SECTION_STYLE}<h2>Reference studies</h2>"]
+    if not_ran:
+        out.append(f"<p class='note not-run'>Not run in this selection: the {esc(', the '.join(not_ran))} "
+                   f"(run them with <code>{RUN_IT}</code>).</p>")
+    if not ran:
+        return "".join(out) + "</section>"
+    out += ["<p class='note'>Each headline effect of the studies commscope's workloads come from, beside the same "
+            "effect measured on the stored runs of this selection (each run on its focus window, else its whole run: "
+            "v_run_metrics; the I/O times are pio's FOMs, the collective times collsweep's). Only the studies' own "
+            "figures are typed in. Conditions: the runs' other parameters and environment, equal on both sides.</p>",
+            f"<details class='note rule'><summary><b>Verdict rule.</b></summary>{esc(VERDICT_RULE)}</details>"]
     head = "".join(f"<th style='width:{w}'>{esc(c)}</th>" for c, w in COLUMNS)
-    for study in STUDIES:
-        rs = [r for r in rows if r.effect.study == study]
+    for study in ran:
+        # the study's effects without runs: one line under its table, each one's reason on hover
+        idle = [e for e in EFFECTS if e.study == study and
+                all(r.verdict == "not run" for r in rows if r.effect is e)]
+        rs = [r for r in rows if r.effect.study == study and r.effect not in idle]
         counts = {}
         for r in rs:
             counts[r.verdict] = counts.get(r.verdict, 0) + 1
@@ -699,7 +707,7 @@ def section_html(conn, campaigns: tuple[int, ...] = ()) -> str:
         out.append(f"<h3>The {esc(study)}</h3><p class='note'>{len(rs)} row{'s' if len(rs) != 1 else ''}: "
                    f"{esc(tally)}.</p>")
         body = []
-        for e in [x for x in EFFECTS if x.study == study]:
+        for e in [x for x in EFFECTS if x.study == study and x not in idle]:
             group = [r for r in rs if r.effect is e]
             what = "; ".join(x for x in (f"{e.app}: {MEASURES[e.measure][0]}", e.contrast, e.note) if x)
             span = f" rowspan='{len(group)}'" if len(group) > 1 else ""
@@ -722,4 +730,8 @@ def section_html(conn, campaigns: tuple[int, ...] = ()) -> str:
                              f"<td>{esc(r.reason)}</td>")
                 body.append(f"<tr class='{verdict_class}'>{''.join(cells)}</tr>")
         out.append(f"<table class='reference'><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>")
+        if idle:
+            why = " | ".join(f"{e.name}: {r.reason}" for e in idle for r in rows if r.effect is e)
+            out.append(f"<p class='note effects-not-run' title='{esc(why, quote=True)}'>Not run here: "
+                       f"{esc('; '.join(e.name for e in idle))} (hover for why; <code>{RUN_IT}</code>).</p>")
     return "".join(out) + "</section>"

@@ -11,16 +11,19 @@ the selection: all series by default; --compare picks the systems (the first is
 the procurement reference); --campaign picks the series and the time span of
 those campaigns' runs, as one would with the dashboards' variables and time picker.
 
-The page opens with the findings a reader acts on, each a sentence with its numbers: the series with the largest
-MPI share and their POP efficiencies, the fastest stack per experiment with its margin and spread, the gate's
-regressions and the change points, and the advisors' suggestions. The reference studies follow (reference.py):
-each headline effect of the five papers beside ours, with its spread, conditions and verdict. All of it is read
-from the views; the report never writes to the store.
+The first screen answers where time goes, what changed and what to do: one line per finding, with its
+numbers (the largest MPI shares with POP's efficiencies; the gate's regressions and the change points; the
+advisors' suggestions and the fastest stack per experiment). A series is named by its application and only the
+parameters that differ among those listed beside it; the full set is on hover. The reference studies the
+selection ran follow (reference.py), then the dashboards. All of it is read from the views; the report never
+writes to the store.
 """
 from __future__ import annotations
 
 import datetime as dt
 import html
+import re
+from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
 
@@ -105,11 +108,12 @@ def _text(v) -> str:
     return html.escape(str(v), quote=False)
 
 
-def figure(panel: P.Panel, cols: list[str], rows: list[tuple]):
+def figure(panel: P.Panel, cols: list[str], rows: list[tuple], names: dict | None = None):
     """The plotly figure of one panel, or None for a table. Lines: one colour and one legend entry per series, the
     TOP_SERIES with the highest mean of the first metric named, the rest grouped under one entry; several metrics
-    of a series share its colour, one dash style each. Bars with long or many categories lie horizontally, their
-    labels on an axis that makes room for them."""
+    of a series share its colour, one dash style each; NAMES gives a series' legend name and hover text (by default
+    its label). Bars with long or many categories lie horizontally, their labels on an axis that makes room for
+    them."""
     import plotly.graph_objects as go
     spec = panel.plot
     kind = spec.get("kind")
@@ -132,11 +136,12 @@ def figure(panel: P.Panel, cols: list[str], rows: list[tuple]):
             group = str(key) if shown else "other"
             for j, y in enumerate(ys):
                 first = j == 0 and (shown or key == rest[0])
-                name = str(key if key is not None else y) if shown else f"{len(rest)} other series"
+                short, hover = (names or {}).get(key, (key, key))
+                name = str(short if key is not None else y) if shown else f"{len(rest)} other series"
                 fig.add_trace(go.Scatter(
                     x=[xconv(r[idx[spec["x"]]]) for r in rs], y=[_num(r[idx[y]]) for r in rs], mode="lines+markers",
                     name=_text(name), legendgroup=group, showlegend=first, visible=True if shown else "legendonly",
-                    hovertext=_text(f"{key} {y}" if len(ys) > 1 else str(key)), hoverinfo="x+y+text",
+                    hovertext=_text(f"{hover} {y}" if len(ys) > 1 else str(hover)), hoverinfo="x+y+text",
                     line={"color": COLORS[n % len(COLORS)] if shown else OTHER, "dash": DASHES[j % len(DASHES)]},
                     marker={"size": 5}))
         legend_entries = len(top) + (1 if rest else 0)
@@ -198,6 +203,29 @@ def figure(panel: P.Panel, cols: list[str], rows: list[tuple]):
     return fig
 
 
+# A series label as the views spell it (series_label: "... #<series id>"), with the window or loop the panel adds.
+SERIES_LABEL = re.compile(r"^.* #(\d+)( \[[^\]]+\])?$")
+
+
+def plot_names(conn, labels, cache: dict) -> dict:
+    """The legend names of a plot's series: each label of a stored series (SERIES_LABEL) named by its application
+    and what tells it apart from the plot's other series of that application (series_names), its window kept;
+    the label and the full key as its hover. Empty when a label is not a series' (the plot keeps its labels)."""
+    matched = {lab: SERIES_LABEL.match(str(lab)) for lab in labels if lab is not None}
+    if not matched or not all(matched.values()):
+        return {}
+    ids = {int(m.group(1)) for m in matched.values()}
+    missing = ids - cache.keys()
+    if missing:
+        cache.update(_series_keys(conn, missing))
+    if not ids <= cache.keys():
+        return {}
+    order = list(matched)
+    named = series_names([cache[int(matched[lab].group(1))] for lab in order])
+    return {lab: (f"{short}{matched[lab].group(2) or ''}", f"{lab}: {full}")
+            for lab, (short, full) in zip(order, named)}
+
+
 def table_html(cols: list[str], rows: list[tuple], limit: int = 200) -> str:
     def cell(v):
         v = _num(v)
@@ -248,43 +276,121 @@ def foms_html(conn, campaigns: tuple[int, ...]) -> str:
     return head + "<div class='panel foms'>" + table_html(cols, rows, limit=1000) + "</div>"
 
 
-# ---- the findings: what a reader acts on, each a sentence with its numbers -----------------------------------
+# ---- the findings: what a reader acts on, each one line with its numbers --------------------------------------
 
 FINDINGS_PER_KIND = 5
+FINDING_LIMIT = 160   # characters of a finding's line; the full names and texts are on hover (its title)
+NAME_LIMIT = 60       # characters of the pairs naming a series; beyond them its number tells it apart ("#12")
 
 
 def _pct(v) -> str:
     return f"{float(v) * 100:.1f}%"
 
 
-def _experiment(parameters: dict) -> str:
-    """An experiment's parameters as a short line: ranks and the workload's own parameters."""
-    params = " ".join(f"{k.removeprefix('param.')}={v}" for k, v in sorted(parameters.items())
-                      if k.startswith("param.") or k == "ranks")
-    return params or "(no parameters)"
+def _key_items(parameters: dict, environment: dict) -> tuple[dict[str, str], dict[str, str]]:
+    """A series' full key as name=value pairs: its parameters ("param." dropped), and its environment."""
+    def text(v):
+        return "none" if v is None else str(v)
+    params = {k.removeprefix("param."): text(v) for k, v in (parameters or {}).items()}
+    return params, {k: text(v) for k, v in (environment or {}).items() if k not in params}
 
 
-def mpi_findings(conn, t0, t1, values) -> list[str]:
-    """The series spending the largest share of time in MPI (v_run_metrics_daily, each on the window the
-    dashboards show), with POP's efficiencies."""
-    q = f"""SELECT series_label, "window", sum(runs) AS runs, {P._mean("mpi_fraction_avg")},
+def series_names(keys: list[tuple[str, tuple[dict, dict], int | None]]) -> list[tuple[str, str]]:
+    """Each (app, (parameters, environment), series id) named by its application and only pairs that differ among
+    the keys of the same application in KEYS (a pair one key lacks differs): those telling it apart from the
+    others, fewest first (each time the pair that tells it from the most of the rest; the parameters before the
+    environment, then by name), in that order, at most NAME_LIMIT characters of them; its number ("#12") where
+    they do not tell it apart. With the full key as a second text, for hover."""
+    by_app: dict[str, list[dict]] = {}
+    for app, (params, env), _ in keys:
+        merged = {**env, **params}
+        if merged not in by_app.setdefault(app, []):
+            by_app[app].append(merged)
+    out = []
+    for app, (params, env), sid in keys:
+        group = by_app[app]
+        p_names = sorted({k for a, (p2, _), _ in keys if a == app for k in p2})
+        order = p_names + sorted({k for g in group for k in g} - set(p_names))
+        mine = {**env, **params}
+        differ = [k for k in order if len({g.get(k) for g in group}) > 1]
+        rest = [g for g in group if g != mine]
+        chosen, used = [], 0
+        while rest:
+            k = max((k for k in differ if k not in chosen),
+                    key=lambda k: (sum(g.get(k) != mine.get(k) for g in rest), -differ.index(k)), default=None)
+            part = f"{k}={mine.get(k, 'none')}" if k else ""
+            if k is None or not any(g.get(k) != mine.get(k) for g in rest) or \
+                    (chosen and used + len(part) + 1 > NAME_LIMIT):
+                break
+            chosen.append(k)
+            used += len(part) + 1
+            rest = [g for g in rest if g.get(k) == mine.get(k)]
+        shown = [f"{k}={mine.get(k, 'none')}" for k in differ if k in chosen]
+        number = [f"#{sid}"] if rest and sid is not None else []
+        full = " ".join([app] + [f"{k}={v}" for k, v in sorted(mine.items())])
+        out.append((" ".join([app] + shown + number), full))
+    return out
+
+
+def _clip(text: str, limit: int) -> str:
+    """TEXT cut to LIMIT characters at a word, ending in "…" where cut."""
+    if len(text) <= limit:
+        return text
+    return text[:limit - 1].rsplit(" ", 1)[0].rstrip(",;:") + "…"
+
+
+@dataclass
+class Finding:
+    """One line of the findings: its text, and what a reader sees on hover (the full names, the whole text)."""
+    text: str
+    hover: str = ""
+
+    def html(self) -> str:
+        title = f" title='{html.escape(self.hover, quote=True)}'" if self.hover else ""
+        return f"<li class='finding'{title}>{html.escape(self.text)}</li>"
+
+
+def _series_keys(conn, series_ids) -> dict[int, tuple]:
+    """Per series: its application, full key (v_run_metrics' parameters and environment) and id."""
+    rows = conn.execute("SELECT DISTINCT ON (series_id) series_id, app, parameters, environment FROM v_run_metrics "
+                        "WHERE series_id = ANY(%s) ORDER BY series_id", (sorted(set(series_ids)),))
+    return {sid: (app, _key_items(params, env), sid) for sid, app, params, env in rows}
+
+
+def _named(keys: list[tuple], texts: list[tuple[str, str, str]]) -> list[Finding]:
+    """Findings whose series is named short (series_names), from (before the name, after it, hover extra); the
+    hover holds the full key, and the whole line where it was cut."""
+    out = []
+    for (name, full), (before, after, extra) in zip(series_names(keys), texts):
+        line = f"{before}{name} {after}"
+        clipped = _clip(line, FINDING_LIMIT)
+        out.append(Finding(clipped, f"{full}{extra}" + (f" — {line}" if clipped != line else "")))
+    return out
+
+
+def mpi_findings(conn, t0, t1, values) -> list[Finding]:
+    """Where time goes: the series spending the largest share of time in MPI (v_run_metrics_daily, each on the
+    window the dashboards show), with POP's efficiencies."""
+    q = f"""SELECT series_id, "window", sum(runs) AS runs, {P._mean("mpi_fraction_avg")},
   {P._mean("parallel_efficiency")}, {P._mean("load_balance")}, {P._mean("communication_efficiency")}
 FROM v_run_metrics_daily WHERE {P.SHOWN}
 GROUP BY 1, 2 HAVING sum(mpi_fraction_avg_n) > 0
 ORDER BY 4 DESC, 1 LIMIT {FINDINGS_PER_KIND}"""
-    out = []
-    for label, window, runs, mpi, pe, lb, ce in conn.execute(P.expand(q, t0, t1, values)):
-        pop = (f"POP parallel efficiency {float(pe):.2f} = load balance {float(lb):.2f} × communication efficiency "
-               f"{float(ce):.2f}" if pe is not None else "POP efficiencies not measured (no per-rank times)")
-        out.append(f"{label} [{window}]: {_pct(mpi)} of its time in MPI (mean over ranks, {runs} "
-                   f"run{'s' if runs != 1 else ''}); {pop}.")
-    return out
+    rows = conn.execute(P.expand(q, t0, t1, values)).fetchall()
+    keys = _series_keys(conn, [r[0] for r in rows])
+    texts = []
+    for sid, window, runs, mpi, pe, lb, ce in rows:
+        pop = (f"parallel efficiency {float(pe):.2f} = load balance {float(lb):.2f} × communication "
+               f"{float(ce):.2f}" if pe is not None else "POP not measured (no per-rank times)")
+        texts.append(("", f"[{window}]: {_pct(mpi)} in MPI ({runs} run{'s' if runs != 1 else ''}); {pop}.",
+                      f" (series #{sid})"))
+    return _named([keys[r[0]] for r in rows], texts)
 
 
-def stack_findings(conn, where: str, args: list) -> list[str]:
-    """For each experiment run on two or more stacks (same application, parameters and environment but the
-    stack; v_run_compared, each run on its focus window else its whole run): the fastest stack, its margin over
-    the next one, and the spread of its own runs."""
+def stack_findings(conn, where: str, args: list) -> list[Finding]:
+    """What to do: for each experiment run on two or more stacks (same application, parameters and environment
+    but the stack; v_run_compared, each run on its focus window else its whole run), the fastest stack, its margin
+    over the next one, and the spread of its own runs."""
     q = f"""WITH t AS (
   SELECT c.app, c.parameters, environment_but_stack(c.environment) AS env, c."window", c.environment->>'stack' AS stack,
          avg(c.time_s) AS time_s, min(c.time_s) AS time_min, max(c.time_s) AS time_max, count(*) AS runs
@@ -295,25 +401,24 @@ def stack_findings(conn, where: str, args: list) -> list[str]:
   SELECT *, row_number() OVER (w ORDER BY time_s, stack) AS place, count(*) OVER w AS stacks
   FROM t WINDOW w AS (PARTITION BY app, parameters, env, "window")
 )
-SELECT a.app, a.parameters, a.env->>'system', a.env->>'interconnect', a."window", a.stack, a.time_s, a.time_min,
+SELECT a.app, a.parameters, a.env, a."window", a.stack, a.time_s, a.time_min,
        a.time_max, a.runs, b.stack, b.time_s, b.runs, a.stacks
 FROM r a JOIN r b USING (app, parameters, env, "window")
 WHERE a.place = 1 AND b.place = 2
 ORDER BY b.time_s / a.time_s DESC, 1
 LIMIT {FINDINGS_PER_KIND}"""
-    out = []
-    for app, params, system, ic, window, best, t, tmin, tmax, n, second, t2, n2, stacks in conn.execute(q, args):
-        spread = (f"spread {_pct((tmax - tmin) / t)} over its {n} runs" if n > 1
-                  else "1 run, so no spread measured")
-        out.append(f"{app} {_experiment(params)} on {system or 'unknown system'} ({ic}) [{window}]: {best} is "
-                   f"fastest of {stacks} stacks, {_pct(t2 / t - 1)} ahead of {second} ({t:.4g} s against "
-                   f"{t2:.4g} s; {spread}).")
-    return out
+    rows = conn.execute(q, args).fetchall()
+    texts = []
+    for app, params, env, window, best, t, tmin, tmax, n, second, t2, n2, stacks in rows:
+        spread = f"spread {_pct((tmax - tmin) / t)} over {n} runs" if n > 1 else "1 run, no spread"
+        texts.append(("", f"[{window}]: {best} is fastest of {stacks} stacks, {_pct(t2 / t - 1)} ahead of {second} "
+                      f"({t:.3g} s vs {t2:.3g} s; {spread}).", ""))
+    return _named([(r[0], _key_items(r[1], r[2]), None) for r in rows], texts)
 
 
-def regression_findings(conn, t0, t1, values) -> list[str]:
-    """What the gate recorded (commscope check --annotate writes v_annotations) and the change points
-    (commscope changepoints, v_change_points) in the selection, newest first. Read from the views, so the
+def regression_findings(conn, t0, t1, values) -> list[Finding]:
+    """What changed: what the gate recorded (commscope check --annotate writes v_annotations) and the change
+    points (commscope changepoints, v_change_points) in the selection, newest first. Read from the views, so the
     report never writes."""
     ann = f"""SELECT "time", coalesce(system, 'all') || ' ' || coalesce(app, 'all') || ' ' || coalesce(stack, 'all')
   || coalesce(' n' || ranks, ''), text
@@ -322,22 +427,27 @@ WHERE $__timeFilter("time") AND (system IS NULL OR system IN ($system)) AND (app
   AND (stack IS NULL OR stack IN ($stack)) AND (ranks IS NULL OR ranks IN ($ranks))
   AND (text LIKE 'regression%' OR text LIKE 'improvement%')
 ORDER BY "time" DESC LIMIT {FINDINGS_PER_KIND}"""
-    out = [f"Gate, {t:%Y-%m-%d %H:%M} UTC, {what}: {text}." for t, what, text in conn.execute(P.expand(ann, t0, t1, values))]
-    cp = f"""SELECT "time", series_label, "window", metric, direction, mean_before, mean_after, change, n_before, n_after,
+    out = []
+    for t, what, text in conn.execute(P.expand(ann, t0, t1, values)):
+        line = f"Gate, {t:%Y-%m-%d %H:%M} UTC, {what}: {text}."
+        out.append(Finding(_clip(line, FINDING_LIMIT), line if len(line) > FINDING_LIMIT else ""))
+    cp = f"""SELECT series_id, "time", "window", metric, direction, mean_before, mean_after, change, n_before, n_after,
   p_value, campaign_id, run_id
 FROM v_change_points WHERE $__timeFilter("time") AND {P.SERIES}
 ORDER BY "time" DESC LIMIT {FINDINGS_PER_KIND}"""
-    for t, label, window, metric, direction, before, after, change, nb, na, p, campaign, run in conn.execute(
-            P.expand(cp, t0, t1, values)):
+    rows = conn.execute(P.expand(cp, t0, t1, values)).fetchall()
+    keys = _series_keys(conn, [r[0] for r in rows])
+    texts = []
+    for sid, t, window, metric, direction, before, after, change, nb, na, p, campaign, run in rows:
         moved = f" ({float(change) * 100:+.1f}%)" if change is not None else ""
-        out.append(f"Change point ({direction}), {t:%Y-%m-%d %H:%M} UTC, {label} [{window}]: {metric} went from "
-                   f"{float(before):.4g} (mean of {nb} runs) to {float(after):.4g} (mean of {na}){moved}, "
-                   f"p={float(p):.2g}, at run {run} of campaign {campaign}.")
-    return out
+        texts.append((f"Change point ({direction}): ", f"[{window}]: {metric} {float(before):.4g} → "
+                      f"{float(after):.4g}{moved}, means of {nb} and {na} runs, p={float(p):.2g}, {t:%Y-%m-%d}.",
+                      f" (series #{sid}); at run {run} of campaign {campaign}, {t:%Y-%m-%d %H:%M} UTC"))
+    return out + _named([keys[r[0]] for r in rows], texts)
 
 
-def advice_findings(conn, campaigns: tuple[int, ...]) -> list[str]:
-    """The newest suggestion of each advisor (v_advice): its first sentence."""
+def advice_findings(conn, campaigns: tuple[int, ...]) -> list[Finding]:
+    """What to do: the newest suggestion of each advisor (v_advice), its first sentence."""
     where, args = ("run_id IN (SELECT run_id FROM v_runs WHERE campaign_id = ANY(%s))", [list(campaigns)]) \
         if campaigns else ("TRUE", [])
     rows = conn.execute(f"SELECT DISTINCT ON (kind) kind, source, text FROM v_advice WHERE {where} "
@@ -345,26 +455,28 @@ def advice_findings(conn, campaigns: tuple[int, ...]) -> list[str]:
     out = []
     for kind, source, text in rows[:FINDINGS_PER_KIND]:
         first = text.split(". ")[0].rstrip(".")
-        out.append(f"Advice ({kind}, {source}): {first}.")
+        line = f"Advice ({kind}, {source}): {first}."
+        out.append(Finding(_clip(line, FINDING_LIMIT), text if len(line) > FINDING_LIMIT else ""))
     return out
 
 
 def findings_html(conn, campaigns, values, t0, t1, where: str, args: list) -> str:
-    """The report's first section: a few sentences with numbers, the detail below."""
-    parts = [("MPI time and POP efficiencies, the series with the largest MPI share", mpi_findings(conn, t0, t1, values),
+    """The report's first screen: where time goes, what changed, what to do; one line each, the detail below."""
+    parts = [("Where time goes: the largest MPI shares", mpi_findings(conn, t0, t1, values),
               "No series in the selection measured MPI time (Caliper with profile.mpi: --caliper mpi)."),
-             ("Fastest stack per experiment, the largest margins", stack_findings(conn, where, args),
-              "No experiment in the selection ran on two or more stacks with everything else equal."),
-             ("Regressions and change points", regression_findings(conn, t0, t1, values),
-              "No regression or change point recorded in the selection (commscope check --annotate records "
-              "the gate's findings, commscope changepoints the change points)."),
-             ("Advisors' suggestions", advice_findings(conn, campaigns),
-              "No advice stored for this selection (run commscope advise).")]
-    html_parts = ["<section id='findings'><h2>Findings</h2>"]
+             ("What changed: regressions and change points", regression_findings(conn, t0, t1, values),
+              "No regression or change point in the selection "
+              "(commscope check --annotate, commscope changepoints)."),
+             ("What to do: the advisors' suggestions", advice_findings(conn, campaigns),
+              "No advice stored for this selection (run commscope advise)."),
+             ("What to do: the fastest stack per experiment", stack_findings(conn, where, args),
+              "No experiment in the selection ran on two or more stacks with everything else equal.")]
+    html_parts = ["<section id='findings'><h2>Findings</h2><p class='note'>Series are named by their application "
+                  "and what differs among those listed; hover a line for the full set.</p>"]
     for title, lines, none in parts:
         html_parts.append(f"<h3>{html.escape(title)}</h3>")
         if lines:
-            html_parts.append("<ul>" + "".join(f"<li class='finding'>{html.escape(x)}</li>" for x in lines) + "</ul>")
+            html_parts.append("<ul>" + "".join(f.html() for f in lines) + "</ul>")
         else:
             html_parts.append(f"<p class='note'>{html.escape(none)}</p>")
     return "".join(html_parts) + "</section>"
@@ -393,6 +505,7 @@ def render(conn, campaigns: tuple[int, ...] = (), compare: tuple[str, ...] = ())
         where += " AND v.campaign_id = ANY(%s)"
         args.append(list(campaigns))
     parts, n = [findings_html(conn, campaigns, values, t0, t1, where, args)], 0
+    series_keys: dict = {}   # the series' full keys, read once for every plot that names them
     # The reference studies' headline effects beside ours (reference.py), right after the findings.
     parts.append(reference.section_html(conn, campaigns))
     for board in P.DASHBOARDS:
@@ -414,12 +527,14 @@ def render(conn, campaigns: tuple[int, ...] = (), compare: tuple[str, ...] = ())
                 why = P.WHY_EMPTY.get(board.uid, "")
                 parts.append(f"<p class='note empty'>No data for this selection. {html.escape(why)}</p></div>")
                 continue
-            fig = figure(panel, cols, rows)
+            series = panel.plot.get("series")
+            names = plot_names(conn, {r[cols.index(series)] for r in rows}, series_keys) \
+                if series and panel.plot.get("kind") in ("line", "xy") else {}
+            fig = figure(panel, cols, rows, names)
             if fig is None:
                 parts.append(table_html(cols, rows))
             else:
                 n += 1
-                series = panel.plot.get("series")
                 if series and len({r[cols.index(series)] for r in rows}) > TOP_SERIES:
                     total = len({r[cols.index(series)] for r in rows})
                     first = panel.plot["y"][0] if isinstance(panel.plot["y"], list) else panel.plot["y"]
