@@ -298,9 +298,10 @@ def _key_items(parameters: dict, environment: dict) -> tuple[dict[str, str], dic
 def series_names(keys: list[tuple[str, tuple[dict, dict], int | None]]) -> list[tuple[str, str]]:
     """Each (app, (parameters, environment), series id) named by its application and only pairs that differ among
     the keys of the same application in KEYS (a pair one key lacks differs): those telling it apart from the
-    others, fewest first (each time the pair that tells it from the most of the rest; the parameters before the
-    environment, then by name), in that order, at most NAME_LIMIT characters of them; its number ("#12") where
-    they do not tell it apart. With the full key as a second text, for hover."""
+    others, fewest first (each time the pair that tells it from the most of the rest; among equals a parameter
+    before the environment, then the shortest), listed parameters first, each by name, at most NAME_LIMIT
+    characters of them; its number ("#12") where they do not tell it apart. With the full key as a second text,
+    for hover."""
     by_app: dict[str, list[dict]] = {}
     for app, (params, env), _ in keys:
         merged = {**env, **params}
@@ -317,7 +318,8 @@ def series_names(keys: list[tuple[str, tuple[dict, dict], int | None]]) -> list[
         chosen, used = [], 0
         while rest:
             k = max((k for k in differ if k not in chosen),
-                    key=lambda k: (sum(g.get(k) != mine.get(k) for g in rest), -differ.index(k)), default=None)
+                    key=lambda k: (sum(g.get(k) != mine.get(k) for g in rest), k in p_names,
+                                   -len(f"{k}={mine.get(k, 'none')}"), -differ.index(k)), default=None)
             part = f"{k}={mine.get(k, 'none')}" if k else ""
             if k is None or not any(g.get(k) != mine.get(k) for g in rest) or \
                     (chosen and used + len(part) + 1 > NAME_LIMIT):
@@ -369,13 +371,17 @@ def _named(keys: list[tuple], texts: list[tuple[str, str, str]]) -> list[Finding
 
 
 def mpi_findings(conn, t0, t1, values) -> list[Finding]:
-    """Where time goes: the series spending the largest share of time in MPI (v_run_metrics_daily, each on the
-    window the dashboards show), with POP's efficiencies."""
-    q = f"""SELECT series_id, "window", sum(runs) AS runs, {P._mean("mpi_fraction_avg")},
-  {P._mean("parallel_efficiency")}, {P._mean("load_balance")}, {P._mean("communication_efficiency")}
-FROM v_run_metrics_daily WHERE {P.SHOWN}
-GROUP BY 1, 2 HAVING sum(mpi_fraction_avg_n) > 0
-ORDER BY 4 DESC, 1 LIMIT {FINDINGS_PER_KIND}"""
+    """Where time goes: the series spending the largest share of time in MPI (v_run_metrics_daily), with POP's
+    efficiencies, each on the window the dashboards show, else on its other window where only that one measured
+    MPI (a profile whose focus region holds no MPI records)."""
+    q = f"""SELECT series_id, "window", runs, mpi, pe, lb, ce FROM (
+  SELECT DISTINCT ON (series_id) series_id, "window", bool_or(shown) AS shown, sum(runs) AS runs,
+    {P._mean("mpi_fraction_avg")} AS mpi, {P._mean("parallel_efficiency")} AS pe, {P._mean("load_balance")} AS lb,
+    {P._mean("communication_efficiency")} AS ce
+  FROM v_run_metrics_daily WHERE {P.SHOWN_DAYS}
+  GROUP BY 1, 2 HAVING sum(mpi_fraction_avg_n) > 0
+  ORDER BY series_id, bool_or(shown) DESC, "window") x
+ORDER BY mpi DESC, 1 LIMIT {FINDINGS_PER_KIND}"""
     rows = conn.execute(P.expand(q, t0, t1, values)).fetchall()
     keys = _series_keys(conn, [r[0] for r in rows])
     texts = []
