@@ -456,6 +456,41 @@ def test_plot_legends_name_series_by_what_differs_in_the_plot(filled, dsn, tmp_p
     assert named >= 10 and differ >= 5, (named, differ)
 
 
+def test_where_time_goes_reads_the_window_that_measured_mpi(dsn, tmp_path):
+    """The committed smoke workspace's profiles hold their MPI records outside the focus region: their series
+    are listed under where time goes on the run window (not said to be unmeasured), each share equal to
+    caliper-reader's sum of MPI over time across ranks of the series' files, whose focus holds no MPI."""
+    from commscope.store.ingest import Provenance, ingest
+    from test_measurement_model import reference
+    with psycopg.connect(dsn) as conn:
+        ingest(conn, [DATA / "ramble" / "smoke-openmpi4-mpi"], Provenance())
+        conn.commit()
+    out = tmp_path / "smoke.html"
+    r = _report(dsn, out)
+    assert r.exit_code == 0, r.output
+    lines = [(x, int(re.search(r"\(series #(\d+)\)", h).group(1))) for t, x, h in _finding_items(out.read_text())
+             if t.startswith("Where time goes")]
+    assert lines
+    on_run = 0
+    with psycopg.connect(dsn) as conn:
+        for x, sid in lines:
+            m = re.match(r"^.* \[(\w+)\]: (\d+\.\d)% in MPI", x)
+            assert m, x
+            sources = [Path(s) for (s,) in conn.execute(
+                "SELECT source FROM runs WHERE series_id = %s AND status = 'ok'", (sid,))]
+            assert sources and all(s.suffix == ".cali" for s in sources), sources
+            fractions = []
+            for s in sources:
+                windows = reference(str(s.relative_to(DATA)))
+                if m.group(1) == "run":
+                    assert not any(v[1] + v[2] for v in windows["focus"].values()), s
+                per_rank = windows[m.group(1)]
+                fractions.append(sum(v[1] + v[2] for v in per_rank.values()) / sum(v[0] for v in per_rank.values()))
+            assert float(m.group(2)) == pytest.approx(100 * sum(fractions) / len(fractions), abs=0.051), x
+            on_run += m.group(1) == "run"
+    assert on_run, lines
+
+
 def test_a_report_of_no_reference_study_has_no_reference_table_and_one_line(dsn, tmp_path):
     """Issue 37: real halo3d runs of one variant (tests/gate-history) contrast nothing a reference study contrasts:
     the report has no reference table and says "not run" once, in one line that names the five studies."""
