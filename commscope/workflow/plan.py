@@ -9,7 +9,7 @@ from pathlib import Path
 
 import yaml
 
-from commscope.workflow import paths
+from commscope.workflow import caliper as caliper_builds, paths, stacks as stack_catalog
 from commscope.workflow.builds import read_builds
 from commscope.workflow.checkouts import missing_message, spack_root
 from commscope.workflow.errors import UnknownChoice, WorkflowError, choose
@@ -201,8 +201,7 @@ def plan_run(study: str, site: str = "local", stacks: list[str] | None = None,
 def _preloaded(stack: str) -> tuple[bool, str]:
     """Whether an unannotated application on STACK can be profiled: the stack's no-GOTCHA Caliper, which
     `commscope setup` builds."""
-    from commscope.workflow import caliper, stacks as stack_catalog
-    prefix = caliper.installed(stack_catalog.by_name(stack), "preload")
+    prefix = caliper_builds.installed(stack_catalog.by_name(stack), "preload")
     if prefix is None:
         return False, "no no-GOTCHA Caliper for this MPI; `commscope setup` builds one from the pinned sources"
     return True, f"preloading the no-GOTCHA Caliper {prefix}"
