@@ -43,7 +43,7 @@ TIME = "sum#sum#time.duration"
 # them by design. Every other view and every rollup table is a statistic over runs.
 PER_RUN = {"campaigns", "runs", "run_day", "run_windows", "node_metrics", "mpi_metrics", "rank_metrics",
            "rank_spread", "comm_matrix", "comm_stats", "foms", "halo_times", "collective_latency", "io_bandwidth",
-           "v_runs", "v_run_metrics", "v_foms", "v_node_metrics", "v_mpi_routines", "v_rank_groups",
+           "v_runs", "v_run_metrics", "v_foms", "v_text_foms", "v_node_metrics", "v_mpi_routines", "v_rank_groups",
            "v_rank_spread", "v_comm_matrix", "v_comm_stats", "v_halo", "v_collectives", "v_io",
            "v_experiment_series", "v_runs_needing_reingest"}
 

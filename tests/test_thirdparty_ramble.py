@@ -225,6 +225,41 @@ def test_the_ingest_command_stores_the_workspace(dsn):
     check_store(dsn, WS)
 
 
+def test_text_foms_are_shown_with_the_numeric_ones(dsn, tmp_path):
+    """Every FOM without a number in a real workspace of commscope's smoke study (read from Ramble's own
+    results.latest.json) is a row of v_text_foms, read as the dashboards' read-only role, and a row of the report's
+    Figures of merit table with its text, beside the numeric FOMs of the same experiment."""
+    import html
+    ws = Path(__file__).parent / "data" / "ramble" / "smoke-openmpi4-mpi"
+    with psycopg.connect(dsn) as conn:
+        ingest(conn, [ws], Provenance())
+    expected = set()
+    for exp in experiments(ws):
+        for ctx in exp["CONTEXTS"]:
+            for f in ctx["foms"]:
+                try:
+                    float(f["value"])
+                except ValueError:
+                    expected.add((exp["name"], None if ctx["name"] == "null" else ctx["name"], f["name"], f["value"],
+                                  f["units"]))
+    assert len(expected) >= 10
+    with psycopg.connect(grant_local(dsn, "text_fom_reader")) as conn:
+        stored = set(conn.execute("SELECT experiment, context, name, text, unit FROM v_text_foms").fetchall())
+    assert stored == expected
+    out = tmp_path / "report.html"
+    r = subprocess.run([sys.executable, "-m", "commscope.cli", "report", "-o", str(out)], capture_output=True,
+                       text=True, env={**os.environ, "COMMSCOPE_DB_URL": dsn})
+    assert r.returncode == 0, r.stderr
+    m = re.search(r"<h2>Figures of merit</h2>.*?<table>(.*?)</table>", out.read_text(), re.S)
+    cols = [html.unescape(c) for c in re.findall(r"<th>(.*?)</th>", m.group(1))]
+    rows = [dict(zip(cols, (html.unescape(c) for c in re.findall(r"<td>(.*?)</td>", row))))
+            for row in re.findall(r"<tr>(.*?)</tr>", m.group(1).split("</thead>", 1)[1], re.S)]
+    shown = {(x["experiment"], x["name"]): x for x in rows}
+    for e, _ctx, name, text, _unit in expected:   # one run per experiment here: each is its newest
+        assert shown[e, name]["text"] == text and shown[e, name]["value"] == "", shown[e, name]
+    assert any(x["value"] != "" and x["text"] == "" for x in rows)   # and the numeric FOMs beside them
+
+
 def test_text_foms_are_kept_in_the_run_s_metadata(dsn):
     """A FOM without a number (commscope's workloads report their MPI library so) is kept too, with its
     context and unit, in metadata.ramble_text_foms: here on a workspace of commscope's own smoke study."""

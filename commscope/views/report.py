@@ -263,14 +263,18 @@ def foms_html(conn, campaigns: tuple[int, ...]) -> str:
     where, args = ("campaign_id = ANY(%s)", [list(campaigns)]) if campaigns else ("TRUE", [])
     cur = conn.execute(
         "WITH newest AS (SELECT DISTINCT ON (app, workload, coalesce(experiment, '')) run_id FROM v_runs "
-        f"WHERE {where} ORDER BY app, workload, coalesce(experiment, ''), started_at DESC, run_id DESC) "
-        "SELECT f.app, f.workload, f.experiment, f.system, f.ranks, f.time, f.context, f.name, f.value, f.unit "
-        "FROM v_foms f JOIN newest n ON n.run_id = f.run_id "
-        "ORDER BY f.app, f.workload, f.experiment, f.repeat, f.context NULLS FIRST, f.name", args)
+        f"WHERE {where} ORDER BY app, workload, coalesce(experiment, ''), started_at DESC, run_id DESC), "
+        "every_fom AS (SELECT run_id, app, workload, experiment, system, ranks, time, context, name, repeat, value, "
+        "NULL AS text, unit FROM v_foms UNION ALL SELECT run_id, app, workload, experiment, system, ranks, time, "
+        "context, name, NULL, NULL, text, unit FROM v_text_foms) "
+        "SELECT f.app, f.workload, f.experiment, f.system, f.ranks, f.time, f.context, f.name, f.value, f.text, "
+        "f.unit FROM every_fom f JOIN newest n ON n.run_id = f.run_id "
+        "ORDER BY f.app, f.workload, f.experiment, f.repeat NULLS LAST, f.context NULLS FIRST, f.name", args)
     cols = [c.name for c in cur.description]
     rows = cur.fetchall()
     head = ("<h2>Figures of merit</h2><p class='note'>The FOMs of the newest run of each application and experiment "
-            "(v_foms), as the application, Ramble or ReFrame reported them, per context (e.g. message size).</p>")
+            "(v_foms), as the application, Ramble or ReFrame reported them, per context (e.g. message size); a FOM "
+            "without a number (v_text_foms) has its text instead of a value.</p>")
     if not rows:
         return head + "<p class='note'>No FOMs stored for this selection.</p>"
     return head + "<div class='panel foms'>" + table_html(cols, rows, limit=1000) + "</div>"
