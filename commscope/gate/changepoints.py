@@ -16,7 +16,7 @@ Incremental: a series is recomputed when its ok runs are no longer those its sto
 from (change_point_state: their count and largest id), i.e. it got new runs or some were re-ingested or removed.
 Such a series is recomputed over its whole history, not a tail: Otava's E-divisive splits and merges over the
 whole series, so a new run can move or remove an older change point, and a whole-series recompute of one series
-costs milliseconds (commscope/README.md, Change points, has the measurements). Series without new runs are not
+costs milliseconds (docs/regression-gate.md, Change points, has the measurements). Series without new runs are not
 read at all.
 
 As runs arrive: `commscope ingest`, once its campaign is committed, recomputes the series that campaign's runs
