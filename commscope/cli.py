@@ -583,62 +583,18 @@ def advise_placement(source, topology_file, output, no_store):
     from commscope.advise import placement
     from commscope.read import profiles
 
-    def played(out, ranks: int, where: str) -> list[int] | None:
-        """placement.app_ranks of a workload output's RANK lines; a bad mapping is a bad profile."""
-        try:
-            return placement.app_ranks(out.rank_lines if out else [], ranks)
-        except ValueError as e:
-            raise profiles.BadProfile(f"{where}: {e}") from None
-
-    def stored_played(source: str, content_hash: str, ranks: int) -> tuple[list[int] | None, bool]:
-        """The store keeps no RANK lines: they are read from the run's source files when these are still there
-        and unchanged (same content hash). (mapping, whether the files were found)."""
-        path = Path(source)
-        if path.exists():
-            for group in profiles.discover([path]):
-                if profiles.file_hash(group) == content_hash:
-                    return played(profiles.read_files(group, allow_partial=True).output, ranks, source), True
-        return None, False
-
-    unknown_map = None   # why no commgraph rank map can be written
     try:
         try:
             topo = placement.Topology.from_dict(yaml.safe_load(topology_file.read_text()), str(topology_file))
         except yaml.YAMLError as e:
             raise placement.BadTopology(f"{topology_file}: not YAML ({e})") from None
-        run_id = int(source) if source.isdigit() else None
-        if run_id is None:
-            groups = profiles.discover([Path(source)])
-            if len(groups) != 1:
-                raise profiles.BadProfile(f"{source}: expected one run's message-tracing profile, found {len(groups)} runs")
-            prof = profiles.read_files(groups[0])
-            matrix, ranks = {k: v[1] for k, v in prof.matrix.items()}, prof.ranks
-            app_rank_of = played(prof.output, ranks, source)
-        else:
-            with db.connect() as conn:
-                row = conn.execute("SELECT ranks, source, content_hash, decomposition, status, metadata->'missing_ranks' "
-                                   "FROM runs WHERE id = %s", (run_id,)).fetchone()
-                if not row:
-                    raise LookupError(f"no run {run_id} in the store")
-                ranks, run_source, content_hash, decomposition, status, missing = row
-                if status == "partial":   # the missing ranks' messages are not in its matrix
-                    raise LookupError(f"run {run_id} is partial: rank(s) {', '.join(map(str, missing or []))} of its "
-                                      f"{ranks} have no data, so its matrix lacks their messages; advise from a "
-                                      f"complete run")
-                matrix = {(s, d): b for s, d, b in conn.execute(
-                    "SELECT src, dst, bytes FROM v_comm_matrix WHERE run_id = %s", (run_id,))}
-            app_rank_of, found = stored_played(run_source, content_hash, ranks) if matrix else (None, False)
-            if not found and decomposition == "rank-map":
-                unknown_map = (f"run {run_id} was traced under a rank map, and its output, which says which application "
-                               f"rank each world rank played, is no longer at {run_source}: no commgraph.rank-map "
-                               f"written (give the run directory as SOURCE for one)")
-        if not matrix:
-            raise LookupError(f"{source}: no communication matrix (profile it with the Caliper modifier's matrix mode)")
-        p = placement.optimize(matrix, ranks, topo)
+        run = placement.traced(source)
+        p = placement.optimize(run.matrix, run.ranks, topo)
     except (placement.BadTopology, profiles.BadProfile, LookupError) as e:
         _fail(str(e), 2)
     except db.DBError as e:
         _fail(str(e))
+    ranks, run_id, app_rank_of, unknown_map = run.ranks, run.run_id, run.app_rank_of, run.no_rank_map
     files = placement.launcher_files(p, topo, app_rank_of)
     if unknown_map:
         files.pop("commgraph.rank-map", None)

@@ -28,6 +28,7 @@ from __future__ import annotations
 import itertools
 import random
 from dataclasses import dataclass, field
+from pathlib import Path
 
 
 class BadTopology(ValueError):
@@ -318,3 +319,56 @@ def launcher_files(p: Placement, topo: Topology, app_rank_of: list[int] | None =
                        + "".join(f"{hosts[n]}:1\n" for n in p.node_of),
         "slurm.hostfile": per_rank_hosts,  # SLURM_HOSTFILE=slurm.hostfile srun --distribution=arbitrary
     }
+
+
+# ---- what a placement is computed from: a stored run or a message-tracing profile ----------------------------
+
+@dataclass
+class Traced:
+    """A traced run's communication matrix, its rank count, its stored id (None for a profile), the application
+    rank each world rank played (None when not rank-mapped) and, when that mapping is lost, why no commgraph rank
+    map can be written."""
+    matrix: dict[tuple[int, int], int]
+    ranks: int
+    run_id: int | None
+    app_rank_of: list[int] | None
+    no_rank_map: str | None = None
+
+
+def traced(source: str) -> Traced:
+    """SOURCE, a stored run id or a message-tracing profile, as a Traced. The store keeps no RANK lines: for a
+    stored run they are read again from its source files when these are still there and unchanged (same content
+    hash). Raises profiles.BadProfile or LookupError naming what is wrong."""
+    from commscope.read import profiles
+    from commscope.store import db
+
+    def played(out, ranks: int, where: str) -> list[int] | None:
+        try:
+            return app_ranks(out.rank_lines if out else [], ranks)
+        except ValueError as e:
+            raise profiles.BadProfile(f"{where}: {e}") from None
+
+    if not source.isdigit():
+        groups = profiles.discover([Path(source)])
+        if len(groups) != 1:
+            raise profiles.BadProfile(f"{source}: expected one run's message-tracing profile, found {len(groups)} runs")
+        prof = profiles.read_files(groups[0])
+        out = Traced({k: v[1] for k, v in prof.matrix.items()}, prof.ranks, None, played(prof.output, prof.ranks, source))
+    else:
+        run_id = int(source)
+        with db.connect() as conn:
+            ranks, run_source, content_hash, decomposition, matrix = db.run_matrix(conn, run_id)
+        out = Traced(matrix, ranks, run_id, None)
+        found = False
+        if matrix and Path(run_source).exists():
+            for group in profiles.discover([Path(run_source)]):
+                if profiles.file_hash(group) == content_hash:
+                    out.app_rank_of = played(profiles.read_files(group, allow_partial=True).output, ranks, run_source)
+                    found = True
+        if matrix and not found and decomposition == "rank-map":
+            out.no_rank_map = (f"run {run_id} was traced under a rank map, and its output, which says which "
+                               f"application rank each world rank played, is no longer at {run_source}: no "
+                               f"commgraph.rank-map written (give the run directory as SOURCE for one)")
+    if not out.matrix:
+        raise LookupError(f"{source}: no communication matrix (profile it with the Caliper modifier's matrix mode)")
+    return out

@@ -463,6 +463,22 @@ def _migrate(conn: psycopg.Connection) -> list[str]:
     return applied
 
 
+def run_matrix(conn: psycopg.Connection, run_id: int) -> tuple[int, str, str, str | None, dict[tuple[int, int], int]]:
+    """A stored run's (ranks, source, content hash, decomposition, rank-to-rank bytes) for the placement advisor.
+    LookupError when there is no such run, or when it is partial (its matrix lacks the missing ranks' messages)."""
+    row = conn.execute("SELECT ranks, source, content_hash, decomposition, status, metadata->'missing_ranks' "
+                       "FROM runs WHERE id = %s", (run_id,)).fetchone()
+    if not row:
+        raise LookupError(f"no run {run_id} in the store")
+    ranks, source, content_hash, decomposition, status, missing = row
+    if status == "partial":
+        raise LookupError(f"run {run_id} is partial: rank(s) {', '.join(map(str, missing or []))} of its {ranks} have "
+                          f"no data, so its matrix lacks their messages; advise from a complete run")
+    matrix = {(s, d): b for s, d, b in conn.execute("SELECT src, dst, bytes FROM v_comm_matrix WHERE run_id = %s",
+                                                     (run_id,))}
+    return ranks, source, content_hash, decomposition, matrix
+
+
 def _grant_views(conn: psycopg.Connection, role: str) -> None:
     if not conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (role,)).fetchone():
         return  # dropped by hand since
