@@ -580,9 +580,11 @@ DASHBOARDS = [MPI_FRACTION, SCALING, ROUTINES, COLLECTIVES, HALO, COMM_MATRIX, I
 # empty panel instead of a bare "no data".
 WHY_EMPTY = {
     MPI_FRACTION.uid: "These panels need runs whose Caliper profile wrapped MPI (profile.mpi). Runs without a "
-                      "profile, or profiled without MPI wrapping, have no MPI time (NULL, not 0). Build the "
-                      "workloads with Caliper (commscope setup --caliper-prefix STACK=PREFIX) and run with "
-                      "--caliper mpi.",
+                      "profile, or profiled without MPI wrapping, have no MPI time (NULL, not 0). commscope setup "
+                      "builds Caliper per MPI stack (offline: --source-mirror DIR), and commscope run then profiles "
+                      "with --caliper mpi, an application without Caliper by preloading it. Regressions and change "
+                      "points appear once commscope check and commscope changepoints have seen several campaigns "
+                      "of a series.",
     SCALING.uid: "Scaling needs the same experiment at two or more rank counts (strong: the same global problem; "
                  "weak: the same problem per rank), as the smoke study runs at 1 and 2 ranks.",
     ROUTINES.uid: "Routine tables need Caliper profiles with MPI wrapping (--caliper mpi); call counts need "
