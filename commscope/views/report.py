@@ -576,11 +576,18 @@ def report_cmd(campaigns, compare, more_systems, output):
     if more_systems and not compare:
         raise click.UsageError(f"unexpected arguments {' '.join(more_systems)} (systems follow --compare)")
     try:
-        with db.connect() as conn:
-            page = render(conn, tuple(campaigns), tuple(compare) + tuple(more_systems))
+        size = write(output, tuple(campaigns), tuple(compare) + tuple(more_systems))
     except db.DBError as e:
         raise click.ClickException(str(e)) from None
+    click.echo(f"wrote {output} ({size // 1024} KiB)")
+
+
+def write(output: Path, campaigns: tuple[int, ...] = (), compare: tuple[str, ...] = ()) -> int:
+    """The report of CAMPAIGNS (all when empty) written to OUTPUT whole or not at all; its size in characters.
+    `commscope report` and `commscope run` both write it so."""
+    with db.connect() as conn:
+        page = render(conn, campaigns, compare)
     tmp = output.with_name(output.name + ".part")
     tmp.write_text(page, encoding="utf-8")
     tmp.replace(output)   # no half-written report
-    click.echo(f"wrote {output} ({len(page) // 1024} KiB)")
+    return len(page)
