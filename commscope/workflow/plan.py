@@ -22,6 +22,11 @@ from commscope.workflow.spack_envs import spack_mpi_specs
 CALIPER_MODES = ("off", "time", "mpi", "counts", "comm", "matrix")
 
 
+def _folder(study: str) -> Path:
+    """A study's folder: a path as given, or a package study's by name (plan_run has checked either)."""
+    return Path(study) if "/" in study else paths.STUDIES_DIR / study
+
+
 def study_config(study: str) -> dict:
     """What `commscope run` needs for a study besides its ramble.yaml, from the optional `commscope.yaml`
     beside it: `caliper` (its default Caliper mode), `package_manager: null` (a study whose binaries are
@@ -29,7 +34,7 @@ def study_config(study: str) -> dict:
     (Ramble variable -> a program: the variable is set to the install prefix of that program found on PATH),
     and `stacks` and `interconnects`, what the study runs on when the run names none (those of them the site
     has): a study too long for every stack, such as `reference`, names the ones it needs."""
-    f = paths.study_dir(study) / "commscope.yaml"
+    f = _folder(study) / "commscope.yaml"
     conf = (yaml.safe_load(f.read_text()) if f.is_file() else None) or {}
     keys = ("caliper", "package_manager", "prefixes", "stacks", "interconnects")
     unknown = sorted(set(conf) - set(keys))
@@ -128,7 +133,7 @@ def _study_default(names: list[str] | None, valid: list[str]) -> list[str]:
 def unannotated_applications(study: str) -> list[str]:
     """The study's Ramble applications that are not commscope's (ramble/applications): they have no Caliper
     annotations, so `commscope run` profiles them by preloading the stack's no-GOTCHA Caliper."""
-    doc = yaml.safe_load((paths.study_dir(study) / "ramble.yaml").read_text()) or {}
+    doc = yaml.safe_load((_folder(study) / "ramble.yaml").read_text()) or {}
     apps = (doc.get("ramble") or {}).get("applications") or {}
     return sorted(a for a in apps if not (paths.RAMBLE_DIR / "applications" / a).is_dir())
 
