@@ -11,6 +11,7 @@ import re
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -88,3 +89,27 @@ def test_a_caliper_of_another_mpi_is_refused_before_anything_links_it(home):
     note = json.loads((bdir / "commscope-build.json").read_text())["note"]
     assert f"{CALIPER}/lib/libcaliper.so" in note and stack_libdir in note, note
     assert "failed" not in note, note
+
+
+def test_a_build_configured_from_another_checkout_is_built_afresh_with_caliper(home, tmp_path):
+    """Two checkouts of commscope set up into one COMMSCOPE_HOME (the facility's nightly clone, then a developer's
+    tree): CMake refuses a build directory configured from another source tree, and that refusal once read as "a
+    Caliper built against another MPI", leaving the stack without Caliper. The second setup builds afresh and
+    links Caliper."""
+    stack_or_skip("debian-openmpi4")
+    root = Path(__file__).resolve().parents[1]
+    other = tmp_path / "other-checkout"
+    subprocess.run(["git", "clone", "-q", str(root), str(other)], check=True)
+    env = {k: v for k, v in os.environ.items() if k not in ("SPACK_ROOT", "CMAKE_PREFIX_PATH")}
+    env["COMMSCOPE_HOME"] = str(home)
+    first = subprocess.run([sys.executable, "-m", "commscope.cli", "setup", "--stacks", "debian-openmpi4",
+                            "--caliper-prefix", f"debian-openmpi4={CALIPER}"], cwd=other,
+                           env={**env, "PYTHONPATH": str(other)}, capture_output=True, text=True, timeout=1200)
+    halo3d = home / "builds" / "debian-openmpi4" / "halo3d"
+    assert links_caliper(halo3d), first.stdout + first.stderr
+    assert f"CMAKE_HOME_DIRECTORY:INTERNAL={other}/workloads" in (halo3d.parent / "CMakeCache.txt").read_text()
+    r = setup(home, "--stacks", "debian-openmpi4", "--caliper-prefix", f"debian-openmpi4={CALIPER}")
+    out = r.stdout + r.stderr
+    assert "building afresh" in out and "failed" not in out, out
+    assert links_caliper(halo3d), out
+    assert f"CMAKE_HOME_DIRECTORY:INTERNAL={root}/workloads" in (halo3d.parent / "CMakeCache.txt").read_text()

@@ -13,7 +13,7 @@ from pathlib import Path
 
 
 from commscope.workflow.paths import builds_dir, git_commit
-from commscope.workflow.stacks import build_workloads
+from commscope.workflow.stacks import WORKLOADS, build_workloads
 
 
 @dataclass
@@ -121,6 +121,10 @@ def build_stack(stack, caliper_prefix: str | None = None, log=print) -> Build:
     if bdir.exists() and (not made.exists() or json.loads(made.read_text()).get("caliper_request") != request):
         log(f"[setup] {stack.name}: the Caliper search changed since {bdir} was configured; building afresh")
         shutil.rmtree(bdir)
+    elif bdir.exists() and _configured_source(bdir) not in (None, str(WORKLOADS)):
+        # CMake refuses a build directory configured from another source tree (another checkout of commscope)
+        log(f"[setup] {stack.name}: {bdir} was configured from {_configured_source(bdir)}; building afresh")
+        shutil.rmtree(bdir)
     clash = caliper_mpi_clash(stack, request)
     if clash:   # never linked: a Caliper of another MPI would put two MPI libraries into one process
         return _without_caliper(stack, bdir, clash, request)
@@ -169,6 +173,13 @@ def caliper_profile_config(caliper_dir: str) -> str:
         if "runtime-profile" not in p.stdout + p.stderr:
             return "hatchet-region-profile"
     return "runtime-profile"
+
+
+def _configured_source(bdir: Path) -> str | None:
+    """The source tree a CMake build directory was configured from (CMakeCache.txt), or None."""
+    cache = bdir / "CMakeCache.txt"
+    m = re.search(r"^CMAKE_HOME_DIRECTORY:INTERNAL=(.*)$", cache.read_text(errors="replace"), re.M) if cache.exists() else None
+    return m.group(1) if m else None
 
 
 def _defines(bdir: Path) -> str:
