@@ -97,16 +97,22 @@ def _check_outcome(out, path: Path) -> None:
     assert len(out.rank_rows) <= out.ranks
 
 
-@settings(max_examples=300, deadline=None, derandomize=True, database=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
-@given(case=damaged_inputs())
-def test_every_damaged_input_reads_to_a_run_or_one_line(tmp_path, case):
-    seed, data, name = case
+def _case_file(tmp_path, case) -> Path:
+    """The damaged input written alone into a fresh folder (Hypothesis reuses tmp_path across examples)."""
+    _seed, data, name = case
     d = tmp_path / "case"
     shutil.rmtree(d, ignore_errors=True)
     d.mkdir()
     path = d / name
     path.write_bytes(data)
+    return path
+
+
+@settings(max_examples=300, deadline=None, derandomize=True, database=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(case=damaged_inputs())
+def test_every_damaged_input_reads_to_a_run_or_one_line(tmp_path, case):
+    path = _case_file(tmp_path, case)
     with _MemoryCap():
         out = _read([path], ReadOptions())
     _check_outcome(out, path)
@@ -121,12 +127,7 @@ def _store_counts(conn) -> tuple:
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(case=damaged_inputs())
 def test_a_damaged_input_ingests_whole_or_leaves_the_store_unchanged(dsn, tmp_path, case):
-    seed, data, name = case
-    d = tmp_path / "case"
-    shutil.rmtree(d, ignore_errors=True)
-    d.mkdir()
-    path = d / name
-    path.write_bytes(data)
+    path = _case_file(tmp_path, case)
     with psycopg.connect(dsn) as conn:
         before = _store_counts(conn)
         try:

@@ -471,6 +471,16 @@ def _hatchet_inclusive_mean(path: Path) -> dict[tuple, float]:
     return _mean_over_ranks(gf, "time (inc)")
 
 
+def _one_panel(dsn: str, key: str) -> tuple[dict, list]:
+    """Panel KEY ("dashboard / title") run as Grafana would on the store behind DSN, read as the read-only role:
+    @grafana/data's result and the problems panel_problems finds in it."""
+    with psycopg.connect(conftest.grant_local(dsn, "grafana_ro")) as conn:
+        t0, t1 = _time_range(conn)
+        cases, info = _cases(conn, t0, t1)
+    res = grafana_transform([c for c in cases if c["key"] == key])[key]
+    return res, panel_problems(info[key][0], res)
+
+
 def test_the_flame_graph_shows_the_call_tree_as_hatchet_reads_the_profile(dsn):
     """The call-tree panel, through @grafana/data, on a store holding one real 4-rank profile: each region's width
     (value) is its inclusive time averaged over ranks as Hatchet computes it from the same file, the call paths are
@@ -480,13 +490,8 @@ def test_the_flame_graph_shows_the_call_tree_as_hatchet_reads_the_profile(dsn):
     r = CliRunner().invoke(main, ["ingest", str(profile), "--system", "lab-a", "--quiet"],
                            env={"COMMSCOPE_DB_URL": dsn})
     assert r.exit_code == 0, r.output
-    ro = conftest.grant_local(dsn, "grafana_ro")
-    with psycopg.connect(ro) as conn:
-        t0, t1 = _time_range(conn)
-        cases, info = _cases(conn, t0, t1)
-    key = "commscope-call-tree / Call tree of the latest profiled run"
-    res = grafana_transform([c for c in cases if c["key"] == key])[key]
-    assert not panel_problems(info[key][0], res)
+    res, problems = _one_panel(dsn, "commscope-call-tree / Call tree of the latest profiled run")
+    assert not problems
     (frame,) = res["frames"]
     shown = {path[1:]: value for path, value, _ in nested_set(frame) if len(path) > 1}
     expected = _hatchet_inclusive_mean(profile)
@@ -510,13 +515,8 @@ def test_the_slower_regions_are_hatchets_subtraction_of_a_real_two_night_regress
         r = CliRunner().invoke(main, ["ingest", str(f), str(f.with_suffix(".out")), "--system", "lab-a", "--quiet"],
                                env={"COMMSCOPE_DB_URL": dsn})
         assert r.exit_code == 0, r.output
-    ro = conftest.grant_local(dsn, "grafana_ro")
-    with psycopg.connect(ro) as conn:
-        t0, t1 = _time_range(conn)
-        cases, info = _cases(conn, t0, t1)
-    key = "commscope-call-tree / Regions that got slower than the run before"
-    res = grafana_transform([c for c in cases if c["key"] == key])[key]
-    assert not panel_problems(info[key][0], res) and not res["unknown"]
+    res, problems = _one_panel(dsn, "commscope-call-tree / Regions that got slower than the run before")
+    assert not problems and not res["unknown"]
     (frame,) = res["frames"]
     f = {x["name"]: x["values"] for x in frame["fields"]}
     shown = {tuple(region.split("/")): (change, share) for region, change, share in
