@@ -27,10 +27,12 @@ from click.testing import CliRunner
 
 from commscope.views import grafana as D
 from commscope.store import db
+from commscope.views import grafana_macros as M
 from commscope.views import panels as P
 from commscope.cli import main
 from commscope.store.ingest import Provenance, ingest
 from grafana_shown import panel_json, shown_rows
+from rollup_oracle import ON_THE_FLY_VIEWS
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "tests" / "data"
@@ -175,7 +177,7 @@ T1 = dt.datetime(2026, 11, 22, 6, 30, 0, 250000, tzinfo=dt.timezone.utc)
 
 
 def test_macros_expand_as_grafana_does():
-    e = lambda s: P.expand_macros(s, T0, T1)  # noqa: E731
+    e = lambda s: M.expand_macros(s, T0, T1)  # noqa: E731
     assert e('$__timeFilter("time")') == "\"time\" BETWEEN '2026-10-01T00:00:00Z' AND '2026-11-22T06:30:00.25Z'"
     assert e("$__timeFrom() $__timeTo()") == "'2026-10-01T00:00:00Z' '2026-11-22T06:30:00.25Z'"
     assert e('SELECT $__timeGroup("time", 1d) FROM x') == 'SELECT floor(extract(epoch from "time")/86400)*86400 FROM x'
@@ -190,10 +192,10 @@ def test_macros_expand_as_grafana_does():
 
 
 def test_interval_and_variables_expand_as_grafana_does():
-    assert P.format_interval(86400) == "1d" and P.format_interval(7 * 86400) == "7d" and P.format_interval(90) == "1m"
-    assert P.grafana_interval(T0, T1, "1d") == 86400          # nightly panels never go below a day
-    assert P.grafana_interval(T0 - dt.timedelta(days=730), T1, "1d") == 86400
-    assert P.grafana_interval(T0 - dt.timedelta(days=3000), T1, "1d") == 604800
+    assert M.format_interval(86400) == "1d" and M.format_interval(7 * 86400) == "7d" and M.format_interval(90) == "1m"
+    assert M.grafana_interval(T0, T1, "1d") == 86400          # nightly panels never go below a day
+    assert M.grafana_interval(T0 - dt.timedelta(days=730), T1, "1d") == 86400
+    assert M.grafana_interval(T0 - dt.timedelta(days=3000), T1, "1d") == 604800
     sql = P.expand("x IN ($system) AND s = '$reference_system' AND $__interval_ms > 0 AND g = '$__interval'",
                    T0, T1, {"system": ["a", "o'b"], "reference_system": "it's"}, multi={"system"}, interval=86400)
     assert sql == "x IN ('a','o''b') AND s = 'it''s' AND 86400000 > 0 AND g = '1d'"
@@ -437,10 +439,10 @@ def _ranges_between(days: list) -> list[tuple]:
 
 def _kept_and_on_the_fly(conn, read):
     """READ(conn) on the store as its triggers keep it, and again with every rollup replaced by its on-the-fly
-    definition (panels.ON_THE_FLY_VIEWS) in a transaction that is rolled back."""
+    definition (tests/rollup_oracle.py) in a transaction that is rolled back."""
     kept = read(conn)
     with conn.transaction(force_rollback=True):
-        for view in P.ON_THE_FLY_VIEWS:
+        for view in ON_THE_FLY_VIEWS:
             conn.execute(view)
         fly = read(conn)
     return kept, fly

@@ -2,15 +2,15 @@
 dashboards (grafana.py), the static report (report.py), the tests and the
 benchmark (dashboards/bench/panel_queries.py). Each panel's SQL is written for Grafana's PostgreSQL datasource:
 template variables ($system, ...) and macros ($__timeFilter, ...).
-`expand()` does to it what Grafana does before the SQL reaches PostgreSQL,
+`expand()` does to it what Grafana does before the SQL reaches PostgreSQL (grafana_macros.py),
 so everything outside Grafana runs the very text Grafana would.
 """
 from __future__ import annotations
 
 import datetime as dt
-import re
 from dataclasses import dataclass, field
-from decimal import Decimal
+
+from commscope.views import grafana_macros
 
 # Template variables on every dashboard: (name, label, column of v_series).
 VARIABLES = [("system", "System", "system"), ("app", "Application", "app"), ("workload", "Workload", "workload"),
@@ -602,293 +602,16 @@ WHY_EMPTY = {
 }
 
 
-# What each daily rollup view of migration 0006 (and 0008's and 0031's collectives_between) equals: the same columns computed
-# on the fly from the per-run views. The tests compare the two on real data; the
-# benchmark uses these as its baseline (the panels' SQL unchanged).
-_DAY_SERIES = ("date_trunc('day', r.started_at, 'UTC') AS \"time\", r.system, r.app, r.workload, "
-               "coalesce(r.variant, '') AS variant, r.stack, r.interconnect, r.ranks")
-_DAY_SERIES_OF = ("date_trunc('day', \"time\", 'UTC') AS \"time\", system, app, workload, "
-                  "coalesce(variant, '') AS variant, stack, interconnect, ranks")
-# v_run_metrics_daily's series_label, from v_runs' columns (0017's rollups name series so).
-_OTF_LABEL = ("coalesce(system, 'unknown') || ' ' || app || coalesce(' ' || nullif(variant, ''), '') || ' ' "
-              "|| coalesce(stack, 'unknown') || ' ' || interconnect || ' n' || ranks || coalesce(' ' || {gs}, '') "
-              "|| ' #' || {sid}")
-ON_THE_FLY_VIEWS = [
-    # 0013's (0027's) run_metrics_daily, from v_run_metrics and v_runs.
-    f"""CREATE OR REPLACE VIEW v_run_metrics_daily AS
-WITH d AS (
-SELECT date_trunc('day', m.started_at, 'UTC') AS day, m.series_id, m."window",
-       min(coalesce(r.system, 'unknown')) AS system, min(m.app) AS app, min(r.workload) AS workload,
-       min(coalesce(r.variant, '')) AS variant, min(coalesce(r.stack, 'unknown')) AS stack,
-       min(r.interconnect) AS interconnect, min(m.ranks) AS ranks, min(r.global_size) AS global_size,
-       min(strong_scaling_key(m.app, m.parameters, m.environment)) AS strong_key,
-       min(weak_scaling_key(m.app, m.parameters, m.environment)) AS weak_key, count(*)::integer AS runs,
-       count(m.time_s)::integer AS time_n, sum(m.time_s) AS time_sum,
-       count(m.mpi_time_avg_s)::integer AS mpi_time_avg_n, sum(m.mpi_time_avg_s) AS mpi_time_avg_sum,
-       count(m.mpi_fraction_avg)::integer AS mpi_fraction_avg_n, sum(m.mpi_fraction_avg) AS mpi_fraction_avg_sum,
-       count(m.mpi_fraction_slowest)::integer AS mpi_fraction_slowest_n, sum(m.mpi_fraction_slowest) AS mpi_fraction_slowest_sum,
-       count(m.user_time_avg_s)::integer AS user_time_avg_n, sum(m.user_time_avg_s) AS user_time_avg_sum,
-       count(m.mpi_sync_time_avg_s)::integer AS mpi_sync_time_avg_n, sum(m.mpi_sync_time_avg_s) AS mpi_sync_time_avg_sum,
-       count(m.load_balance)::integer AS load_balance_n, sum(m.load_balance) AS load_balance_sum,
-       count(m.communication_efficiency)::integer AS communication_efficiency_n, sum(m.communication_efficiency) AS communication_efficiency_sum,
-       count(m.parallel_efficiency)::integer AS parallel_efficiency_n, sum(m.parallel_efficiency) AS parallel_efficiency_sum
-FROM v_run_metrics m JOIN v_runs r ON r.run_id = m.run_id
-WHERE m.status = 'ok' AND m.series_id IS NOT NULL
-GROUP BY 1, 2, 3   -- one row per series, day and window; its labels the least of its runs' (0027)
-)
-SELECT d.*, (d."window" = 'focus' OR NOT EXISTS (
-           SELECT 1 FROM d f WHERE f.day = d.day AND f.series_id = d.series_id AND f."window" = 'focus')) AS shown,
-       d.system || ' ' || d.app || coalesce(' ' || nullif(d.variant, ''), '') || ' ' || d.stack || ' ' || d.interconnect
-         || ' n' || d.ranks || coalesce(' ' || d.global_size, '') || ' #' || d.series_id AS series_label
-FROM d""",
-    # 0029's shown_metrics_daily: the shown row of each series and day, from the view above.
-    """CREATE OR REPLACE VIEW v_shown_metrics_daily AS
-SELECT day, series_id, "window", system, app, workload, stack, interconnect, ranks, series_label,
-       mpi_fraction_avg_n, mpi_fraction_avg_sum, mpi_fraction_slowest_n, mpi_fraction_slowest_sum,
-       parallel_efficiency_n, parallel_efficiency_sum, load_balance_n, load_balance_sum,
-       communication_efficiency_n, communication_efficiency_sum, user_time_avg_n, user_time_avg_sum,
-       mpi_time_avg_n, mpi_time_avg_sum, mpi_sync_time_avg_n, mpi_sync_time_avg_sum
-FROM v_run_metrics_daily WHERE shown""",
-    f"""CREATE OR REPLACE VIEW v_mpi_fraction_daily AS
-SELECT {_DAY_SERIES_OF}, count(*)::integer AS runs, sum(mpi_fraction_avg) AS mpi_fraction_avg_sum,
-       count(mpi_fraction_slowest)::integer AS slowest_runs, sum(mpi_fraction_slowest) AS mpi_fraction_slowest_sum
-FROM v_mpi_fraction
-GROUP BY 1, 2, 3, 4, 5, 6, 7, 8""",
-    f"""CREATE OR REPLACE VIEW v_wall_time_daily AS
-SELECT {_DAY_SERIES}, r.global_size, count(*)::integer AS runs, sum(r.wall_time) AS wall_time_sum
-FROM v_runs r
-WHERE r.status = 'ok' AND r.wall_time > 0
-GROUP BY 1, 2, 3, 4, 5, 6, 7, 8, 9""",
-    f"""CREATE OR REPLACE VIEW v_rank_groups_daily AS
-SELECT {_DAY_SERIES}, count(*)::integer AS rank_rows, sum(g.user_time) AS user_time_sum,
-       sum(g.mpi_time) AS mpi_time_sum, sum(g.mpi_sync_time) AS mpi_sync_time_sum
-FROM v_rank_groups g JOIN v_runs r ON r.run_id = g.run_id
-WHERE r.status = 'ok'
-GROUP BY 1, 2, 3, 4, 5, 6, 7, 8""",
-    # 0017's v_mpi_routines_daily: per run_series, day and series.
-    f"""CREATE OR REPLACE VIEW v_mpi_routines_daily AS
-WITH m AS (
-  SELECT {_DAY_SERIES}, rr.series_id, rr.global_size AS gs, m.run_id, m.function, m.time_total, m.calls
-  FROM v_mpi_routines m JOIN v_runs r ON r.run_id = m.run_id JOIN runs rr ON rr.id = m.run_id
-  WHERE r.status = 'ok' AND rr.series_id IS NOT NULL
-)
-SELECT f."time", f.system, f.app, f.workload, f.variant, f.stack, f.interconnect, f.ranks, f.function, f.runs,
-       f.time_total, f.calls, g.group_runs, f.series_id, g.global_size,
-       {_OTF_LABEL.format(gs="g.global_size", sid="f.series_id")} AS series_label
-FROM (SELECT "time", system, app, workload, variant, stack, interconnect, ranks, series_id, function,
-             count(DISTINCT run_id)::integer AS runs, sum(time_total) AS time_total, sum(calls) AS calls
-      FROM m GROUP BY 1, 2, 3, 4, 5, 6, 7, 8, 9, 10) f
-JOIN (SELECT "time", system, app, workload, variant, stack, interconnect, ranks, series_id,
-             count(DISTINCT run_id)::integer AS group_runs, max(gs) AS global_size
-      FROM m GROUP BY 1, 2, 3, 4, 5, 6, 7, 8, 9) g
-  USING ("time", system, app, workload, variant, stack, interconnect, ranks, series_id)""",
-    # routines_between (0030) as the sum of the daily rows in the range: per function, and per series all
-    # functions together (its runs the group's, its time and calls the functions' sums, per day).
-    """CREATE OR REPLACE FUNCTION routines_between(t_from timestamptz, t_to timestamptz)
-RETURNS TABLE (system text, app text, workload text, variant text, stack text, interconnect text, ranks integer,
-               series_label text, function text, runs bigint, time_total double precision, calls numeric)
-LANGUAGE sql STABLE AS $$
-WITH d AS (SELECT * FROM v_mpi_routines_daily WHERE "time" > t_from - interval '1 day' AND "time" <= t_to)
-SELECT system, app, workload, variant, stack, interconnect, ranks, series_label, function,
-       sum(runs)::bigint, sum(time_total), sum(calls)
-FROM d GROUP BY 1, 2, 3, 4, 5, 6, 7, 8, 9
-UNION ALL
-SELECT system, app, workload, variant, stack, interconnect, ranks, series_label, NULL,
-       sum(group_runs)::bigint, sum(time_total), sum(calls)
-FROM (SELECT system, app, workload, variant, stack, interconnect, ranks, series_label, "time",
-             max(group_runs) AS group_runs, sum(time_total) AS time_total, sum(calls) AS calls
-      FROM d GROUP BY 1, 2, 3, 4, 5, 6, 7, 8, 9) g
-GROUP BY 1, 2, 3, 4, 5, 6, 7, 8
-$$""",
-    f"""CREATE OR REPLACE VIEW v_comm_matrix_daily AS
-SELECT {_DAY_SERIES}, max(r.run_id) AS last_traced_run
-FROM v_runs r
-WHERE r.status = 'ok' AND EXISTS (SELECT 1 FROM v_comm_matrix c WHERE c.run_id = r.run_id)
-GROUP BY 1, 2, 3, 4, 5, 6, 7, 8""",
-    f"""CREATE OR REPLACE VIEW v_collectives_daily AS
-SELECT {_DAY_SERIES_OF}, collective, algorithm, bytes, stat, count(*)::integer AS n, sum(value) AS value_sum
-FROM v_collectives
-GROUP BY 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12""",
-    # collectives_between (0008, 0031) as the sum of the daily rows in the range.
-    f"""CREATE OR REPLACE FUNCTION collectives_between(t_from timestamptz, t_to timestamptz)
-RETURNS TABLE (system text, app text, workload text, variant text, stack text, interconnect text, ranks integer,
-               collective text, algorithm text, bytes bigint, stat text, n bigint, value_sum double precision)
-LANGUAGE sql STABLE AS $$
-SELECT system, app, workload, variant, stack, interconnect, ranks, collective, algorithm, bytes, stat,
-       sum(n)::bigint, sum(value_sum)
-FROM v_collectives_daily
-WHERE "time" > t_from - interval '1 day' AND "time" <= t_to
-GROUP BY 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11
-$$""",
-    # 0017's v_halo_daily: per run_series, day and series.
-    f"""CREATE OR REPLACE VIEW v_halo_daily AS
-SELECT d.*, {_OTF_LABEL.format(gs="d.global_size", sid="d.series_id")} AS series_label
-FROM (SELECT {_DAY_SERIES_OF}, count(*)::integer AS n, sum(comm_time_avg) AS comm_time_avg_sum,
-       count(comm_time_max)::integer AS comm_time_max_n, sum(comm_time_max) AS comm_time_max_sum,
-       count(skew)::integer AS skew_n, sum(skew) AS skew_sum, count(imbalance)::integer AS imbalance_n,
-       sum(imbalance) AS imbalance_sum, count(exposed_fraction)::integer AS exposed_fraction_n,
-       sum(exposed_fraction) AS exposed_fraction_sum, series_id, max(global_size) AS global_size
-      FROM (SELECT h.*, r.series_id, r.global_size FROM v_halo h JOIN runs r ON r.id = h.run_id
-            WHERE r.series_id IS NOT NULL) h
-      GROUP BY 1, 2, 3, 4, 5, 6, 7, 8, series_id) d""",
-    # 0029's v_comparison_daily: each ok run once, on its focus window where that has a time, else its run window
-    # (0014's v_run_compared, with the time > 0 the procurement panels ask), per day, series and window.
-    """CREATE OR REPLACE VIEW v_comparison_daily AS
-SELECT date_trunc('day', c.started_at, 'UTC') AS "time", c.series_id, c.environment->>'system' AS system,
-       c.environment->>'stack' AS stack, c.environment->>'interconnect' AS interconnect, c.app, c.ranks,
-       c.parameters, c."window", count(*)::integer AS runs, sum(c.time_s) AS time_sum, min(c.time_s) AS time_min,
-       max(c.time_s) AS time_max
-FROM (SELECT DISTINCT ON (run_id) * FROM v_run_metrics
-      WHERE status = 'ok' AND series_id IS NOT NULL AND time_s > 0
-      ORDER BY run_id, "window" = 'focus' DESC) c
-GROUP BY 1, 2, 3, 4, 5, 6, 7, 8, 9""",
-    f"""CREATE OR REPLACE VIEW v_io_daily AS
-SELECT {_DAY_SERIES_OF}, method, group_size, count(write_mbs)::integer AS write_n, sum(write_mbs) AS write_mbs_sum,
-       count(read_mbs)::integer AS read_n, sum(read_mbs) AS read_mbs_sum
-FROM v_io
-GROUP BY 1, 2, 3, 4, 5, 6, 7, 8, 9, 10""",
-]
-
-
 def variable_query(column: str) -> str:
     return f"SELECT DISTINCT {column} FROM v_series ORDER BY 1"
 
 
-# ---- what Grafana does to the SQL ----------------------------------------------------------
-# 1. The frontend replaces template variables (public/app/features/plugins/sql: interpolateVariable):
-#    a multi-value or include-all variable becomes quoted literals joined by ',' ('a','b'; "All"
-#    without a custom all value is every option), a single value is inserted with ' doubled.
-# 2. The backend's sqleng.Interpolate replaces $__interval_ms, $__interval (gtime.FormatInterval),
-#    $__unixEpochFrom(), $__unixEpochTo().
-# 3. The postgres macro engine (pkg/tsdb/grafana-postgresql-datasource/macros.go) expands
-#    $__name(args) with the regex \$([_a-zA-Z0-9]+)\(([^\)]*)\).
-
-def quote_literal(v: str) -> str:
-    return "'" + str(v).replace("'", "''") + "'"
-
-
-def interpolate_variables(sql: str, values: dict[str, list[str] | str], multi: set[str]) -> str:
-    def repl(m):
-        name = m.group(1)
-        if name not in values:
-            return m.group(0)   # Grafana's own $__ macros and unknown names stay
-        v = values[name]
-        if isinstance(v, list):
-            return ",".join(quote_literal(x) for x in v)
-        return quote_literal(v) if name in multi else str(v).replace("'", "''")
-    return re.sub(r"\$(\w+)", repl, sql)
-
-
-def rfc3339nano(t: dt.datetime) -> str:
-    """Go's time.RFC3339Nano of a UTC time: fractional seconds without trailing zeros."""
-    t = t.astimezone(dt.timezone.utc)
-    s = t.strftime("%Y-%m-%dT%H:%M:%S")
-    if t.microsecond:
-        s += ("." + f"{t.microsecond:06d}").rstrip("0")
-    return s + "Z"
-
-
-_UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400, "y": 365 * 86400}
-
-
-def parse_interval(text: str) -> float:
-    """gtime.ParseInterval for the units the dashboards use: seconds."""
-    m = re.fullmatch(r"(\d+)(ms|s|m|h|d|w|y)", text.strip().strip("'"))
-    if not m:
-        raise ValueError(f"error parsing interval {text}")
-    return int(m.group(1)) * _UNITS[m.group(2)]
-
-
-def format_interval(seconds: float) -> str:
-    """gtime.FormatInterval."""
-    for unit, size in (("y", 365 * 86400), ("d", 86400), ("h", 3600), ("m", 60), ("s", 1)):
-        if seconds >= size:
-            return f"{int(seconds // size)}{unit}"
-    return f"{max(1, int(seconds * 1000))}ms" if seconds >= 0.001 else "1ms"
-
-
-def go_float(v: float) -> str:
-    """Go's %v of a float64 (strconv 'g' with shortest digits): exponent form below 1e-4 and
-    from 1e6 on, e.g. 86400 -> 86400 but 1209600 -> 1.2096e+06."""
-    d = Decimal(repr(float(v))).normalize()
-    sign, digits, exp = d.as_tuple()
-    e = len(digits) + exp - 1
-    if e < -4 or e >= 6:
-        mant = str(digits[0]) + ("." + "".join(map(str, digits[1:])) if len(digits) > 1 else "")
-        return ("-" if sign else "") + f"{mant}e{'-' if e < 0 else '+'}{abs(e):02d}"
-    return format(d, "f")
-
-
-# Grafana's interval rounding (rangeutil.roundInterval), in seconds: (upper bound, interval).
-_ROUND = [(0.015, 0.01), (0.035, 0.02), (0.075, 0.05), (0.15, 0.1), (0.35, 0.2), (0.75, 0.5), (1.5, 1), (3.5, 2),
-          (7.5, 5), (12.5, 10), (17.5, 15), (25, 20), (45, 30), (90, 60), (210, 120), (450, 300), (750, 600),
-          (1050, 900), (1500, 1200), (2700, 1800), (5400, 3600), (9000, 7200), (16200, 10800), (32400, 21600),
-          (64800, 43200), (129600, 86400), (604800, 604800), (1814400, 2592000)]
-
-
-def grafana_interval(t_from: dt.datetime, t_to: dt.datetime, min_interval: str = "1d", max_data_points: int = 1000) -> float:
-    """The $__interval Grafana computes: the range over the panel's width in points,
-    rounded to a tidy step, but never below the panel's minimum interval."""
-    raw = (t_to - t_from).total_seconds() / max_data_points
-    step = next((iv for bound, iv in _ROUND if raw < bound), 31536000)
-    return max(step, parse_interval(min_interval))
-
-
-def expand_macros(sql: str, t_from: dt.datetime, t_to: dt.datetime) -> str:
-    """macros.go: Interpolate and evaluateMacro (non-TimescaleDB)."""
-    original = sql
-    error = []
-
-    def evaluate(name: str, args: list[str]) -> str:
-        if name == "__time":
-            return f'{args[0]} AS "time"'
-        if name == "__timeEpoch":
-            return f'extract(epoch from {args[0]}) as "time"'
-        if name == "__timeFilter":
-            return f"{args[0]} BETWEEN '{rfc3339nano(t_from)}' AND '{rfc3339nano(t_to)}'"
-        if name == "__timeFrom":
-            return f"'{rfc3339nano(t_from)}'"
-        if name == "__timeTo":
-            return f"'{rfc3339nano(t_to)}'"
-        if name == "__timeGroup":
-            if len(args) < 2:
-                raise ValueError(f"macro {name} needs time column and interval and optional fill value")
-            s = go_float(parse_interval(args[1]))
-            return f"floor(extract(epoch from {args[0]})/{s})*{s}"
-        if name == "__timeGroupAlias":
-            return evaluate("__timeGroup", args) + ' AS "time"'
-        if name == "__unixEpochFilter":
-            return f"{args[0]} >= {int(t_from.timestamp())} AND {args[0]} <= {int(t_to.timestamp())}"
-        raise ValueError(f'unknown macro "{name}"')
-
-    def repl(m):
-        name, raw = m.group(1), m.group(2)
-        if name == "__timeGroup":
-            i = original.find(m.group(0))
-            if i >= 0 and len(original) > i + len(m.group(0)) and original[i + len(m.group(0))] == ",":
-                name = "__timeGroupAlias"
-        args = [a.strip(" ") for a in raw.split(",")]
-        try:
-            return evaluate(name, args)
-        except (ValueError, IndexError) as e:
-            error.append(e)
-            return "macro_error()"
-
-    out = re.sub(r"\$([_a-zA-Z0-9]+)\(([^\)]*)\)", repl, sql)
-    if error:
-        raise ValueError(str(error[0]))
-    return out
-
-
 def expand(sql: str, t_from: dt.datetime, t_to: dt.datetime, values: dict, multi: set[str] | None = None,
            interval: float | None = None) -> str:
-    """The SQL Grafana sends to PostgreSQL for this panel, time range and variable values."""
+    """The SQL Grafana sends to PostgreSQL for this panel (grafana_macros.expand), the dashboards' VARIABLES
+    multi-valued unless MULTI names others."""
     multi = {n for n, _, _ in VARIABLES} if multi is None else multi
-    sql = interpolate_variables(sql, values, multi)
-    iv = grafana_interval(t_from, t_to) if interval is None else interval
-    sql = sql.replace("$__interval_ms", str(int(iv * 1000))).replace("$__interval", format_interval(iv))
-    sql = sql.replace("$__unixEpochFrom()", str(int(t_from.timestamp()))).replace("$__unixEpochTo()", str(int(t_to.timestamp())))
-    return expand_macros(sql, t_from, t_to)
+    return grafana_macros.expand(sql, t_from, t_to, values, multi, interval)
 
 
 def all_values(conn) -> dict[str, list[str]]:

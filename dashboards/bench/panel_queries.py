@@ -21,7 +21,7 @@ speed, measured in the same run: no indexes on runs besides its keys (0001's
 runs_series, 0003's time indexes), v_series, v_collectives, v_halo, v_io
 computed on the fly from runs and foms instead of from 0003's trigger-kept
 tables, and the daily rollup views of 0006 computed on the fly from those
-(panels.ON_THE_FLY_VIEWS) instead of from their trigger-kept tables
+(tests/rollup_oracle.py) instead of from their trigger-kept tables
 (BASELINE_VIEWS, rolled back afterwards); and the ratio.
 
 Then, unless --readers 0, the same queries under load (issue 19): --readers
@@ -78,6 +78,9 @@ import psycopg  # noqa: E402
 
 from commscope.store import db  # noqa: E402
 from commscope.views import panels as P  # noqa: E402
+
+sys.path.insert(0, str(ROOT / "tests"))
+from rollup_oracle import ON_THE_FLY_VIEWS  # noqa: E402  (the rollups on the fly, the tests' oracle)
 
 SYSTEMS = ["cluster-a", "cluster-b"]
 STACKS = ["debian-openmpi4", "debian-mpich4", "pypi-openmpi5", "pypi-mpich5", "pypi-impi2021"]
@@ -262,7 +265,7 @@ CROSS JOIN LATERAL (SELECT
 WHERE f.app = 'pio' AND f.status = 'ok' AND f.name IN ('write_bandwidth', 'read_bandwidth', 'io_time_avg', 'io_time_max')
 GROUP BY f.run_id, f."time", f.system, f.app, f.workload, f.variant, f.stack, f.interconnect, f.ranks, f.repeat,
          m.method, m.group_size""",
-] + P.ON_THE_FLY_VIEWS
+] + ON_THE_FLY_VIEWS
 
 
 def measure(conn, qs: list[tuple[str, str]], repeat: int) -> dict[str, list[float]]:
