@@ -26,17 +26,29 @@ def _fail(msg: str, code: int = 1):
 def _denied(e: psycopg.errors.InsufficientPrivilege, command: str, done: str = "") -> str:
     """One line for a role that lacks a privilege: which role, what it may not do, what was done anyway (DONE),
     and which role can run COMMAND."""
-    try:
-        role = psycopg.conninfo.conninfo_to_dict(db.url()).get("user") or "in use"
-    except (db.DBError, psycopg.Error):
-        role = "in use"
-    return (f"role {role} may not do this ({e.diag.message_primary or e}){done}; run `commscope {command}` as the "
+    return (f"role {_role()} may not do this ({e.diag.message_primary or e}){done}; run `commscope {command}` as the "
             f"commscope role or one made by `commscope db grant-writer` (a read-only role reads the views only)")
 
 
 # `commscope ingest`'s exit codes (commscope/README.md)
 EXIT_BAD_INPUT = 2      # bad input or arguments: nothing was stored
 EXIT_SKIPPED_BAD = 3    # --skip-bad skipped inputs: the good ones were stored
+EXIT_NOT_STORED = 4     # check, changepoints, advise: printed, but the role may not store it (a read-only role)
+
+
+def _role() -> str:
+    try:
+        return psycopg.conninfo.conninfo_to_dict(db.url()).get("user") or "in use"
+    except (db.DBError, psycopg.Error):
+        return "in use"
+
+
+def _not_stored(command: str, what: list[str], e: psycopg.errors.InsufficientPrivilege, done: str, how: str,
+                code: int = EXIT_NOT_STORED) -> None:
+    """One line, after what was printed, for a role that may not store WHAT; exits CODE."""
+    click.echo(f"commscope {command}: role {_role()} may not store {', '.join(what)} "
+               f"({printable(e.diag.message_primary or str(e))}): {done}; {how}", err=True)
+    sys.exit(code)
 APP_LIMIT, PARAM_KEY_LIMIT, PARAM_VALUE_LIMIT = 200, 200, 4096   # characters
 
 
@@ -414,8 +426,9 @@ def check_cmd(metrics, campaign, baseline, min_effect, alpha, confirm, max_undet
     Exit 2 on bad arguments or when it cannot tell which campaign to judge."""
     import json
 
-    from commscope.gate import campaign as gate, changepoints, outputs, queries, regressions
-    findings, unmeasured = [], []
+    from commscope.gate import campaign as gate, changepoints, outputs, regressions
+    from commscope.store.queries import gate as queries
+    findings, unmeasured, denied = [], [], {}
     try:
         with db.connect() as conn:
             for metric in metrics:
@@ -430,8 +443,13 @@ def check_cmd(metrics, campaign, baseline, min_effect, alpha, confirm, max_undet
                 raise LookupError("; ".join(unmeasured))
             for note in unmeasured:
                 click.echo(f"commscope check: {note}", err=True)
-            noted = 0 if no_annotate else queries.annotate(conn, findings)
-            changes = _change_points_for(conn, findings)
+            noted = 0
+            try:
+                noted = 0 if no_annotate else queries.annotate(conn, findings)
+            except psycopg.errors.InsufficientPrivilege as e:   # a read-only role: the verdicts still stand
+                conn.rollback()
+                denied["annotations"] = e
+            changes = _change_points_for(conn, findings, denied)
     except (ValueError, LookupError) as e:
         _fail(str(e), 2)
     except db.DBError as e:
@@ -487,13 +505,22 @@ def check_cmd(metrics, campaign, baseline, min_effect, alpha, confirm, max_undet
         click.echo(f"{len(findings)} series, {len(bad)} regressions"
                    + (f", {suspect} suspect" if suspect else "") + (f", {unsure} cannot tell" if unsure else "")
                    + ("" if no_annotate else f", {noted} annotations written"))
+    if denied:   # exit 1 still says regressions
+        _not_stored("check", list(denied), next(iter(denied.values())), "the verdicts above were printed but not "
+                    "stored" + ("; change points were not recomputed (those listed are the stored ones)"
+                                if "change points" in denied else ""),
+                    "run check as the commscope role or one made by `commscope db grant-writer`, or pass "
+                    "--no-annotate" if "annotations" in denied else
+                    "run `commscope changepoints` as the commscope role or one made by `commscope db grant-writer`",
+                    1 if bad else EXIT_NOT_STORED)
     if bad:
         sys.exit(1)
 
 
-def _change_points_for(conn, findings) -> list[dict]:
+def _change_points_for(conn, findings, denied: dict) -> list[dict]:
     """The change points that each checked series' judged campaign completes, after recomputing the series that
-    got new runs (changepoints.py); none, with a note on stderr, without Apache Otava. FOMs have none."""
+    got new runs (changepoints.py); none, with a note on stderr, without Apache Otava. FOMs have none. A role that
+    may not store them gets the stored ones, and DENIED says so."""
     from commscope.gate import changepoints
     out = []
     by_metric: dict[tuple, set] = {}
@@ -502,7 +529,12 @@ def _change_points_for(conn, findings) -> list[dict]:
             by_metric.setdefault((f.metric, f.campaign), set()).add(f.series["series_id"])
     try:
         for (metric, campaign), ids in by_metric.items():
-            changepoints.update(conn, [metric], sorted(ids))
+            if "change points" not in denied:
+                try:
+                    changepoints.update(conn, [metric], sorted(ids))
+                except psycopg.errors.InsufficientPrivilege as e:
+                    conn.rollback()
+                    denied["change points"] = e
             out += changepoints.completed_by(conn, campaign, metric, sorted(ids))
     except changepoints.MissingLibrary as e:
         click.echo(f"commscope check: no change points: {e}", err=True)
@@ -523,10 +555,16 @@ def changepoints_cmd(metrics, series_ids, full, fmt):
 
     from commscope.gate import changepoints
     ids = sorted(series_ids) if series_ids else None
+    denied = None
     try:
         with db.connect() as conn:
-            done = changepoints.update(conn, metrics, ids, full=full)
-            found = [c for u in done for c in changepoints.stored(conn, u.metric, ids)]
+            try:
+                done = changepoints.update(conn, metrics, ids, full=full)
+            except psycopg.errors.InsufficientPrivilege as e:   # a read-only role: list what is stored
+                conn.rollback()
+                denied, done = e, []
+            found = [c for m in (metrics if denied else [u.metric for u in done])
+                     for c in changepoints.stored(conn, changepoints.canonical_metric(m), ids)]
     except ValueError as e:
         _fail(str(e), 2)
     except changepoints.MissingLibrary as e:
@@ -545,6 +583,9 @@ def changepoints_cmd(metrics, series_ids, full, fmt):
     for c in found:
         click.echo(changepoints.describe(c))
     click.echo(f"{len(found)} change points stored")
+    if denied:
+        _not_stored("changepoints", ["change points"], denied, "nothing was recomputed or stored (those listed are "
+                    "the stored ones)", "run it as the commscope role or one made by `commscope db grant-writer`")
 
 
 # ---- advise -------------------------------------------------------------------------
@@ -564,7 +605,9 @@ def _store_advice(write) -> None:
     except db.DBError as e:
         _fail(f"{e} (use --no-store to only print the advice)")
     except psycopg.errors.InsufficientPrivilege as e:
-        _fail(_denied(e, "advise", ": the advice above was printed but not stored (use --no-store to only print it)"))
+        _not_stored("advise", ["advice"], e, "the advice above was printed but not stored",
+                    "use --no-store to only print it, or run it as the commscope role or one made by "
+                    "`commscope db grant-writer`")
 
 
 @advise_group.command("placement")

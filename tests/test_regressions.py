@@ -23,16 +23,16 @@ import psycopg
 import pytest
 
 import suite
-from commscope.gate import queries, regressions, stats
+from commscope.gate import regressions, stats
+from commscope.store.queries import gate as queries
 from commscope.read import windows
 from commscope.store.ingest import Provenance, ingest, ingest_records
 from commscope.read.records import Record
 from conftest import stack_or_skip
-from test_measurement_model import reference
+from helpers import HISTORY, NIGHTS, PARTIAL, focus_time, reference
 
 CLI = [sys.executable, "-m", "commscope.cli"]
 START = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
-HISTORY = Path(__file__).parent / "gate-history"
 
 
 def synthetic(app: str, night: int, i: int, wall: float, variant: str = "v") -> Record:
@@ -417,55 +417,9 @@ def test_runs_stored_before_the_model_are_not_judged_and_the_message_says_why(hi
 # and 24^3 at 4 ranks recorded one file per rank, with a partial run. Night 5 is judged; 24^3's night 5 at 2 ranks
 # ran beside two busy loops.
 
-NIGHTS = {
-    "24-mpi": {n: f"halo3d-blocking-24-n2.mpi.night{n}.cali" for n in (1, 2, 3, 4, 5)},
-    "48-mpi": {n: f"halo3d-blocking-48-n2.mpi.night{n}.cali" for n in (2, 3, 4, 5)},
-    "24-nompi": {n: f"halo3d-blocking-24-n2.nompi.night{n}.cali" for n in (1, 2, 3, 5)},
-    "24-per-rank": {n: f"halo3d-blocking-24-n4.per-rank.night{n}" for n in (1, 2, 3, 5)},
-}
-# The per-rank series' loaded night 4 is stored as a partial run (rank 1's file left out), and, with rank 0's
-# file left out instead, once more in night 5: neither may count.
-PARTIAL = "halo3d-blocking-24-n4.per-rank.night4"
-
-
-def focus_time(name: str) -> float:
-    """The loop's time on its slowest rank, summed from the file's records with caliper-reader."""
-    return max(t for t, _mpi, _sync in reference(f"../gate-history/{name}")["focus"].values())
-
-
 def focus_mpi_fraction(name: str) -> float:
     per_rank = reference(f"../gate-history/{name}")["focus"].values()
     return sum(mpi + sync for _t, mpi, sync in per_rank) / sum(t for t, _mpi, _sync in per_rank)
-
-
-def partial_copy(tmp_path: Path, drop: int) -> Path:
-    d = tmp_path / f"without-rank-{drop}" / PARTIAL
-    shutil.copytree(HISTORY / PARTIAL, d)
-    (d / f"rank-{drop}.cali").unlink()
-    return d
-
-
-@pytest.fixture
-def real_history(dsn, tmp_path):
-    """Nights 1-5 as five campaigns; returns the DSN and each series' night-5 series_id."""
-    prov = Provenance(system="ci-box", stack="debian-openmpi4")
-    with psycopg.connect(dsn) as conn:
-        for night in (1, 2, 3, 4, 5):
-            paths = [HISTORY / files[night] for files in NIGHTS.values() if night in files]
-            if night == 4:
-                paths.append(partial_copy(tmp_path, 1))
-            if night == 5:
-                paths.append(partial_copy(tmp_path, 0))
-            res = ingest(conn, paths, prov, allow_partial=True)
-            assert len(res.inserted) == len(paths), res
-        sids = {s: conn.execute("SELECT series_id FROM runs WHERE source LIKE %s",
-                                (f"%{files[5]}",)).fetchone()[0] for s, files in NIGHTS.items()}
-        partial = conn.execute("SELECT status, series_id FROM runs WHERE source LIKE %s",
-                               ("%/without-rank-_/%",)).fetchall()
-    # the premise: four series, and the partial runs are stored as such, in the per-rank series
-    assert len(set(sids.values())) == 4
-    assert partial == [("partial", sids["24-per-rank"])] * 2
-    return dsn, sids
 
 
 def by_series(findings, sids) -> dict:
@@ -1008,4 +962,4 @@ def test_regressions_and_attribution_do_not_import_each_other():
         return found
 
     assert "attribution" not in imports("regressions") and "regressions" not in imports("attribution")
-    assert "campaign" not in imports("regressions") | imports("attribution") | imports("stats") | imports("queries")
+    assert "campaign" not in imports("regressions") | imports("attribution") | imports("stats")

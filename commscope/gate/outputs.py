@@ -5,7 +5,7 @@ import json
 import math
 
 from commscope.gate.attribution import lines as attributed
-from commscope.gate.queries import DESCRIBE, detectable
+from commscope.store.queries.gate import DESCRIBE, detectable
 
 def _number(v):
     """A JSON number, or None for what was not measured or is not finite."""

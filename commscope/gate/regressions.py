@@ -1,6 +1,6 @@
 """The regression gate: for every series (docs/measurement-model.md: runs of equal application, parameters and
 environment) in the judged campaign, its ok runs there against its ok runs in the campaigns before it, on one
-metric (queries.py), judged by stats.judge:
+metric (store/queries/gate.py), judged by stats.judge:
 - suspect: this campaign moved against the baseline; regression or improvement: the shift held over the last
   --confirm campaigns; no change: neither, and this campaign would have shown a shift of --max-undetectable;
   cannot tell: it could not have (the finding says what it could have seen and what would do), or the test
@@ -17,11 +17,11 @@ from datetime import date, timedelta, timezone
 
 import psycopg
 
-from commscope.gate import queries
+from commscope.store.queries import gate as queries
 from commscope.gate.stats import (CONFIRM, MAX_UNDETECTABLE, MIN_BASELINE, MIN_CAMPAIGNS, RUNS_A_NIGHT,
                                   SEARCH_LIMIT, UNLOADED, judge, night_spread, rank_test_reachable, runs_a_night,
                                   runs_needed, smallest_p)
-from commscope.gate.queries import NotMeasured, canonical_metric, _values  # noqa: F401  (callers name them here)
+from commscope.store.queries.gate import NotMeasured, canonical_metric, _values  # noqa: F401  (callers name them here)
 from commscope.gate.stats import compare  # noqa: F401  (workloads/bench/tuned_vs_default.py names it here)
 
 _UTC = timezone.utc

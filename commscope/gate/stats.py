@@ -1,6 +1,6 @@
 """The gate's statistics, on plain lists of values where larger is worse: the tests, their smallest p-values, the
 verdict of one campaign against the campaigns before it (judge), and what a campaign could have shown (detectable).
-No database here: queries.py reads the values, regressions.py turns verdicts into findings."""
+No database here: store/queries/gate.py reads the values, regressions.py turns verdicts into findings."""
 from __future__ import annotations
 
 import functools
