@@ -31,6 +31,8 @@ if TOOLCHAIN_ENV.exists():
 
 from commscope.workflow import stacks as mpi_stacks
 from commscope.store import db  # noqa: E402
+from commscope.store.ingest import Provenance, ingest  # noqa: E402
+from helpers import HISTORY, NIGHTS, partial_copy  # noqa: E402
 import suite  # noqa: E402
 
 STACK_NAMES = [s.name for s in mpi_stacks.catalog()]
@@ -144,3 +146,86 @@ def caliper_build(tmp_path_factory):
     stack = stack_or_skip("debian-openmpi4")
     return stack, suite.build(stack, caliper="ON", build_dir=tmp_path_factory.mktemp("caliper") / "b",
                               extra=[f"-DCMAKE_PREFIX_PATH={CALIPER_PREFIX}"])
+
+
+# ---- real stores several test files read -------------------------------------------------------------------
+
+DATA = ROOT / "tests" / "data"
+# Real Ramble workspaces (tests/data/ramble/README.md): Caliper mpi mode with a
+# failed experiment, matrix mode over two interconnects, repeats.
+RAMBLE_WORKSPACES = ["smoke-openmpi4-mpi", "smoke-mpich4-matrix", "smoke-openmpi4-repeats"]
+
+
+@pytest.fixture(scope="module")
+def workload_outputs(tmp_path_factory):
+    """Real runs of the workloads whose panels no committed fixture feeds:
+    collsweep with the default and a forced Allreduce algorithm, pio with each
+    method, halo3d weak scaling (same block per rank at 1 and 2 ranks). Their
+    stdout files are ingested like any run without Caliper. halo3d strong scaling (same global grid at 1 and 2
+    ranks)."""
+    stack, bdir = built_once("debian-openmpi4")
+    out = tmp_path_factory.mktemp("outputs")
+    scratch = tmp_path_factory.mktemp("pio")
+    forced = {"OMPI_MCA_coll_tuned_use_dynamic_rules": "1", "OMPI_MCA_coll_tuned_allreduce_algorithm": "3"}
+    coll = ["--coll", "allreduce,bcast", "--sizes", "8,1K,64K", "--iters", "20", "--warmup", "2"]
+    pio = ["--n", "21,17,12", "--iters", "2", "--dir", str(scratch)]
+    runs = [("collsweep-default", "collsweep", coll, 2, None), ("collsweep-forced", "collsweep", coll, 2, forced)]
+    runs += [(f"pio-{m}", "pio", pio + ["--method", m, "--group-size", "2"], 2, None)
+             for m in ("independent", "collective", "two-phase")]
+    runs += [(f"halo3d-weak-n{n}", "halo3d", ["--local", "12,12,8", "--iters", "4", "--variant", "blocking"], n, None)
+             for n in (1, 2)]
+    runs += [(f"halo3d-strong-n{n}", "halo3d", ["--n", "24,24,16", "--iters", "4", "--variant", "blocking"], n, None)
+             for n in (1, 2)]
+    for name, workload, args, n, env in runs:
+        r = suite.run(stack, bdir, workload, args, n, env=env)
+        assert r.returncode == 0, f"{name}: {r.stderr[-800:]}"
+        (out / f"{name}.out").write_text(r.stdout)
+    return out
+
+
+@pytest.fixture
+def filled(dsn, workload_outputs):
+    """The store with every kind of real data the panels read, and a read-only role."""
+    with psycopg.connect(dsn) as conn:
+        ingest(conn, [DATA], Provenance(system="lab-a"))
+        for ws in RAMBLE_WORKSPACES:
+            ingest(conn, [DATA / "ramble" / ws], Provenance())
+        ingest(conn, [workload_outputs], Provenance(system="lab-a", stack="debian-openmpi4"))
+        # One regression annotation, as the detector (issue 7) writes them, on a real run.
+        run = conn.execute("SELECT started_at, system, app, workload, stack, interconnect, ranks FROM v_runs "
+                           "WHERE mpi_fraction_avg IS NOT NULL ORDER BY mpi_fraction_avg DESC LIMIT 1").fetchone()
+        conn.execute("INSERT INTO annotations (\"time\", system, app, workload, stack, interconnect, ranks, text, tags) "
+                     "VALUES (%s, %s, %s, %s, %s, %s, %s, 'regression: mpi_fraction_avg +12%%', "
+                     "'{commscope-check,mpi_fraction_avg}')", run)
+        # One change point, as changepoints.py stores them, on a real run (tests/data's series are too short to
+        # have one: test_change_points.py finds them on the real gate history).
+        conn.execute("INSERT INTO change_points (series_id, metric, \"window\", run_id, campaign_id, \"time\", "
+                     "n_before, n_after, mean_before, mean_after, stddev_before, stddev_after, change, direction, "
+                     "p_value, method) SELECT series_id, 'time_s', 'run', id, campaign_id, started_at, 4, 1, 1.0, 1.12, "
+                     "0.01, 0, 0.12, 'regression', 0.003, 'test' FROM runs WHERE status = 'ok' "
+                     "AND series_id IS NOT NULL ORDER BY id LIMIT 1")
+        conn.commit()
+    return grant_local(dsn, "grafana_ro")
+
+
+@pytest.fixture
+def real_history(dsn, tmp_path):
+    """Nights 1-5 as five campaigns; returns the DSN and each series' night-5 series_id."""
+    prov = Provenance(system="ci-box", stack="debian-openmpi4")
+    with psycopg.connect(dsn) as conn:
+        for night in (1, 2, 3, 4, 5):
+            paths = [HISTORY / files[night] for files in NIGHTS.values() if night in files]
+            if night == 4:
+                paths.append(partial_copy(tmp_path, 1))
+            if night == 5:
+                paths.append(partial_copy(tmp_path, 0))
+            res = ingest(conn, paths, prov, allow_partial=True)
+            assert len(res.inserted) == len(paths), res
+        sids = {s: conn.execute("SELECT series_id FROM runs WHERE source LIKE %s",
+                                (f"%{files[5]}",)).fetchone()[0] for s, files in NIGHTS.items()}
+        partial = conn.execute("SELECT status, series_id FROM runs WHERE source LIKE %s",
+                               ("%/without-rank-_/%",)).fetchall()
+    # the premise: four series, and the partial runs are stored as such, in the per-rank series
+    assert len(set(sids.values())) == 4
+    assert partial == [("partial", sids["24-per-rank"])] * 2
+    return dsn, sids

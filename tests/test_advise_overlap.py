@@ -21,7 +21,7 @@ import suite
 from commscope.store.ingest import Provenance, ingest
 
 from conftest import competing_tasks
-from test_fixtures import rank_of
+from helpers import rank_of
 
 DATA = Path(__file__).parent / "data"
 CLI = [sys.executable, "-m", "commscope.cli"]

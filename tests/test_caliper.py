@@ -13,7 +13,7 @@ import subprocess
 
 import suite
 from conftest import stack_or_skip
-from test_fixtures import matrix, read, regions
+from helpers import matrix, read, regions
 
 
 def test_caliper_on_without_caliper_fails_clearly(tmp_path):

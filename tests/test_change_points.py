@@ -1,7 +1,7 @@
 """Change points over each series' whole history (commscope/gate/changepoints.py, migration 0024), against the
 real PostgreSQL test store, on real halo3d runs (tests/gate-history/README.md):
 
-- the five nights of profiles that tests/test_regressions.py judges (its real_history fixture), where 24^3 at
+- the five nights of profiles that tests/test_regressions.py judges (conftest's real_history fixture), where 24^3 at
   2 ranks ran beside two busy loops on night 5 and every other series ran idle (the per-rank series' loaded
   night 4 is stored as a partial run, which counts for nothing);
 - a longer series made of the same runs' workload outputs alone (`.out`, no profile beside them), ingested one
@@ -31,7 +31,7 @@ import pytest
 
 from commscope.views import panels as P
 from conftest import grant_local
-from test_regressions import HISTORY, NIGHTS, focus_time, real_history  # noqa: F401  (real_history: a fixture)
+from helpers import HISTORY, NIGHTS, focus_time
 
 pytest.importorskip("otava", reason="Apache Otava is not installed: pip install -e '.[changepoints]'")
 

@@ -12,28 +12,9 @@ import caliperreader
 import pytest
 
 import suite
+from helpers import matrix, rank_of, read, regions
 
 DATA = Path(__file__).parent / "data"
-
-
-def read(path: Path):
-    records, globals_ = caliperreader.read_caliper_contents(str(path))
-    return records, globals_
-
-
-def rank_of(rec, path: Path) -> int | None:
-    """A record's rank. Per-rank files (use.mpi=false) carry none in their
-    records: the rank is only in the file name, from output=rank-%mpi.rank%."""
-    if "mpi.rank" in rec:
-        return int(rec["mpi.rank"])
-    if path.stem.startswith("rank-"):
-        return int(path.stem.split("-")[1])
-    return None
-
-
-def regions(rec) -> list[str]:
-    reg = rec.get("region")
-    return reg if isinstance(reg, list) else [reg] if reg else []
 
 
 def fixture_runs():
@@ -179,18 +160,6 @@ def test_json_split_profile_names_the_call_tree():
 def test_older_caliper_fixture_is_present():
     versions = {read(f)[1]["cali.caliper.version"] for f in DATA.glob("*.cali")}
     assert any(v.startswith("2.12") for v in versions) and any(v.startswith("2.14") for v in versions), versions
-
-
-def matrix(directory: Path) -> dict:
-    """(src, dst) -> [messages, bytes] from a message-tracing fixture, sends only."""
-    cells: dict = defaultdict(lambda: [0, 0])
-    for f in directory.glob("rank-*.cali"):
-        for r in read(f)[0]:
-            if "mpi.msg.dst" in r:
-                cell = cells[int(r["mpi.rank"]), int(r["mpi.msg.dst"])]
-                cell[0] += int(r["count"])
-                cell[1] += int(r["sum#mpi.msg.size"])
-    return cells
 
 
 @pytest.mark.parametrize("directory", sorted(DATA.glob("commgraph-*.msgtrace")), ids=lambda p: p.name)

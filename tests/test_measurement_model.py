@@ -22,16 +22,10 @@ from caliperreader import read_caliper_contents
 from commscope.read.contract import parse_output
 from commscope.store.ingest import Provenance, ingest
 from commscope.read.records import ReadOptions
+from helpers import PER_RANK_PROFILES, SYNC, TIME, reference
 
 DATA = Path(__file__).parent / "data"
 THIRD = Path(__file__).parent / "thirdparty"
-TIME = ("sum#sum#time.duration", "sum#time.duration")
-SYNC = {"MPI_Barrier", "MPI_Wait", "MPI_Waitall", "MPI_Waitany", "MPI_Waitsome", "MPI_Win_wait", "MPI_Win_fence",
-        "MPI_Win_complete", "MPI_Ibarrier"}
-
-PER_RANK_PROFILES = sorted(
-    [p.name for p in DATA.glob("*.cali") if ".spot." not in p.name] +
-    [d.name for d in DATA.glob("*.per-rank")] + [p.name for p in DATA.glob("*.json-split.json")])
 MESSAGE_TRACES = sorted(d.name for d in DATA.glob("*.msgtrace"))
 # spot profiles: the workloads' (tests/data) and the third-party applications' (stored with the --app a user gives)
 SPOT_PROFILES = sorted(DATA.glob("*.spot.cali")) + sorted(THIRD.glob("*/*.spot.cali"))
@@ -65,49 +59,7 @@ WORKLOAD_FIXTURES = sorted(p.name for p in list(DATA.glob("*.cali")) + list(DATA
                            if workload_output(p))
 
 
-def reference(name: str, focus: str = "loop") -> dict:
-    """Per window, per rank: [time, mpi, mpi_sync], straight from the file; the focus window the records
-    in FOCUS, by default the workloads' README's timed interval, `loop` (empty when the file has none)."""
-    src = DATA / name
-    acc = {"run": defaultdict(lambda: [0.0, 0.0, 0.0]), "focus": defaultdict(lambda: [0.0, 0.0, 0.0])}
-    if src.suffix == ".json":
-        doc = json.loads(src.read_text())
-        cols = doc["columns"]
-        labels = [n["label"] for n in doc["nodes"]]
-        parents = [n.get("parent") for n in doc["nodes"]]
-        for row in doc["data"]:
-            t, rank, node = row[cols.index("time")], int(row[cols.index("mpi.rank")]), row[cols.index("path")]
-            if t is None:
-                continue
-            chain = []
-            while node is not None:
-                chain.append(labels[node])
-                node = parents[node]
-            fn = chain[0] if chain and chain[0].startswith("MPI_") else None
-            for w in ("run",) + (("focus",) if focus in chain else ()):
-                a = acc[w][rank]
-                a[0] += t
-                if fn:
-                    a[2 if fn in SYNC else 1] += t
-        return acc
-    files = sorted(src.glob("rank-*.cali")) if src.is_dir() else [src]
-    for f in files:
-        records, _ = read_caliper_contents(str(f))
-        for r in records:
-            t = next((float(r[a]) for a in TIME if a in r), None)
-            if t is None:
-                continue
-            rank = int(r["mpi.rank"]) if "mpi.rank" in r else int(f.stem.split("-")[1])
-            regions = r.get("region") or []
-            regions = regions if isinstance(regions, list) else [regions]
-            fn = r.get("mpi.function")
-            fn = fn[-1] if isinstance(fn, list) else fn   # nested MPI calls: the record's own, innermost one
-            for w in ("run",) + (("focus",) if focus in regions else ()):
-                a = acc[w][rank]
-                a[0] += t
-                if fn:
-                    a[2 if fn in SYNC else 1] += t
-    return acc
+
 
 
 @pytest.fixture(scope="module")

@@ -25,7 +25,6 @@ from PIL import Image, ImageStat
 
 from commscope.views import panels as P
 from commscope.cli import main
-from test_dashboards import filled, workload_outputs  # noqa: F401  (the same real store)
 
 CHROMIUM = shutil.which("chromium")
 
@@ -269,7 +268,7 @@ def test_the_report_opens_with_findings_whose_numbers_the_sources_confirm(filled
     the MPI fraction and POP parallel efficiency from the Caliper files' own records (caliper-reader), the fastest
     stack and its margin from the workloads' own `FOM total_time` lines in the Ramble workspaces' .out files, the
     change point from the row the fixture stored, and the advice from what `commscope advise` stored."""
-    from test_measurement_model import reference
+    from helpers import reference
     with psycopg.connect(dsn) as conn:
         campaign = conn.execute("SELECT campaign_id FROM v_runs WHERE app = 'collsweep' LIMIT 1").fetchone()[0]
     adv = CliRunner(env={"COMMSCOPE_DB_URL": dsn}).invoke(
@@ -461,7 +460,7 @@ def test_where_time_goes_reads_the_window_that_measured_mpi(dsn, tmp_path):
     are listed under where time goes on the run window (not said to be unmeasured), each share equal to
     caliper-reader's sum of MPI over time across ranks of the series' files, whose focus holds no MPI."""
     from commscope.store.ingest import Provenance, ingest
-    from test_measurement_model import reference
+    from helpers import reference
     with psycopg.connect(dsn) as conn:
         ingest(conn, [DATA / "ramble" / "smoke-openmpi4-mpi"], Provenance())
         conn.commit()

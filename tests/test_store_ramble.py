@@ -289,9 +289,8 @@ def test_a_ramble_experiment_declares_its_focus_region(dsn, tmp_path):
     """The Ramble applications declare commscope_focus (the workloads' loop by default); a study that sets it to
     another region gets that region's focus window. Here the halo3d experiment's variable names halo_exchange, as
     a ramble.yaml setting it would record it; the window's per-rank times are summed here from the profile's
-    records with caliper-reader (test_measurement_model.reference), not by commscope's reader."""
-    sys.path.insert(0, str(Path(__file__).parent))
-    from test_measurement_model import reference
+    records with caliper-reader (helpers.reference), not by commscope's reader."""
+    from helpers import reference
     ws = tmp_path / "ws"
     shutil.copytree(MPI_WS, ws)
     doc = results(ws)

@@ -13,7 +13,6 @@ RAMBLE_ROOT and COMMSCOPE_CALIPER_NOGOTCHA_PREFIX are set."""
 from __future__ import annotations
 
 import datetime as dt
-import json
 import os
 import re
 import shutil
@@ -27,73 +26,11 @@ import yaml
 
 from commscope.store.ingest import Provenance, ingest
 from conftest import ROOT, grant_local, stack_or_skip
+from helpers import calling_sequence, check_profiles, expected_foms, experiments, imb_prefix, out_file
 
 WS = Path(__file__).parent / "thirdparty" / "ramble-imb"
 PRELOAD_WS = Path(__file__).parent / "thirdparty" / "ramble-imb-preload"
 APP = "intel-mpi-benchmarks"
-TIME = "sum#sum#time.duration"   # a runtime-profile's exclusive time per record (seconds)
-# What Ramble's builtin application (var/ramble/repos/builtin/applications/intel-mpi-benchmarks, Ramble 0.5)
-# reports for each kind of IMB table, by the table's columns: FOM name -> (IMB column, unit), and the
-# context's format. Its latency regex names its groups t_min, t_avg, t_max in that order, while IMB prints
-# t_min, t_max, t_avg: Ramble's "Latency avg" is IMB's t_max column and its "Latency max" IMB's t_avg.
-# commscope stores what Ramble reports, under Ramble's names.
-TABLES = {
-    ("#bytes", "#repetitions", "t[usec]", "Mbytes/sec"):
-        ("Bytes: {} (BW)", {"Bandwidth": ("Mbytes/sec", "Mbytes/sec")}),
-    ("#bytes", "#repetitions", "t_min[usec]", "t_max[usec]", "t_avg[usec]"):
-        ("Bytes: {} (Latency)", {"Latency min": ("t_min[usec]", "usec"), "Latency avg": ("t_max[usec]", "usec"),
-                                 "Latency max": ("t_avg[usec]", "usec")}),
-    ("#bytes", "#repetitions", "t_min[usec]", "t_max[usec]", "t_avg[usec]", "Mbytes/sec"):
-        ("Bytes: {} (Combo)", {"Combo": ("Mbytes/sec", "Mbytes/sec")}),
-}
-
-
-def imb_tables(text: str) -> list[tuple[str, tuple, list[dict]]]:
-    """(benchmark, header, rows) of every result table IMB printed: the '# Benchmarking X' block, its
-    column header and the rows of numbers below it, each row a dict column -> text."""
-    out, bench, header = [], None, None
-    for line in text.splitlines():
-        words = line.split()
-        if line.startswith("# Benchmarking "):
-            bench, header = words[2], None
-        elif bench and words and words[0] == "#bytes":
-            header = tuple(words)
-            out.append((bench, header, []))
-        elif header and words and all(re.fullmatch(r"[0-9.]+", w) for w in words) and len(words) == len(header):
-            out[-1][2].append(dict(zip(header, words)))
-        elif header and not words and out[-1][2]:
-            bench = header = None
-    return out
-
-
-def expected_foms(out_file: Path) -> dict[tuple[str, str], tuple[float, str]]:
-    """(context, FOM name) -> (value, unit) that Ramble's builtin application defines for this output."""
-    exp = {}
-    for _bench, header, rows in imb_tables(out_file.read_text()):
-        ctx_format, foms = TABLES[header]
-        for row in rows:
-            for name, (column, unit) in foms.items():
-                exp[(ctx_format.format(row["#bytes"]), name)] = (float(row[column]), unit)
-    return exp
-
-
-def calling_sequence(out_file: Path) -> list[str]:
-    """The command line IMB says it was called with (its '# Calling sequence was:' block)."""
-    lines = out_file.read_text().splitlines()
-    i = next(i for i, line in enumerate(lines) if line.startswith("# Calling sequence was:"))
-    cmd = next(line for line in lines[i + 1:] if line.strip("# "))
-    return cmd.lstrip("# ").split()
-
-
-def experiments(ws: Path) -> list[dict]:
-    return json.loads((ws / "results.latest.json").read_text())["experiments"]
-
-
-def out_file(ws: Path, exp: dict) -> Path:
-    return ws / "experiments" / exp["application_name"] / exp["workload_name"] / exp["experiment_name"] / \
-        f"{exp['experiment_name']}.out"
-
-
 def configured_variables(ws: Path, exp: dict) -> dict:
     """The variables the workspace config (configs/ramble.yaml) sets for this experiment: the workspace's,
     then its workload's experiment entry; a list is the experiment's own element, found by its name."""
@@ -159,53 +96,6 @@ def check_store(dsn: str, ws: Path, profiled: bool = False) -> None:
             for k, v in rest.items():
                 assert not str(v).startswith("/") and not k.startswith("caliper_"), k
                 assert v == "" or str(v) in cmd or k == "n_threads", (k, v, cmd)
-
-
-def profile_reference(cali: Path) -> tuple[dict[int, float], dict[int, float], dict[str, float]]:
-    """(rank -> time, rank -> MPI time, MPI function -> time summed over ranks) from the profile's records
-    read with caliper-reader: every record's exclusive time counts (the one without a path is the time outside
-    MPI), MPI time is the records carrying mpi.function."""
-    from caliperreader import read_caliper_contents
-    records, _globals = read_caliper_contents(str(cali))
-    total: dict = {}
-    mpi: dict = {}
-    per_function: dict = {}
-    for r in records:
-        rank, t = int(r["mpi.rank"]), float(r[TIME])
-        total[rank] = total.get(rank, 0.0) + t
-        if "mpi.function" in r:
-            mpi[rank] = mpi.get(rank, 0.0) + t
-            per_function[r["mpi.function"]] = per_function.get(r["mpi.function"], 0.0) + t
-    return total, mpi, per_function
-
-
-def check_profiles(dsn: str, ws: Path) -> None:
-    """Each experiment's profile is attached to its run: MPI time per function and the run window's MPI time
-    and fractions equal the profile's records."""
-    with psycopg.connect(dsn) as conn:
-        for exp in experiments(ws):
-            cali = out_file(ws, exp).with_suffix(".cali")
-            total, mpi, per_function = profile_reference(cali)
-            run_id, source, app_source, caliper = conn.execute(
-                "SELECT r.id, r.source, r.metadata->>'app_source', s.environment->>'caliper' "
-                "FROM runs r JOIN series s ON s.id = r.series_id WHERE r.experiment = %s", (exp["name"],)).fetchone()
-            assert Path(source).resolve() == cali.resolve() and app_source == "ramble"
-            assert "profile.mpi" in caliper
-            stored = dict(conn.execute("SELECT function, time_total FROM mpi_metrics WHERE run_id = %s", (run_id,)))
-            assert stored.keys() == per_function.keys() and len(stored) >= 10
-            for fn, t in per_function.items():
-                assert stored[fn] == pytest.approx(t, rel=1e-9), fn
-            # IMB's own work is MPI: PingPong's sends and receives, Allreduce's reductions
-            main = {"pingpong": "MPI_Send", "collective": "MPI_Allreduce"}[exp["workload_name"]]
-            assert stored[main] > 0
-            cur = conn.execute("SELECT * FROM v_run_metrics WHERE run_id = %s AND \"window\" = 'run'", (run_id,))
-            row = dict(zip([d.name for d in cur.description], cur.fetchone()))
-            slowest = max(total, key=total.get)
-            assert row["time_s"] == pytest.approx(total[slowest], rel=1e-9)
-            assert row["mpi_time_avg_s"] == pytest.approx(sum(mpi.values()) / len(mpi), rel=1e-9)
-            assert row["mpi_fraction_avg"] == pytest.approx(sum(mpi.values()) / sum(total.values()), rel=1e-9)
-            assert row["mpi_fraction_slowest"] == pytest.approx(mpi[slowest] / total[slowest], rel=1e-9)
-            assert 0 < row["mpi_fraction_avg"] < 1   # the time outside MPI is counted
 
 
 def test_every_experiment_is_a_run_with_every_fom_and_its_context(dsn):
@@ -380,14 +270,6 @@ def test_profiled_and_unprofiled_experiments_differ_only_in_environment(dsn):
 # ---- live: Ramble for real ------------------------------------------------------------------------------
 
 RAMBLE_ROOT = os.environ.get("RAMBLE_ROOT")
-
-
-def imb_prefix() -> Path | None:
-    """The install prefix of a hand-built IMB-MPI1 (COMMSCOPE_IMB_PREFIX, else the IMB-MPI1 on PATH)."""
-    if os.environ.get("COMMSCOPE_IMB_PREFIX"):
-        return Path(os.environ["COMMSCOPE_IMB_PREFIX"])
-    found = shutil.which("IMB-MPI1")
-    return Path(found).resolve().parent.parent if found else None
 
 
 @pytest.mark.skipif(not RAMBLE_ROOT or not Path(RAMBLE_ROOT, "bin", "ramble").exists(),

@@ -6,7 +6,7 @@ Without Ramble (CI): the study is listed, its commscope.yaml is what `commscope 
 (no IMB-MPI1 on PATH, --spack, a malformed commscope.yaml) names the input and creates nothing.
 With RAMBLE_ROOT and IMB-MPI1: `commscope setup` and `commscope run imb` for real, into a real PostgreSQL. The
 stored FOMs are checked against IMB's own tables in each experiment's .out file, read by their column headers
-(tests/test_thirdparty_ramble.py's reader, not Ramble's or commscope's regexes); the parameters against the
+(tests/helpers.py's reader, not Ramble's or commscope's regexes); the parameters against the
 study's ramble.yaml and IMB's "Calling sequence" line, and against the site's and run scope's files (none of
 their variables is a parameter); the report's FOM section against the same tables."""
 from __future__ import annotations
@@ -26,7 +26,7 @@ import yaml
 
 from commscope.workflow import errors, paths, plan as workflow_plan
 from conftest import ROOT, private_home, stack_or_skip
-from test_thirdparty_ramble import calling_sequence, check_profiles, expected_foms, imb_prefix, out_file
+from helpers import calling_sequence, check_profiles, expected_foms, imb_prefix, out_file
 
 STUDY = "imb"
 STUDY_DIR = ROOT / "ramble" / "studies" / STUDY
