@@ -256,6 +256,12 @@ def db_retain(age, dry_run):
 @click.option("--param-keys", metavar="KEY,...",
               help="the metadata keys (Adiak values, Caliper globals) that define the application's experiment, "
                    "e.g. its problem size (default: its command line's arguments)")
+@click.option("--per-rank", "per_rank", metavar="KEY,...",
+              help="the parameters held per rank, e.g. LULESH's s: runs at other rank counts with these equal are "
+                   "weak scaling (v_scaling, the Scaling dashboard)")
+@click.option("--global", "global_params", metavar="KEY,...",
+              help="the parameters of the whole job's problem: runs at other rank counts with these equal are "
+                   "strong scaling (undeclared: the scaling kind is unknown)")
 @click.option("--rank-rows", default="1024", show_default=True, metavar="N|all",
               help="keep one row per rank for runs of up to N ranks ('all': every run); larger runs keep the "
                    "distributions over ranks only (v_rank_spread)")
@@ -269,7 +275,7 @@ def db_retain(age, dry_run):
               help="json: one object with the campaign id, the counts and the skipped inputs")
 @click.option("--quiet", "-q", is_flag=True, help="no progress bar; only the campaign id (and errors)")
 def ingest_cmd(paths, system, stack, interconnect, git_commit, ci_pipeline, hardware, skip_bad, allow_partial, focus,
-               app, ranks, params, param_keys, rank_rows, relabel, started_at, fmt, quiet):
+               app, ranks, params, param_keys, per_rank, global_params, rank_rows, relabel, started_at, fmt, quiet):
     """Store Caliper profiles of any application (files, directories), or one Ramble workspace, from PATHS
     as one campaign. The last line printed is the campaign's id alone (for `commscope check --campaign`): the
     new campaign, or, when every run was stored before, the campaign that holds them."""
@@ -308,8 +314,13 @@ def ingest_cmd(paths, system, stack, interconnect, git_commit, ci_pipeline, hard
         if start.tzinfo is None:
             _fail(f"--started-at {started_at!r} has no UTC offset; give one, e.g. {started_at}Z or "
                   f"{started_at}+01:00", 2)
+    kinds = {flag: tuple(k.strip() for k in (v or "").split(",") if k.strip())
+             for flag, v in (("--per-rank", per_rank), ("--global", global_params))}
+    for flag, v in (("--per-rank", per_rank), ("--global", global_params)):
+        if v is not None and not kinds[flag]:
+            _fail(f"{flag} is empty: name the parameters, e.g. {flag} s", 2)
     read = ReadOptions(allow_partial, focus, app, ranks, tuple(pairs), keys,
-                       None if rank_rows == "all" else int(rank_rows))
+                       None if rank_rows == "all" else int(rank_rows), kinds["--per-rank"], kinds["--global"])
     bar = None if quiet or not sys.stderr.isatty() else tqdm(desc="ingest", unit="run", file=sys.stderr)
     try:
         prov = Provenance(system=system, stack=stack, interconnect=interconnect, git_commit=git_commit,
@@ -577,12 +588,13 @@ def changepoints_cmd(metrics, series_ids, full, fmt):
         click.echo(json.dumps({"recomputed": [{"metric": u.metric, "series": u.series, "change_points": u.change_points,
                                                "seconds": round(u.seconds, 3)} for u in done],
                                "change_points": [changepoints.as_dict(c) for c in found]}, indent=1))
-        return
-    for u in done:
-        click.echo(f"{u.metric}: recomputed {u.series} series ({u.change_points} change points) in {u.seconds:.2f} s")
-    for c in found:
-        click.echo(changepoints.describe(c))
-    click.echo(f"{len(found)} change points stored")
+    else:
+        for u in done:
+            click.echo(f"{u.metric}: recomputed {u.series} series ({u.change_points} change points) in "
+                       f"{u.seconds:.2f} s")
+        for c in found:
+            click.echo(changepoints.describe(c))
+        click.echo(f"{len(found)} change points stored")
     if denied:
         _not_stored("changepoints", ["change points"], denied, "nothing was recomputed or stored (those listed are "
                     "the stored ones)", "run it as the commscope role or one made by `commscope db grant-writer`")

@@ -359,11 +359,12 @@ def test_migrate_as_a_writer_role_says_it_needs_the_owner(dsn):
 
 
 def _readonly_store(dsn: str) -> str:
-    """Runs with call counts stored by the owner; a DSN of a read-only role (grant-readonly) on that store."""
+    """Runs with call counts stored by the owner (the cgsolve profiles predate the `loop` region: focus timestep,
+    as test_advise_barriers stores them); a DSN of a read-only role (grant-readonly) on that store."""
     from conftest import grant_local
-    for name in ("cgsolve-direct-barriers-n4.mpi-profile.cali", "cgsolve-direct-barriers-uncounted-n2.mpi-profile.cali",
-                 "halo3d-overlap-n2.runtime-profile.cali"):
-        assert cli(dsn, "ingest", "-q", DATA / name).returncode == 0
+    for name in ("cgsolve-direct-barriers-n4.mpi-profile.cali", "cgsolve-direct-barriers-uncounted-n2.mpi-profile.cali"):
+        assert cli(dsn, "ingest", "-q", "--focus", "timestep", DATA / name).returncode == 0
+    assert cli(dsn, "ingest", "-q", DATA / "halo3d-overlap-n2.runtime-profile.cali").returncode == 0
     return grant_local(dsn, "viewer")
 
 
@@ -377,19 +378,85 @@ def test_a_readonly_role_gets_the_advice_and_a_line_on_what_was_not_stored(dsn, 
     trace = DATA / "commgraph-pairs-n4.msgtrace"
     r = cli(ro, "advise", "placement", trace, "--topology", topo)
     assert "placement of 4 ranks on 2 nodes" in r.stdout, r.stdout   # the advice itself is printed
-    assert_one_clear_line(r, "role viewer", "printed but not stored", "--no-store", code=1)
+    assert_one_clear_line(r, "role viewer", "printed but not stored", "--no-store", code=4)
     assert cli(ro, "advise", "placement", trace, "--topology", topo, "--no-store").returncode == 0
     with psycopg.connect(dsn) as c:
         assert c.execute("SELECT count(*) FROM advice").fetchone()[0] == advice_before
 
 
-@pytest.mark.parametrize("args", [["advise", "barriers", "1"], ["changepoints"], ["check"]],
-                         ids=["advise-barriers", "changepoints", "check"])
-def test_a_readonly_role_running_a_command_that_reads_tables_gets_one_line(dsn, args):
-    """The gate and the advisers read tables a read-only role may not read: one line, no traceback."""
+def _judged_history(dsn: str) -> str:
+    """test_regressions' synthetic nights (regressions, improvements, a suspect and a newcomer) stored by the owner;
+    a DSN of a read-only role (grant-readonly) on that store."""
+    import random
+
+    from commscope.store.ingest import Provenance, ingest_records
+    from conftest import grant_local
+    from test_regressions import NIGHTS_STORED, SERIES, synthetic
+    rnd = random.Random(7)
+    with psycopg.connect(dsn) as conn:
+        for night in range(NIGHTS_STORED):
+            recs = [synthetic(app, night, i, 10.0 * levels.get(NIGHTS_STORED - 1 - night, 1.0) * (1 + rnd.gauss(0, 0.03)))
+                    for app, per_night, levels in SERIES for i in range(per_night)]
+            ingest_records(conn, iter(recs), Provenance(), f"night {night}")
+    return grant_local(dsn, "viewer")
+
+
+def _verdicts(stdout: str) -> list[tuple]:
+    return [(s["label"], s["metric"], s["verdict"], s["effect"], s["p_value"], s["n_new"], s["n_baseline"])
+            for s in json.loads(stdout)["series"]]
+
+
+def test_a_readonly_role_gets_the_owners_verdicts_and_a_line_on_what_was_not_stored(dsn):
+    """`check` as a read-only role judges from what it may read: the same verdicts as the owner's, then one line
+    naming what it could not store (the annotations), exit 4; nothing is written. The owner then stores them."""
+    ro = _judged_history(dsn)
+    r = cli(ro, "check", "--format", "json")
+    assert_one_clear_line(r, "role viewer", "annotations", "not stored", code=1)   # 1: regressions, as the owner's
+    assert counts_of(dsn, "annotations", "change_points") == (0, 0)
+    text = cli(ro, "check")
+    assert_one_clear_line(text, "role viewer", "annotations", "not stored", code=1)
+    owner = cli(dsn, "check", "--format", "json")
+    assert owner.returncode == 1, owner.stderr   # regressions
+    assert _verdicts(r.stdout) == _verdicts(owner.stdout)
+    assert {v[2] for v in _verdicts(r.stdout)} >= {"regression", "improvement", "suspect", "no change"}
+    assert json.loads(r.stdout)["annotations"] == 0 and json.loads(owner.stdout)["annotations"] > 0
+    assert [ln for ln in text.stdout.splitlines() if "regression" in ln or "improvement" in ln]
+    quiet = cli(ro, "check", "--no-annotate", "--format", "json")   # nothing to store but change points
+    assert quiet.returncode == 1 and _verdicts(quiet.stdout) == _verdicts(owner.stdout)
+    none = cli(ro, "check", "--campaign", "1", "--no-annotate")   # the first night: no baseline, nothing to store
+    assert none.returncode == 0 and not none.stderr.strip(), none.stderr
+
+
+def test_a_readonly_role_gets_the_barrier_advice_and_a_line_on_what_was_not_stored(dsn):
+    """`advise barriers` on a stored run reads tables: as a read-only role it prints the owner's advice, then
+    one line on the advice rows it could not store, exit 4."""
     ro = _readonly_store(dsn)
-    r = cli(ro, *args)
-    assert_one_clear_line(r, "role viewer", "permission denied", "grant-writer", code=1)
+    with psycopg.connect(dsn) as c:
+        (run,) = c.execute("SELECT id FROM runs WHERE source LIKE '%cgsolve-direct-barriers-n4%'").fetchone()
+    r = cli(ro, "advise", "barriers", run)
+    assert_one_clear_line(r, "role viewer", "printed but not stored", "--no-store", code=4)
+    owner = cli(dsn, "advise", "barriers", run, "--no-store")
+    assert owner.returncode == 0, owner.stderr
+    assert r.stdout == owner.stdout and f"run {run}:" in r.stdout
+    assert counts_of(dsn, "advice") == (0,)
+
+
+def test_a_readonly_role_lists_the_stored_change_points_and_says_it_could_not_recompute(dsn):
+    """`changepoints --full` as a read-only role cannot store what it would recompute: it lists the stored change
+    points (as the owner's list shows them) and says, in one line, that it recomputed and stored nothing; exit 4."""
+    ro = _readonly_store(dsn)
+    before = counts_of(dsn, "change_points", "change_point_state")
+    r = cli(ro, "changepoints", "--full")
+    assert_one_clear_line(r, "role viewer", "change points", "nothing was recomputed or stored", code=4)
+    assert counts_of(dsn, "change_points", "change_point_state") == before
+    owner = cli(dsn, "changepoints")   # nothing new since ingest computed them: lists the stored ones
+    assert owner.returncode == 0, owner.stderr
+    assert r.stdout.splitlines() == [ln for ln in owner.stdout.splitlines() if "recomputed" not in ln]
+
+
+def counts_of(dsn: str, *tables: str) -> tuple:
+    with psycopg.connect(dsn) as c:
+        return tuple(c.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in tables)
 
 
 @pytest.mark.parametrize("line,value", [("__rec=node,id=270,attr=210,data=1,parent=269", "99999999999999999999"),

@@ -119,13 +119,20 @@ def test_writer_role_ingests_but_cannot_change_the_schema(emb):
             c.execute("ALTER TABLE runs ADD COLUMN evil int")
 
 
-def test_readonly_role_through_the_cli_reads_views_only(emb):
+def test_readonly_role_through_the_cli_reads_the_views_and_the_gates_tables_and_writes_nothing(emb):
+    """The views (Grafana) and db.READER_TABLES (check, changepoints and the advisors read them); no other table,
+    and no write anywhere."""
     r = cli("db", "grant-readonly", "viewer", env={"COMMSCOPE_HOME": str(emb.root.parent)})
     assert r.returncode == 0, r.stderr
-    with psycopg.connect(emb.url(user="viewer")) as c:
+    with psycopg.connect(emb.url(user="viewer"), autocommit=True) as c:
         c.execute("SELECT count(*) FROM v_runs")
-        with pytest.raises(psycopg.errors.InsufficientPrivilege):
-            c.execute("SELECT count(*) FROM runs")
+        for t in db.READER_TABLES:
+            c.execute(f"SELECT count(*) FROM {t}")
+        for q in ("SELECT count(*) FROM readonly_roles", "SELECT count(*) FROM comm_matrix",
+                  "DELETE FROM runs", "INSERT INTO annotations (\"time\", text) VALUES (now(), 'x')",
+                  "UPDATE series SET key = 'x'", "CREATE TABLE mine (x int)"):
+            with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                c.execute(q)
 
 
 def test_a_store_made_with_trust_by_the_old_server_is_closed_on_start():

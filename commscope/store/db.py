@@ -479,11 +479,19 @@ def run_matrix(conn: psycopg.Connection, run_id: int) -> tuple[int, str, str, st
     return ranks, source, content_hash, decomposition, matrix
 
 
+# The base tables that `commscope check`, `changepoints` and the advisors read (gate/, advise/, store/queries/): a
+# read-only role reads them too, so it gets the owner's verdicts and advice; it writes nothing.
+READER_TABLES = ("runs", "campaigns", "series", "run_windows", "foms", "systems", "stacks", "nodes", "node_metrics",
+                 "hardware_versions", "annotations", "change_points", "change_point_state", "advice")
+
+
 def _grant_views(conn: psycopg.Connection, role: str) -> None:
+    """SELECT on every view and on READER_TABLES to ROLE (read-only)."""
     if not conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (role,)).fetchone():
         return  # dropped by hand since
     views = [r[0] for r in conn.execute(
         "SELECT table_name FROM information_schema.views WHERE table_schema = 'public'")]
+    views += [t for t in READER_TABLES if conn.execute("SELECT to_regclass(%s)", (f"public.{t}",)).fetchone()[0]]
     for v in views:
         conn.execute(sql.SQL("GRANT SELECT ON {} TO {}").format(sql.Identifier(v), sql.Identifier(role)))
 
@@ -500,8 +508,8 @@ def _create_login_role(admin: psycopg.Connection, role: str, password: str | Non
 
 def grant_readonly(conn: psycopg.Connection, role: str, admin: psycopg.Connection | None = None,
                    password: str | None = None) -> None:
-    """A login role that can read the views and nothing else (for Grafana).
-    ADMIN (a connection allowed to create roles; default CONN) creates it;
+    """A login role that can read the views and READER_TABLES, and write nothing (for Grafana, and for check,
+    changepoints and the advisors, which then print what they may not store). ADMIN (a connection allowed to create roles; default CONN) creates it;
     CONN, the schema's owner, grants the views. Views that later migrations
     add are granted by migrate()."""
     _create_login_role(admin or conn, role, password)
