@@ -88,20 +88,33 @@ def test_a_malformed_commscope_yaml_names_the_file_and_the_key(tmp_path, monkeyp
         workflow_plan.study_config(STUDY)
 
 
-def test_a_prefix_is_the_folder_above_the_program_s_bin(tmp_path, monkeypatch):
-    """Ramble's <package>_path is an install prefix (the application runs <prefix>/bin/<program>): a program
-    found outside a bin/ folder is refused with what to do."""
-    conf = {"prefixes": {"tool_path": "commscope-probe"}}
+def test_prefixes_find_the_program_where_the_user_put_it(tmp_path, monkeypatch):
+    """A `prefixes` entry names a program on PATH, or gives its path (absolute, ~, $VARS, or relative to the
+    study's folder). In a bin/ folder its install prefix is the folder above; anywhere else commscope run makes
+    one in the workspace (checked for real by the end-to-end test below)."""
     installed = tmp_path / "prefix" / "bin" / "commscope-probe"
     loose = tmp_path / "build" / "commscope-probe"
     for f in (installed, loose):
         f.parent.mkdir(parents=True)
         shutil.copy("/bin/true", f)
+    study = tmp_path / "studies" / "probe"
+    study.mkdir(parents=True)
+    conf = {"prefixes": {"tool_path": "commscope-probe"}}
     monkeypatch.setenv("PATH", str(installed.parent))
-    assert workflow_plan.install_prefixes(STUDY, conf) == {"tool_path": str(tmp_path / "prefix")}
+    found = workflow_plan.install_prefixes("probe", conf, study)
+    assert found == {"tool_path": installed} and workflow_plan.prefix_of(installed) == tmp_path / "prefix"
     monkeypatch.setenv("PATH", str(loose.parent))
-    with pytest.raises(errors.WorkflowError, match=r"is not in a bin/ folder.*install it as <prefix>/bin/commscope-probe"):
-        workflow_plan.install_prefixes(STUDY, conf)
+    assert workflow_plan.install_prefixes("probe", conf, study) == {"tool_path": loose}
+    assert workflow_plan.prefix_of(loose) is None
+    monkeypatch.setenv("PROBE_HOME", str(tmp_path / "prefix"))
+    for given, program in [(str(loose), loose), ("../../build/commscope-probe", loose),
+                           ("$PROBE_HOME/bin/commscope-probe", installed)]:
+        got = workflow_plan.install_prefixes("probe", {"prefixes": {"tool_path": given}}, study)
+        assert got == {"tool_path": program}, given
+    for given, message in [(str(loose.parent), r"is a folder; name the program in it"),
+                           (str(tmp_path / "none" / "x"), r"is not an executable file")]:
+        with pytest.raises(errors.WorkflowError, match=r"study probe: prefixes: tool_path: .*" + message):
+            workflow_plan.install_prefixes("probe", {"prefixes": {"tool_path": given}}, study)
 
 
 # ---- for real: Ramble, IMB, PostgreSQL ----------------------------------------------------------------
@@ -267,3 +280,150 @@ def check_workspace(dsn: str, ws: Path, home: Path, prefix: Path) -> None:
         for key, (value, unit) in expected.items():
             assert float(shown[key]["value"]) == pytest.approx(value, rel=5e-4, abs=1e-9), key
             assert shown[key]["unit"] == unit and shown[key]["ranks"] == "2"
+
+
+# ---- studies from anywhere, with Ramble: required variables and modifiers (issue 33 items 1 and 2) ------------
+
+LIVE_SETUP = pytest.mark.skipif(
+    not RAMBLE_ROOT or not Path(RAMBLE_ROOT, "bin", "ramble").exists()
+    or not os.environ.get("COMMSCOPE_CALIPER_NOGOTCHA_PREFIX") or not os.environ.get("COMMSCOPE_SOURCE_MIRROR"),
+    reason="needs RAMBLE_ROOT, COMMSCOPE_CALIPER_NOGOTCHA_PREFIX and COMMSCOPE_SOURCE_MIRROR (ci/setup.sh makes them "
+           "from a source mirror); Ramble and Caliper are in no package registry")
+
+# Ramble's builtin LULESH (var/ramble/repos/builtin/applications/lulesh) runs `lulesh2.0 {flags}` from PATH, yet
+# without a package manager Ramble requires lulesh_path of it (its required_package).
+LULESH_STUDY = """\
+ramble:
+  variables:
+    n_ranks: [1, 8]
+  applications:
+    lulesh:
+      workloads:
+        standard:
+          experiments:
+            'lulesh-s{size}-{stack}-{interconnect}-n{n_ranks}':
+              variables:
+                size: '8'
+                size_flag: '-s {size}'
+                iteration_flag: '-i 20'
+              matrix: [stack_interconnect, n_ranks]
+"""
+
+
+@pytest.fixture(scope="module")
+def set_up_home():
+    """A COMMSCOPE_HOME after `commscope setup` (the toolchain's cached Caliper builds shared into it)."""
+    preload = Path(os.environ["COMMSCOPE_CALIPER_NOGOTCHA_PREFIX"])
+    home = private_home()
+    (home / "cache").symlink_to(preload.parents[3])
+    p = commscope("setup", "--stacks", "debian-openmpi4", "--source-mirror", os.environ["COMMSCOPE_SOURCE_MIRROR"],
+                  home=home, env={"SPACK_ROOT": ""})
+    assert p.returncode == 0, p.stdout + p.stderr
+    yield home
+    shutil.rmtree(home, ignore_errors=True)
+
+
+def write_study(folder: Path, ramble_yaml: str, commscope_yaml: str | None = None) -> Path:
+    folder.mkdir(parents=True)
+    (folder / "ramble.yaml").write_text(ramble_yaml)
+    if commscope_yaml is not None:
+        (folder / "commscope.yaml").write_text(commscope_yaml)
+    return folder
+
+
+@LIVE_SETUP
+def test_a_required_variable_the_application_never_uses_gets_an_empty_default(set_up_home, tmp_path):
+    """A LULESH study outside the package with Ramble's null package manager: `commscope run` sets lulesh_path
+    to '' (saying so) and Ramble sets the experiments up, each running lulesh2.0 with the study's flags."""
+    stack_or_skip("debian-openmpi4")
+    study = write_study(tmp_path / "my-studies" / "lulesh", LULESH_STUDY, "package_manager: null\n")
+    p = commscope("run", str(study), "--dry-run", home=set_up_home, env={"SPACK_ROOT": ""})
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "  lulesh_path = '' (Ramble requires it without a package manager; the application does not use it)" \
+        in p.stdout.splitlines(), p.stdout
+    assert "set up 2 experiments" in p.stdout, p.stdout   # LULESH takes cubes of ranks: 1 and 8
+    ws = Path(re.search(r"^workspace: (\S+)$", p.stdout, re.M).group(1))
+    scope = yaml.safe_load((ws / "commscope" / "run-scope" / "variables.yaml").read_text())["variables"]
+    assert scope["lulesh_path"] == ""
+    # a run-scope variable: where and how it ran, never a parameter of the runs
+    assert "lulesh_path" in json.loads((ws / "commscope-run.json").read_text())["run_variables"]
+    scripts = sorted(ws.glob("experiments/lulesh/standard/*/execute_experiment"))
+    assert len(scripts) == 2 and all(re.search(r" lulesh2\.0 -s 8 -i 20 ", f.read_text()) for f in scripts)
+
+
+@LIVE_SETUP
+def test_ramble_s_own_missing_variable_error_is_one_line(set_up_home, tmp_path, monkeypatch):
+    """Without the default, Ramble refuses the workspace (a warning per variable, then a generic error): run
+    turns that into one line naming the variable and where to set it."""
+    stack_or_skip("debian-openmpi4")
+    from commscope.workflow import run as workflow_run
+    study = write_study(tmp_path / "lulesh", LULESH_STUDY, "package_manager: null\n")
+    monkeypatch.setenv("COMMSCOPE_HOME", str(set_up_home))
+    monkeypatch.setenv("SPACK_ROOT", "")
+    plan = workflow_plan.plan_run(str(study), dry_run=True)
+    assert plan.unused_defaults == {"lulesh_path": ""}
+    plan.unused_defaults = {}
+    with pytest.raises(errors.WorkflowError) as e:
+        workflow_run.run(plan, echo=lambda m: None, ingest=False)
+    msg = str(e.value)
+    assert "\n" not in msg and msg.startswith("Ramble requires lulesh_path, which neither the study lulesh nor "
+                                              "the site sets: set it under variables: in the study's ramble.yaml"), msg
+
+
+@LIVE_SETUP
+def test_a_required_variable_the_application_uses_is_refused_before_anything_is_created(set_up_home, tmp_path):
+    """Ramble's IMB runs {intel-mpi-benchmarks_path}/bin/IMB-MPI1: a study that neither sets it nor names the
+    program under prefixes is refused in one line saying where to name it."""
+    study = write_study(tmp_path / "imb-noprefix", (STUDY_DIR / "ramble.yaml").read_text(), "package_manager: null\n")
+    home = set_up_home
+    before = set((home / "workspaces").glob("*")) if (home / "workspaces").exists() else set()
+    p = commscope("run", str(study), "--dry-run", home=home, env={"SPACK_ROOT": ""})
+    assert p.returncode == 1, p.stdout + p.stderr
+    line = p.stderr.strip().splitlines()[-1]
+    assert len(p.stderr.strip().splitlines()) == 1 and "needs intel-mpi-benchmarks_path" in line \
+        and "prefixes: {intel-mpi-benchmarks_path: /path/to/PROGRAM}" in line, p.stderr
+    after = set((home / "workspaces").glob("*")) if (home / "workspaces").exists() else set()
+    assert after == before
+
+
+def _with_modifiers(modifiers: list) -> str:
+    doc = yaml.safe_load((STUDY_DIR / "ramble.yaml").read_text())
+    doc["ramble"]["modifiers"] = modifiers
+    return yaml.safe_dump(doc, sort_keys=False)
+
+
+@LIVE_SETUP
+def test_a_study_may_declare_a_modifier_ramble_knows(set_up_home, tmp_path):
+    """A study's own Ramble modifier (builtin lscpu) is kept beside the Caliper modifier commscope run adds."""
+    stack_or_skip("debian-openmpi4")
+    prefix = imb_prefix()
+    if not prefix or not (prefix / "bin" / "IMB-MPI1").exists():
+        pytest.skip("no Intel MPI Benchmarks here: `commscope setup --imb` builds it (COMMSCOPE_IMB_PREFIX)")
+    study = write_study(tmp_path / "imb-lscpu", _with_modifiers([{"name": "lscpu"}]),
+                        f"package_manager: null\nprefixes:\n  intel-mpi-benchmarks_path: {prefix / 'bin' / 'IMB-MPI1'}\n")
+    p = commscope("run", str(study), "--dry-run", home=set_up_home, env={"SPACK_ROOT": ""})
+    assert p.returncode == 0, p.stdout + p.stderr
+    ws = Path(re.search(r"^workspace: (\S+)$", p.stdout, re.M).group(1))
+    conf = yaml.safe_load((ws / "configs" / "ramble.yaml").read_text())["ramble"]
+    assert conf["modifiers"] == [{"name": "lscpu"}, {"name": "caliper", "mode": "preload"}]
+    script = next(ws.glob("experiments/*/*/*/execute_experiment")).read_text()
+    assert "lscpu" in script and "libcaliper.so" in script
+
+
+@LIVE_SETUP
+@pytest.mark.parametrize("modifiers, message", [
+    ([{"name": "no-such-modifier"}], r"ramble: Ramble knows no modifier 'no-such-modifier'; known: .*lscpu"),
+    ([{"name": "lscpu", "mode": "loud"}], r"ramble: modifier lscpu has no mode 'loud'; its modes: standard"),
+    ([{"name": "caliper", "mode": "preload"}], r"ramble: the caliper modifier is added by commscope run; .*--caliper MODE"),
+    (["lscpu"], r"ramble: modifier 'lscpu' is not a mapping of name, mode and on_executable"),
+])
+def test_a_modifier_ramble_does_not_know_is_refused_in_one_line(set_up_home, tmp_path, modifiers, message):
+    study = write_study(tmp_path / "imb-bad", _with_modifiers(modifiers),
+                        "package_manager: null\nprefixes:\n  intel-mpi-benchmarks_path: /bin/true\n")
+    before = set((set_up_home / "workspaces").glob("*")) if (set_up_home / "workspaces").exists() else set()
+    p = commscope("run", str(study), "--dry-run", home=set_up_home, env={"SPACK_ROOT": ""})
+    assert p.returncode == 1, p.stdout + p.stderr
+    lines = p.stderr.strip().splitlines()
+    assert len(lines) == 1 and re.search(re.escape(str(study / "ramble.yaml")) + ": " + message, lines[0]), p.stderr
+    after = set((set_up_home / "workspaces").glob("*")) if (set_up_home / "workspaces").exists() else set()
+    assert after == before

@@ -3,7 +3,10 @@ stacks, interconnects, Caliper mode and package manager."""
 from __future__ import annotations
 
 import datetime as dt
+import json
+import os
 import shutil
+import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -31,7 +34,7 @@ def study_config(study: str) -> dict:
     """What `commscope run` needs for a study besides its ramble.yaml, from the optional `commscope.yaml`
     beside it: `caliper` (its default Caliper mode), `package_manager: null` (a study whose binaries are
     built by hand, e.g. of a Ramble builtin application: Ramble's null package manager only), `prefixes`
-    (Ramble variable -> a program: the variable is set to the install prefix of that program found on PATH),
+    (Ramble variable -> a program, by name on PATH or by path: the variable is set to its install prefix),
     and `stacks` and `interconnects`, what the study runs on when the run names none (those of them the site
     has): a study too long for every stack, such as `reference`, names the ones it needs."""
     f = _folder(study) / "commscope.yaml"
@@ -54,8 +57,8 @@ def study_config(study: str) -> dict:
                             f"(a study runs with Spack by default when Spack is there)")
     prefixes = conf.get("prefixes") or {}
     if not isinstance(prefixes, dict) or not all(isinstance(v, str) and v for v in prefixes.values()):
-        raise WorkflowError(f"{f}: prefixes must map a Ramble variable to a program's name, e.g. "
-                            f"intel-mpi-benchmarks_path: IMB-MPI1")
+        raise WorkflowError(f"{f}: prefixes must map a Ramble variable to a program's name or path, e.g. "
+                            f"intel-mpi-benchmarks_path: IMB-MPI1 (on PATH) or ~/imb/IMB-MPI1")
     return conf
 
 
@@ -65,21 +68,143 @@ def study_caliper_mode(study: str) -> str | None:
     return study_config(study).get("caliper")
 
 
-def install_prefixes(study: str, conf: dict) -> dict[str, str]:
-    """The study's `prefixes`, each the install prefix of its program found on PATH (the folder above its
-    bin/, as Ramble's `<package>_path` is an install prefix: the application runs <prefix>/bin/<program>)."""
+def install_prefixes(study: str, conf: dict, folder: Path | None = None) -> dict[str, Path]:
+    """The study's `prefixes`, each the program it names: a name found on PATH, or a path to the program
+    (~ and $VARS expanded; relative to the study's folder). Ramble's `<package>_path` is an install prefix:
+    where the program sits in a bin/ folder it is the folder above (prefix_of); anywhere else `commscope run`
+    makes one in the workspace (link_prefix)."""
     out = {}
     for var, program in (conf.get("prefixes") or {}).items():
-        found = shutil.which(program)
-        if found is None:
-            raise WorkflowError(f"study {study} needs {program} on PATH (commscope run sets {var} to its install "
-                                f"prefix): build it, install it as <prefix>/bin/{program} and put <prefix>/bin on PATH")
-        prefix = Path(found).absolute().parent.parent
-        if not (prefix / "bin" / program).is_file():
-            raise WorkflowError(f"study {study}: {found} is not in a bin/ folder, but {var} is an install prefix "
-                                f"and Ramble runs <prefix>/bin/{program}; install it as <prefix>/bin/{program} and "
-                                f"put <prefix>/bin on PATH")
-        out[var] = str(prefix)
+        if "/" not in program and "$" not in program and not program.startswith("~"):
+            found = shutil.which(program)
+            if found is None:
+                raise WorkflowError(f"study {study} needs {program} on PATH (commscope run sets {var} to its "
+                                    f"install prefix): put its folder on PATH, or give its path in "
+                                    f"commscope.yaml, e.g. prefixes: {{{var}: /path/to/{program}}}")
+            out[var] = Path(os.path.abspath(found))
+            continue
+        path = Path(os.path.expandvars(program)).expanduser()
+        path = path if path.is_absolute() else (folder or _folder(study)) / path
+        if path.is_dir():
+            raise WorkflowError(f"study {study}: prefixes: {var}: {path} is a folder; name the program in it "
+                                f"(<prefix>/bin/PROGRAM or <prefix>/PROGRAM)")
+        if not (path.is_file() and os.access(path, os.X_OK)):
+            raise WorkflowError(f"study {study}: prefixes: {var}: {path} is not an executable file; give the "
+                                f"path of the program {var} is the install prefix of")
+        out[var] = Path(os.path.abspath(path))
+    return out
+
+
+def prefix_of(program: Path) -> Path | None:
+    """The install prefix of a program in a bin/ folder (<prefix>/bin/PROGRAM), else None."""
+    return program.parent.parent if program.parent.name == "bin" else None
+
+
+def link_prefix(workspace: Path, var: str) -> Path:
+    """Where `commscope run` makes an install prefix for a program outside a bin/ folder: bin/ links to the
+    program's folder, and each entry of that folder is linked beside it, so <prefix>/bin/PROGRAM and
+    <prefix>/PROGRAM both run it."""
+    return workspace / "commscope" / "prefixes" / var
+
+
+# Run by Ramble's own interpreter (`ramble python`): the modifiers it knows with their modes, and for each of
+# APPS the `<package>_path` variables Ramble requires of it without a package manager, each with whether the
+# files that define the application (its class and base classes) mention it.
+_RAMBLE_QUERY = """
+import inspect, json
+import ramble.repository as rr
+mods, apps = rr.paths[rr.ObjectTypes.modifiers], rr.paths[rr.ObjectTypes.applications]
+out = {"modifiers": {n: sorted(getattr(mods.get_obj_class(n), "modes", None) or {}) for n in mods.all_object_names()},
+       "applications": {}}
+for a in APPS:
+    if not apps.exists(a):
+        continue
+    cls = apps.get_obj_class(a)
+    text = ""
+    for c in cls.__mro__:   # a repository's object is a module of no file: its repository names the file
+        repo = next((rr.paths[t] for t in rr.ObjectTypes if c.__module__.startswith(rr.paths[t].base_namespace + ".")), None)
+        try:
+            text += open(repo.filename_for_object_name(c.__module__.rsplit(".", 1)[1]) if repo else inspect.getfile(c)).read()
+        except (OSError, TypeError):
+            pass
+    out["applications"][a] = {p + "_path": (p + "_path") in text for p in cls.required_packages}
+print("COMMSCOPE-QUERY " + json.dumps(out))
+"""
+
+
+def ramble_definitions(apps: list[str]) -> dict:
+    """What the real Ramble knows (with commscope's modifier repo): {"modifiers": {name: [modes]},
+    "applications": {app: {"<package>_path": used by the application?}}} for the applications APPS."""
+    from commscope.workflow.checkouts import ramble_cmd, ramble_env
+    code = _RAMBLE_QUERY.replace("APPS", repr(sorted(apps)))
+    cmd = [*ramble_cmd(), "-P", "-c", f"modifier_repos:[{paths.RAMBLE_DIR}]", "python", "-c",
+           f"exec({code!r})"]
+    p = subprocess.run(cmd, capture_output=True, text=True, env=ramble_env(), timeout=300)
+    line = next((ln for ln in p.stdout.splitlines() if ln.startswith("COMMSCOPE-QUERY ")), None)
+    if p.returncode or line is None:
+        raise WorkflowError(f"Ramble could not list its modifiers and applications ({' '.join(cmd[:4])} ... "
+                            f"exit {p.returncode}): {(p.stderr or p.stdout).strip()[-500:]}")
+    return json.loads(line.split(" ", 1)[1])
+
+
+def study_modifiers(doc: dict) -> list[tuple[str, object]]:
+    """(where, entry) of every modifier a study's ramble.yaml declares: at the workspace, an application, a
+    workload or an experiment."""
+    r = (doc or {}).get("ramble") or {}
+    found = [("ramble", m) for m in r.get("modifiers") or []]
+    for app, a in (r.get("applications") or {}).items():
+        found += [(app, m) for m in (a or {}).get("modifiers") or []]
+        for wl, w in ((a or {}).get("workloads") or {}).items():
+            found += [(f"{app}/{wl}", m) for m in (w or {}).get("modifiers") or []]
+            for exp, e in ((w or {}).get("experiments") or {}).items():
+                found += [(f"{app}/{wl}/{exp}", m) for m in (e or {}).get("modifiers") or []]
+    return found
+
+
+def check_modifiers(where_file: Path, declared: list[tuple[str, object]], known: dict[str, list[str]]) -> None:
+    """Each declared modifier is a mapping of name, mode and on_executable (Ramble's schema), names a modifier
+    Ramble knows (KNOWN: name -> modes) and one of its modes; `caliper` is commscope run's to add."""
+    for where, m in declared:
+        if not (isinstance(m, dict) and isinstance(m.get("name"), str)
+                and set(m) <= {"name", "mode", "on_executable"}):
+            raise WorkflowError(f"{where_file}: {where}: modifier {m!r} is not a mapping of name, mode and "
+                                f"on_executable, e.g. - name: lscpu")
+        name, mode = m["name"], m.get("mode")
+        if name == "caliper":
+            raise WorkflowError(f"{where_file}: {where}: the caliper modifier is added by commscope run; remove it "
+                                f"and pick its mode with --caliper MODE or `caliper: MODE` in commscope.yaml")
+        if name not in known:
+            raise WorkflowError(f"{where_file}: {where}: Ramble knows no modifier {name!r}; known: "
+                                f"{', '.join(sorted(known))}")
+        if mode is not None and mode not in known[name]:
+            raise WorkflowError(f"{where_file}: {where}: modifier {name} has no mode {mode!r}; its modes: "
+                                f"{', '.join(known[name])}")
+
+
+def variables_set(doc: dict) -> set[str]:
+    """Every variable a study's ramble.yaml sets, at any level."""
+    def walk(node) -> set:
+        if isinstance(node, dict):
+            own = set(node["variables"]) if isinstance(node.get("variables"), dict) else set()
+            return own.union(*(walk(v) for v in node.values()))
+        return set()
+    return walk(doc)
+
+
+def unused_required(study: str, required: dict[str, dict[str, bool]], given: set[str]) -> dict[str, str]:
+    """Ramble requires `<package>_path` of an application run without a package manager. One the study or its
+    prefixes do not give: set to '' when nothing in the application uses it (builtin LULESH runs lulesh2.0
+    from PATH), else refused in one line naming where to set it."""
+    out = {}
+    for app, variables in required.items():
+        for var, used in sorted(variables.items()):
+            if var in given:
+                continue
+            if used:
+                raise WorkflowError(f"study {study}: Ramble's application {app} needs {var}, the install prefix of "
+                                    f"its program; name the program in the study's commscope.yaml, e.g. "
+                                    f"prefixes: {{{var}: /path/to/PROGRAM}} (or set {var} in its ramble.yaml)")
+            out[var] = ""
     return out
 
 
@@ -98,9 +223,10 @@ class Plan:
     pairs: list = field(default_factory=list)     # (stack, interconnect label) that run
     package_manager: str = "null"                 # null | spack
     spack_specs: dict = field(default_factory=dict)  # stack -> its MPI's Spack spec (spack only)
-    prefixes: dict = field(default_factory=dict)     # Ramble variable -> install prefix found on PATH
+    prefixes: dict = field(default_factory=dict)     # Ramble variable -> the program it is the prefix of
     profiled: dict = field(default_factory=dict)     # stack -> (records profiles?, why), for what the run says
     preload: bool = False                            # the study's applications have no Caliper: preload one
+    unused_defaults: dict = field(default_factory=dict)  # required variables no workload uses -> ''
     study_dir: Path | None = None                    # the folder of ramble.yaml (a package study's by default)
 
     def __post_init__(self):
@@ -161,7 +287,19 @@ def plan_run(study: str, site: str = "local", stacks: list[str] | None = None,
         raise UnknownChoice(f"study {study} runs {', '.join(unannotated)}, which has no Caliper annotations: it is "
                             f"profiled by preloading a no-GOTCHA Caliper, which gives --caliper mpi (or off), "
                             f"not {caliper}")
-    prefixes = install_prefixes(study, conf)
+    prefixes = install_prefixes(study, conf, folder)
+    doc = yaml.safe_load((folder / "ramble.yaml").read_text()) or {}
+    declared = study_modifiers(doc)
+    unused: dict = {}
+    if declared or unannotated:   # what Ramble itself knows of them (commscope's applications need neither)
+        known = ramble_definitions(unannotated)
+        check_modifiers(folder / "ramble.yaml", declared, known["modifiers"])
+        missing = [a for a in unannotated if a not in known["applications"]]
+        if missing:
+            raise UnknownChoice(f"{folder / 'ramble.yaml'}: Ramble knows no application {', '.join(missing)} (neither "
+                                f"commscope's, {paths.RAMBLE_DIR / 'applications'}, nor its builtin ones)")
+        if spack is False or (spack is None and spack_root() is None):
+            unused = unused_required(study, known["applications"], variables_set(doc) | set(prefixes))
     if spack is None:
         spack = spack_root() is not None
     elif spack and spack_root() is None:
@@ -200,7 +338,8 @@ def plan_run(study: str, site: str = "local", stacks: list[str] | None = None,
     ws = workspace or workspaces_dir() / f"{study}-{stamp}"
     return Plan(study, site, stacks, sorted({i for _, i in pairs}), caliper, where, dry_run, ws, site_conf,
                 catalog, pairs, "spack" if spack else "null", {s: specs[s] for s in stacks} if spack else {},
-                prefixes, profiled, preload=bool(unannotated) and caliper != "off", study_dir=folder)
+                prefixes, profiled, preload=bool(unannotated) and caliper != "off", study_dir=folder,
+                unused_defaults=unused)
 
 
 def _preloaded(stack: str) -> tuple[bool, str]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import re
 import shlex
 import shutil
 import subprocess
@@ -17,7 +18,7 @@ from commscope.store import db
 from commscope.workflow.checkouts import ramble_cmd, ramble_env
 from commscope.workflow.errors import WorkflowError
 from commscope.workflow.paths import RAMBLE_DIR, ROOT, SITES_DIR, git_commit, local_site_dir
-from commscope.workflow.plan import Plan
+from commscope.workflow.plan import Plan, link_prefix, prefix_of
 from commscope.workflow.sites import env_words, site_hardware
 from commscope.workflow.spack_envs import spack_caliper_config, spack_env_name, write_spack_env
 
@@ -83,7 +84,8 @@ def run_scope_files(plan: Plan) -> dict[str, dict]:
         "commscope_site": plan.site,
         "commscope_root": str(ROOT),      # studies name their own files under it (placement maps)
         "caliper_setting": plan.caliper,
-        **plan.prefixes,                  # the study's programs found on PATH (study_config)
+        **{var: str(install_prefix(plan, var)) for var in plan.prefixes},   # the study's programs (study_config)
+        **plan.unused_defaults,           # required by Ramble, used by no workload of the application
     }
     for s, i in plan.pairs:
         e = plan.catalog[s][i]
@@ -97,11 +99,35 @@ def run_scope_files(plan: Plan) -> dict[str, dict]:
             v[f"bin_{s}"] = "{env_path}/.spack-env/view/bin"
             v[f"caliper_{s}"] = "yes"
             v[f"caliper_config_{s}"] = spack_caliper_config()
-    return {"variables.yaml": {"variables": v},
+    files = {"variables.yaml": {"variables": v},
             "zips.yaml": {"zips": {"stack_interconnect": ["stack", "interconnect"]}},
             "modifier_repos.yaml": {"modifier_repos": [str(RAMBLE_DIR)]},
             # the applications' shared output contract (ramble/base_applications/commscope-workload)
             "base_application_repos.yaml": {"base_application_repos": [str(RAMBLE_DIR)]}}
+    if plan.prefixes:   # the programs' folders first on PATH: an application may run its program by name
+        folders = list(dict.fromkeys(str(p.parent) for p in plan.prefixes.values()))
+        files["env_vars.yaml"] = {"env_vars": {"prepend": [{"paths": {"PATH": ":".join(folders)}}]}}
+    return files
+
+
+def install_prefix(plan: Plan, var: str) -> Path:
+    """The install prefix a `prefixes` variable is set to: the folder above the program's bin/, or one made in
+    the workspace whose bin/ links to the program's folder (make_prefixes)."""
+    return prefix_of(plan.prefixes[var]) or link_prefix(plan.workspace, var)
+
+
+def make_prefixes(plan: Plan) -> None:
+    """For each program outside a bin/ folder, its install prefix in the workspace: bin/ links to the program's
+    folder, and each entry of that folder is linked beside bin/."""
+    for var, program in plan.prefixes.items():
+        if prefix_of(program) is not None:
+            continue
+        d = link_prefix(plan.workspace, var)
+        d.mkdir(parents=True)
+        (d / "bin").symlink_to(program.parent, target_is_directory=True)
+        for entry in program.parent.iterdir():
+            if entry.name != "bin":
+                (d / entry.name).symlink_to(entry)
 
 
 def _ramble(ws: Path, *args: str, log_to: Path | None = None, where: str | None = None) -> subprocess.CompletedProcess:
@@ -113,8 +139,20 @@ def _ramble(ws: Path, *args: str, log_to: Path | None = None, where: str | None 
         with log_to.open("a") as f:
             f.write(f"$ {shlex.join(cmd)}\n{p.stdout}{p.stderr}\n")
     if p.returncode:
+        missing = re.findall(r'Required key "([^"]+)" is not defined', p.stdout + p.stderr)
+        if missing:   # Ramble's warning per variable, then a generic error: one line naming them
+            raise WorkflowError(f"Ramble requires {', '.join(sorted(set(missing)))}, which neither the study "
+                                f"{plan_study(ws)} nor the site sets: set it under variables: in the study's "
+                                f"ramble.yaml (an install prefix: prefixes: in its commscope.yaml)"
+                                + (f"; see {log_to}" if log_to else ""))
         raise WorkflowError(f"{shlex.join(cmd)} failed (exit {p.returncode}):\n{(p.stdout + p.stderr)[-3000:]}")
     return p
+
+
+def plan_study(ws: Path) -> str:
+    """The study a workspace runs, as commscope-run.json names it."""
+    f = ws / "commscope-run.json"
+    return json.loads(f.read_text())["study"] if f.is_file() else ws.name
 
 
 def create_workspace(plan: Plan) -> Path:
@@ -140,6 +178,7 @@ def create_workspace(plan: Plan) -> Path:
     scope_files = run_scope_files(plan)
     for name, content in scope_files.items():
         (scope / name).write_text(yaml.safe_dump(content, sort_keys=False, width=1000))
+    make_prefixes(plan)
     for tpl in [RAMBLE_DIR / "execute_experiment.tpl", *(SITES_DIR / plan.site).glob("*.tpl")]:
         shutil.copy(tpl, ws / "configs" / tpl.name)
     # What ingest reads besides Ramble's results (read/ramble.py): the site's hardware and the run's provenance.
@@ -218,6 +257,11 @@ def run(plan: Plan, echo=click.echo, ingest: bool = True) -> Path:
     echo(f"workspace: {ws}")
     echo(f"study {plan.study} on site {plan.site}: stacks {', '.join(plan.stacks)}; interconnects "
          f"{', '.join(plan.interconnects)}; Caliper {plan.caliper}; package manager {plan.package_manager}")
+    for var, program in plan.prefixes.items():
+        how = "" if prefix_of(program) else f", linked as {install_prefix(plan, var) / 'bin' / program.name}"
+        echo(f"  {var} = {install_prefix(plan, var)} ({program}{how})")
+    for var in plan.unused_defaults:
+        echo(f"  {var} = '' (Ramble requires it without a package manager; the application does not use it)")
     setup_args = ["workspace", "setup"] + (["--dry-run"] if plan.dry_run else [])
     _ramble(ws, *setup_args, log_to=log, where=plan.where)
     dirs = experiment_dirs(ws)
