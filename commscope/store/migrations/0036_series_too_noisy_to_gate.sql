@@ -1,0 +1,1 @@
+-- issue 35: claimed (the series too noisy to gate); SQL follows
