@@ -1,8 +1,10 @@
 """The Ramble repo, studies and sites, checked without Ramble (which is in no registry):
-every YAML parses, every study names existing applications, workloads, variables and values,
-and every FOM regex and success criterion matches real output of the workloads built in this run."""
+every YAML parses, every study names existing applications, workloads, variables and values, and the
+modifiers it declares are ones Ramble knows (asked of the real Ramble when RAMBLE_ROOT is set), and every FOM
+regex and success criterion matches real output of the workloads built in this run."""
 from __future__ import annotations
 
+import functools
 import os
 import re
 import shlex
@@ -11,6 +13,8 @@ from pathlib import Path
 
 import pytest
 import yaml
+
+from commscope.workflow import errors, plan as workflow_plan
 
 import ramble_static as rs
 import suite
@@ -61,6 +65,36 @@ def test_applications_are_declarative_and_complete():
                 assert d["default"] in d["values"], (name, var)
 
 
+STUDY_FILES = {name: rs.RAMBLE / "studies" / name / "ramble.yaml" for name in STUDIES}
+
+
+@functools.lru_cache(maxsize=1)
+def known_modifiers() -> dict[str, list[str]] | None:
+    """Every modifier Ramble knows with its modes, asked of the real Ramble ($RAMBLE_ROOT, with the repo's
+    ramble/modifiers); None without it."""
+    root = os.environ.get("RAMBLE_ROOT")
+    if not root or not Path(root, "bin", "ramble").exists():
+        return None
+    return workflow_plan.ramble_definitions([])["modifiers"]
+
+
+def check_study_modifiers(study_file: Path, doc: dict) -> None:
+    """Every modifier the study declares, at any level, is one Ramble knows in one of its modes (the check
+    `commscope run` makes). Without Ramble: the repo's own modifiers by their definitions (ramble_static); a
+    builtin one is checked when RAMBLE_ROOT is set."""
+    declared = workflow_plan.study_modifiers(doc)
+    if not declared:
+        return
+    known = known_modifiers()
+    if known is None:
+        known = {p.parent.name: rs.load(p).modes for p in (rs.RAMBLE / "modifiers").glob("*/modifier.py")}
+        others = sorted({m.get("name") for _w, m in declared if isinstance(m, dict)} - set(known))
+        if others:
+            pytest.skip(f"{study_file} declares modifiers {others}, not the repo's: set RAMBLE_ROOT to a checkout "
+                        f"of Ramble (versions.yaml) to check them against its builtin ones")
+    workflow_plan.check_modifiers(study_file, declared, known)
+
+
 def _study_vars(study: dict) -> dict:
     return dict(study["ramble"].get("variables") or {})
 
@@ -70,7 +104,8 @@ def test_study_names_existing_applications_variables_and_values(study):
     doc = STUDIES[study]
     assert set(doc) == {"ramble"}, "a study is a plain ramble.yaml"
     r = doc["ramble"]
-    assert not ({"include", "repos", "modifiers"} & set(r)), "site, repos and modifiers are added by commscope run"
+    assert not ({"include", "repos"} & set(r)), "site and repos are added by commscope run"
+    check_study_modifiers(STUDY_FILES[study], doc)
     ws_vars = _study_vars(doc)
     seen = 0
     for app, wl, name, exp_vars, matrix in rs.experiments(doc):
@@ -229,3 +264,30 @@ def test_success_criteria_reject_a_failed_verify():
         ok = re.compile(app.criteria["verify_passed"]["match"])
         assert anti.match("VERIFY checksum FAIL 00ff") and anti.match("VERIFY fields_vs_serial SKIP -1")
         assert not anti.match("VERIFY checksum PASS 00ff") and ok.match("VERIFY checksum PASS 00ff")
+
+
+@pytest.mark.parametrize("modifiers, message", [
+    ([{"name": "lscpu"}, {"name": "status-markers", "mode": "standard", "on_executable": ["*"]}], None),
+    ([{"name": "no-such-modifier"}], r"ramble: Ramble knows no modifier 'no-such-modifier'"),
+    ([{"name": "lscpu", "mode": "loud"}], r"ramble: modifier lscpu has no mode 'loud'; its modes: standard"),
+    ([{"name": "caliper", "mode": "mpi"}], r"ramble: the caliper modifier is added by commscope run"),
+    ([{"name": "lscpu", "when": "always"}], r"ramble: modifier .* is not a mapping of name, mode and on_executable"),
+])
+def test_a_study_s_modifiers_are_checked_not_refused(modifiers, message):
+    """A study may declare Ramble modifiers (builtin or the repo's), at any level; each must be one Ramble knows,
+    in one of its modes, and the caliper modifier stays commscope run's to add."""
+    if known_modifiers() is None:
+        pytest.skip("lscpu and status-markers are Ramble's builtin modifiers: set RAMBLE_ROOT to check them")
+    doc = yaml.safe_load(yaml.safe_dump(STUDIES["smoke"]))
+    doc["ramble"]["modifiers"] = modifiers
+    if message is None:
+        check_study_modifiers(STUDY_FILES["smoke"], doc)
+        return
+    with pytest.raises(errors.WorkflowError, match=re.escape(str(STUDY_FILES["smoke"])) + ": " + message):
+        check_study_modifiers(STUDY_FILES["smoke"], doc)
+    # at the level of an experiment too
+    doc["ramble"].pop("modifiers")
+    app, wl, name, _v, _m = next(rs.experiments(doc))
+    doc["ramble"]["applications"][app]["workloads"][wl]["experiments"][name]["modifiers"] = modifiers
+    with pytest.raises(errors.WorkflowError, match=re.escape(f"{app}/{wl}/{name}: ")):
+        check_study_modifiers(STUDY_FILES["smoke"], doc)
