@@ -49,30 +49,14 @@ import statistics
 
 import psycopg
 
+from commscope.store.queries import gate as queries
+from commscope.store.queries.gate import RUN_ATTRIBUTES as ATTRIBUTES
+
 CANARY_APPS = ("pingpong",)
 MATCH = ("system", "stack", "interconnect")   # what a canary shares with the series it speaks for
 REGIONS = 5                                  # regions listed per finding
 MOVED = ("regression", "improvement", "suspect")   # suspect: the first night of a shift (regressions.judge)
 
-# (label, SQL expression over runs r, campaigns c, stacks st, hardware_versions h, series s, whether the key holds it)
-ATTRIBUTES = (
-    ("git commit", "c.git_commit", False),
-    ("git commit (recorded by the run)", "r.metadata->>'git_commit'", False),
-    ("commscope version", "r.metadata->>'commscope_version'", False),
-    ("Spack spec hash", "r.spack_hash", True),
-    ("MPI library", "st.library", True),
-    ("MPI library (Adiak)", "nullif(concat_ws(' ', r.metadata->>'mpi_library_vendor', "
-                            "r.metadata->>'mpi_library_version'), '')", True),
-    ("interconnect", "r.interconnect", True),
-    ("interconnect (printed by the run)", "coalesce(r.metadata->'params'->>'interconnect', "
-                                          "r.metadata->>'interconnect')", False),
-    ("hardware", "CASE WHEN h.id IS NOT NULL THEN concat_ws(' ', h.cpu_model, 'digest ' || left(h.digest, 12)) END",
-     True),
-    ("Caliper configuration", "s.environment->>'caliper'", True),
-    ("Caliper version", "r.caliper_version", False),
-    ("compiler", "r.compiler", True),
-    ("hosts", "coalesce(r.metadata->>'hostlist', r.metadata->>'hostname')", False),
-)
 
 def attach(conn: psycopg.Connection, findings: list, canaries: list) -> None:
     """Sets `attribution` on every regression, improvement and suspect: what differs, the regions moved and the
@@ -81,7 +65,7 @@ def attach(conn: psycopg.Connection, findings: list, canaries: list) -> None:
     if not judged:
         return
     every = sorted({r for f in judged for part in f.runs.values() for r in part})
-    attrs = _attributes(conn, every)
+    attrs = queries.run_attributes(conn, every)
     nodes = _nodes(conn, every)
     for f in judged:
         ids = f.runs
@@ -98,14 +82,6 @@ def attach(conn: psycopg.Connection, findings: list, canaries: list) -> None:
         f.attribution.update(classify(f, canaries))
 
 
-def _attributes(conn: psycopg.Connection, run_ids: list[int]) -> dict[int, tuple]:
-    cols = ", ".join(expr for _, expr, _ in ATTRIBUTES)
-    q = (f"SELECT r.id, {cols} FROM runs r JOIN campaigns c ON c.id = r.campaign_id "
-         f"LEFT JOIN stacks st ON st.id = r.stack_id LEFT JOIN hardware_versions h ON h.id = r.hardware_id "
-         f"LEFT JOIN series s ON s.id = r.series_id WHERE r.id = ANY(%s)")
-    return {row[0]: row[1:] for row in conn.execute(q, (run_ids,))}
-
-
 def _values(attrs: dict[int, tuple], run_ids: list[int], i: int) -> list[str]:
     """The distinct recorded values of attribute I over the runs, most runs first (None: not recorded, left out)."""
     seen: dict[str, int] = {}
@@ -119,11 +95,9 @@ def _values(attrs: dict[int, tuple], run_ids: list[int], i: int) -> list[str]:
 def _nodes(conn: psycopg.Connection, run_ids: list[int]) -> dict[int, dict]:
     """Per run: its focus region per window, and its nodes' exclusive time averaged over ranks by path."""
     out: dict[int, dict] = {r: {"focus": None, "nodes": {}} for r in run_ids}
-    for run_id, focus in conn.execute("SELECT run_id, focus_region FROM run_windows WHERE \"window\" = 'focus' "
-                                      "AND run_id = ANY(%s)", (run_ids,)):
+    for run_id, focus in queries.focus_regions(conn, run_ids):
         out[run_id]["focus"] = focus
-    for run_id, path, excl in conn.execute("SELECT nm.run_id, n.path, nm.excl_avg FROM node_metrics nm "
-                                           "JOIN nodes n ON n.id = nm.node_id WHERE nm.run_id = ANY(%s)", (run_ids,)):
+    for run_id, path, excl in queries.exclusive_times(conn, run_ids):
         if excl is not None:
             out[run_id]["nodes"][path] = excl
     return out

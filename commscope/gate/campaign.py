@@ -7,6 +7,7 @@ import psycopg
 
 from commscope.gate import attribution, regressions
 from commscope.gate.stats import CONFIRM, MAX_UNDETECTABLE
+from commscope.store.queries import gate as queries
 
 CANARY_METRIC = "fom:latency"
 CANARY_FALLBACK_METRIC = "time_s"   # when the store's `latency` FOM cannot be judged (stored in several contexts)
@@ -29,8 +30,7 @@ def canaries(conn: psycopg.Connection, campaign: int, baseline: int, min_effect:
              confirm: int, max_undetectable: float) -> list[regressions.Finding]:
     """The gate's findings on every canary series of the campaign (empty when none ran)."""
     found = []
-    if not conn.execute("SELECT 1 FROM runs WHERE campaign_id = %s AND app = ANY(%s) LIMIT 1",
-                        (campaign, list(attribution.CANARY_APPS))).fetchone():
+    if not queries.campaign_ran(conn, campaign, attribution.CANARY_APPS):
         return found
     for app in attribution.CANARY_APPS:
         for metric in (CANARY_METRIC, CANARY_FALLBACK_METRIC):

@@ -33,13 +33,13 @@ import psycopg
 from psycopg import sql
 
 from commscope.store import db
+from commscope.store.queries import gate as queries
 from commscope.store.queries.gate import ALIASES, METRICS
 
 ALPHA = 0.01          # Otava's max_pvalue: the merge step's t-test level (the gate's default alpha)
 MIN_MAGNITUDE = 0.05  # Otava's min_magnitude: the smallest relative change kept (the gate's min_effect)
 WINDOW_LEN = 50       # Otava's window_len: E-divisive's sliding window over the series, in runs (Otava's default)
 MIN_LEVEL = 2         # runs a level needs, but the newest level (detect)
-LOCK = "commscope.gate.changepoints"
 
 
 def method() -> str:
@@ -124,22 +124,11 @@ def detect(values: list[float], alpha: float = ALPHA, min_magnitude: float = MIN
 
 # ---- the store -------------------------------------------------------------------
 
-def _fingerprints(conn: psycopg.Connection, series_ids: list[int] | None) -> dict[int, tuple[int, int]]:
-    """series_id -> (ok runs, largest ok run id), in SQL; for the given series or every series."""
-    where = "AND series_id = ANY(%(ids)s)" if series_ids is not None else ""
-    rows = conn.execute(f"SELECT series_id, count(*), max(id) FROM runs WHERE status = 'ok' "
-                        f"AND series_id IS NOT NULL {where} GROUP BY series_id", {"ids": series_ids})
-    return {sid: (n, mx) for sid, n, mx in rows}
-
-
 def stale_series(conn: psycopg.Connection, metric: str, series_ids: list[int] | None = None) -> list[int]:
     """The series whose change points of METRIC were computed from other ok runs than they have now (or with
     another method), or never; and series whose runs are gone but whose rows remain."""
-    now = _fingerprints(conn, series_ids)
-    where = "AND series_id = ANY(%(ids)s)" if series_ids is not None else ""
-    state = {sid: (n, mx, m) for sid, n, mx, m in conn.execute(
-        f"SELECT series_id, runs, max_run_id, method FROM change_point_state WHERE metric = %(metric)s {where}",
-        {"metric": metric, "ids": series_ids})}
+    now = queries.ok_run_fingerprints(conn, series_ids)
+    state = queries.change_point_states(conn, metric, series_ids)
     me = method()
     stale = [sid for sid, fp in now.items() if sid not in state or state[sid][:2] != fp or state[sid][2] != me]
     gone = [sid for sid in state if sid not in now]
@@ -149,11 +138,7 @@ def stale_series(conn: psycopg.Connection, metric: str, series_ids: list[int] | 
 def series_points(conn: psycopg.Connection, series_id: int, metric: str) -> tuple[str | None, list[tuple]]:
     """(window, [(run_id, campaign_id, started_at, value)]) of one series: its ok runs that measured METRIC,
     in start-time order, on its focus window when any run has one there, else its run window."""
-    q = sql.SQL("""SELECT w."window", r.id, r.campaign_id, r.started_at, w.{col}
-FROM runs r JOIN run_windows w ON w.run_id = r.id
-WHERE r.series_id = %s AND r.status = 'ok' AND w.{col} IS NOT NULL
-ORDER BY r.started_at, r.id""").format(col=sql.Identifier(metric))
-    rows = conn.execute(q, (series_id,)).fetchall()
+    rows = queries.window_values(conn, series_id, metric)
     windows = {r[0] for r in rows}
     window = "focus" if "focus" in windows else ("run" if "run" in windows else None)
     return window, [r[1:] for r in rows if r[0] == window]
@@ -164,39 +149,26 @@ def recompute_series(conn: psycopg.Connection, series_id: int, metric: str) -> i
     point found again at the same run keeps when and with which campaign it was first found."""
     with conn.transaction():
         db.writer_session(conn)
-        conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s), %s)", (LOCK, series_id))
-        fp = _fingerprints(conn, [series_id]).get(series_id)
+        queries.lock_series(conn, series_id)
+        fp = queries.ok_run_fingerprints(conn, [series_id]).get(series_id)
         window, points = series_points(conn, series_id, metric) if fp else (None, [])
         found = detect([float(p[3]) for p in points]) if points else []
-        kept = {r[0]: (r[1], r[2]) for r in conn.execute(
-            "SELECT run_id, detected_at, detected_campaign FROM change_points WHERE series_id = %s AND metric = %s",
-            (series_id, metric))}
-        conn.execute("DELETE FROM change_points WHERE series_id = %s AND metric = %s", (series_id, metric))
+        kept = queries.first_detections(conn, series_id, metric)
         newest_campaign = max((p[1] for p in points), default=None)
         worse_higher = METRICS[metric] == "lower"
         me = method()
+        rows = []
         for lv in found:
             run_id, campaign_id, started, _ = points[lv.index]
             change = lv.mean_after / lv.mean_before - 1 if lv.mean_before else None
             up = lv.mean_after > lv.mean_before
             direction = "regression" if up == worse_higher else "improvement"
             first_at, first_campaign = kept.get(run_id, (None, newest_campaign))
-            conn.execute(
-                "INSERT INTO change_points (series_id, metric, \"window\", run_id, campaign_id, \"time\", "
-                "previous_time, n_before, n_after, mean_before, mean_after, stddev_before, stddev_after, change, "
-                "direction, p_value, method, detected_at, detected_campaign) VALUES (%s, %s, %s, %s, %s, %s, %s, "
-                "%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, coalesce(%s, now()), %s)",
-                (series_id, metric, window, run_id, campaign_id, started, points[lv.index - 1][2], lv.n_before,
-                 lv.n_after, lv.mean_before, lv.mean_after, lv.stddev_before, lv.stddev_after, change, direction,
-                 lv.p_value, me, first_at, first_campaign))
-        if fp:
-            conn.execute(
-                "INSERT INTO change_point_state (series_id, metric, runs, max_run_id, points, method) "
-                "VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (series_id, metric) DO UPDATE SET runs = EXCLUDED.runs, "
-                "max_run_id = EXCLUDED.max_run_id, points = EXCLUDED.points, method = EXCLUDED.method, "
-                "computed_at = now()", (series_id, metric, fp[0], fp[1], len(points), me))
-        else:
-            conn.execute("DELETE FROM change_point_state WHERE series_id = %s AND metric = %s", (series_id, metric))
+            rows.append((window, run_id, campaign_id, started, points[lv.index - 1][2], lv.n_before, lv.n_after,
+                         lv.mean_before, lv.mean_after, lv.stddev_before, lv.stddev_after, change, direction,
+                         lv.p_value, me, first_at, first_campaign))
+        queries.replace_change_points(conn, series_id, metric, rows)
+        queries.save_change_point_state(conn, series_id, metric, fp, len(points), me)
     return len(found)
 
 
@@ -217,9 +189,8 @@ def update(conn: psycopg.Connection, metrics=("time_s",), series_ids: list[int] 
         metric = canonical_metric(metric)
         t0 = _time.perf_counter()
         if full:
-            ids = sorted(set(_fingerprints(conn, series_ids)) | {r[0] for r in conn.execute(
-                "SELECT series_id FROM change_point_state WHERE metric = %s", (metric,))
-                if series_ids is None or r[0] in series_ids})
+            ids = sorted(set(queries.ok_run_fingerprints(conn, series_ids)) | {
+                sid for sid in queries.change_point_series(conn, metric) if series_ids is None or sid in series_ids})
         else:
             ids = stale_series(conn, metric, series_ids)
         n = sum(recompute_series(conn, sid, metric) for sid in ids)
@@ -231,11 +202,10 @@ def after_ingest(conn: psycopg.Connection, campaign_id: int) -> list[Update]:
     """Recompute the change points of the series the campaign's runs belong to (those whose ok runs changed), for
     time_s and every other metric the store keeps change points of; MissingLibrary without Otava."""
     _otava()
-    ids = [r[0] for r in conn.execute("SELECT DISTINCT series_id FROM runs WHERE campaign_id = %s "
-                                      "AND series_id IS NOT NULL ORDER BY 1", (campaign_id,))]
+    ids = queries.campaign_series(conn, campaign_id)
     if not ids:
         return []
-    kept = {r[0] for r in conn.execute("SELECT DISTINCT metric FROM change_point_state")}
+    kept = queries.change_point_metrics(conn)
     return update(conn, ["time_s", *sorted(kept - {"time_s"})], ids)
 
 

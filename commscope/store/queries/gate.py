@@ -101,6 +101,12 @@ def runs_of(conn: psycopg.Connection, measured: sql.Composable, params: dict, ca
     return conn.execute(q, {**params, "campaign": campaign}).fetchone()[0]
 
 
+def campaign_ran(conn: psycopg.Connection, campaign: int, apps) -> bool:
+    """Whether the campaign has a run of any of APPS."""
+    return conn.execute("SELECT 1 FROM runs WHERE campaign_id = %s AND app = ANY(%s) LIMIT 1",
+                        (campaign, list(apps))).fetchone() is not None
+
+
 def newest_campaign(conn: psycopg.Connection, measured: sql.Composable, params: dict, metric: str) -> int:
     """The campaign to judge when none is named: the newest with a value in the selection, if every campaign with
     one has the same origin (campaign kind and systems); else LookupError naming --campaign and the candidates."""
@@ -214,3 +220,159 @@ def annotate(conn: psycopg.Connection, findings: list) -> int:
             n += 1
     return n
 
+
+def record_detectable(conn: psycopg.Connection, findings: list, alpha: float, min_effect: float) -> int:
+    """What each judged series could have seen (gate_detectable, migration 0036; v_noisy_series lists the ones
+    too noisy to gate): one row per series, metric and window, replaced unless a newer campaign's is stored.
+    Findings without a baseline are not written."""
+    n = 0
+    with conn.transaction():
+        for f in findings:
+            if f.verdict == "no baseline" or not (f.runs or {}).get("new"):
+                continue
+            n += conn.execute(
+                "INSERT INTO gate_detectable (series_id, metric, \"window\", campaign_id, run_id, \"time\", verdict, "
+                "detectable, max_undetectable, runs_a_night, n_new, n_baseline, reason) "
+                "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) "
+                "ON CONFLICT (series_id, metric, \"window\") DO UPDATE SET campaign_id = EXCLUDED.campaign_id, "
+                "run_id = EXCLUDED.run_id, \"time\" = EXCLUDED.\"time\", verdict = EXCLUDED.verdict, "
+                "detectable = EXCLUDED.detectable, max_undetectable = EXCLUDED.max_undetectable, "
+                "runs_a_night = EXCLUDED.runs_a_night, n_new = EXCLUDED.n_new, n_baseline = EXCLUDED.n_baseline, "
+                "reason = EXCLUDED.reason, checked_at = now() "
+                "WHERE gate_detectable.campaign_id <= EXCLUDED.campaign_id",
+                (f.series["series_id"], f.metric, f.series["window"], f.campaign, max(f.runs["new"]), f.time,
+                 f.verdict, f.detectable, f.max_undetectable, f.runs_a_night, f.n_new, f.n_baseline,
+                 f.reason(alpha, min_effect))).rowcount
+    return n
+
+
+
+# ---- change points (gate/changepoints.py) ----------------------------------------------------------------------
+
+CHANGE_POINT_LOCK = "commscope.gate.changepoints"   # advisory lock key: one recompute of a series at a time
+
+
+def ok_run_fingerprints(conn: psycopg.Connection, series_ids: list[int] | None) -> dict[int, tuple[int, int]]:
+    """series_id -> (ok runs, largest ok run id), in SQL; for the given series or every series."""
+    where = "AND series_id = ANY(%(ids)s)" if series_ids is not None else ""
+    rows = conn.execute(f"SELECT series_id, count(*), max(id) FROM runs WHERE status = 'ok' "
+                        f"AND series_id IS NOT NULL {where} GROUP BY series_id", {"ids": series_ids})
+    return {sid: (n, mx) for sid, n, mx in rows}
+
+
+def change_point_states(conn: psycopg.Connection, metric: str,
+                        series_ids: list[int] | None) -> dict[int, tuple[int, int, str]]:
+    """series_id -> (ok runs, largest ok run id, method) its stored change points of METRIC were computed from."""
+    where = "AND series_id = ANY(%(ids)s)" if series_ids is not None else ""
+    return {sid: (n, mx, m) for sid, n, mx, m in conn.execute(
+        f"SELECT series_id, runs, max_run_id, method FROM change_point_state WHERE metric = %(metric)s {where}",
+        {"metric": metric, "ids": series_ids})}
+
+
+def change_point_series(conn: psycopg.Connection, metric: str) -> set[int]:
+    """The series that have stored change points of METRIC."""
+    return {r[0] for r in conn.execute("SELECT series_id FROM change_point_state WHERE metric = %s", (metric,))}
+
+
+def change_point_metrics(conn: psycopg.Connection) -> set[str]:
+    """The metrics the store keeps change points of."""
+    return {r[0] for r in conn.execute("SELECT DISTINCT metric FROM change_point_state")}
+
+
+def campaign_series(conn: psycopg.Connection, campaign_id: int) -> list[int]:
+    """The series the campaign's runs belong to."""
+    return [r[0] for r in conn.execute("SELECT DISTINCT series_id FROM runs WHERE campaign_id = %s "
+                                       "AND series_id IS NOT NULL ORDER BY 1", (campaign_id,))]
+
+
+def window_values(conn: psycopg.Connection, series_id: int, metric: str) -> list[tuple]:
+    """(window, run_id, campaign_id, started_at, value) of one series' ok runs that measured METRIC (a run_windows
+    column), in start-time order (run id breaks ties), on every window."""
+    q = sql.SQL("""SELECT w."window", r.id, r.campaign_id, r.started_at, w.{col}
+FROM runs r JOIN run_windows w ON w.run_id = r.id
+WHERE r.series_id = %s AND r.status = 'ok' AND w.{col} IS NOT NULL
+ORDER BY r.started_at, r.id""").format(col=sql.Identifier(metric))
+    return conn.execute(q, (series_id,)).fetchall()
+
+
+def lock_series(conn: psycopg.Connection, series_id: int) -> None:
+    """Hold the series' change-point lock until the transaction ends."""
+    conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s), %s)", (CHANGE_POINT_LOCK, series_id))
+
+
+def first_detections(conn: psycopg.Connection, series_id: int, metric: str) -> dict[int, tuple]:
+    """run_id -> (detected_at, detected_campaign) of the series' stored change points of METRIC."""
+    return {r[0]: (r[1], r[2]) for r in conn.execute(
+        "SELECT run_id, detected_at, detected_campaign FROM change_points WHERE series_id = %s AND metric = %s",
+        (series_id, metric))}
+
+
+def replace_change_points(conn: psycopg.Connection, series_id: int, metric: str, rows: list[tuple]) -> None:
+    """The series' change points of METRIC become ROWS: (window, run_id, campaign_id, time, previous_time,
+    n_before, n_after, mean_before, mean_after, stddev_before, stddev_after, change, direction, p_value, method,
+    detected_at (None: now), detected_campaign)."""
+    conn.execute("DELETE FROM change_points WHERE series_id = %s AND metric = %s", (series_id, metric))
+    for row in rows:
+        conn.execute(
+            "INSERT INTO change_points (series_id, metric, \"window\", run_id, campaign_id, \"time\", "
+            "previous_time, n_before, n_after, mean_before, mean_after, stddev_before, stddev_after, change, "
+            "direction, p_value, method, detected_at, detected_campaign) VALUES (%s, %s, %s, %s, %s, %s, %s, "
+            "%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, coalesce(%s, now()), %s)", (series_id, metric, *row))
+
+
+def save_change_point_state(conn: psycopg.Connection, series_id: int, metric: str,
+                            fingerprint: tuple[int, int] | None, points: int, method: str) -> None:
+    """Record which ok runs (FINGERPRINT: count, largest id) the series' change points were computed from, with
+    how many points and which method; no fingerprint (the series has no ok runs) forgets the series."""
+    if fingerprint:
+        conn.execute(
+            "INSERT INTO change_point_state (series_id, metric, runs, max_run_id, points, method) "
+            "VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (series_id, metric) DO UPDATE SET runs = EXCLUDED.runs, "
+            "max_run_id = EXCLUDED.max_run_id, points = EXCLUDED.points, method = EXCLUDED.method, "
+            "computed_at = now()", (series_id, metric, fingerprint[0], fingerprint[1], points, method))
+    else:
+        conn.execute("DELETE FROM change_point_state WHERE series_id = %s AND metric = %s", (series_id, metric))
+
+
+# ---- attribution (gate/attribution.py) -------------------------------------------------------------------------
+
+# (label, SQL expression over runs r, campaigns c, stacks st, hardware_versions h, series s, whether the key holds it)
+RUN_ATTRIBUTES = (
+    ("git commit", "c.git_commit", False),
+    ("git commit (recorded by the run)", "r.metadata->>'git_commit'", False),
+    ("commscope version", "r.metadata->>'commscope_version'", False),
+    ("Spack spec hash", "r.spack_hash", True),
+    ("MPI library", "st.library", True),
+    ("MPI library (Adiak)", "nullif(concat_ws(' ', r.metadata->>'mpi_library_vendor', "
+                            "r.metadata->>'mpi_library_version'), '')", True),
+    ("interconnect", "r.interconnect", True),
+    ("interconnect (printed by the run)", "coalesce(r.metadata->'params'->>'interconnect', "
+                                          "r.metadata->>'interconnect')", False),
+    ("hardware", "CASE WHEN h.id IS NOT NULL THEN concat_ws(' ', h.cpu_model, 'digest ' || left(h.digest, 12)) END",
+     True),
+    ("Caliper configuration", "s.environment->>'caliper'", True),
+    ("Caliper version", "r.caliper_version", False),
+    ("compiler", "r.compiler", True),
+    ("hosts", "coalesce(r.metadata->>'hostlist', r.metadata->>'hostname')", False),
+)
+
+
+def run_attributes(conn: psycopg.Connection, run_ids: list[int]) -> dict[int, tuple]:
+    """run_id -> its RUN_ATTRIBUTES values, in that order (None: not recorded)."""
+    cols = ", ".join(expr for _, expr, _ in RUN_ATTRIBUTES)
+    q = (f"SELECT r.id, {cols} FROM runs r JOIN campaigns c ON c.id = r.campaign_id "
+         f"LEFT JOIN stacks st ON st.id = r.stack_id LEFT JOIN hardware_versions h ON h.id = r.hardware_id "
+         f"LEFT JOIN series s ON s.id = r.series_id WHERE r.id = ANY(%s)")
+    return {row[0]: row[1:] for row in conn.execute(q, (run_ids,))}
+
+
+def focus_regions(conn: psycopg.Connection, run_ids: list[int]) -> list[tuple[int, str | None]]:
+    """(run_id, focus region) of the runs that have a focus window."""
+    return conn.execute("SELECT run_id, focus_region FROM run_windows WHERE \"window\" = 'focus' "
+                        "AND run_id = ANY(%s)", (run_ids,)).fetchall()
+
+
+def exclusive_times(conn: psycopg.Connection, run_ids: list[int]) -> list[tuple[int, str, float | None]]:
+    """(run_id, call-tree path, exclusive time averaged over ranks) of every node the runs measured."""
+    return conn.execute("SELECT nm.run_id, n.path, nm.excl_avg FROM node_metrics nm "
+                        "JOIN nodes n ON n.id = nm.node_id WHERE nm.run_id = ANY(%s)", (run_ids,)).fetchall()
