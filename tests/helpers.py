@@ -1,8 +1,10 @@
-"""Helpers the tests share, each an independent reference: Caliper files read with caliper-reader, the real
-gate history (tests/gate-history), and IMB's own result tables. Test files import them from here, never from
+"""Helpers the tests share: Caliper files read with caliper-reader, a synthetic gate history of known times, the
+real gate history (tests/gate-history), and IMB's own result tables. Test files import them from here, never from
 another test file; shared fixtures live in conftest.py."""
 from __future__ import annotations
 
+import datetime as dt
+import hashlib
 import json
 import os
 import re
@@ -14,6 +16,9 @@ import caliperreader
 import psycopg
 import pytest
 from caliperreader import read_caliper_contents
+
+from commscope.read import windows
+from commscope.read.records import Record
 
 DATA = Path(__file__).parent / "data"
 HISTORY = Path(__file__).parent / "gate-history"
@@ -105,6 +110,34 @@ def reference(name: str, focus: str = "loop") -> dict:
                 if fn:
                     a[2 if fn in SYNC else 1] += t
     return acc
+
+
+# ---- a synthetic gate history: runs with a known run-window time -------------------------------------------
+
+START = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
+
+
+def synthetic(app: str, night: int, i: int, wall: float, variant: str = "v") -> Record:
+    """A run of APP whose run window took WALL seconds on its slowest rank."""
+    h = hashlib.sha256(f"{app}/{variant}/{night}/{i}/{wall}".encode()).hexdigest()
+    rec = Record(content_hash=h, source=f"synthetic/{app}/{night}/{i}", profile_kind="none", app=app, workload=app,
+                 ranks=4, started_at=START + dt.timedelta(days=night, minutes=i), variant=variant,
+                 system="testbox", stack="stack-a", mpi_library="lib 1.0", interconnect="shm")
+    rec.parameters = {"ranks": 4, "variant": variant}
+    window = dict.fromkeys(windows.COLUMNS) | {"window": "run", "time_s": wall, "ranks_measured": 4}
+    rec.window_rows = [tuple(window[c] for c in windows.COLUMNS)]
+    return rec
+
+
+# (app, runs per night, {nights before the last: level}; every other night 1.0). Noise: 3% gaussian. A shift of the
+# last five nights persists (regressions.CONFIRM campaigns); one of the last night alone does not yet. "seen": the
+# last night at 1.4 while night 7 (7 nights before the last) ran at 1.5: a level the baseline already had on one
+# night.
+SHIFTED = range(5)   # the last five nights
+SERIES = [("steady", 3, {}), ("slower", 3, dict.fromkeys(SHIFTED, 1.25)), ("faster", 3, dict.fromkeys(SHIFTED, 0.75)),
+          ("single", 1, dict.fromkeys(SHIFTED, 1.30)), ("tiny", 3, dict.fromkeys(SHIFTED, 1.02)),
+          ("blip", 3, {0: 1.25}), ("seen", 3, {0: 1.4, 7: 1.5})]
+NIGHTS_STORED = 15
 
 
 # ---- the real gate history (tests/gate-history/README.md) ----------------------------------------------------

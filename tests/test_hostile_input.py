@@ -391,7 +391,7 @@ def _judged_history(dsn: str) -> str:
 
     from commscope.store.ingest import Provenance, ingest_records
     from conftest import grant_local
-    from test_regressions import NIGHTS_STORED, SERIES, synthetic
+    from helpers import NIGHTS_STORED, SERIES, synthetic
     rnd = random.Random(7)
     with psycopg.connect(dsn) as conn:
         for night in range(NIGHTS_STORED):

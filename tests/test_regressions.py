@@ -5,7 +5,6 @@ newest campaign silently switched to a slower transport."""
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
 import itertools
 import json
 import math
@@ -29,33 +28,9 @@ from commscope.read import windows
 from commscope.store.ingest import Provenance, ingest, ingest_records
 from commscope.read.records import Record
 from conftest import stack_or_skip
-from helpers import HISTORY, NIGHTS, PARTIAL, focus_time, reference
+from helpers import HISTORY, NIGHTS, NIGHTS_STORED, PARTIAL, SERIES, START, focus_time, reference, synthetic
 
 CLI = [sys.executable, "-m", "commscope.cli"]
-START = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
-
-
-def synthetic(app: str, night: int, i: int, wall: float, variant: str = "v") -> Record:
-    """A run of APP whose run window took WALL seconds on its slowest rank."""
-    h = hashlib.sha256(f"{app}/{variant}/{night}/{i}/{wall}".encode()).hexdigest()
-    rec = Record(content_hash=h, source=f"synthetic/{app}/{night}/{i}", profile_kind="none", app=app, workload=app,
-                 ranks=4, started_at=START + dt.timedelta(days=night, minutes=i), variant=variant,
-                 system="testbox", stack="stack-a", mpi_library="lib 1.0", interconnect="shm")
-    rec.parameters = {"ranks": 4, "variant": variant}
-    window = dict.fromkeys(windows.COLUMNS) | {"window": "run", "time_s": wall, "ranks_measured": 4}
-    rec.window_rows = [tuple(window[c] for c in windows.COLUMNS)]
-    return rec
-
-
-# (app, runs per night, {nights before the last: level}; every other night 1.0). Noise: 3% gaussian. A shift of the
-# last five nights persists (regressions.CONFIRM campaigns); one of the last night alone does not yet. "seen": the
-# last night at 1.4 while night 7 (7 nights before the last) ran at 1.5: a level the baseline already had on one
-# night.
-SHIFTED = range(5)   # the last five nights
-SERIES = [("steady", 3, {}), ("slower", 3, dict.fromkeys(SHIFTED, 1.25)), ("faster", 3, dict.fromkeys(SHIFTED, 0.75)),
-          ("single", 1, dict.fromkeys(SHIFTED, 1.30)), ("tiny", 3, dict.fromkeys(SHIFTED, 1.02)),
-          ("blip", 3, {0: 1.25}), ("seen", 3, {0: 1.4, 7: 1.5})]
-NIGHTS_STORED = 15
 
 
 @pytest.fixture

@@ -21,7 +21,8 @@ its Ramble variables (those that define the experiment: not Ramble's own
 bookkeeping keywords, nor paths, nor what `commscope run` added from the site
 and its run scope, which name where and how it ran, not what). A
 commscope workload declares its parameters itself (its PARAM lines or Adiak
-values), which the Ramble variables only repeat."""
+values), which the Ramble variables only repeat. A study names the variables
+held per rank or for the whole job in commscope_per_rank and commscope_global."""
 from __future__ import annotations
 
 import datetime as dt
@@ -33,7 +34,7 @@ from typing import Iterator
 
 from commscope.read import profiles
 from commscope.read.profiles import BadProfile
-from commscope.read.records import ReadOptions, Record, clean, read_record
+from commscope.read.records import ReadOptions, Record, clean, declare_scaling, parameters_label, read_record
 
 RESULTS = "results.latest.json"
 # The shape this module reads: Ramble 0.5's ExperimentResult.to_dict().
@@ -57,6 +58,9 @@ RAMBLE_KEYWORDS = {
 # The Caliper modifier's variables (ramble/modifiers/caliper): how the run was measured, which is its
 # environment (the profile's Caliper configuration), not an input of the application.
 MODIFIER_PREFIX = "caliper_"
+# A study's declaration of its parameters' scaling kinds (records.declare_scaling): comma-separated names of the
+# variables held per rank and of those held for the whole job, as `commscope ingest --per-rank/--global` give them.
+SCALING_VARIABLES = {"commscope_per_rank": "per_rank", "commscope_global": "global_params"}
 
 
 def _number(v):
@@ -155,6 +159,8 @@ class Workspace:
             params = {**rec.parameters, **own, "ranks": ranks, "nodes": nodes,
                       "ramble_workload": clean(exp.get("workload_name") or rec.workload)}
             meta = dict(rec.metadata)
+            if own:   # Ramble's variables say what the profile could not
+                meta.pop("parameters_missing", None)
             meta.update({"ramble_status": exp["RAMBLE_STATUS"], "ramble_workspace": clean(self.results.get("workspace_name")),
                          "ramble_variables": {k: clean(v) for k, v in exp["RAMBLE_VARIABLES"].items()}})
             if text_foms:
@@ -166,15 +172,18 @@ class Workspace:
                 meta["profile_missing"] = (f"experiment {clean(exp['name'])}: Caliper was on, but no profile is in "
                                            f"{run_dir}; stored as not profiled (MPI time unknown); ingest the "
                                            f"workspace again once the profile is there and it replaces this run")
+            declared = {field: tuple(n.strip() for n in str(self._var(exp, var, default="")).split(",") if n.strip())
+                        for var, field in SCALING_VARIABLES.items()}
             # A failed experiment is failed whatever its profile says; otherwise the record's own status stands:
             # ok, failed (a VERIFY line failed) or partial (ranks missing, stored on --allow-partial).
-            yield replace(
+            yield declare_scaling(replace(
                 rec, experiment=clean(name), status="failed" if status == "failed" else rec.status,
                 app=clean(exp.get("application_name") or rec.app), workload=clean(exp.get("workload_name") or rec.workload),
                 ranks=ranks, nodes=nodes, parameters=params,
                 stack=axes["stack"] or rec.stack, interconnect=axes["interconnect"] or rec.interconnect,
-                variant=axes["variant"] or rec.variant, fom_rows=foms or rec.fom_rows, metadata=meta,
-                spack_hash=clean(self._var(exp, "spack_hash")) or self._spack_hash(exp) or rec.spack_hash)
+                variant=axes["variant"] or (parameters_label(own) if own else rec.variant), fom_rows=foms or rec.fom_rows, metadata=meta,
+                spack_hash=clean(self._var(exp, "spack_hash")) or self._spack_hash(exp) or rec.spack_hash),
+                ReadOptions(**declared))
 
     def _profile_expected(self, exp: dict) -> bool:
         """Whether the Caliper modifier was to write a profile: it set caliper_file, and the study did not say
@@ -243,6 +252,7 @@ def experiment_variables(exp: dict, run_variables: frozenset = frozenset()) -> d
     Values as strings, as Ramble reports them."""
     out = {k: clean(v) for k, v in exp["RAMBLE_VARIABLES"].items()
            if k not in RAMBLE_KEYWORDS and k not in run_variables and not k.startswith(MODIFIER_PREFIX)
+           and k not in SCALING_VARIABLES
            and not str(v).startswith("/")}
     if exp.get("n_threads") not in (None, ""):
         out["n_threads"] = clean(exp["n_threads"])

@@ -8,6 +8,7 @@ import datetime as dt
 import hashlib
 import json
 import re
+import socket
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -134,6 +135,21 @@ def app_name(prof: Profile, given: str | None = None) -> tuple[str, str]:
                      f"give it with --app NAME")
 
 
+# The stack of a profile that records no MPI library (a binary profiled by preloading Caliper, without Adiak):
+# said in its label instead of "unknown"; --stack names it.
+MPI_NOT_RECORDED = "mpi-not-recorded"
+
+
+def system_name(g: dict) -> tuple[str, str]:
+    """(system, where it came from): Adiak's cluster, else its hostname, else the name of the host that
+    ingests the profile (a profile that names no host, such as a preloaded Caliper's, is taken to have run
+    where it is ingested; --system names another)."""
+    for key in ("cluster", "hostname"):
+        if g.get(key):
+            return str(g[key]), key
+    return socket.gethostname() or "unknown", "ingesting host"
+
+
 # Where an MPI library's identity can be read from a profile's metadata, in order.
 LIBMPI = re.compile(r"(?:^|/)(lib(?:p?mpi|mpi_\w+|mpich|mpifort)[\w.-]*\.so[\w.]*)")
 
@@ -202,9 +218,52 @@ def third_party_parameters(prof: Profile, opts: "ReadOptions") -> dict:
         return {k: _meta_value(g[k]) for k in opts.param_keys}
     cmd = g.get("cmdline")
     if cmd:
-        args = cmd if isinstance(cmd, list) else str(cmd).strip("[]").split(",")
-        return {"cmdline": " ".join(str(a) for a in args[1:])}
+        return command_line_parameters(cmd if isinstance(cmd, list) else str(cmd).strip("[]").split(","))
     return {k: _meta_value(v) for k, v in sorted(application_values(g).items())}
+
+
+# Parameter names the store gives meanings of its own: an argument of that name is kept as arg.<name>.
+RESERVED_PARAMETERS = {"ranks", "nodes"}
+
+
+def command_line_parameters(argv: list) -> dict:
+    """A recorded command line (Adiak's cmdline, the executable first) as parameters, one per argument:
+    `-s 8` and `--size=8` give s=8 and size=8, an option with several values (`-n 32 32 32`) keeps them
+    comma-joined, an option without a value is 'true', and arguments before any option are arg1, arg2, ...
+    So runs of another problem size are another series."""
+    out: dict = {}
+    key, positional = None, 0
+    for a in (str(x).strip() for x in argv[1:]):
+        if not a:
+            continue
+        if a.startswith("-") and not re.fullmatch(r"-[0-9.][0-9.eE+-]*", a):
+            name, eq, value = a.lstrip("-").partition("=")
+            key = ("arg." + name if name in RESERVED_PARAMETERS else name) or None
+            if key:
+                out[key] = clean(value, 200) if eq else "true"
+            if eq:
+                key = None
+        elif key is not None:
+            out[key] = clean(a, 200) if out[key] == "true" else clean(f"{out[key]},{a}", 200)
+        else:
+            positional += 1
+            out[f"arg{positional}"] = clean(a, 200)
+    return out
+
+
+def parameters_label(params: dict, limit: int = 120) -> str | None:
+    """The parameters that name an experiment in a label (a series' variant when the application has
+    none): key=value, in key order, without the rank and node counts or the scaling declarations."""
+    text = " ".join(f"{k}={v}" for k, v in sorted(params.items())
+                    if k not in RESERVED_PARAMETERS and not k.startswith(SCALING_PREFIX) and v not in (None, ""))
+    return clean(text, limit) or None
+
+
+# The parameters' scaling kinds as ingest (--per-rank, --global) or a study declares them, stored among the
+# series' parameters: scaling.per_rank lists the parameters held per rank (weak scaling), scaling.global those
+# held for the whole job (strong scaling). v_scaling (migration 0034) pairs runs by them.
+SCALING_PREFIX = "scaling."
+PER_RANK, GLOBAL = SCALING_PREFIX + "per_rank", SCALING_PREFIX + "global"
 
 
 # Where a run's focus window came from (runs.metadata.focus_source, docs/measurement-model.md): the profile's
@@ -241,6 +300,7 @@ def from_profile(prof: Profile, focus: str | None = None, opts: "ReadOptions | N
     out = prof.output
     app, app_source = app_name(prof, opts.app)
     library, library_source = mpi_library(prof)
+    system, system_source = system_name(g)
     stats = prof.stats
     window_rows, focus_source = focus_windows(prof, focus)
     run_window = next((w for w in window_rows if w["window"] == "run"), {})
@@ -256,9 +316,10 @@ def from_profile(prof: Profile, focus: str | None = None, opts: "ReadOptions | N
         iterations=as_int(g.get("iterations")), compiler=clean(g.get("compiler")),
         spack_hash=clean(g.get("spack_hash")), caliper_version=clean(g.get("cali.caliper.version")),
         experiment=clean(g.get("experiment")),
-        system=clean(g.get("cluster") or g.get("hostname") or "unknown"),
+        system=clean(system),
         stack=clean(g.get("stack") or (f"{g['mpi_library_vendor']} {g.get('mpi_library_version', '')}".strip()
-                                       if g.get("mpi_library_vendor") else library)),
+                                       if g.get("mpi_library_vendor") else
+                                       library if library_source != "none" else MPI_NOT_RECORDED)),
         mpi_library=library,
         # runs' legacy columns are the run window's numbers (docs/measurement-model.md)
         summary={"wall_time": run_window.get("time_s"), "mpi_time_avg": run_window.get("mpi_time_avg_s"),
@@ -266,7 +327,8 @@ def from_profile(prof: Profile, focus: str | None = None, opts: "ReadOptions | N
                  "mpi_fraction_avg": run_window.get("mpi_fraction_avg"),
                  "mpi_fraction_slowest": run_window.get("mpi_fraction_slowest")},
         metadata={k: _meta_value(library_list(v) if k == "libraries" else v) for k, v in g.items()}
-        | {"ranks_source": prof.ranks_source, "app_source": app_source, "mpi_library_source": library_source}
+        | {"ranks_source": prof.ranks_source, "app_source": app_source, "mpi_library_source": library_source,
+           "system_source": system_source}
         | ({"missing_ranks": prof.missing_ranks} if prof.missing_ranks else {})
         | ({"lost_records": prof.lost_records} if prof.lost_records else {}),
     )
@@ -319,6 +381,12 @@ def from_profile(prof: Profile, focus: str | None = None, opts: "ReadOptions | N
                              f"metadata does not have; give the value with --param KEY=VALUE or leave the key out")
         params.update({k: _meta_value(g[k]) for k in opts.param_keys})
     rec.parameters = {"ranks": prof.ranks, "nodes": rec.nodes, **params, **dict(opts.params)}
+    if not out and "workload" not in g:
+        # An application that is not one of commscope's: its label names its parameters (it has no variant
+        # of commscope's kind), and a run with none says so, for ingest to warn about it.
+        rec.variant = rec.variant or parameters_label(rec.parameters)
+        if not params and not opts.params:
+            rec.metadata["parameters_missing"] = True
     rec.caliper_config = caliper_config(g)
     rec.mpi_identity = (clean(f"{g['mpi_library_vendor']} {g.get('mpi_library_version', '')}".strip())
                         if g.get("mpi_library_vendor") else None)
@@ -422,6 +490,31 @@ class ReadOptions:
     params: tuple = ()             # --param K=V: (key, value) pairs added to every run's parameters
     param_keys: tuple = ()         # --param-keys: the metadata keys that define the experiment
     rank_rows: int | None = 1024   # --rank-rows: per-rank rows kept up to this many ranks (None: always)
+    per_rank: tuple = ()           # --per-rank: parameters held per rank (weak scaling when equal across ranks)
+    global_params: tuple = ()      # --global: parameters of the whole job (strong scaling when equal)
+
+
+def declare_scaling(rec: Record, opts: ReadOptions) -> Record:
+    """REC with the scaling kinds OPTS declares among its parameters (PER_RANK, GLOBAL: sorted lists). A
+    declared name that is not one of the run's parameters is refused, naming the parameters it has."""
+    declared = {PER_RANK: opts.per_rank, GLOBAL: opts.global_params}
+    if not any(declared.values()):
+        return rec
+    both = set(opts.per_rank) & set(opts.global_params)
+    if both:
+        raise BadProfile(f"{sorted(both)[0]!r} is declared both --per-rank and --global; a parameter is one or the "
+                         f"other")
+    rec.parameters = dict(rec.parameters)
+    for (key, names), flag in zip(declared.items(), ("--per-rank", "--global")):
+        for name in names:
+            if name not in rec.parameters or name in RESERVED_PARAMETERS:
+                has = ", ".join(k for k in sorted(rec.parameters) if k not in RESERVED_PARAMETERS
+                                and not k.startswith(SCALING_PREFIX)) or "none"
+                raise BadProfile(f"{rec.source}: {flag} names {name!r}, which is not one of this run's parameters "
+                                 f"(it has: {has}); name one of them, or give it with --param {name}=VALUE")
+        if names:
+            rec.parameters[key] = sorted(set(names))
+    return rec
 
 
 INT4, INT8 = 2**31, 2**63   # PostgreSQL's integer and bigint hold -N to N - 1

@@ -30,7 +30,8 @@ from psycopg.types.json import Jsonb
 from commscope.store import db
 from commscope.read import profiles, windows
 from commscope.read.profiles import BadProfile
-from commscope.read.records import ReadOptions, Record, as_int, check_store_ranges, clean, read_record
+from commscope.read.records import (MPI_NOT_RECORDED, ReadOptions, Record, as_int, check_store_ranges, clean,
+                                     declare_scaling, read_record)
 
 BATCH = 64            # runs per round of COPYs
 PARALLEL_FROM = 32    # fewer input groups than this are read in-process
@@ -397,6 +398,36 @@ def hardware_columns(hw: dict) -> tuple:
             as_int(hw.get("cores_per_node") or cpu.get("cores_per_node")), clean(ic))
 
 
+class Unlabelled:
+    """The runs stored without what tells their series apart or names them, for one warning each per ingest:
+    no parameters (no command line, no Adiak values, no --param: every problem size is one series), no system
+    named (taken as the ingesting host) and no MPI library recorded."""
+
+    def __init__(self):
+        self.no_params: dict[str, int] = {}
+        self.hosts: dict[str, int] = {}
+        self.no_mpi = 0
+
+    def add(self, rec: Record, prov: Provenance) -> None:
+        if rec.metadata.get("parameters_missing"):
+            self.no_params[rec.app] = self.no_params.get(rec.app, 0) + 1
+        if rec.metadata.get("system_source") == "ingesting host" and not prov.system:
+            self.hosts[rec.system] = self.hosts.get(rec.system, 0) + 1
+        if rec.stack == MPI_NOT_RECORDED and not prov.stack:
+            self.no_mpi += 1
+
+    def warnings(self) -> list[str]:
+        out = [f"{n} run{'s' * (n > 1)} of {app} record no command line, Adiak values or parameters, so all its "
+               f"problem sizes are one series; give --param KEY=VALUE (e.g. --param size=8) with each problem's runs"
+               for app, n in sorted(self.no_params.items())]
+        out += [f"{n} run{'s' * (n > 1)} name no system (no Adiak cluster or hostname): stored as this host, "
+                f"{host}; give --system NAME if they ran elsewhere" for host, n in sorted(self.hosts.items())]
+        if self.no_mpi:
+            out.append(f"{self.no_mpi} run{'s' * (self.no_mpi > 1)} record no MPI library: stack "
+                       f"{MPI_NOT_RECORDED}; give --stack NAME (e.g. debian-openmpi4)")
+        return out
+
+
 def ingest_records(conn: psycopg.Connection, records: Iterable[Record | BadProfile], prov: Provenance,
                    source: str, kind: str = "ingest", skip_bad: bool = False, progress=None,
                    relabel: bool = False, given: ReadOptions = ReadOptions()) -> Result:
@@ -411,6 +442,7 @@ def ingest_records(conn: psycopg.Connection, records: Iterable[Record | BadProfi
             "INSERT INTO campaigns (kind, source, git_commit, ci_pipeline) VALUES (%s, %s, %s, %s) RETURNING id",
             (kind, clean(source), clean(prov.git_commit), clean(prov.ci_pipeline))).fetchone()[0]
         writer = Writer(conn, campaign_id, prov, relabel, given)
+        unlabelled = Unlabelled()
         batch: list[Record] = []
         stored_before: set[str] = set()   # content hashes of runs already in the store
 
@@ -429,6 +461,11 @@ def ingest_records(conn: psycopg.Connection, records: Iterable[Record | BadProfi
                     check_store_ranges(rec)
                 except BadProfile as e:
                     rec = e
+            if not isinstance(rec, BadProfile):
+                try:
+                    rec = declare_scaling(rec, given)
+                except BadProfile as e:
+                    rec = e
             if isinstance(rec, BadProfile):
                 if not skip_bad:
                     raise rec  # rolls the whole campaign back
@@ -436,6 +473,7 @@ def ingest_records(conn: psycopg.Connection, records: Iterable[Record | BadProfi
                 continue
             if rec.metadata.get("profile_missing"):
                 res.warnings.append(rec.metadata["profile_missing"])
+            unlabelled.add(rec, prov)
             if rec.content_hash in seen:  # the same file given twice
                 res.skipped.append(rec.source)
                 continue
@@ -445,6 +483,7 @@ def ingest_records(conn: psycopg.Connection, records: Iterable[Record | BadProfi
                 flush()
         if batch:
             flush()
+        res.warnings += unlabelled.warnings()
         res.already_in = [r[0] for r in conn.execute(
             "SELECT DISTINCT campaign_id FROM runs WHERE content_hash = ANY(%s) AND campaign_id <> %s ORDER BY 1",
             (sorted(stored_before), campaign_id))]

@@ -190,13 +190,20 @@ CELLS_PER_RANK = ("(CASE WHEN global_size ~ '^[0-9]+(,[0-9]+)*$' THEN round((SEL
                   "FROM unnest(string_to_array(global_size, ',')) AS x) / ranks)::bigint || ' points/rank' END)")
 
 
+# Any other application holds what its study or ingest declares (--per-rank, --global: migration 0034's
+# v_scaling_declared): weak scaling its per-rank parameters, strong scaling its global ones; a series that declares
+# neither has no size, so it is in no scaling panel (the kind of its scaling is unknown).
+STRONG_SIZE = "coalesce(global_size, strong_size)"
+WEAK_SIZE = f"coalesce({CELLS_PER_RANK}, weak_size)"
+
+
 def _scaling_sql(key: str, size: str, value: str) -> str:
     return f"""WITH s AS (
   SELECT {key} AS scaling_key, "window", {size} AS size, ranks,
          min(stack || ' ' || interconnect || ' ' || app || coalesce(' ' || nullif(variant, ''), '')) AS name,
          min(system) AS system, {_mean("time")} AS time_s, {_mean("parallel_efficiency")} AS pop_parallel_efficiency,
          {_mean("load_balance")} AS pop_load_balance, {_mean("communication_efficiency")} AS pop_communication_efficiency
-  FROM v_run_metrics_daily
+  FROM v_run_metrics_daily LEFT JOIN v_scaling_declared USING (series_id)
   WHERE {SHOWN}
   GROUP BY 1, 2, 3, 4
   HAVING sum(time_n) > 0
@@ -209,7 +216,7 @@ SELECT s.name || coalesce(' ' || s.size, '') || CASE WHEN s.system <> '' THEN ' 
          || ' [' || s."window" || '] ' || left(s.scaling_key, 6) AS series,
        s.ranks, {value}
 FROM s JOIN b USING (scaling_key, "window", size)
-WHERE b.points > 1 {'AND s.size IS NOT NULL' if size != 'global_size' else ''}
+WHERE b.points > 1 AND s.size IS NOT NULL
 ORDER BY 1, 2"""
 
 
@@ -219,22 +226,22 @@ SCALING = Dashboard(
     "against ranks, each experiment on its focus window (else its whole run).",
     [
         Panel("Strong scaling: speedup", "xychart",
-              _scaling_sql("strong_key", "global_size", "b.base_time / s.time_s AS speedup"),
+              _scaling_sql("strong_key", STRONG_SIZE, "b.base_time / s.time_s AS speedup"),
               ["series", "ranks", "speedup"], "x",
               "Same experiment (parameters but the rank count); time of the smallest rank count / time.",
               {"kind": "xy", "x": "ranks", "y": "speedup", "series": "series"}),
         Panel("Strong scaling: parallel efficiency", "xychart",
-              _scaling_sql("strong_key", "global_size",
+              _scaling_sql("strong_key", STRONG_SIZE,
                            "(b.base_time / s.time_s) / (s.ranks::double precision / b.base_ranks) AS efficiency"),
               ["series", "ranks", "efficiency"], "percentunit", "Speedup / rank ratio.",
               {"kind": "xy", "x": "ranks", "y": "efficiency", "series": "series"}),
         Panel("Weak scaling: parallel efficiency", "xychart",
-              _scaling_sql("weak_key", CELLS_PER_RANK, "b.base_time / s.time_s AS efficiency"),
+              _scaling_sql("weak_key", WEAK_SIZE, "b.base_time / s.time_s AS efficiency"),
               ["series", "ranks", "efficiency"], "percentunit",
               "Same grid points per rank; time at the smallest rank count / time.",
               {"kind": "xy", "x": "ranks", "y": "efficiency", "series": "series"}),
         Panel("POP efficiencies against ranks", "xychart", f"""SELECT p.series || ' ' || m.measure AS series, p.ranks, m.efficiency
-FROM ({_scaling_sql("strong_key", "global_size", "s.pop_parallel_efficiency, s.pop_load_balance, "
+FROM ({_scaling_sql("strong_key", STRONG_SIZE, "s.pop_parallel_efficiency, s.pop_load_balance, "
                     "s.pop_communication_efficiency")}) p
 CROSS JOIN LATERAL (VALUES ('parallel efficiency', p.pop_parallel_efficiency), ('load balance', p.pop_load_balance),
                            ('communication efficiency', p.pop_communication_efficiency)) m(measure, efficiency)

@@ -1,2 +1,122 @@
--- Scaling pairs by the declared kind of each parameter (issue 33 item 4): filled in by the commit that follows.
-SELECT 1;
+-- Scaling by the declared kind of each parameter (issue 33). Which parameters a rank count holds is the
+-- application's to say: `commscope ingest --per-rank s` (LULESH's -s is the mesh per rank) or `--global n`
+-- store the names among the series' parameters as scaling.per_rank and scaling.global (sorted arrays).
+-- commscope's own workloads declare their global sizes by name (param.n, param.global, global_size).
+--
+-- v_scaling pairs each experiment (application, environment, the parameters but the rank count and the
+-- declared ones) with its smallest rank count, on the same window, by kind:
+--   weak    the per-rank parameters are equal: efficiency = base time / time, speedup NULL;
+--   strong  the global parameters are equal and the per-rank ones are not (or none is declared):
+--           speedup = base time / time, efficiency = speedup / (ranks / base ranks);
+--   NULL    nothing declared: the pair is listed with its times, but neither speedup nor efficiency,
+--           since whether the problem grew with the ranks is unknown.
+-- A pair whose per-rank parameters are equal (its problem grew with the ranks) is never strong.
+--
+-- The Scaling dashboard's panels (views/panels.py) read the same declarations through v_scaling_declared.
+-- The keys of 0013 change only for parameters that carry declarations, which no series had before.
+
+CREATE FUNCTION scaling_declared(parameters jsonb, kind text) RETURNS text[]
+LANGUAGE sql IMMUTABLE AS $$
+SELECT ARRAY(
+    SELECT DISTINCT k FROM (
+        SELECT jsonb_array_elements_text(CASE WHEN jsonb_typeof(parameters->('scaling.' || kind)) = 'array'
+                                              THEN parameters->('scaling.' || kind) ELSE '[]' END) AS k
+        UNION ALL
+        SELECT k FROM unnest(ARRAY['param.n', 'param.global', 'global_size']) AS k
+        WHERE kind = 'global' AND parameters ? k) d
+    ORDER BY k)
+$$;
+
+-- The declared parameters' values, as one jsonb object ({} when none is declared).
+CREATE FUNCTION scaling_values(parameters jsonb, keys text[]) RETURNS jsonb
+LANGUAGE sql IMMUTABLE AS $$
+SELECT coalesce(jsonb_object_agg(k, parameters->k), '{}'::jsonb) FROM unnest(keys) AS k
+$$;
+
+-- The declared parameters' values as a label: "s=8", "n=100,100,100 nz=4" (NULL when none is declared).
+CREATE FUNCTION scaling_label(parameters jsonb, keys text[]) RETURNS text
+LANGUAGE sql IMMUTABLE AS $$
+SELECT nullif(string_agg(k || '=' || coalesce(parameters->>k, ''), ' ' ORDER BY k), '') FROM unnest(keys) AS k
+$$;
+
+-- The experiment without its rank count and without its declared parameters.
+CREATE FUNCTION scaling_experiment_key(app text, parameters jsonb, environment jsonb) RETURNS text
+LANGUAGE sql IMMUTABLE AS $$
+SELECT md5(jsonb_build_array(app, parameters - ARRAY['ranks', 'nodes', 'n_ranks', 'n_nodes', 'param.process_grid']
+                                  - scaling_declared(parameters, 'per_rank') - scaling_declared(parameters, 'global'),
+                             environment)::text)
+$$;
+
+-- 0013's keys, for the panels: strong scaling sets the declared per-rank parameters aside too (they shrink as
+-- ranks grow), weak scaling the declared global ones (they grow).
+CREATE OR REPLACE FUNCTION strong_scaling_key(app text, parameters jsonb, environment jsonb) RETURNS text
+LANGUAGE sql IMMUTABLE AS $$
+SELECT md5(jsonb_build_array(app, parameters - ARRAY['ranks', 'nodes', 'n_ranks', 'n_nodes', 'param.process_grid']
+                                  - ARRAY(SELECT jsonb_array_elements_text(
+                                        CASE WHEN jsonb_typeof(parameters->'scaling.per_rank') = 'array'
+                                             THEN parameters->'scaling.per_rank' ELSE '[]' END)),
+                             environment)::text)
+$$;
+
+CREATE OR REPLACE FUNCTION weak_scaling_key(app text, parameters jsonb, environment jsonb) RETURNS text
+LANGUAGE sql IMMUTABLE AS $$
+SELECT md5(jsonb_build_array(app, parameters - ARRAY['ranks', 'nodes', 'n_ranks', 'n_nodes', 'param.process_grid',
+                                                     'param.n', 'param.global', 'global_size']
+                                  - ARRAY(SELECT jsonb_array_elements_text(
+                                        CASE WHEN jsonb_typeof(parameters->'scaling.global') = 'array'
+                                             THEN parameters->'scaling.global' ELSE '[]' END)),
+                             environment)::text)
+$$;
+
+-- The series that declare kinds, and the sizes the Scaling panels hold equal for them: strong_size the declared
+-- global parameters (NULL when only per-rank ones are declared), weak_size the per-rank ones. commscope's
+-- workloads declare nothing here: the panels hold their global_size column.
+CREATE VIEW v_scaling_declared AS
+SELECT s.id AS series_id,
+       scaling_declared(s.parameters, 'per_rank') AS per_rank_parameters,
+       scaling_declared(s.parameters, 'global') AS global_parameters,
+       CASE WHEN s.parameters ? 'scaling.global' THEN scaling_label(s.parameters, scaling_declared(s.parameters, 'global'))
+       END AS strong_size,
+       scaling_label(s.parameters, scaling_declared(s.parameters, 'per_rank')) AS weak_size
+FROM series s
+WHERE s.parameters ?| ARRAY['scaling.per_rank', 'scaling.global'];
+
+DROP VIEW v_scaling;
+CREATE VIEW v_scaling AS
+WITH per_ranks AS (
+    SELECT scaling_experiment_key(c.app, c.parameters, c.environment) AS experiment_key,
+           strong_scaling_key(c.app, c.parameters, c.environment) AS scaling_key, c."window", c.app,
+           scaling_values(c.parameters, scaling_declared(c.parameters, 'per_rank')) AS per_rank,
+           scaling_values(c.parameters, scaling_declared(c.parameters, 'global')) AS global,
+           min(r.variant) AS variant, min(r.global_size) AS global_size, c.environment, c.ranks,
+           avg(c.time_s) AS time_s, count(*) AS samples
+    FROM v_run_compared c JOIN runs r ON r.id = c.run_id
+    WHERE c.time_s > 0
+    GROUP BY 1, 2, 3, 4, 5, 6, 9, 10
+), weak_base AS (
+    SELECT DISTINCT ON (experiment_key, "window", per_rank) experiment_key, "window", per_rank,
+           ranks AS base_ranks, time_s AS base_time
+    FROM per_ranks WHERE per_rank <> '{}' ORDER BY experiment_key, "window", per_rank, ranks
+), strong_base AS (
+    SELECT DISTINCT ON (experiment_key, "window", global) experiment_key, "window", global, per_rank AS base_per_rank,
+           ranks AS base_ranks, time_s AS base_time
+    FROM per_ranks WHERE global <> '{}' ORDER BY experiment_key, "window", global, ranks
+), unknown_base AS (
+    SELECT DISTINCT ON (scaling_key, "window") scaling_key, "window", ranks AS base_ranks
+    FROM per_ranks WHERE per_rank = '{}' AND global = '{}' ORDER BY scaling_key, "window", ranks
+), pairs AS (
+    SELECT 'weak' AS kind, p.*, b.base_ranks, NULL::double precision AS speedup, b.base_time / p.time_s AS efficiency
+    FROM per_ranks p JOIN weak_base b USING (experiment_key, "window", per_rank)
+    UNION ALL
+    SELECT 'strong', p.*, b.base_ranks, b.base_time / p.time_s,
+           (b.base_time / p.time_s) / (p.ranks::double precision / b.base_ranks)
+    FROM per_ranks p JOIN strong_base b USING (experiment_key, "window", global)
+    WHERE p.per_rank = '{}' OR p.per_rank <> b.base_per_rank OR p.ranks = b.base_ranks
+    UNION ALL
+    SELECT NULL, p.*, b.base_ranks, NULL, NULL
+    FROM per_ranks p JOIN unknown_base b USING (scaling_key, "window")
+    WHERE p.per_rank = '{}' AND p.global = '{}'
+)
+SELECT kind, scaling_key, "window", app, variant, global_size, per_rank AS per_rank_parameters,
+       global AS global_parameters, environment, ranks, time_s, samples, base_ranks, speedup, efficiency
+FROM pairs;
