@@ -11,6 +11,7 @@ study's ramble.yaml and IMB's "Calling sequence" line, and against the site's an
 their variables is a parameter); the report's FOM section against the same tables."""
 from __future__ import annotations
 
+import datetime as dt
 import html
 import json
 import os
@@ -26,7 +27,8 @@ import yaml
 
 from commscope.workflow import errors, paths, plan as workflow_plan
 from conftest import ROOT, private_home, stack_or_skip
-from helpers import calling_sequence, check_profiles, expected_foms, imb_prefix, out_file
+from helpers import (calling_sequence, check_profiles, expected_foms, experiments, imb_prefix, out_file,
+                     profile_reference)
 
 STUDY = "imb"
 STUDY_DIR = ROOT / "ramble" / "studies" / STUDY
@@ -427,3 +429,109 @@ def test_a_modifier_ramble_does_not_know_is_refused_in_one_line(set_up_home, tmp
     assert len(lines) == 1 and re.search(re.escape(str(study / "ramble.yaml")) + ": " + message, lines[0]), p.stderr
     after = set((set_up_home / "workspaces").glob("*")) if (set_up_home / "workspaces").exists() else set()
     assert after == before
+
+
+# ---- done when: a third-party application from a folder outside the package to the panels (issue 33) ---------
+
+# IMB Allreduce at 1 and 2 ranks. IMB's message sizes are each rank's, so 2 ranks move twice the data: the
+# study declares them per rank (weak scaling), as `commscope ingest --per-rank` would.
+SCALING_STUDY = """\
+ramble:
+  variables:
+    n_ranks: [1, 2]
+    msglog_min: 0
+    msglog_max: 10
+    num_iterations: 100
+    commscope_per_rank: msglog_min,msglog_max
+  applications:
+    intel-mpi-benchmarks:
+      workloads:
+        collective:
+          experiments:
+            'imb-{collective_type}-{stack}-{interconnect}-n{n_ranks}':
+              variables:
+                collective_type: Allreduce
+              matrix: [stack_interconnect, n_ranks]
+"""
+
+
+def pop_reference(cali: Path) -> dict[str, float]:
+    """The run window's MPI fraction and POP efficiencies from the profile's records (caliper-reader): useful
+    time is each rank's time outside MPI; time is the slowest rank's."""
+    total, mpi, _ = profile_reference(cali)
+    useful = {r: total[r] - mpi.get(r, 0.0) for r in total}
+    time = max(total.values())
+    lb, ce = (sum(useful.values()) / len(useful)) / max(useful.values()), max(useful.values()) / time
+    return {"time": time, "mpi_fraction": sum(mpi.values()) / sum(total.values()), "load_balance": lb,
+            "communication_efficiency": ce, "parallel_efficiency": lb * ce}
+
+
+@LIVE_SETUP
+def test_a_third_party_application_goes_from_a_folder_outside_the_package_to_the_panels(set_up_home, dsn, tmp_path):
+    """IMB-MPI1 (Ramble's builtin application, not commscope's) put by the user in a folder of their own, no bin/,
+    run from a study folder outside the package by `commscope run FOLDER --caliper mpi`: the MPI-fraction and POP
+    panels show each run with caliper-reader's numbers from its .cali file, the report's FOM table IMB's own tables,
+    no label says "unknown", and the 1- and 2-rank runs are the weak scaling the study declares."""
+    from commscope.views import panels as P
+    stack_or_skip("debian-openmpi4")
+    built = imb_prefix()
+    if not built or not (built / "bin" / "IMB-MPI1").exists():
+        pytest.skip("no Intel MPI Benchmarks here: `commscope setup --imb` builds it (COMMSCOPE_IMB_PREFIX)")
+    mine = tmp_path / "opt" / "imb"
+    mine.mkdir(parents=True)
+    shutil.copy(built / "bin" / "IMB-MPI1", mine / "IMB-MPI1")
+    study = write_study(tmp_path / "my-studies" / "imb-scaling", SCALING_STUDY,
+                        "package_manager: null\nprefixes:\n  intel-mpi-benchmarks_path: ../../opt/imb/IMB-MPI1\n")
+    t0 = dt.datetime.now(dt.timezone.utc) - dt.timedelta(minutes=1)
+    p = commscope("run", str(study), "--caliper", "mpi", "--stacks", "debian-openmpi4", home=set_up_home,
+                  env={"COMMSCOPE_DB_URL": dsn, "SPACK_ROOT": ""})
+    assert p.returncode == 0, p.stdout + p.stderr
+    ws = Path(re.search(r"^workspace: (\S+)$", p.stdout, re.M).group(1))
+    assert f"({mine / 'IMB-MPI1'}, linked as {ws}/commscope/prefixes/intel-mpi-benchmarks_path/bin/IMB-MPI1)" in p.stdout
+    assert "profiles on debian-openmpi4: Caliper preload (preloading the no-GOTCHA Caliper" in p.stdout, p.stdout
+    assert "stored 2 runs" in p.stdout, p.stdout
+    exps = sorted(experiments(ws), key=lambda e: e["n_ranks"])
+    assert [int(e["n_ranks"]) for e in exps] == [1, 2] and all(e["RAMBLE_STATUS"] == "SUCCESS" for e in exps)
+    check_profiles(dsn, ws)   # MPI time per function, time and MPI fractions equal caliper-reader's
+    ref = {int(e["n_ranks"]): pop_reference(out_file(ws, e).with_suffix(".cali")) for e in exps}
+    t1 = dt.datetime.now(dt.timezone.utc) + dt.timedelta(minutes=1)
+    with psycopg.connect(dsn) as conn:
+        values = P.all_values(conn)
+        rows = conn.execute(P.expand(P.MPI_FRACTION_SQL, t0, t1, values)).fetchall()
+        cols = ["time", "metric", "mpi_fraction", "mpi_fraction_slowest", "parallel_efficiency", "load_balance",
+                "communication_efficiency"]
+        shown = {r[1]: dict(zip(cols, r)) for r in rows}
+        labels = dict(conn.execute("SELECT DISTINCT ranks, series_label FROM v_shown_metrics_daily WHERE app = %s",
+                                   (APP,)).fetchall())
+        series = conn.execute("SELECT system, app, workload, variant, stack, interconnect, ranks FROM v_series "
+                              "WHERE app = %s", (APP,)).fetchall()
+        scaling = {r[0]: r[1:] for r in conn.execute(
+            "SELECT ranks, kind, base_ranks, time_s, speedup, efficiency FROM v_scaling WHERE app = %s AND "
+            "\"window\" = 'run'", (APP,))}
+        for e in exps:   # IMB's own tables, as the report's FOM table and v_foms show them
+            run_id = conn.execute("SELECT id FROM runs WHERE experiment = %s", (e["name"],)).fetchone()[0]
+            stored = {(c, n): v for c, n, v in conn.execute(
+                "SELECT context, name, value FROM v_foms WHERE run_id = %s", (run_id,))}
+            expected = {k: v for k, (v, _u) in expected_foms(out_file(ws, e)).items()}
+            assert len(expected) >= 11 and stored == pytest.approx(expected), e["name"]
+    # the MPI-fraction and POP panels: one line per run's series, its run window, caliper-reader's numbers
+    assert sorted(labels) == [1, 2]
+    for ranks, want in ref.items():
+        got = shown[f"{labels[ranks]} [run]"]
+        for k in ("mpi_fraction", "load_balance", "communication_efficiency", "parallel_efficiency"):
+            assert got[k] == pytest.approx(want[k], rel=1e-9), (ranks, k)
+    for e in exps:
+        foms = {(r["context"], r["name"]): r for r in report_foms((ws / "report.html").read_text())
+                if r["experiment"] == e["name"]}
+        for key, (value, unit) in expected_foms(out_file(ws, e)).items():
+            assert float(foms[key]["value"]) == pytest.approx(value, rel=5e-4, abs=1e-9), key
+    # labels a person can read: the system, stack, interconnect and parameters are named
+    for text in [*shown, *labels.values(), *(" ".join(map(str, s)) for s in series)]:
+        assert "unknown" not in text, text
+    assert all("msglog_max=10" in lab and "num_iterations=100" in lab for lab in labels.values()), labels
+    # the 2-rank run against the 1-rank one, as the weak scaling declared: efficiency = base time / time
+    assert sorted(scaling) == [1, 2], scaling
+    assert {k for k, *_ in scaling.values()} == {"weak"} and {b for _k, b, *_ in scaling.values()} == {1}
+    assert scaling[2][2] == pytest.approx(ref[2]["time"], rel=1e-9)
+    assert scaling[2][3] is None   # a weak pair has no speedup
+    assert scaling[2][4] == pytest.approx(ref[1]["time"] / ref[2]["time"], rel=1e-9)

@@ -109,7 +109,8 @@ def link_prefix(workspace: Path, var: str) -> Path:
 
 # Run by Ramble's own interpreter (`ramble python`): the modifiers it knows with their modes, and for each of
 # APPS the `<package>_path` variables Ramble requires of it without a package manager, each with whether the
-# files that define the application (its class and base classes) mention it.
+# files that define the application (its class and base classes) mention it, and its workload variables whose
+# default is made of the rank or node count (IMB's min_collective_ranks: {n_ranks}).
 _RAMBLE_QUERY = """
 import inspect, json
 import ramble.repository as rr
@@ -127,14 +128,17 @@ for a in APPS:
             text += open(repo.filename_for_object_name(c.__module__.rsplit(".", 1)[1]) if repo else inspect.getfile(c)).read()
         except (OSError, TypeError):
             pass
-    out["applications"][a] = {p + "_path": (p + "_path") in text for p in cls.required_packages}
+    out["applications"][a] = {
+        "required": {p + "_path": (p + "_path") in text for p in cls.required_packages},
+        "rank_variables": sorted({n for w in cls.workloads.values() for n, v in w.variables.items()
+                                  if any(r in str(v.default) for r in ("{n_ranks}", "{n_nodes}", "{processes_per_node}"))})}
 print("COMMSCOPE-QUERY " + json.dumps(out))
 """
 
 
 def ramble_definitions(apps: list[str]) -> dict:
-    """What the real Ramble knows (with commscope's modifier repo): {"modifiers": {name: [modes]},
-    "applications": {app: {"<package>_path": used by the application?}}} for the applications APPS."""
+    """What the real Ramble knows (with commscope's modifier repo): {"modifiers": {name: [modes]}, "applications":
+    {app: {"required": {"<package>_path": used by the application?}, "rank_variables": [name]}}} for APPS."""
     from commscope.workflow.checkouts import ramble_cmd, ramble_env
     code = _RAMBLE_QUERY.replace("APPS", repr(sorted(apps)))
     cmd = [*ramble_cmd(), "-P", "-c", f"modifier_repos:[{paths.RAMBLE_DIR}]", "python", "-c",
@@ -191,13 +195,13 @@ def variables_set(doc: dict) -> set[str]:
     return walk(doc)
 
 
-def unused_required(study: str, required: dict[str, dict[str, bool]], given: set[str]) -> dict[str, str]:
+def unused_required(study: str, apps: dict[str, dict], given: set[str]) -> dict[str, str]:
     """Ramble requires `<package>_path` of an application run without a package manager. One the study or its
     prefixes do not give: set to '' when nothing in the application uses it (builtin LULESH runs lulesh2.0
     from PATH), else refused in one line naming where to set it."""
     out = {}
-    for app, variables in required.items():
-        for var, used in sorted(variables.items()):
+    for app, known in apps.items():
+        for var, used in sorted(known["required"].items()):
             if var in given:
                 continue
             if used:
@@ -227,6 +231,7 @@ class Plan:
     profiled: dict = field(default_factory=dict)     # stack -> (records profiles?, why), for what the run says
     preload: bool = False                            # the study's applications have no Caliper: preload one
     unused_defaults: dict = field(default_factory=dict)  # required variables no workload uses -> ''
+    rank_variables: set = field(default_factory=set)    # variables made of the rank count: not parameters
     study_dir: Path | None = None                    # the folder of ramble.yaml (a package study's by default)
 
     def __post_init__(self):
@@ -291,6 +296,7 @@ def plan_run(study: str, site: str = "local", stacks: list[str] | None = None,
     doc = yaml.safe_load((folder / "ramble.yaml").read_text()) or {}
     declared = study_modifiers(doc)
     unused: dict = {}
+    rank_variables: set = set()
     if declared or unannotated:   # what Ramble itself knows of them (commscope's applications need neither)
         known = ramble_definitions(unannotated)
         check_modifiers(folder / "ramble.yaml", declared, known["modifiers"])
@@ -298,6 +304,7 @@ def plan_run(study: str, site: str = "local", stacks: list[str] | None = None,
         if missing:
             raise UnknownChoice(f"{folder / 'ramble.yaml'}: Ramble knows no application {', '.join(missing)} (neither "
                                 f"commscope's, {paths.RAMBLE_DIR / 'applications'}, nor its builtin ones)")
+        rank_variables = {v for a in known["applications"].values() for v in a["rank_variables"]}
         if spack is False or (spack is None and spack_root() is None):
             unused = unused_required(study, known["applications"], variables_set(doc) | set(prefixes))
     if spack is None:
@@ -339,7 +346,7 @@ def plan_run(study: str, site: str = "local", stacks: list[str] | None = None,
     return Plan(study, site, stacks, sorted({i for _, i in pairs}), caliper, where, dry_run, ws, site_conf,
                 catalog, pairs, "spack" if spack else "null", {s: specs[s] for s in stacks} if spack else {},
                 prefixes, profiled, preload=bool(unannotated) and caliper != "off", study_dir=folder,
-                unused_defaults=unused)
+                unused_defaults=unused, rank_variables=rank_variables)
 
 
 def _preloaded(stack: str) -> tuple[bool, str]:

@@ -57,9 +57,10 @@ def site_scopes(plan: Plan) -> list[Path]:
 
 def run_variable_names(plan: Plan, run_scope: dict) -> list[str]:
     """The Ramble variables the run scope and the site scopes define and the study does not set itself:
-    where and how the study ran (stack, launcher, provenance), never what. A Ramble application's other
+    where and how the study ran (stack, launcher, provenance), never what, and the application's variables
+    made of the rank count (IMB's min_collective_ranks), which is the run's ranks. A Ramble application's other
     variables are its parameters (commscope/read/ramble.py); these are not."""
-    names = set(run_scope["variables.yaml"]["variables"])
+    names = set(run_scope["variables.yaml"]["variables"]) | set(plan.rank_variables)
     for d in site_scopes(plan):
         f = d / "variables.yaml"
         if f.is_file():
