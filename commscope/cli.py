@@ -419,7 +419,8 @@ main.add_command(report_cmd)
 @click.option("--app")
 @click.option("--stack")
 @click.option("--interconnect")
-@click.option("--no-annotate", is_flag=True, help="do not write dashboard annotations")
+@click.option("--no-annotate", is_flag=True,
+              help="do not write dashboard annotations or the series' detectable effects (v_noisy_series)")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True,
               help="json: one object with the campaign and every series' verdict, key and parameters")
 @click.option("--junit", type=click.Path(dir_okay=False, path_type=Path),
@@ -457,6 +458,8 @@ def check_cmd(metrics, campaign, baseline, min_effect, alpha, confirm, max_undet
             noted = 0
             try:
                 noted = 0 if no_annotate else queries.annotate(conn, findings)
+                if not no_annotate:
+                    queries.record_detectable(conn, findings, alpha, min_effect)
             except psycopg.errors.InsufficientPrivilege as e:   # a read-only role: the verdicts still stand
                 conn.rollback()
                 denied["annotations"] = e

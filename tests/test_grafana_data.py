@@ -90,7 +90,8 @@ STORES = {
 }
 # Panels empty on a store, and why. The regression detector (commscope check) and the change-point detector write
 # the annotations tables; the fixtures' series are too short for a change point (test_change_points.py).
-DETECTORS = ("commscope-mpi-fraction / Regressions", "commscope-mpi-fraction / Change points")
+DETECTORS = ("commscope-mpi-fraction / Regressions", "commscope-mpi-fraction / Change points",
+             "commscope-mpi-fraction / Series too noisy to gate")
 # The MPI-fraction panels show each series' focus window (the workload's timed loop) where it has one, and the
 # smoke campaigns' Caliper profiles measured MPI over the whole run only: their focus windows have no MPI fraction.
 NOT_MEASURED = {

@@ -166,6 +166,18 @@ WHERE $__timeFilter("time")
 ORDER BY "time" DESC
 LIMIT 200""", ["time", "system", "app", "stack", "interconnect", "ranks", "text", "tags"], "",
               "Written by the regression detector; empty until it runs.", {"kind": "table"}),
+        Panel("Series too noisy to gate", "table", f"""SELECT "time", series_label AS series, "window", metric, verdict,
+  detectable, max_undetectable, runs_a_night, n_new, n_baseline, campaign_id AS campaign, reason
+FROM v_noisy_series
+WHERE $__timeFilter("time") AND {SERIES}
+ORDER BY detectable DESC NULLS FIRST, "time" DESC
+LIMIT 200""", ["time", "series", "window", "metric", "verdict", "detectable", "max_undetectable", "runs_a_night",
+               "n_new", "n_baseline", "campaign", "reason"], "",
+              "Series whose last commscope check could not have shown a shift of --max-undetectable (default 20 %): "
+              "detectable is the smallest shift its campaign would have flagged in 80 % of campaigns resampled "
+              "from its baseline (empty: none would); runs_a_night, the runs a night that would show "
+              "max_undetectable. Their 'no change' reads 'cannot tell'. Empty until commscope check runs.",
+              {"kind": "table"}),
         Panel("Change points", "table", f"""SELECT "time", series_label AS series, "window", metric, direction,
   mean_before, mean_after, change, n_before, n_after, p_value, campaign_id AS campaign, run_id AS run
 FROM v_change_points
@@ -517,45 +529,68 @@ ORDER BY 2""", ["system_stack_interconnect", "normalized", "experiments"], "",
     extra_variables=REFERENCE_VARIABLES, time_from="now-7d")
 
 # ---- 9. Call tree ---------------------------------------------------------------------------
-# The latest run of the selection that has a call tree (Caliper's regions and MPI functions, v_node_metrics), as
-# Grafana's flame graph reads a tree: a nested set in depth-first order, each node's level (depth; 0 the tree's
-# total: its top-level regions and MPI calls), its inclusive time (value) and exclusive time (self), both the mean
-# over ranks, and its name (label; MPI functions keep their MPI_ names). Siblings come in name order. Time outside
-# every region that is no MPI call is in no node, so not in the tree.
+# The run shown: the latest ok run with a call tree (Caliper's regions and MPI functions, v_node_metrics) of the
+# selection, in the time range, or in campaign $campaign, and of series $series when one is named (the regression
+# gate's findings link here with both: gate/outputs.diff_url). $rank_stat: each node's time as the mean over ranks,
+# or on the run's slowest rank (the rank with the most time in the call tree; the same rank for every node).
+CALL_TREE_VARIABLES = [
+    {"name": "rank_stat", "label": "Time per node",
+     "query": "SELECT stat FROM (VALUES (1, 'mean'), (2, 'slowest')) v(o, stat) ORDER BY o"},
+    {"name": "series", "label": "Series",
+     "query": "SELECT 'any' UNION ALL (SELECT series_id::text FROM v_experiment_series ORDER BY series_id DESC)"},
+    {"name": "campaign", "label": "Campaign",
+     "query": "SELECT 'latest' UNION ALL (SELECT campaign_id::text FROM v_runs GROUP BY campaign_id "
+              "ORDER BY campaign_id DESC)"},
+    {"name": "baseline", "label": "Baseline campaign",
+     "query": "SELECT 'previous' UNION ALL (SELECT campaign_id::text FROM v_runs GROUP BY campaign_id "
+              "ORDER BY campaign_id DESC)"},
+]
+_PROFILED = "EXISTS (SELECT 1 FROM v_node_metrics n WHERE n.run_id = m.run_id)"
+_SHOWN_RUN = f"""SELECT DISTINCT m.run_id, m.series_id, m.started_at FROM v_run_metrics m
+  WHERE m.status = 'ok' AND {_PROFILED}
+    AND (('$campaign' = 'latest' AND $__timeFilter(m.started_at)) OR m.campaign_id::text = '$campaign')
+    AND ('$series' = 'any' OR m.series_id::text = '$series')
+    AND m.run_id IN (SELECT run_id FROM v_runs WHERE {SERIES})
+  ORDER BY m.started_at DESC, m.run_id DESC LIMIT 1"""
+_NODE_TIME = ("CASE WHEN '$rank_stat' = 'slowest' THEN {0}_slowest ELSE {0}_avg END")
 
+# As Grafana's flame graph reads a tree: a nested set in depth-first order, each node's level (depth; 0 the tree's
+# total: its top-level regions and MPI calls), its inclusive time (value) and exclusive time (self), and its name
+# (label; MPI functions keep their MPI_ names). Siblings come in name order. Time outside every region that is no
+# MPI call is in no node, so not in the tree. A run stored without the slowest rank's times shows no slowest tree.
 CALL_TREE_SQL = f"""WITH run AS (
-  SELECT max(run_id) AS run_id FROM v_runs r
-  WHERE $__timeFilter(started_at) AND status = 'ok' AND {SERIES}
-    AND EXISTS (SELECT 1 FROM v_node_metrics n WHERE n.run_id = r.run_id)
+  {_SHOWN_RUN}
 ), t AS (
-  SELECT path, name, depth, incl_avg, excl_avg FROM v_node_metrics WHERE run_id = (SELECT run_id FROM run)
+  SELECT path, name, depth, {_NODE_TIME.format("incl")} AS incl, {_NODE_TIME.format("excl")} AS excl, slowest_rank
+  FROM v_node_metrics WHERE run_id = (SELECT run_id FROM run)
 )
 SELECT level, value, self, label
-FROM (SELECT 0 AS level, sum(incl_avg) AS value, 0::double precision AS self, 'total' AS label, '{{}}'::text[] AS k
-      FROM t WHERE depth = 1 HAVING count(*) > 0
+FROM (SELECT 0 AS level, sum(incl) AS value, 0::double precision AS self,
+             CASE WHEN '$rank_stat' = 'slowest' THEN 'total, rank ' || max(slowest_rank) ELSE 'total' END AS label,
+             '{{}}'::text[] AS k
+      FROM t WHERE depth = 1 HAVING count(incl) > 0
       UNION ALL
-      SELECT depth, incl_avg, excl_avg, name, string_to_array(path, '/') FROM t) n
+      SELECT depth, incl, excl, name, string_to_array(path, '/') FROM t WHERE incl IS NOT NULL) n
 ORDER BY k"""
 
-# What got slower, region by region, like Hatchet's graphframe subtraction (gf1 - gf2): the latest profiled run of
-# the selection against the run before it in its series (docs/measurement-model.md), each call path's exclusive time
-# (mean over ranks; 0 where a run has no such path), the regions that got slower first, and each one's share of the
-# change of the call tree's whole time (NULL when that did not grow).
-_PROFILED = "EXISTS (SELECT 1 FROM v_node_metrics n WHERE n.run_id = m.run_id)"
+# What got slower, region by region, like Hatchet's graphframe subtraction (gf1 - gf2): the shown run against the
+# series' run in campaign $baseline, or (previous) the run before it in its series (docs/measurement-model.md), each
+# call path's exclusive time ($rank_stat; 0 where a run has no such path), the regions that got slower first, and
+# each one's share of the change of the call tree's whole time (NULL when that did not grow).
 CALL_TREE_DIFF_SQL = f"""WITH latest AS (
-  SELECT DISTINCT m.run_id, m.series_id, m.started_at FROM v_run_metrics m
-  WHERE $__timeFilter(m.started_at) AND m.status = 'ok' AND m.series_id IS NOT NULL AND {_PROFILED}
-    AND m.run_id IN (SELECT run_id FROM v_runs WHERE {SERIES})
-  ORDER BY m.started_at DESC, m.run_id DESC LIMIT 1
+  {_SHOWN_RUN}
 ), base AS (
   SELECT DISTINCT m.run_id, m.started_at FROM v_run_metrics m JOIN latest l USING (series_id)
-  WHERE m.status = 'ok' AND (m.started_at, m.run_id) < (l.started_at, l.run_id) AND {_PROFILED}
+  WHERE m.status = 'ok' AND {_PROFILED}
+    AND CASE WHEN '$baseline' = 'previous' THEN (m.started_at, m.run_id) < (l.started_at, l.run_id)
+             ELSE m.campaign_id::text = '$baseline' AND m.run_id <> l.run_id END
   ORDER BY m.started_at DESC, m.run_id DESC LIMIT 1
 ), d AS (
-  SELECT path AS region, a.excl_avg AS now_s, b.excl_avg AS before_s,
-         coalesce(a.excl_avg, 0) - coalesce(b.excl_avg, 0) AS change_s
-  FROM (SELECT path, excl_avg FROM v_node_metrics WHERE run_id = (SELECT run_id FROM latest)) a
-  FULL JOIN (SELECT path, excl_avg FROM v_node_metrics WHERE run_id = (SELECT run_id FROM base)) b USING (path)
+  SELECT path AS region, a.excl AS now_s, b.excl AS before_s, coalesce(a.excl, 0) - coalesce(b.excl, 0) AS change_s
+  FROM (SELECT path, {_NODE_TIME.format("excl")} AS excl FROM v_node_metrics
+        WHERE run_id = (SELECT run_id FROM latest)) a
+  FULL JOIN (SELECT path, {_NODE_TIME.format("excl")} AS excl FROM v_node_metrics
+             WHERE run_id = (SELECT run_id FROM base)) b USING (path)
 ), s AS (
   SELECT d.*, sum(change_s) OVER () AS total_change_s FROM d
 )
@@ -568,18 +603,22 @@ ORDER BY change_s DESC, region"""
 
 CALL_TREE = Dashboard(
     "commscope-call-tree", "Call tree",
-    "The call tree of the latest run of the selection that Caliper profiled: regions and MPI functions, time "
-    "inclusive and exclusive, mean over ranks; and what got slower since the run before it in its series.",
+    "The call tree of the latest run of the selection that Caliper profiled (or of a campaign and series): regions "
+    "and MPI functions, time inclusive and exclusive, mean over ranks or on the slowest rank; and what got slower "
+    "since the run before it in its series (or since a baseline campaign).",
     [
         Panel("Call tree of the latest profiled run", "flamegraph", CALL_TREE_SQL, ["level", "value", "self", "label"],
-              "s", "Width: a region's time with everything it called (mean over ranks); 'total' is the time of the "
-              "top-level regions and of MPI calls made outside every region.", {"kind": "table"}),
+              "s", "Width: a region's time with everything it called (mean over ranks, or on the slowest rank: "
+              "Time per node); 'total' is the time of the top-level regions and of MPI calls made outside every "
+              "region.", {"kind": "table"}),
         Panel("Regions that got slower than the run before", "table", CALL_TREE_DIFF_SQL,
               ["region", "now_s", "before_s", "change_s", "share_percent", "run", "baseline_run"], "s",
-              "The latest profiled run of the selection against the run before it in its series (same application, "
-              "parameters and environment): each call path's exclusive time, mean over ranks, where it grew, the "
-              "most first, with its share of the growth of the call tree's whole time.", {"kind": "table"}),
-    ])
+              "The shown run against the run before it in its series (same application, parameters and "
+              "environment), or its run in the Baseline campaign: each call path's exclusive time (Time per node) "
+              "where it grew, the most first, with its share of the growth of the call tree's whole time.",
+              {"kind": "table"}),
+    ],
+    extra_variables=CALL_TREE_VARIABLES)
 
 DASHBOARDS = [MPI_FRACTION, SCALING, ROUTINES, COLLECTIVES, HALO, COMM_MATRIX, IO, PROCUREMENT, CALL_TREE]
 
