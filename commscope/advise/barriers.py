@@ -1,62 +1,25 @@
-"""The barrier advisor (the reservoir study): where a run spends time in
-MPI_Barrier, which barriers look like debugging barriers, and what removing
-them would save.
+"""The barrier advisor (the reservoir study): where a run spends time in MPI_Barrier, which barriers look like
+debugging barriers, and what removing them would save (docs/advisors.md, "Barrier advice").
 
-Input: one run's call-tree rows as the store keeps them (v_node_metrics, or
-records.from_profile for a profile file): per call path, exclusive time
-min/avg/max over ranks and calls summed over ranks. The advisor reads the
-run's focus window when it has one, else its run window
-(docs/measurement-model.md): every barrier on that window's call paths, set
-against the window's MPI time and time; none is left out by its region's
-name. Judging a barrier needs call counts (region.count in the Caliper
-configuration); without them the advice says the counts were not measured,
-rather than that there is no debugging barrier.
+Input: one run's call-tree rows (v_node_metrics, or records.from_profile for a profile file) on its focus window
+when it has one, else its run window; every barrier on that window's call paths counts, set against the window's
+MPI time and time. Judging a barrier needs call counts (region.count); without them the advice says the counts
+were not measured, never that there is no debugging barrier.
 
-In a campaign, runs with and without debugging barriers are paired on their
-series: parameters equal except the debug-barrier switch
-(DEBUG_BARRIER_KEYS), environment equal. The barriers study's on/off
-experiments differ only in their Ramble variant and name, which are not
-parameters.
+Likely debugging barrier: an MPI_Barrier called more than once per rank next to communication with the same call
+count: a sibling under the same parent region (the siblings of the barrier's own region when it holds nothing
+else, like cgsolve's `debug_barrier`) whose subtree calls only collectives or point-to-point/RMA functions, alone
+or all such siblings together. A barrier called once per rank (a timing barrier) is never flagged.
 
-Likely debugging barrier: an MPI_Barrier that is called more than once per
-rank and sits next to communication with the same call count. "Next to" means
-a sibling under the same parent region: when the barrier has a region of its
-own that holds nothing else (cgsolve's `debug_barrier`), the siblings of that
-region; otherwise the other children of the region the barrier is called in.
-A sibling counts as communication when its subtree calls only collectives or
-point-to-point/RMA functions (a halo exchange, a dot-product Allreduce), and
-its calls match when one sibling, or all such siblings together, have exactly
-the barrier's call count. A barrier called once per rank (a timing or phase
-barrier) is never flagged: it cannot be what costs time in a loop.
+Predicted saving, per rank, of removing a barrier site, summed over the likely sites:
 
-Predicted saving, per rank, of removing a barrier site:
+    barrier time min over ranks + 1.5 x the barrier region's own time (avg over ranks)
 
-    predicted saving = barrier time min over ranks + 1.5 x the barrier region's own time (avg over ranks)
-
-- Latency. A barrier's time on a rank is its own latency plus the wait for the
-  last rank to arrive (the skew). Without the barrier the skew does not
-  vanish: the next collective or halo wait absorbs it. What goes away is the
-  latency, and the rank that waits least (nearly always the one that arrived
-  last) holds the latency alone: the minimum over ranks.
-- Annotations. When the barrier has a region of its own with nothing else in
-  it, each call makes four Caliper events (region begin, MPI_Barrier begin,
-  MPI_Barrier end, region end). Caliper snapshots each event in the context
-  before it (pre_begin_evt / pre_end_evt in Caliper::begin / Caliper::end), so
-  an event's work before its timestamp counts to the old context and its work
-  after to the new one: the region's own time holds four half-events, the
-  barrier's time two (inside the latency already) and the parent two, half as
-  much as the region's own time. Removing the barrier removes all of them,
-  1.5 x the region's own time per call. A barrier without a region of its own
-  gets no such term: its wrapper's half-events leave no trace in the profile.
-
-Summed over the likely debugging sites, that is the predicted drop of every
-rank's time in the loop of the run as profiled; a run without Caliper saves
-about the latency alone (`latency` in each site). It is an estimate, not a
-bound: skew that the barriers kept apart can cancel once they are gone (the
-saving is then larger), and when different ranks arrive last at different
-calls the minimum over ranks' totals holds some skew (the prediction is then
-too high). bench/barrier_advice.py measures how close it comes; the figures
-behind both terms are in bench/results/barrier_advice.md.
+The first term is the latency (the skew moves to the next wait; the rank that waits least holds the latency
+alone), the second the Caliper events of a region holding only the barrier; a run without Caliper saves the
+latency alone. It is an estimate, not a bound. In a campaign, runs with and without the barriers are paired on
+their series (parameters equal except DEBUG_BARRIER_KEYS, environment equal). bench/barrier_advice.py measures
+how close the prediction comes (bench/results/barrier_advice.md).
 """
 from __future__ import annotations
 
@@ -64,6 +27,7 @@ import json
 from dataclasses import dataclass, field
 
 from commscope.store import db
+from commscope.store.queries import advise as queries
 
 COLLECTIVES = {"MPI_Allreduce", "MPI_Reduce", "MPI_Bcast", "MPI_Allgather", "MPI_Allgatherv", "MPI_Alltoall",
                "MPI_Alltoallv", "MPI_Alltoallw", "MPI_Gather", "MPI_Gatherv", "MPI_Scatter", "MPI_Scatterv",
@@ -363,11 +327,11 @@ def stored_runs(conn, source: str) -> list[int]:
     if not ident.isdigit() or kind not in ("", "run", "campaign"):
         raise LookupError(f"{source}: not a run id (42, run:42), a campaign (campaign:7) or a profile file")
     if kind == "campaign":
-        ids = [r[0] for r in conn.execute("SELECT id FROM runs WHERE campaign_id = %s ORDER BY id", (int(ident),))]
+        ids = queries.campaign_runs(conn, int(ident))
         if not ids:
             raise LookupError(f"{source}: no campaign {ident} in the store (or it holds no runs)")
         return ids
-    if not conn.execute("SELECT 1 FROM runs WHERE id = %s", (int(ident),)).fetchone():
+    if not queries.run_exists(conn, int(ident)):
         raise LookupError(f"{source}: no run {ident} in the store")
     return [int(ident)]
 
@@ -395,11 +359,7 @@ def counts_measured(caliper_config: str | None) -> bool | None:
 def run_info(conn, run_id: int) -> dict:
     """The run's application, parameters and environment (its series), and the MPI time and time of its focus
     window, else its run window (NULL MPI time: MPI was not measured)."""
-    row = conn.execute(
-        "SELECT r.app, r.ranks, r.campaign_id, s.parameters, s.environment, w.mpi_time_avg_s, w.time_s, "
-        "w.focus_region, r.status FROM runs r LEFT JOIN series s ON s.id = r.series_id "
-        "LEFT JOIN LATERAL (SELECT * FROM run_windows x WHERE x.run_id = r.id "
-        "                   ORDER BY x.\"window\" = 'focus' DESC LIMIT 1) w ON true WHERE r.id = %s", (run_id,)).fetchone()
+    row = queries.run_series_and_window(conn, run_id)
     names = ["app", "ranks", "campaign_id", "parameters", "environment", "mpi_time_avg", "window_time", "focus",
              "status"]
     info = {"run_id": run_id, **dict(zip(names, row))}

@@ -1,59 +1,27 @@
-"""The collective tuning advisor (the reservoir study): from a sweep of
-collsweep over algorithms x message sizes, the best algorithm per message-size
-band per collective, per stack and rank count, written as each stack's own
-tuning input.
+"""The collective tuning advisor (the reservoir study): from a sweep of collsweep over algorithms x message sizes,
+the best algorithm per message-size band per collective, per stack and rank count, written as each stack's own
+tuning input (docs/advisors.md, "Collective tuning advice", has the formats and what each was checked against).
 
-Input: collsweep runs, from their stdout files or from the store (a campaign
-of the `collectives` study). A run's algorithm is what the library was told
-and echoed (PARAM env.* and mpit.*), never a label: Open MPI's
-coll_tuned_<coll>_algorithm number, MPICH's MPIR_CVAR_<COLL>_INTRA_ALGORITHM
-name, Intel MPI's I_MPI_ADJUST_<COLL> preset id; no control means `default`.
-Runs that already used a tuning file are validation runs, not sweep points,
-and are left out.
+Input: collsweep runs, from their stdout files or from the store (a campaign of the `collectives` study). A run's
+algorithm is what the library was told and echoed (PARAM env.* and mpit.*), never a label: Open MPI's
+coll_tuned_<coll>_algorithm number, MPICH's MPIR_CVAR_<COLL>_INTRA_ALGORITHM name, Intel MPI's I_MPI_ADJUST_<COLL>
+preset id; no control means `default`. Runs that already used a tuning file are validation runs and left out.
 
-Choice, per size: a non-default algorithm replaces the default only when its
-slowest run is faster than the default's fastest by more than `min_gain`
-(5 %); among those, the one with the smallest best t_avg wins. A busy
-neighbour on a shared machine slows some runs, rarely all, so a median of few
-runs, or best against best, can make a slow algorithm look best; below
-`min_gain` the difference is noise, and the library's own decision stays.
-Consecutive sizes with the same choice form a band; a band reaches from just
-above the previous band's largest measured size to its own largest one (the
-last band has no upper end). The tunings that lost in validation and led to
-this rule: bench/results/collective_advice.md.
+Choice, per size: a non-default algorithm replaces the default only when its slowest run is faster than the
+default's fastest by more than `min_gain` (5 %); among those, the one with the smallest best t_avg wins. Below
+`min_gain` the difference is noise and the library's own decision stays. Consecutive sizes with the same choice
+form a band, from just above the previous band's largest measured size to its own largest one (the last has no
+upper end); why slowest against fastest: bench/results/collective_advice.md.
 
-Outputs, checked against each stack's source or documentation:
-
-- Open MPI coll_tuned dynamic rules file, the classic format that
-  ompi/mca/coll/tuned/coll_tuned_dynamic_file.c of v4.1.4 and v5.0.10 reads:
-  number of collectives; per collective its COLLTYPE_T id
-  (ompi/mca/coll/base/coll_base_functions.h), the number of communicator
-  sizes, then per communicator size the size and the number of message rules;
-  per rule `msg_size algorithm faninout segsize`, the first at size 0. The
-  rule with the largest communicator size <= the communicator's applies
-  (coll_tuned_dynamic_rules.c), and within it the last rule whose size is <=
-  the message. Open MPI's message size is datatype size x count, times the
-  communicator size for Allgather and Alltoall (coll_tuned_decision_dynamic.c).
-  Algorithm 0 hands the call back to the fixed decision. faninout 4 and
-  segsize 0 are the defaults of coll_tuned_<coll>_algorithm_{chain,tree}_fanout
-  and _segmentsize that the forced runs of the sweep used. No
-  `rule-file-version` line: 4.1.4 does not read one. Enabled by
-  coll_tuned_use_dynamic_rules=1 and coll_tuned_dynamic_rules_filename.
-- MPICH collective selection JSON (MPIR_CVAR_COLL_SELECTION_TUNING_JSON_FILE,
-  read by src/mpi/coll/src/csel.c of v4.0.2). The file replaces the library's
-  whole MPIR-level tree, and a collective missing from it has no algorithm, so
-  the file is the library's own compiled-in tree (read from the shared library
-  it will tune) with the tuned collectives' intra-communicator branches
-  replaced: for the measured communicator size, `avg_msg_size<=hi` bands
-  (Allgather: `total_msg_size<=`, which csel.c computes as recvcount x type
-  size x communicator size) holding `algorithm=MPIR_<Coll>_intra_<name>`
-  (`_allcomm_nb` for nb); sizes without a gain, and other communicator sizes,
-  keep the library's own branch. csel.c of 4.0.2 tests `comm_size<N` as <=, so
-  only `<=` is written. MPIR_CVAR_<COLL>_INTRA_ALGORITHM must stay `auto`.
-- Intel MPI I_MPI_ADJUST_<COLL>="<preset>:<lo>-<hi>@<p>-<q>;..." (Intel MPI
-  Library Developer Reference, "I_MPI_ADJUST Family Environment Variables";
-  message size = count x type size, per block for Allgather and Alltoall).
-  Bands without a gain are left out, which leaves them to the library.
+Outputs:
+- Open MPI: a coll_tuned dynamic rules file (coll_tuned_dynamic_file.c of v4.1.4 and v5.0.10): a size-0 rule set
+  of algorithm 0 (the fixed decision) and the measured communicator size's rules.
+- MPICH: a collective selection JSON (MPIR_CVAR_COLL_SELECTION_TUNING_JSON_FILE, csel.c of v4.0.2): the library's
+  own compiled-in tree with the tuned collectives' intra-communicator branch replaced for the measured
+  communicator size only; MPIR_CVAR_<COLL>_INTRA_ALGORITHM must stay `auto`.
+- Intel MPI: I_MPI_ADJUST_<COLL>="<preset>:<lo>-<hi>@<p>-<q>;..." covering every size (it has no fall-back);
+  when a band the default won has no preset within min_gain of it, the collective is left unset and listed in
+  `unexpressible`.
 """
 from __future__ import annotations
 
@@ -64,6 +32,7 @@ from pathlib import Path
 
 from commscope.read import contract
 from commscope.store import db
+from commscope.store.queries import advise as queries
 
 COLLS = ("barrier", "bcast", "reduce", "allreduce", "allgather", "alltoall")
 DEFAULT = "default"
@@ -247,10 +216,7 @@ def points_from_files(paths: list[Path], stack: str | None = None) -> list[Point
 
 def points_from_store(conn, campaign: int) -> list[Point]:
     """The t_avg points of a stored campaign's collsweep runs."""
-    rows = conn.execute(
-        """SELECT r.id, v.stack, v.mpi_library, r.ranks, r.metadata -> 'params', c.collective, c.bytes, c.value
-           FROM v_collectives c JOIN runs r ON r.id = c.run_id JOIN v_runs v ON v.run_id = r.id
-           WHERE v.campaign_id = %s AND c.stat = 't_avg'""", (campaign,)).fetchall()
+    rows = queries.collsweep_figures(conn, campaign)
     if not rows:
         raise BadInput(f"campaign {campaign}: no collsweep t_avg figures in the store")
     points = []

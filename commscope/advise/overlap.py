@@ -1,72 +1,27 @@
-"""The overlap and imbalance advisor (the seismic study): per halo variant,
-how much communication stays exposed, how much of it overlapping hides, and
-whether the waiting that is left comes from load imbalance or from the network.
+"""The overlap and imbalance advisor (the seismic study): per halo variant, how much communication stays exposed,
+how much of it overlapping hides, and whether the waiting that is left comes from load imbalance or from the
+network (docs/advisors.md, "Overlap and imbalance advice").
 
-Every number is the run's focus window (docs/measurement-model.md): the
-workloads' timed loop (`loop`), or the region named at ingest (`--focus
-timestep` for a profile without a `loop` region, whose focus window is
-otherwise the workload's own timers, which have no call tree). The loop-wide
-figures are the window's row of v_run_metrics (run_windows); the per-region
-figures are the call-tree nodes inside it (v_node_metrics: per call path,
-exclusive and inclusive time min/avg/max over ranks and the rank with the most
-inclusive time) and its comm.stats (v_comm_stats). All times are per rank, in
-seconds. What the profile did not measure is None (NULL): without MPI wrapping
-there is no exposed time, no efficiency and no verdict; spot profiles keep no
-per-rank times, so they have no load balance, no excess and no verdict.
+Every number is the run's focus window (docs/measurement-model.md): its row of v_run_metrics for the loop-wide
+figures, the call-tree nodes inside it (v_node_metrics) and its comm.stats (v_comm_stats) per region. Times are
+per rank, in seconds. What the profile did not measure is None (NULL): without MPI wrapping there is no exposed
+time, efficiency or verdict; spot profiles keep no per-rank times, so no load balance, excess or verdict.
 
-- Exposed communication time: the window's mean MPI time over ranks
-  (mpi_time_avg_s). For `blocking` that is all of the communication; for
-  `overlap` and `rma` it is only posting and completing the exchange.
-- Overlap efficiency against `blocking`: the blocking runs of the same
-  experiment in the same campaign, i.e. the same application, parameters but
-  the variant, and environment (stack, interconnect, Caliper configuration...):
-      1 - exposed(variant) / exposed(blocking),
-  the share of blocking's communication time the variant hides. Medians over
-  repeats. Negative means the variant exposes more.
-- Irecv gap: comm.stats' average time from posting a receive to its data
-  arriving (present when profiled with comm.stats): per comm region inside
-  the focus the mean over ranks, then the mean over those regions (the loop's
-  first exchange and the per-step one).
-- Per region (each child of the step: the `timestep` region inside the focus,
-  or the focus region itself when it has none): max/avg imbalance of inclusive
-  time and the slowest rank (the one with the most time in it). A region is a
-  communication region when it calls MPI other than polls (MPI_Test*,
-  MPI_Iprobe, MPI_Win_test), otherwise a compute region.
-- Why the loop waits. In a bulk-synchronous step a rank waits for its
-  slowest partner: wait(r) ~ (compute of the slowest - compute(r)) + floor,
-  where the floor is what even the slowest rank waits (the transfer itself,
-  and on a shared machine the partner's descheduled time). Over the window
-  every rank's total is about the same, so with useful time (USER, non-MPI)
-  and W the window's MPI time:
-      mean W = excess + floor,   excess = max - mean over ranks of useful time.
-  The window's row gives both: mean useful time is user_time_avg_s and POP's
-  load balance is mean/max of useful time, so
-      excess = user_time_avg_s / load_balance - user_time_avg_s.
-  The excess is compared with all of the window's MPI time (`exposed`), not
-  one region's: overlap and rma move the transfer into the polls inside their
-  interior compute (MPI_Testall, MPI_Win_test), so the completing region alone
-  holds only part of the wait while the excess is loop-wide.
-  explained = excess / exposed. When it is at least IMBALANCE_SHARE (the
-  imbalance is the larger part, excess >= floor) and the imbalance is
-  material, POP load balance below MATERIAL_BALANCE (POP's usual 0.8 line:
-  an efficiency under 80% is worth fixing), the comm regions are flagged
-  `imbalance` (balancing the load would remove most of the wait); otherwise
-  `network` (the transfer, or waiting for descheduled partners on a shared
-  machine, dominates). This is the POP methodology's split of parallel
-  efficiency: load balance loses `excess`, communication efficiency
-  max(useful)/time loses `floor`, and the verdict names the larger loss.
-  Both are taken over the loop only: over the whole run, setup skew and the
-  verification's gather on rank 0 swamp the loop and can turn a `network`
-  verdict into `imbalance`.
-- Descheduled ranks. The workloads record, per run, the largest share of the
-  timed loop that any rank spent runnable but waiting for a core (Adiak
-  `runqueue_wait_share_max`, from Linux's schedstat). At or above
-  DESCHEDULED_SHARE the waits are flagged `descheduled` instead: a partner's
-  lost core time then sits in the MPI wait, and neither the excess nor the
-  floor can be trusted. Runs without the value get the rule above.
+- Exposed communication: the window's mean MPI time over ranks (mpi_time_avg_s).
+- Overlap efficiency: 1 - exposed(variant) / exposed(blocking), medians over repeats, against the blocking runs of
+  the same experiment (parameters but the variant, environment) in the same campaign.
+- Irecv gap: comm.stats' mean time from posting a receive to its data arriving, over the focus's comm regions.
+- Per region (each child of the step): max/avg imbalance of inclusive time and the slowest rank. A region that
+  calls MPI other than polls (MPI_Test*, MPI_Iprobe, MPI_Win_test) is a communication region.
+- Why the loop waits (POP's split of parallel efficiency): mean MPI time = excess + floor, where
+  excess = user_time_avg_s / load_balance - user_time_avg_s, set against all of the window's MPI time (overlap
+  and rma move the transfer into polls inside their compute). explained = excess / exposed. When it is at least
+  IMBALANCE_SHARE and load balance is below MATERIAL_BALANCE (0.8), the comm regions are flagged `imbalance`,
+  otherwise `network`.
+- Descheduled ranks: when the largest share of the loop any rank spent runnable but waiting for a core
+  (`runqueue_wait_share_max`) is at least DESCHEDULED_SHARE, the waits are flagged `descheduled` instead.
 
-Figures behind the loop-only rule and the DESCHEDULED_SHARE line:
-bench/results/overlap_advice.md.
+Figures behind the loop-only rule and the DESCHEDULED_SHARE line: bench/results/overlap_advice.md.
 """
 from __future__ import annotations
 
@@ -74,6 +29,7 @@ import statistics
 from dataclasses import dataclass, field
 
 from commscope.store import db
+from commscope.store.queries import advise as queries
 from commscope.advise.barriers import experiment_key, stored_runs
 
 POLLS = {"MPI_Test", "MPI_Testall", "MPI_Testany", "MPI_Testsome", "MPI_Iprobe", "MPI_Win_test"}
@@ -304,10 +260,7 @@ def _variant(parameters: dict, fallback) -> str | None:
 
 
 def load(conn, run_id: int) -> RunOverlap:
-    row = conn.execute(
-        "SELECT v.app, v.variant, v.stack, v.ranks, v.campaign_id, r.metadata, s.parameters, s.environment, "
-        "r.status FROM v_runs v JOIN runs r ON r.id = v.run_id LEFT JOIN series s ON s.id = r.series_id "
-        "WHERE v.run_id = %s", (run_id,)).fetchone()
+    row = queries.run_description(conn, run_id)
     app, variant, stack, ranks, campaign, meta, params, env, status = row
     meta = meta or {}
     info = {"run_id": run_id, "app": app, "stack": stack, "ranks": ranks, "campaign_id": campaign,
@@ -361,11 +314,7 @@ def from_store(conn, source: str) -> tuple[list[RunOverlap], list[str]]:
     # blocking runs of the same campaign, also when SOURCE named a single run
     pool = {o.run_id: o for o in done}
     for cid in {o.info["campaign_id"] for o in done}:
-        for (rid,) in conn.execute(
-                "SELECT r.id FROM runs r LEFT JOIN series s ON s.id = r.series_id WHERE r.campaign_id = %s AND "
-                "r.status = 'ok' AND "
-                "'blocking' IN (r.variant, s.parameters->>'param.variant', s.parameters->>'variant') ORDER BY r.id",
-                (cid,)):
+        for rid in queries.blocking_runs(conn, cid):
             if rid not in pool:
                 try:
                     pool[rid] = load(conn, rid)
