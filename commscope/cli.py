@@ -103,21 +103,17 @@ def db_status():
     click.echo(f"embedded server: {'running' if emb.running() else 'stopped'} ({emb.root})")
     try:
         with db.connect() as conn:
-            v = conn.execute("SELECT max(version) FROM schema_version").fetchone()[0]
+            v, before, older = db.schema_status(conn)
             click.echo(f"schema version: {v}")
-            if conn.execute("SELECT to_regclass('v_runs_needing_reingest')").fetchone()[0]:
-                before, older = conn.execute(
-                    "SELECT count(*) FILTER (WHERE r.model_version IS NULL), count(r.model_version) "
-                    "FROM v_runs_needing_reingest v JOIN runs r ON r.id = v.run_id").fetchone()
-                if before:
-                    click.echo(f"{before} runs were stored before the measurement model (docs/measurement-model.md) "
-                               f"and have no windows or series: ingest their files again (v_runs_needing_reingest "
-                               f"lists them)")
-                if older:
-                    click.echo(f"{older} runs were measured under an older version of the measurement model "
-                               f"(docs/measurement-model.md, Model versions): their legacy run columns, rank_metrics "
-                               f"and MPI routines follow older definitions; ingest their files again "
-                               f"(v_runs_needing_reingest lists them with the reason)")
+            if before:
+                click.echo(f"{before} runs were stored before the measurement model (docs/measurement-model.md) "
+                           f"and have no windows or series: ingest their files again (v_runs_needing_reingest "
+                           f"lists them)")
+            if older:
+                click.echo(f"{older} runs were measured under an older version of the measurement model "
+                           f"(docs/measurement-model.md, Model versions): their legacy run columns, rank_metrics "
+                           f"and MPI routines follow older definitions; ingest their files again "
+                           f"(v_runs_needing_reingest lists them with the reason)")
     except Exception as e:  # status reports, it does not fail
         click.echo(f"store: not reachable ({db.masked(str(e).splitlines()[0])})")
 

@@ -463,6 +463,18 @@ def _migrate(conn: psycopg.Connection) -> list[str]:
     return applied
 
 
+def schema_status(conn: psycopg.Connection) -> tuple[int | None, int, int]:
+    """(schema version, runs stored before the measurement model, runs measured under an older model version)
+    of the store: the runs v_runs_needing_reingest lists, by reason (0, 0 before that view's migration)."""
+    version = conn.execute("SELECT max(version) FROM schema_version").fetchone()[0]
+    if not conn.execute("SELECT to_regclass('v_runs_needing_reingest')").fetchone()[0]:
+        return version, 0, 0
+    before, older = conn.execute(
+        "SELECT count(*) FILTER (WHERE r.model_version IS NULL), count(r.model_version) "
+        "FROM v_runs_needing_reingest v JOIN runs r ON r.id = v.run_id").fetchone()
+    return version, before, older
+
+
 def run_matrix(conn: psycopg.Connection, run_id: int) -> tuple[int, str, str, str | None, dict[tuple[int, int], int]]:
     """A stored run's (ranks, source, content hash, decomposition, rank-to-rank bytes) for the placement advisor.
     LookupError when there is no such run, or when it is partial (its matrix lacks the missing ranks' messages)."""

@@ -21,9 +21,9 @@ import warnings
 from typing import Any
 
 import psycopg
-from psycopg import sql
 
 from commscope.store import db
+from commscope.store.queries import views as queries
 
 # v_runs columns a selection may name; a list value matches any of its items.
 SELECTABLE = ("run_id", "app", "workload", "variant", "decomposition", "interconnect", "ranks", "nodes", "system",
@@ -49,23 +49,16 @@ def select_runs(conn: psycopg.Connection, since: Any = None, until: Any = None, 
     unknown = sorted(set(where) - set(SELECTABLE))
     if unknown:
         raise ValueError(f"cannot select runs by {', '.join(unknown)}; choose from {', '.join(SELECTABLE)}")
-    clauses, params = [], []
+    match = {}
     if status is not None:
         where["status"] = status
     for col, value in where.items():
         if value is None:
             continue
         values = list(value) if isinstance(value, (list, tuple, set)) else [value]
-        clauses.append(sql.SQL("v.{} = ANY(%s)").format(sql.Identifier(col)))
-        params.append([str(v) if col not in ("run_id", "ranks", "nodes", "campaign_id") else int(v) for v in values])
-    for bound, op in ((since, ">="), (until, "<")):
-        if bound is not None:
-            clauses.append(sql.SQL("v.started_at " + op + " %s"))
-            params.append(as_utc(bound))
-    query = sql.SQL("SELECT v.*, r.metadata FROM v_runs v JOIN runs r ON r.id = v.run_id {} ORDER BY v.started_at, v.run_id").format(
-        sql.SQL("WHERE ") + sql.SQL(" AND ").join(clauses) if clauses else sql.SQL(""))
-    with conn.cursor(row_factory=psycopg.rows.dict_row) as cur:
-        return cur.execute(query, params).fetchall()
+        match[col] = [str(v) if col not in ("run_id", "ranks", "nodes", "campaign_id") else int(v) for v in values]
+    return queries.runs_with_metadata(conn, match, as_utc(since) if since is not None else None,
+                                      as_utc(until) if until is not None else None)
 
 
 def _graphframe(run: dict, rows: list[tuple]):
@@ -101,13 +94,7 @@ def _graphframe(run: dict, rows: list[tuple]):
 
 
 def _node_rows(conn: psycopg.Connection, run_ids: list[int]) -> dict[int, list[tuple]]:
-    cols = sql.SQL(", ").join(sql.Identifier("nm", c) for c in METRICS.values())
-    out: dict[int, list[tuple]] = {i: [] for i in run_ids}
-    for run_id, *row in conn.execute(
-            sql.SQL("SELECT nm.run_id, n.path, {} FROM node_metrics nm JOIN nodes n ON n.id = nm.node_id "
-                    "WHERE nm.run_id = ANY(%s)").format(cols), (run_ids,)):
-        out[run_id].append(tuple(row))
-    return out
+    return queries.node_metric_rows(conn, run_ids, METRICS.values())
 
 
 def load_graphframe(run_id: int, conn: psycopg.Connection | None = None):
