@@ -453,7 +453,7 @@ def check_cmd(metrics, campaign, baseline, min_effect, alpha, confirm, max_undet
                 click.echo(f"commscope check: {note}", err=True)
             noted = 0
             try:
-                noted = 0 if no_annotate else queries.annotate(conn, findings)
+                noted = 0 if no_annotate else queries.annotate(conn, findings, outputs.diff_url)
                 if not no_annotate:
                     queries.record_detectable(conn, findings, alpha, min_effect)
             except psycopg.errors.InsufficientPrivilege as e:   # a read-only role: the verdicts still stand

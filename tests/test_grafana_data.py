@@ -368,13 +368,14 @@ def matrix_problems(panel: dict, frames: list[dict], res: dict) -> list[str]:
     return out[:5]
 
 
-def _cases(conn, t0, t1) -> tuple[list[dict], dict]:
+def _cases(conn, t0, t1, chosen: dict | None = None) -> tuple[list[dict], dict]:
     """One case per panel of every committed dashboard: (cases for transform.js, key -> (panel, number of rows
-    of its query, its frames))."""
+    of its query, its frames)); the variables as on first load, but those CHOSEN."""
     cases, info = [], {}
     for f in sorted(JSON_DIR.glob("*.json")):
         doc = json.loads(f.read_text())
-        values = default_variables(conn, doc, t0, t1)
+        values = default_variables(conn, doc, t0, t1) | {k: v for k, v in (chosen or {}).items()
+                                                         if any(x["name"] == k for x in doc["templating"]["list"])}
         by_id = {p["id"]: p for p in doc["panels"]}
         for p in doc["panels"]:
             target = p["targets"][0]
@@ -472,12 +473,13 @@ def _hatchet_inclusive_mean(path: Path) -> dict[tuple, float]:
     return _mean_over_ranks(gf, "time (inc)")
 
 
-def _one_panel(dsn: str, key: str) -> tuple[dict, list]:
-    """Panel KEY ("dashboard / title") run as Grafana would on the store behind DSN, read as the read-only role:
-    @grafana/data's result and the problems panel_problems finds in it."""
+def _one_panel(dsn: str, key: str, chosen: dict | None = None) -> tuple[dict, list]:
+    """Panel KEY ("dashboard / title") run as Grafana would on the store behind DSN, read as the read-only role,
+    with the variables CHOSEN (else as on first load): @grafana/data's result and the problems panel_problems finds
+    in it."""
     with psycopg.connect(conftest.grant_local(dsn, "grafana_ro")) as conn:
         t0, t1 = _time_range(conn)
-        cases, info = _cases(conn, t0, t1)
+        cases, info = _cases(conn, t0, t1, chosen)
     res = grafana_transform([c for c in cases if c["key"] == key])[key]
     return res, panel_problems(info[key][0], res)
 
@@ -535,3 +537,204 @@ def test_the_slower_regions_are_hatchets_subtraction_of_a_real_two_night_regress
     assert grown > 0
     for p, d in slower.items():
         assert shown[p][1] == pytest.approx(100 * d / grown, rel=1e-6), p
+
+
+# ---- the call tree as caliper-reader reads the profile ----------------------------------------------------------
+
+PROFILE = DATA / "halo3d-overlap-n4.runtime-profile.cali"
+FLAME = "commscope-call-tree / Call tree of the latest profiled run"
+DIFF = "commscope-call-tree / Regions that got slower than the run before"
+
+
+def caliper_tree(path: Path) -> dict:
+    """The call tree of a profile as caliper-reader reads its records: {"ranks": the ranks with a record, "excl":
+    call path -> exclusive seconds per rank (0 where a rank has no record there), "incl": the same inclusive (a path
+    and every path under it), "slowest": the rank with the most time in the call tree (the lowest among equals)}."""
+    import caliperreader
+    records, _ = caliperreader.read_caliper_contents(str(path))
+    ranks = sorted({int(r["mpi.rank"]) for r in records if "mpi.rank" in r})
+    at = {r: i for i, r in enumerate(ranks)}
+    excl: dict = collections.defaultdict(lambda: [0.0] * len(ranks))
+    for r in records:
+        t = r.get("sum#sum#time.duration", r.get("sum#time.duration"))
+        if "path" not in r or t is None or "mpi.rank" not in r:
+            continue
+        p = tuple(r["path"]) if isinstance(r["path"], list) else (r["path"],)
+        excl[p][at[int(r["mpi.rank"])]] += float(t)
+    incl: dict = collections.defaultdict(lambda: [0.0] * len(ranks))
+    for p, times in excl.items():
+        for i in range(1, len(p) + 1):
+            incl[p[:i]] = [a + b for a, b in zip(incl[p[:i]], times)]
+    tree = [sum(times[i] for times in excl.values()) for i in range(len(ranks))]
+    slowest = ranks[tree.index(max(tree))]
+    return {"ranks": ranks, "excl": dict(excl), "incl": dict(incl), "slowest": slowest}
+
+
+def _ingest(dsn: str, *args: str) -> None:
+    r = CliRunner().invoke(main, ["ingest", *args, "--system", "lab-a", "--quiet"], env={"COMMSCOPE_DB_URL": dsn})
+    assert r.exit_code == 0, r.output
+
+
+def _chromium_or_skip() -> None:
+    _node_or_skip()
+    if not (CHECK / "flamegraph" / "node_modules" / "@grafana" / "flamegraph").is_dir():
+        pytest.fail("@grafana/flamegraph is not installed: run bash dashboards/check/install.sh (ci/setup.sh does)")
+    if not (os.environ.get("COMMSCOPE_CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")):
+        pytest.skip("no Chromium to draw Grafana's flame graph in (install chromium or set COMMSCOPE_CHROMIUM)")
+
+
+def grafana_flame_graph(frame: dict, unit: str) -> dict:
+    """What Grafana's own FlameGraph component (@grafana/flamegraph) draws of FRAME in headless Chromium
+    (dashboards/check/flamegraph/render.js): the labels it wrote on its canvas with their bars, and its top table."""
+    fields = [{**f, "config": {"unit": unit} if f["type"] == "number" else {}} for f in frame["fields"]]
+    r = subprocess.run(["node", str(CHECK / "flamegraph" / "render.js")], input=json.dumps({"fields": fields}),
+                       capture_output=True, text=True, cwd=CHECK / "flamegraph", timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    out = json.loads(r.stdout)
+    assert not out["error"], out["error"]
+    return out
+
+
+def drawn_bars(labels: list[dict]) -> dict[tuple, float]:
+    """Call path (labels from the root down) -> the bar's width as a share of the root's, from what the flame graph
+    drew: each bar's level is its y over the row height (22 px), its parent the bar one level up that spans it.
+    A bar of value v is v * pixels-per-tick wide, less its two borders (one device pixel together)."""
+    bars = []
+    for d in labels:
+        name = d["text"].rsplit(" (", 1)[0] if d["text"].endswith(")") else d["text"]
+        bars.append((round(d["y"] / (22 * d["dpr"])), d["x"], d["width"] + d["dpr"], name))
+    bars.sort()
+    root = [b for b in bars if b[0] == 0]
+    assert len(root) == 1, root
+    paths: dict = {}
+    for level, x, w, name in bars:
+        parent = () if level == 0 else next(
+            p for (lv, px, pw, _), p in paths.items() if lv == level - 1 and px - 1e-6 <= x and x + w <= px + pw + 1e-6)
+        paths[(level, x, w, name)] = parent + (name,)
+    return {p: w / root[0][2] for (_, _, w, _), p in paths.items()}
+
+
+UNITS = {"ns": 1e-9, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "min": 60.0}
+
+
+def _seconds(text: str) -> float:
+    number, unit = text.split(" ")
+    return float(number) * UNITS[unit]
+
+
+def test_grafanas_flame_graph_component_draws_caliper_readers_call_tree(dsn):
+    """The call-tree panel's frame, from its SQL on a store holding one real 4-rank profile, drawn by Grafana's own
+    FlameGraph (@grafana/flamegraph 13.0.1) in headless Chromium. Read back: every label it wrote on its canvas and
+    the bar it wrote it in (the component draws on a canvas; the page records its rect and fillText calls), and its
+    top table. Each drawn region is a call path of the profile as caliper-reader reads it, its bar as wide, against
+    the root's, as its inclusive time (mean over ranks) against the whole tree's, and the five widest regions are
+    drawn; the top table's self time per label is caliper-reader's (to the 3 digits it shows)."""
+    _chromium_or_skip()
+    _ingest(dsn, str(PROFILE))
+    with psycopg.connect(conftest.grant_local(dsn, "grafana_ro")) as conn:
+        t0, t1 = _time_range(conn)
+        _, info = _cases(conn, t0, t1)
+    panel, rows, (frame,) = info[FLAME]
+    drawn = grafana_flame_graph(frame, panel["fieldConfig"]["defaults"]["unit"])
+    ref = caliper_tree(PROFILE)
+    n = len(ref["ranks"])
+    mean = {p: sum(t) / n for p, t in ref["incl"].items()}
+    total = sum(t for p, t in mean.items() if len(p) == 1)
+    bars = drawn_bars(drawn["labels"])
+    assert bars.pop(("total",)) == 1.0
+    shown = {p[1:]: w for p, w in bars.items()}
+    assert set(shown) <= set(mean), sorted(set(shown) - set(mean))
+    for p, w in shown.items():
+        assert w == pytest.approx(mean[p] / total, rel=1e-9), p
+    widest = sorted(mean, key=lambda p: -mean[p])[:5]
+    assert set(widest) <= set(shown), [p for p in widest if p not in shown]
+    assert len(shown) >= 5
+    # The top table: one row per label, its self time summed over the label's call paths.
+    header, *table = drawn["table"]
+    assert header[1:] == ["Symbol", "Self", "Total"], header
+    self_by_label: dict = collections.defaultdict(float)
+    for p, t in ref["excl"].items():
+        self_by_label[p[-1]] += sum(t) / n
+    got = {row[1]: _seconds(row[2]) for row in table}
+    assert set(got) == set(self_by_label) | {"total"}, sorted(set(got) ^ set(self_by_label))
+    for label, t in self_by_label.items():
+        assert got[label] == pytest.approx(t, rel=5e-3, abs=1e-9), label
+
+
+def test_the_flame_graph_on_the_slowest_rank_is_that_ranks_tree_as_caliper_reader_reads_it(dsn):
+    """rank_stat = slowest: the call-tree panel shows the tree of the profile's slowest rank (the most time in the
+    call tree, from caliper-reader's records), each node's inclusive and exclusive time on that rank, the rank
+    named at the root; rank_stat = mean (the first option) keeps the mean over ranks."""
+    _node_or_skip()
+    _ingest(dsn, str(PROFILE))
+    ref = caliper_tree(PROFILE)
+    col = ref["ranks"].index(ref["slowest"])
+    for stat in ("slowest", "mean"):
+        res, problems = _one_panel(dsn, FLAME, {"rank_stat": stat})
+        assert not problems, problems
+        (frame,) = res["frames"]
+        rows = nested_set(frame)
+        assert rows[0][0] == (("total, rank %d" % ref["slowest"]) if stat == "slowest" else "total",)
+        shown = {path[1:]: (value, self_) for path, value, self_ in rows[1:]}
+        assert set(shown) == set(ref["incl"])
+        for p, (value, self_) in shown.items():
+            if stat == "slowest":
+                want = (ref["incl"][p][col], ref["excl"].get(p, [0.0] * len(ref["ranks"]))[col])
+            else:
+                want = (sum(ref["incl"][p]) / len(ref["ranks"]),
+                        sum(ref["excl"].get(p, [0.0] * len(ref["ranks"]))) / len(ref["ranks"]))
+            assert value == pytest.approx(want[0], rel=1e-9, abs=1e-12), (stat, p)
+            assert self_ == pytest.approx(want[1], rel=1e-9, abs=1e-12), (stat, p)
+    # the slowest rank is not every node's slowest: the tree is one rank's, not the maximum per node
+    assert any(ref["incl"][p][col] < max(ref["incl"][p]) for p in ref["incl"])
+
+
+def test_the_gates_findings_link_to_the_call_tree_diff_of_their_two_campaigns(dsn, tmp_path):
+    """commscope check on five real nights of one series (tests/gate-history, one campaign each): each finding's
+    JSON carries diff_url, a relative Grafana URL of the call-tree dashboard whose percent-encoded variables name its
+    series, the judged campaign (night 5) and its last baseline campaign (night 4), campaigns that hold that series'
+    runs; the diff panel with those variables returns Hatchet's subtraction of night 4 from night 5, slowest first."""
+    import urllib.parse
+    _node_or_skip()
+    history = ROOT / "tests" / "gate-history"
+    nights = [history / f"halo3d-blocking-24-n2.mpi.night{n}.cali" for n in range(1, 6)]
+    for f in nights:
+        _ingest(dsn, str(f), str(f.with_suffix(".out")))
+    md = tmp_path / "check.md"
+    r = CliRunner().invoke(main, ["check", "--format", "json", "--markdown", str(md)],
+                           env={"COMMSCOPE_DB_URL": dsn})
+    assert r.exit_code in (0, 1), r.output
+    doc = json.loads(r.output[r.output.index("{"):])
+    found = [s for s in doc["series"] if s["diff_url"]]
+    assert found, doc["series"]
+    with psycopg.connect(dsn) as conn:
+        order = [c for c, in conn.execute("SELECT campaign_id FROM runs GROUP BY 1 ORDER BY min(started_at)")]
+        profiled = {sid for sid, in conn.execute(
+            "SELECT DISTINCT series_id FROM runs r WHERE EXISTS (SELECT 1 FROM node_metrics n WHERE n.run_id = r.id)")}
+    # each night stored the profile's run and the workload's output alone (a series of its own, without call tree)
+    assert {s["series_id"] for s in found} & profiled
+    for s in found:
+        url = urllib.parse.urlsplit(s["diff_url"])
+        assert url.path == "/d/commscope-call-tree/call-tree" and not url.netloc, s["diff_url"]
+        chosen = {k[len("var-"):]: v for k, v in urllib.parse.parse_qsl(url.query)}
+        assert chosen == {"series": str(s["series_id"]), "campaign": str(order[4]), "baseline": str(order[3])}
+        res, problems = _one_panel(dsn, DIFF, chosen)
+        assert not problems
+        (frame,) = res["frames"]
+        f = {x["name"]: x["values"] for x in frame["fields"]}
+        if s["series_id"] not in profiled:
+            assert not f["region"]
+            continue
+        diff = _mean_over_ranks(_hatchet(nights[4]) - _hatchet(nights[3]), "time")
+        slower = {p: d for p, d in diff.items() if d > 0}
+        assert set(tuple(x.split("/")) for x in f["region"]) == set(slower)
+        assert tuple(f["region"][0].split("/")) == max(slower, key=slower.get)
+    with psycopg.connect(dsn) as conn:
+        notes = conn.execute("SELECT text, tags FROM annotations WHERE 'commscope-check' = ANY(tags)").fetchall()
+    for s in found:
+        for text, tags in notes:
+            if f"series:{s['series_id']}" in tags and s["metric"] in tags:
+                assert f'<a href="{s["diff_url"]}">call tree diff</a>' in text, text
+    moved = [s for s in found if s["verdict"] in ("regression", "improvement", "suspect") and s["attribution"]]
+    for s in moved:
+        assert f"[call tree diff]({s['diff_url']})" in md.read_text()

@@ -1,8 +1,10 @@
-"""What a pipeline reads of the gate's findings: JSON, JUnit XML and Markdown."""
+"""What a pipeline reads of the gate's findings: JSON, JUnit XML and Markdown, each finding with a link to the
+call-tree dashboard's diff of its series between the judged campaign and its last baseline campaign (diff_url)."""
 from __future__ import annotations
 
 import json
 import math
+import urllib.parse
 
 from commscope.gate.attribution import lines as attributed
 from commscope.store.queries.gate import DESCRIBE, detectable
@@ -10,6 +12,18 @@ from commscope.store.queries.gate import DESCRIBE, detectable
 def _number(v):
     """A JSON number, or None for what was not measured or is not finite."""
     return None if v is None or (isinstance(v, float) and not math.isfinite(v)) else v
+
+
+def diff_url(f) -> str | None:
+    """The call-tree dashboard for finding F, relative to Grafana's root URL: its series' call tree in the judged
+    campaign and the regions that got slower since its last baseline campaign (variables series, campaign and
+    baseline, percent-encoded). None when the finding has no baseline."""
+    if f.campaign is None or f.baseline_campaign is None:
+        return None
+    from commscope.views.panels import CALL_TREE
+    query = urllib.parse.urlencode({"var-series": f.series["series_id"], "var-campaign": f.campaign,
+                                    "var-baseline": f.baseline_campaign}, quote_via=urllib.parse.quote)
+    return f"/d/{CALL_TREE.uid}/call-tree?{query}"
 
 
 def as_dict(f, alpha: float, min_effect: float) -> dict:
@@ -30,7 +44,7 @@ def as_dict(f, alpha: float, min_effect: float) -> dict:
             "nights_p": _number(f.nights_p), "night_spread": f.night_spread, "two_night_p": _number(f.two_night_p),
             "night_judged": f.night.isoformat() if f.night else None,
             "newest_run_started_at": f.time.isoformat() if f.time else None, "reason": f.reason(alpha, min_effect),
-            "attribution": f.attribution}
+            "attribution": f.attribution, "baseline_campaign": f.baseline_campaign, "diff_url": diff_url(f)}
 
 
 SKIPPED = ("cannot tell", "no baseline", "suspect")
@@ -102,7 +116,8 @@ def markdown(findings: list, alpha: float, min_effect: float) -> str:
     if moved:
         lines += ["", "What changed:"]
         for f in sorted(moved, key=lambda f: (ORDER[f.verdict], f.metric, f.series["series_id"])):
-            lines += [f"- **{f.verdict}** `{f.label()}` ({f.metric}):"] + [f"  - {a}" for a in attributed(f)]
+            link = f" [call tree diff]({diff_url(f)})" if diff_url(f) else ""
+            lines += [f"- **{f.verdict}** `{f.label()}` ({f.metric}):{link}"] + [f"  - {a}" for a in attributed(f)]
     unsure = [f for f in findings if f.verdict in ("suspect", "cannot tell")]
     if unsure:
         lines += ["", "Suspect or cannot tell:"] + [f"- `{f.label()}`: {f.reason(alpha, min_effect)}"

@@ -65,6 +65,7 @@ class Finding:
     two_night_p: float | None = None     # pooled: this campaign with the one before against the baseline
     night: object = None                 # the day judged, when the campaign spans several days
     runs: dict | None = None             # {"baseline": run ids, "new": run ids}: what attribution reads
+    baseline_campaign: int | None = None  # the last baseline night's campaign (outputs.diff_url compares with it)
 
     def label(self) -> str:
         """As the dashboards name a series (v_run_metrics_daily.series_label) and the window judged."""
@@ -207,7 +208,8 @@ def check(conn: psycopg.Connection, metric: str = "time_s", campaign: int | None
                     confirm=confirm, detectable=j.detectable, max_undetectable=max_undetectable,
                     pooled=j.pooled, nights_p=j.nights_p, two_night_p=j.two_night_p,
                     night=(date.fromordinal(tonight[1]) if tonight[1] else None),
-                    runs={"baseline": [r for n in base_nights for r in ids[key][n]], "new": ids[key][tonight]})
+                    runs={"baseline": [r for n in base_nights for r in ids[key][n]], "new": ids[key][tonight]},
+                    baseline_campaign=base_nights[-1][0] if base_nights else None)
         signed = [[sign * v for v in by_night[n]] for n in base_nights]
         f.night_spread = night_spread(signed)
         if j.verdict != "no baseline":

@@ -800,6 +800,10 @@ class NodeStats:
     calls: int | None
     incl_max_rank: int | None = None   # the rank with the most inclusive time (unknown for spot)
     incl_spread: dict | None = None    # inclusive time over ranks: distribution() (unknown for spot)
+    # on the run's slowest rank (slowest_rank: the most time in the call tree), so one rank's whole tree
+    excl_slowest: float | None = None
+    incl_slowest: float | None = None
+    slowest_rank: int | None = None
 
 
 def is_mpi(path: tuple) -> bool:
@@ -808,7 +812,8 @@ def is_mpi(path: tuple) -> bool:
 
 def node_stats(prof: Profile) -> dict[tuple, NodeStats]:
     """Exclusive and inclusive time, min/avg/max over the measured ranks, per call path (a rank without
-    a record at a path counts 0 there, as Hatchet zero-fills)."""
+    a record at a path counts 0 there, as Hatchet zero-fills), and both on the slowest rank: the measured rank
+    with the most time in the call tree (its exclusive times summed over every path), the lowest among equals."""
     if prof.spot:
         return _spot_stats(prof)
     ranks = prof.measured_ranks
@@ -822,6 +827,8 @@ def node_stats(prof: Profile) -> dict[tuple, NodeStats]:
             else:
                 incl[q] = arr.copy()
     zero = np.zeros(len(prof.measured))
+    tree = sum(prof.excl.values(), zero)[ranks]
+    at = int(np.argmax(tree)) if len(ranks) else None   # the slowest rank's column (argmax: the first of equals)
     paths = list(incl)
     step = max(1, 1_000_000 // max(len(ranks), 1))
     stats = {}
@@ -833,8 +840,11 @@ def node_stats(prof: Profile) -> dict[tuple, NodeStats]:
         # one numpy call per statistic for the whole chunk, not one per path
         cols = zip(*(a.tolist() for a in (ex.min(axis=1), ex.mean(axis=1), ex.max(axis=1), inc.min(axis=1),
                                           inc.mean(axis=1), inc.max(axis=1), ranks[np.argmax(inc, axis=1)])))
-        for p, spread, (ex_min, ex_avg, ex_max, in_min, in_avg, in_max, slowest) in zip(chunk, spreads, cols):
-            stats[p] = NodeStats(ex_min, ex_avg, ex_max, in_min, in_avg, in_max, prof.calls.get(p), slowest, spread)
+        on = (ex[:, at].tolist(), inc[:, at].tolist()) if at is not None else ([None] * len(chunk),) * 2
+        for p, spread, (ex_min, ex_avg, ex_max, in_min, in_avg, in_max, slowest), ex_on, in_on in zip(
+                chunk, spreads, cols, *on):
+            stats[p] = NodeStats(ex_min, ex_avg, ex_max, in_min, in_avg, in_max, prof.calls.get(p), slowest, spread,
+                                 ex_on, in_on, int(ranks[at]) if at is not None else None)
     return stats
 
 

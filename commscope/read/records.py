@@ -58,7 +58,8 @@ class Record:
     summary: dict = field(default_factory=lambda: dict.fromkeys(
         ("wall_time", "mpi_time_avg", "mpi_time_max", "mpi_fraction_avg", "mpi_fraction_slowest")))
     metadata: dict = field(default_factory=dict)
-    # (path, excl_min, excl_avg, excl_max, incl_min, incl_avg, incl_max, calls, imbalance, incl_max_rank)
+    # (path, excl_min, excl_avg, excl_max, incl_min, incl_avg, incl_max, calls, imbalance, incl_max_rank,
+    #  excl_slowest, incl_slowest, slowest_rank)
     node_rows: list = field(default_factory=list)
     # (region path, function, time_total, time_max, calls, bytes)
     mpi_rows: list = field(default_factory=list)
@@ -335,7 +336,7 @@ def from_profile(prof: Profile, focus: str | None = None, opts: "ReadOptions | N
     for p, s in stats.items():
         imb = s.excl_max / s.excl_avg if s.excl_max is not None and s.excl_avg else None
         rec.node_rows.append((_join(p), s.excl_min, s.excl_avg, s.excl_max, s.incl_min, s.incl_avg, s.incl_max,
-                              s.calls, imb, s.incl_max_rank))
+                              s.calls, imb, s.incl_max_rank, s.excl_slowest, s.incl_slowest, s.slowest_rank))
     # MPI calls summed over ranks (spot: its across-rank sum), by the region they were made in; calls
     # outside every region (all of an unannotated binary's) under OUTSIDE_REGIONS.
     mpi_total: dict = {p: float(arr.sum()) for p, arr in prof.excl.items() if profiles.is_mpi(p)}

@@ -97,7 +97,8 @@ class Result:
 # run_id [, started_at][, node_id], and a function from a record to its rows as (node path, those columns).
 COPY_TABLES = {
     "node_metrics": (True, True, "excl_min, excl_avg, excl_max, incl_min, incl_avg, incl_max, calls, imbalance, "
-                     "incl_max_rank", lambda r: [(row[0], row[1:]) for row in r.node_rows]),
+                     "incl_max_rank, excl_slowest, incl_slowest, slowest_rank",
+                     lambda r: [(row[0], row[1:]) for row in r.node_rows]),
     "mpi_metrics": (True, True, "function, time_total, time_max, calls, bytes",
                     lambda r: [(row[0], row[1:]) for row in r.mpi_rows]),
     "comm_stats": (False, True, ", ".join(name for name, _a, _h in profiles.COMM_STATS),

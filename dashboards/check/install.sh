@@ -1,14 +1,19 @@
 #!/usr/bin/env bash
 # Installs the pinned @grafana/data (package-lock.json) that tests/test_grafana_data.py runs the dashboards'
-# transformations through. Quiet, and does nothing when node_modules already matches the lock file.
+# transformations through, and in flamegraph/ the pinned @grafana/flamegraph, React, esbuild and puppeteer-core that
+# tests/test_flamegraph_render.py draws the call tree with (its own lock: the flame graph needs React 18, @grafana/data
+# 13.2.3 React 19). Quiet, and does nothing where node_modules already matches the lock file.
 set -euo pipefail
 cd "$(dirname "$0")"
 if ! command -v npm >/dev/null; then
   echo "[setup] npm not found: tests/test_grafana_data.py will skip (install Node.js 20 and npm)" >&2
   exit 0
 fi
-if [ -f node_modules/.package-lock.json ] && cmp -s package-lock.json node_modules/.package-lock.json.commscope; then
-  exit 0
-fi
-npm ci --no-audit --no-fund --loglevel=error >/dev/null
-cp package-lock.json node_modules/.package-lock.json.commscope
+for dir in . flamegraph; do
+  if [ -f "$dir/node_modules/.package-lock.json" ] && \
+      cmp -s "$dir/package-lock.json" "$dir/node_modules/.package-lock.json.commscope"; then
+    continue
+  fi
+  (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
+  cp "$dir/package-lock.json" "$dir/node_modules/.package-lock.json.commscope"
+done
