@@ -68,6 +68,8 @@ def selection(conn, campaigns: tuple[int, ...], compare: tuple[str, ...]) -> tup
         "SELECT system FROM v_runs GROUP BY 1 ORDER BY count(*) DESC, 1 LIMIT 1").fetchone()[0]
     ref = P.reference_values(conn, ref_system)
     values.update(ref)
+    for v in P.CALL_TREE_VARIABLES:   # as Grafana starts them: the first option (mean, any series, latest, previous)
+        values[v["name"]] = conn.execute(P.expand(v["query"], t0, t1, values, set())).fetchone()[0]
     # The panels query an hour either side (a run's day and time buckets); the header says the runs' own span.
     said.append(f"runs from {row[0]:%Y-%m-%d %H:%M:%S} to {row[1]:%Y-%m-%d %H:%M:%S} UTC; procurement reference "
                 f"{ref['reference_system']} / {ref['reference_stack']} / {ref['reference_interconnect']}")
@@ -238,6 +240,30 @@ def table_html(cols: list[str], rows: list[tuple], limit: int = 200) -> str:
     body = "".join("<tr>" + "".join(f"<td>{cell(v)}</td>" for v in r) + "</tr>" for r in rows[:limit])
     more = f"<p class='note'>{len(rows) - limit} more rows not shown.</p>" if len(rows) > limit else ""
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>{more}"
+
+
+def tree_html(cols: list[str], rows: list[tuple], limit: int = 400) -> str:
+    """A flame graph panel's call tree (rows of level, value, self and label, depth first: Grafana's nested set) as
+    an indented tree table, each node under its parent: its time with everything it called, that as a share of the
+    whole tree with a bar as wide (an icicle on its side), and its own time. Each cell of a node's name carries its
+    level and its time exactly (data-level, data-value)."""
+    at = {c: cols.index(c) for c in ("level", "value", "self", "label")}
+    total = rows[0][at["value"]] if rows else None
+
+    def num(v):
+        return "" if v is None else f"{v:.4g}"
+    body = []
+    for r in rows[:limit]:
+        level, value, own, label = (r[at[c]] for c in ("level", "value", "self", "label"))
+        share = value / total if total and value is not None else None
+        body.append(f"<tr><td style='padding-left: {0.3 + 1.2 * level:.1f}em' data-level='{level}' "
+                    f"data-value='{value!r}'>{html.escape(str(label))}</td><td>{num(value)}</td>"
+                    f"<td>{'' if share is None else f'{share:.1%}'}</td>"
+                    f"<td class='bar'><span style='width: {0 if share is None else 100 * share:.1f}%'></span></td>"
+                    f"<td>{num(own)}</td></tr>")
+    more = f"<p class='note'>{len(rows) - limit} more nodes not shown.</p>" if len(rows) > limit else ""
+    return ("<table class='tree'><thead><tr><th>region</th><th>time (s)</th><th>share</th><th></th>"
+            f"<th>own time (s)</th></tr></thead><tbody>{''.join(body)}</tbody></table>{more}")
 
 
 def advice_html(conn, campaigns: tuple[int, ...]) -> str:
@@ -500,6 +526,7 @@ h1 { margin-bottom: 0.2em; } h2 { border-bottom: 1px solid #ccc; margin-top: 2em
 table { border-collapse: collapse; font-size: 0.85em; } td, th { border: 1px solid #ddd; padding: 2px 6px; text-align: right; }
 th { background: #f4f4f4; } td:first-child, th:first-child { text-align: left; }
 .advice td { text-align: left; vertical-align: top; }
+.tree td.bar { width: 12em; } .tree td.bar span { display: block; height: 0.8em; background: #7eb26d; }
 """
 
 
@@ -540,8 +567,10 @@ def render(conn, campaigns: tuple[int, ...] = (), compare: tuple[str, ...] = ())
             series = panel.plot.get("series")
             names = plot_names(conn, {r[cols.index(series)] for r in rows}, series_keys) \
                 if series and panel.plot.get("kind") in ("line", "xy") else {}
-            fig = figure(panel, cols, rows, names)
-            if fig is None:
+            fig = figure(panel, cols, rows, names) if panel.type != "flamegraph" else None
+            if panel.type == "flamegraph":
+                parts.append(tree_html(cols, rows))
+            elif fig is None:
                 parts.append(table_html(cols, rows))
             else:
                 n += 1
