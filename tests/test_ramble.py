@@ -131,7 +131,6 @@ def test_spack_environment_per_stack_is_spack_yaml_narrowed():
     """What Ramble's spack package manager gets for one stack: spack.yaml's own repos, develop
     source and requirements, with absolute paths (Ramble copies the file into the workspace),
     the site's scope, and the workloads crossed with that stack's MPI only."""
-    sys.path.insert(0, str(ROOT))
     from commscope.workflow import plan as workflow_plan, spack_envs, run as workflow_run
 
     top = yaml.safe_load((ROOT / "spack.yaml").read_text())["spack"]
@@ -210,7 +209,6 @@ def test_smoke_study_end_to_end_through_ramble(tmp_path, server, dsn):
 def test_slurm_dry_run_renders_sbatch_and_srun_for_a_two_node_matrix(tmp_path):
     """slurm-cluster's scripts for 1 and 2 ranks at one rank per node: the 2-rank experiments ask
     Slurm for 2 nodes and srun the stack's PMI; nothing is submitted."""
-    sys.path.insert(0, str(ROOT))
     from commscope.workflow import plan as workflow_plan, spack_envs, run as workflow_run
 
     home = tmp_path / "home"
@@ -246,8 +244,7 @@ def test_smoke_on_the_single_node_slurm_cluster(tmp_path):
     """slurm-local for real: every experiment is an sbatch job whose srun uses the stack's PMI;
     commscope waits for the jobs, and every experiment must report the world size it asked for
     (MPICH under the wrong PMI runs as 1-rank copies and still exits 0)."""
-    sys.path.insert(0, str(ROOT / "ci"))
-    import slurm_local
+    import slurm_local   # ci/, on the path by conftest.py
 
     reason = slurm_local.unavailable()
     if reason:

@@ -1,47 +1,26 @@
 """What changed behind a finding of the regression gate, and whether the platform or the software moved. It reads
 the findings and the canaries' findings campaign.py gives it, and never judges anything itself.
 
-Attribution: each regression, improvement and suspect (the first campaign of a shift) `regressions.check` finds
-lists what differs between its baseline runs and its new runs, and the call-tree regions whose time moved most.
-Other verdicts have nothing to explain and get none, so a campaign of mostly unchanged series reads no call trees;
-what is read is the judged series' runs in the gate's own window, never older history.
+Attribution: each regression, improvement and suspect lists what differs between its baseline runs and its new
+runs, and the call-tree regions whose time moved most; other verdicts get none. Only the judged series' runs in
+the gate's own window are read.
 
-- **What differs.** For every run the store keeps: the git commit (the campaign's `--git-commit`, and a
-  `git_commit` the run recorded itself through `COMMSCOPE_META_git_commit`), commscope's version, the Spack spec
-  hash, the MPI library (the stack's version string, and the vendor and version Adiak recorded), the interconnect
-  (as stored, and as the run itself printed it: the workloads' `PARAM interconnect` line or Adiak value, which is
-  the catalog entry it was launched with), the hardware description (its digest and CPU model), the Caliper
-  configuration and Caliper's version, the compiler, and the hosts (Adiak `hostname`/`hostlist`).
-  A series is by definition equal in its environment (docs/measurement-model.md: system, hardware digest, stack,
-  MPI library, interconnect, compiler, Spack hash, Caliper configuration are in its key), so within one series
-  those can only differ where the key holds another spelling of them (an interconnect named at ingest over the
-  one the run printed, an MPI library string beside Adiak's). What the key leaves out can differ freely: git
-  commit, commscope's and Caliper's versions, the hosts. Each item says whether the key holds it
-  (`in_series_key`); an item differs when a new run has a value no baseline run has. Values never recorded are
-  left out (None), never taken as a difference.
-- **Regions moved.** From the stored call tree (node_metrics), on the finding's window: every node for the run
-  window, the nodes under the focus region for the focus window (a FOM finding uses the focus window when its runs
-  have one). A node's time in a run is its exclusive time averaged over the ranks (node_metrics.excl_avg, a rank
-  that never reached it counting 0; a run with a call tree but without the node counts 0 there too). Per node, the
-  median over the baseline runs and over the new runs; the REGIONS nodes with the largest absolute change, largest
-  first. Runs without a call tree (a workload's output alone) give none, and the finding says so.
+- What differs: git commit, commscope's and Caliper's versions, Spack hash, MPI library, interconnect (as stored
+  and as the run printed it), hardware digest and CPU model, Caliper configuration, compiler, hosts. An item
+  differs when a new run has a value no baseline run has; a value never recorded (None) is no difference. Each
+  says whether the series key holds it (`in_series_key`): within a series those differ only in spelling.
+- Regions moved: per call-tree node of the finding's window (every node for the run window, those under the focus
+  region for the focus window), its exclusive time averaged over ranks (node_metrics.excl_avg, 0 where a run of
+  the tree lacks it); the median over the baseline and over the new runs; the REGIONS largest absolute changes.
+  Runs without a call tree give none, and the finding says so.
 
-Canary series and the cause. The nightly study runs pingpong (ramble/studies/nightly: 8-byte latency and 1 MiB
-bandwidth messages) on every stack and interconnect it runs the applications on. A pingpong series measures the
-transport alone, so its FOM `latency` (the best batch's half round trip, in us) is judged by the same gate, with
-the same baseline window, alpha and smallest effect, in the same campaign. The rule, for a regression, improvement
-or suspect of a series other than a canary:
-
-- **platform** when a canary of the same system, stack and interconnect (the series' environment) moved the same
-  way in the same campaign: a regression, or a suspect that got worse, moved worse; an improvement, or a suspect
-  that got better, moved better. The transport moved with the application, whether the canary's shift is older or
-  newer than the application's (one is a regression while the other is still suspect);
-- **software** when such a canary was judged (regression, improvement, suspect or no change) and none moved the
-  same way;
-- **unknown** when no canary was judged there (none ran in the campaign, or it had no baseline, or the gate cannot
-  tell with its run counts); the finding says which.
-
-A canary's own regression, improvement or suspect is **platform**. Other verdicts get no cause.
+Cause. The nightly study runs pingpong on every stack and interconnect; its FOM `latency` is judged by the same
+gate in the same campaign. For a regression, improvement or suspect of another series:
+- platform when a canary of the same system, stack and interconnect moved the same way in the same campaign (a
+  regression or a suspect that got worse moved worse; an improvement or one that got better moved better);
+- software when such a canary was judged and none moved the same way;
+- unknown when none was judged there (none ran, no baseline, or the gate cannot tell); the finding says which.
+A canary's own regression, improvement or suspect is platform. Other verdicts get no cause.
 """
 from __future__ import annotations
 

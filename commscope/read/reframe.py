@@ -5,27 +5,23 @@
   (test, system:partition, programming environment), with its `result`, its loggable attributes and `perfvalues`
   (`{"<system>:<partition>:<var>": [value, ref, lower, upper, unit, result]}`);
 - **perflogs** from its `filelog` handler: one file per test under `<perflogdir>/<system>/<partition>/`, a header
-  line naming the fields, then one line per test case, fields separated by the format's delimiter (`|` in
-  ReFrame's default format), each performance variable as the fields `<var>_value`, `<var>_unit`, `<var>_ref`,
-  `<var>_lower_thres`, `<var>_upper_thres` (the default `format_perfvars`; a `<var>_value` without its `<var>_unit`
-  is not read as one). Perflogs with one line per variable (`perf_var`, `perf_value`) are refused. When a test's
-  header changes, ReFrame moves the old file to `<test>.log.h<N>`; those are read too.
+  line naming the fields, then one line per test case, fields separated by the format's delimiter (`|` by
+  default), each performance variable as `<var>_value`, `<var>_unit`, `<var>_ref`, `<var>_lower_thres`,
+  `<var>_upper_thres` (a `<var>_value` without its `<var>_unit` is not one). Perflogs with one line per variable
+  (`perf_var`, `perf_value`) are refused. Old headers' files (`<test>.log.h<N>`) are read too.
 
-One test case is one run. Its performance variables are its FOMs (name, value, unit), with the reference and
-thresholds kept in the run's metadata (`reframe_perfvars`). `system:partition` is the run's system and the
-programming environment its stack (docs/measurement-model.md: environment). The test's parameters, read from its
-display name (`PingPong %message_bytes=8`), are the run's parameters, with `ranks` (`num_tasks`) and `nodes` (the job's
-node list); `--param-keys` adds any other loggable attribute (a test variable such as `iters`). The application is the
-test's name without parameters, unless `--app` names it. Fixtures (`fixture: true`, or a `~` in the display name) are
-not runs: their failures show on the tests that depend on them (result `fail_deps`).
+One test case is one run; its performance variables are its FOMs (name, value, unit), the reference and
+thresholds kept in the run's metadata (`reframe_perfvars`). `system:partition` is the run's system, the
+programming environment its stack. The parameters of its display name (`PingPong %message_bytes=8`) are the run's
+parameters, with `ranks` (`num_tasks`) and `nodes` (the job's node list); `--param-keys` adds other loggable
+attributes. The application is the test's name without parameters, unless `--app` names it. Fixtures (`fixture:
+true`, or a `~` in the display name) are not runs. Status is ReFrame's verdict: `pass` and `xfail` are `ok`;
+`fail`, `xpass`, `abort` and `fail_deps` are `failed`; a skipped test did not run and is not stored.
 
-Status: ReFrame's own verdict. `pass` and `xfail` (failed as expected) are `ok`; `fail`, `xpass`, `abort` and
-`fail_deps` are `failed`; a skipped test did not run and is not stored.
-
-A run's identity is its system, partition, environment, display name and job completion time, so the same test
-case read from the report and from the perflog is stored once, and a perflog that grew since it was last ingested
-adds only its new lines. A case whose job never ran (no completion time) is identified by the report's case uuid or
-by the perflog line itself."""
+A run's identity is its system, partition, environment, display name and job completion time, so the same case
+read from the report and from the perflog is stored once, and a perflog that grew adds only its new lines. A case
+whose job never ran (no completion time) is identified by the report's case uuid or by the perflog line itself.
+"""
 from __future__ import annotations
 
 import datetime as dt

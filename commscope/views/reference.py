@@ -1,30 +1,26 @@
 """The reference studies: each headline effect of the five papers commscope's workloads come from, set beside
 the same effect measured on the stored runs.
 
-EFFECTS is the declarative table: the study (cited by its description), the effect, the paper's figure as
-the study states it, the workload, the contrasted parameter and its two values (baseline and treatment), and
-the measure. The paper's figures are the only numbers typed in here. `compute(conn, campaigns)` measures
-each effect from the store, per condition (the other parameters and the environment equal: stack,
-interconnect, ranks, problem size, ...), so a parameter sweep gives one row per point of the sweep.
+EFFECTS is the declarative table: the study (cited by its description), the effect, the paper's figure as the
+study states it, the workload, the contrasted parameter and its two values (baseline and treatment), and the
+measure. The paper's figures are the only numbers typed in here. `compute(conn, campaigns)` measures each effect
+from the store, per condition (the other parameters and the environment equal), so a parameter sweep gives one
+row per point of the sweep.
 
-Where the numbers come from: every measure is a column of the measurement model (docs/measurement-model.md)
-read through its views, each run on its focus window where it has one, else its run window (as v_run_compared
-picks), ok runs only; the I/O times are the workload's FOMs (v_foms), the collective times collsweep's
-(v_collectives). A run's condition is its series' parameters and environment (the series key) less the
-contrasted parameter and the parameters that go with it, so baseline and treatment runs are matched as a
-series comparison would match them.
+Every measure is a column of the measurement model (docs/measurement-model.md) read through its views, each run
+on its focus window where it has one, else its run window, ok runs only; the I/O times are the workload's FOMs
+(v_foms), the collective times collsweep's (v_collectives). A run's condition is its series key less the
+contrasted parameter and those that go with it, so runs are matched as a series comparison would match them.
 
-Ours for a contrast is the ratio treatment / baseline of the measure, one ratio per pair of runs: repeats are
-paired by campaign and Ramble repeat index where each side's runs carry distinct ones, otherwise every baseline
-run is paired with every treatment run. The figure is the median of those ratios, the spread their interquartile
-range (the verdict reads it, so one disturbed run on a shared machine does not decide it), and their range is
-shown beside it. VERDICT_RULE says how the verdict follows.
+Ours for a contrast is the ratio treatment / baseline of the measure, one per pair of runs: repeats are paired by
+campaign and Ramble repeat index where each side's runs carry distinct ones, else every baseline run with every
+treatment run. The figure is the median of those ratios, the spread their interquartile range (which the verdict
+reads, so one disturbed run does not decide it), their range shown beside it. VERDICT_RULE gives the verdict.
 
-Where an effect is not (or only partly) reproduced, the row also says what of the machine its runs had stands
-between them and the study's conditions (`machine_limits`), read from the runs themselves through the views: the
-node count (and commgraph's own count of bytes between nodes) for a placement, the cores of the stored hardware
-description against the study's rank count (with the trend over the rank counts that did run), the file system
-pio wrote to (param.fs), ranks outnumbering cores.
+Where an effect is not (or only partly) reproduced, `machine_limits` says what of the machine its runs had stands
+between them and the study's conditions, read from the runs through the views: the node count (and commgraph's
+bytes between nodes) for a placement, the stored hardware's cores against the study's rank count (with the trend
+over the rank counts that did run), the file system pio wrote to (param.fs), ranks outnumbering cores.
 """
 from __future__ import annotations
 

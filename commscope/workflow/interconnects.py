@@ -1,24 +1,20 @@
 """The interconnect catalog: named runtime transport selections per MPI stack.
 ci/interconnects.py holds the runs that prove each one takes effect.
 
-An entry such as `openmpi5/tcp` is a set of environment variables that picks a
-transport on one stack of commscope.workflow.stacks. Every selection is an environment
-variable (Open MPI's `--mca pml ob1` is `OMPI_MCA_pml=ob1`), so an entry works
-the same under `mpirun` and under `srun`. A site adds entries in
+An entry such as `openmpi5/tcp` is a set of environment variables that picks a transport on one stack of
+commscope.workflow.stacks. Every selection is an environment variable (Open MPI's `--mca pml ob1` is
+`OMPI_MCA_pml=ob1`), so an entry works the same under `mpirun` and under `srun`. A site adds entries in
 ramble/sites/<site>/interconnects.yaml.
 
-Labels lie silently (the PyPI MPICH wheel ignores FI_PROVIDER), so an entry
-counts only when `verify` proves it: a real 2-rank pingpong run whose
- 1. selection report, printed by the stack itself, names the expected
-    transport (Open MPI: `OMPI_MCA_btl_base_verbose=1` prints
-    "mca: bml: Using <btl> btl for send to ..."; MPICH:
-    `MPIR_CVAR_DEBUG_SUMMARY=1` prints "==== UCX netmod Capability ====" but
-    nothing about UCX's transports, so `UCX_LOG_LEVEL=info` adds UCX's own
-    "ep_cfg[..]: tag(<transports>)" lines; Intel MPI: `I_MPI_DEBUG=5` prints
-    "libfabric provider: ..." for OFI and the tuning file it loaded), and
- 2. 8-byte half round trip latency falls in the band of the entry's class
-    (for TCP: at least TCP_OVER_SHM x the stack's shared memory, measured
-    in the same verification).
+Labels lie silently (the PyPI MPICH wheel ignores FI_PROVIDER), so an entry counts only when `verify` proves it:
+a real 2-rank pingpong run whose
+ 1. selection report, printed by the stack itself, names the expected transport (Open MPI:
+    `OMPI_MCA_btl_base_verbose=1` prints "mca: bml: Using <btl> btl for send to ..."; MPICH:
+    `MPIR_CVAR_DEBUG_SUMMARY=1` says nothing about UCX's transports, so `UCX_LOG_LEVEL=info` adds UCX's own
+    "ep_cfg[..]: tag(<transports>)" lines; Intel MPI: `I_MPI_DEBUG=5` prints "libfabric provider: ..." for OFI
+    and the tuning file it loaded), and
+ 2. 8-byte half round trip latency falls in the band of the entry's class (for TCP: at least TCP_OVER_SHM x the
+    stack's shared memory, measured in the same verification).
 
     python3 ci/interconnects.py list [--site SITE] [--json]
     python3 ci/interconnects.py verify [--stacks S ...] [--entries N ...] [--site SITE]

@@ -1,0 +1,41 @@
+"""Code a person can read (issue 37): module docstrings state their rule in at most 25 lines (measured figures and
+history live in bench/results/ and docs/), and the tests share helpers through one module (tests/helpers.py, fixtures
+in conftest.py), never by importing another test file. Read with Python's own parser, not by pattern."""
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import commscope
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGE = Path(commscope.__file__).resolve().parent
+TESTS = ROOT / "tests"
+MAX_DOCSTRING_LINES = 25
+
+
+def module_docstring_lines(path: Path) -> int:
+    """Source lines the module's docstring spans, its quotes included (0 without one)."""
+    body = ast.parse(path.read_text(), str(path)).body
+    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
+            and isinstance(body[0].value.value, str):
+        return body[0].end_lineno - body[0].lineno + 1
+    return 0
+
+
+def test_every_module_docstring_states_its_rule_in_at_most_25_lines():
+    long = {str(p.relative_to(ROOT)): n for p in sorted(PACKAGE.rglob("*.py"))
+            if (n := module_docstring_lines(p)) > MAX_DOCSTRING_LINES}
+    assert not long, f"module docstrings over {MAX_DOCSTRING_LINES} lines (move figures to bench/results/): {long}"
+
+
+def test_only_conftest_puts_ci_on_the_path():
+    """ci/'s scripts (suite, toolchain, ...) are importable in every test because conftest.py puts ci/ on sys.path,
+    once."""
+    edits = {}
+    for p in sorted(TESTS.glob("*.py")):
+        for node in ast.walk(ast.parse(p.read_text(), str(p))):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "insert" \
+                    and "sys.path" in ast.unparse(node.func.value) and "'ci'" in ast.unparse(node):
+                edits.setdefault(p.name, []).append(node.lineno)
+    assert list(edits) == ["conftest.py"], edits
