@@ -27,6 +27,7 @@ import json
 from dataclasses import dataclass, field
 
 from commscope.store import db
+from commscope.store.queries import advise as queries
 
 COLLECTIVES = {"MPI_Allreduce", "MPI_Reduce", "MPI_Bcast", "MPI_Allgather", "MPI_Allgatherv", "MPI_Alltoall",
                "MPI_Alltoallv", "MPI_Alltoallw", "MPI_Gather", "MPI_Gatherv", "MPI_Scatter", "MPI_Scatterv",
@@ -326,11 +327,11 @@ def stored_runs(conn, source: str) -> list[int]:
     if not ident.isdigit() or kind not in ("", "run", "campaign"):
         raise LookupError(f"{source}: not a run id (42, run:42), a campaign (campaign:7) or a profile file")
     if kind == "campaign":
-        ids = [r[0] for r in conn.execute("SELECT id FROM runs WHERE campaign_id = %s ORDER BY id", (int(ident),))]
+        ids = queries.campaign_runs(conn, int(ident))
         if not ids:
             raise LookupError(f"{source}: no campaign {ident} in the store (or it holds no runs)")
         return ids
-    if not conn.execute("SELECT 1 FROM runs WHERE id = %s", (int(ident),)).fetchone():
+    if not queries.run_exists(conn, int(ident)):
         raise LookupError(f"{source}: no run {ident} in the store")
     return [int(ident)]
 
@@ -358,11 +359,7 @@ def counts_measured(caliper_config: str | None) -> bool | None:
 def run_info(conn, run_id: int) -> dict:
     """The run's application, parameters and environment (its series), and the MPI time and time of its focus
     window, else its run window (NULL MPI time: MPI was not measured)."""
-    row = conn.execute(
-        "SELECT r.app, r.ranks, r.campaign_id, s.parameters, s.environment, w.mpi_time_avg_s, w.time_s, "
-        "w.focus_region, r.status FROM runs r LEFT JOIN series s ON s.id = r.series_id "
-        "LEFT JOIN LATERAL (SELECT * FROM run_windows x WHERE x.run_id = r.id "
-        "                   ORDER BY x.\"window\" = 'focus' DESC LIMIT 1) w ON true WHERE r.id = %s", (run_id,)).fetchone()
+    row = queries.run_series_and_window(conn, run_id)
     names = ["app", "ranks", "campaign_id", "parameters", "environment", "mpi_time_avg", "window_time", "focus",
              "status"]
     info = {"run_id": run_id, **dict(zip(names, row))}

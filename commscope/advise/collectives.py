@@ -32,6 +32,7 @@ from pathlib import Path
 
 from commscope.read import contract
 from commscope.store import db
+from commscope.store.queries import advise as queries
 
 COLLS = ("barrier", "bcast", "reduce", "allreduce", "allgather", "alltoall")
 DEFAULT = "default"
@@ -215,10 +216,7 @@ def points_from_files(paths: list[Path], stack: str | None = None) -> list[Point
 
 def points_from_store(conn, campaign: int) -> list[Point]:
     """The t_avg points of a stored campaign's collsweep runs."""
-    rows = conn.execute(
-        """SELECT r.id, v.stack, v.mpi_library, r.ranks, r.metadata -> 'params', c.collective, c.bytes, c.value
-           FROM v_collectives c JOIN runs r ON r.id = c.run_id JOIN v_runs v ON v.run_id = r.id
-           WHERE v.campaign_id = %s AND c.stat = 't_avg'""", (campaign,)).fetchall()
+    rows = queries.collsweep_figures(conn, campaign)
     if not rows:
         raise BadInput(f"campaign {campaign}: no collsweep t_avg figures in the store")
     points = []

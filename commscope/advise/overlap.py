@@ -29,6 +29,7 @@ import statistics
 from dataclasses import dataclass, field
 
 from commscope.store import db
+from commscope.store.queries import advise as queries
 from commscope.advise.barriers import experiment_key, stored_runs
 
 POLLS = {"MPI_Test", "MPI_Testall", "MPI_Testany", "MPI_Testsome", "MPI_Iprobe", "MPI_Win_test"}
@@ -259,10 +260,7 @@ def _variant(parameters: dict, fallback) -> str | None:
 
 
 def load(conn, run_id: int) -> RunOverlap:
-    row = conn.execute(
-        "SELECT v.app, v.variant, v.stack, v.ranks, v.campaign_id, r.metadata, s.parameters, s.environment, "
-        "r.status FROM v_runs v JOIN runs r ON r.id = v.run_id LEFT JOIN series s ON s.id = r.series_id "
-        "WHERE v.run_id = %s", (run_id,)).fetchone()
+    row = queries.run_description(conn, run_id)
     app, variant, stack, ranks, campaign, meta, params, env, status = row
     meta = meta or {}
     info = {"run_id": run_id, "app": app, "stack": stack, "ranks": ranks, "campaign_id": campaign,
@@ -316,11 +314,7 @@ def from_store(conn, source: str) -> tuple[list[RunOverlap], list[str]]:
     # blocking runs of the same campaign, also when SOURCE named a single run
     pool = {o.run_id: o for o in done}
     for cid in {o.info["campaign_id"] for o in done}:
-        for (rid,) in conn.execute(
-                "SELECT r.id FROM runs r LEFT JOIN series s ON s.id = r.series_id WHERE r.campaign_id = %s AND "
-                "r.status = 'ok' AND "
-                "'blocking' IN (r.variant, s.parameters->>'param.variant', s.parameters->>'variant') ORDER BY r.id",
-                (cid,)):
+        for rid in queries.blocking_runs(conn, cid):
             if rid not in pool:
                 try:
                     pool[rid] = load(conn, rid)
