@@ -1,5 +1,5 @@
 """The MPI-fraction dashboard's "Series too noisy to gate" panel (migration 0036, v_noisy_series): what commscope check
-stored of each judged series' detectable effect, drawn through Grafana's own code (test_grafana_data's harness)."""
+stored of each judged series' detectable effect, drawn through Grafana's own code (tests/grafana_draw.py)."""
 from __future__ import annotations
 
 import datetime as dt
@@ -15,7 +15,7 @@ import psycopg
 import pytest
 
 import conftest
-import test_grafana_data as G
+import grafana_draw as G
 from commscope.read import windows
 from commscope.read.records import Record
 from commscope.store.ingest import Provenance, ingest_records
@@ -42,7 +42,7 @@ def test_the_panel_of_series_too_noisy_to_gate_lists_what_check_could_not_see_an
     Grafana's first-load variables and through @grafana/data, lists the noisy series (40 % between nights, 3 runs a
     night) with the figure and verdict check's JSON gave, and not the quiet one (3 %), whose figure is within
     --max-undetectable."""
-    G._node_or_skip()
+    G.node_or_skip()
     rnd = random.Random(35)
     with psycopg.connect(dsn) as conn:
         for night in range(NIGHTS):
@@ -61,7 +61,7 @@ def test_the_panel_of_series_too_noisy_to_gate_lists_what_check_could_not_see_an
     doc = json.loads((G.JSON_DIR / "commscope-mpi-fraction.json").read_text())
     (panel,) = [p for p in doc["panels"] if p["title"] == "Series too noisy to gate"]
     with psycopg.connect(ro) as conn:
-        t0, t1 = G._time_range(conn)
+        t0, t1 = G.time_range(conn)
         frames, rows = G.frames_of(conn, panel["targets"][0], G.default_variables(conn, doc, t0, t1), t0, t1)
     (res,) = G.grafana_transform([{"key": "noisy", "transformations": panel.get("transformations", []),
                                    "frames": frames}]).values()

@@ -29,6 +29,26 @@ def test_every_module_docstring_states_its_rule_in_at_most_25_lines():
     assert not long, f"module docstrings over {MAX_DOCSTRING_LINES} lines (move figures to bench/results/): {long}"
 
 
+def imported_modules(path: Path) -> set[str]:
+    """The top-level names of every module PATH imports, at any depth of its code."""
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            names |= {a.name.split(".")[0] for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            names.add(node.module.split(".")[0])
+    return names
+
+
+def test_no_test_file_imports_another_test_file():
+    test_modules = {p.stem for p in TESTS.glob("test_*.py")}
+    users = sorted(TESTS.glob("*.py")) + sorted((ROOT / "bench").glob("*.py")) \
+        + sorted((ROOT / "dashboards" / "bench").glob("*.py"))
+    found = {str(p.relative_to(ROOT)): sorted(imported_modules(p) & test_modules) for p in users}
+    found = {k: v for k, v in found.items() if v}
+    assert not found, f"import shared helpers from tests/helpers.py (fixtures: conftest.py) instead: {found}"
+
+
 def test_only_conftest_puts_ci_on_the_path():
     """ci/'s scripts (suite, toolchain, ...) are importable in every test because conftest.py puts ci/ on sys.path,
     once."""
