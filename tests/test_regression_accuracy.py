@@ -102,3 +102,21 @@ def test_bad_samples_file_is_refused_with_its_name(tmp_path):
 def _samples_present():
     if not SAMPLES.exists():
         pytest.fail(f"{SAMPLES} is missing: it is committed with the bench")
+
+
+def test_by_night_2_counts_the_series_found_on_the_shift_s_first_two_nights():
+    # On values within a factor 1.36, +50 % puts the change night's mean above 1.05 x the night before's (1.5 >
+    # 1.05 x 1.36): Benchpark's rule alarms on the change night itself in every series, so all are found by night 2.
+    # No method finds a series by night 2 that it did not find at all.
+    vals = quiet_samples(1.36)
+    res = ra.cell(vals, 3, 4, seed=7, shifts=(0.2, 0.5), skip=("change points",))
+    assert ra._by_night_2(res["Benchpark x1.05"], 0.5) == 4
+    for m in ra.REPORTED:
+        for s in (0.2, 0.5):
+            assert ra._by_night_2(res[m], s) <= res[m]["detected"][s], (m, s)
+    table = ra.report({"how": json.loads(SAMPLES.read_text())["how"],
+                       "samples": [{"workload": "w", "level": "quiet", "value": v, "unit": "s"} for v, _ in vals]},
+                      2, 7, skip=("change points",))
+    assert "| by night 2: 20% / 50% |" in table
+    assert any(line.startswith("| w | quiet | Benchpark x1.05 |") and line.endswith("| 100% / 100% |")
+               for line in table.splitlines())
