@@ -16,7 +16,8 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from commscope.read.profiles import BadProfile
 from commscope.read.records import ReadOptions, Record
-from commscope.store.ingest import Provenance, _read, ingest
+from commscope.read.inputs import read_group
+from commscope.store.ingest import Provenance, ingest, prepared
 
 DATA = Path(__file__).parent / "data"
 SEEDS = [DATA / n for n in ("halo3d-overlap-n2.runtime-profile.cali", "stencil2d-row-naive-n2.spot.cali",
@@ -114,7 +115,7 @@ def _case_file(tmp_path, case) -> Path:
 def test_every_damaged_input_reads_to_a_run_or_one_line(tmp_path, case):
     path = _case_file(tmp_path, case)
     with _MemoryCap():
-        out = _read([path], ReadOptions())
+        out = read_group([path], ReadOptions(), prepared)
     _check_outcome(out, path)
 
 

@@ -1,5 +1,5 @@
 """Records -> PostgreSQL, streamed. Reader processes turn input groups into
-records (records.py); this process writes them, a batch at a time, inside one
+records (read/inputs.py); this process writes them, a batch at a time, inside one
 transaction per campaign. So memory stays flat however many profiles come in,
 a bad file or a kill -9 leaves the store unchanged, and re-ingesting is a
 no-op because runs are keyed by the content hash of their files.
@@ -11,16 +11,12 @@ wait is bounded (db.writer_session): a hung ingest cannot block the others
 for ever, and the one that gives up names the session holding the lock."""
 from __future__ import annotations
 
-import concurrent.futures as cf
 import datetime as dt
 import hashlib
 import json
-import multiprocessing
-import os
-from collections import deque
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Iterable, Iterator
+from typing import Iterable
 
 import psycopg
 from psycopg._copy_base import format_row_text   # psycopg is pinned (pyproject.toml)
@@ -30,11 +26,11 @@ from psycopg.types.json import Jsonb
 from commscope.store import db
 from commscope.read import profiles, windows
 from commscope.read.profiles import BadProfile
+from commscope.read.inputs import classify as inputs_of
 from commscope.read.records import (MPI_NOT_RECORDED, ReadOptions, Record, as_int, check_store_ranges, clean,
-                                     declare_scaling, read_record)
+                                     declare_scaling)
 
 BATCH = 64            # runs per round of COPYs
-PARALLEL_FROM = 32    # fewer input groups than this are read in-process
 WRITE_LOCK = "commscope.store.ingest"
 # runs.model_version: the version of docs/measurement-model.md a run was measured under. 2: runs' legacy
 # columns and rank_metrics are the run window (nothing left out by name, time outside regions counted) and
@@ -140,63 +136,11 @@ def copy_text(rec: Record) -> dict[str, list[tuple[str | None, bytes]]]:
             for table, (_month, _node, _cols, rows) in COPY_TABLES.items()}
 
 
-def _read(group: list[Path], opts: ReadOptions = ReadOptions()) -> Record | BadProfile:
-    """A record with its COPY text made here, in the reader process; the row lists it was made from are not
-    sent back to the writer a second time."""
-    try:
-        rec = read_record(group, opts)
-    except BadProfile as e:
-        return e
-    except OSError as e:
-        return BadProfile(f"{getattr(e, 'filename', None) or group[0]}: cannot be read ({e.strerror or e})")
-    except MemoryError:
-        return BadProfile(f"{group[0]}: too large to read in the memory this process may use")
-    except Exception as e:   # a reader's bug must not end an ingest in a traceback: one line naming the input
-        return BadProfile(f"{group[0]}: cannot be read: {type(e).__name__}: {e} (a bug in commscope's reader; "
-                          f"report it with the file)")
+def prepared(rec: Record) -> Record:
+    """A record with its COPY text made here, in the reader process (read.inputs.read_records); the row lists it
+    was made from are not sent back to the writer a second time."""
     return replace(rec, copy_text=copy_text(rec), node_rows=[], mpi_rows=[], comm_rows=[], spread_rows=[],
                    rank_rows=[], matrix_rows=[], fom_rows=[], window_rows=[])
-
-
-def _die_with_parent() -> None:
-    """Reader processes must not outlive a killed ingest (kill -9 sends no
-    signal they could see otherwise)."""
-    import ctypes
-    import signal
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass  # not Linux: the pool's own shutdown still applies
-
-
-def workers() -> int:
-    return int(os.environ.get("COMMSCOPE_INGEST_WORKERS", 0)) or max(1, min(4, os.cpu_count() or 1))
-
-
-def read_records(groups: list, n_workers: int | None = None,
-                 opts: ReadOptions = ReadOptions()) -> Iterator[Record | BadProfile]:
-    """Records in input order. Reader processes work ahead of the writer by a
-    bounded window, so at most a few dozen records are in memory at once."""
-    n = n_workers or workers()
-    if n == 1 or len(groups) < PARALLEL_FROM:
-        for g in groups:
-            yield _read(g, opts)
-        return
-    window = n * 8
-    # spawn, not fork: the parent holds a database connection.
-    with cf.ProcessPoolExecutor(n, mp_context=multiprocessing.get_context("spawn"),
-                                initializer=_die_with_parent) as pool:
-        pending: deque = deque()
-        it = iter(groups)
-        for g in it:
-            pending.append(pool.submit(_read, g, opts))
-            if len(pending) >= window:
-                break
-        while pending:
-            yield pending.popleft().result()
-            nxt = next(it, None)
-            if nxt is not None:
-                pending.append(pool.submit(_read, nxt, opts))
 
 
 class LabelConflict(BadProfile):
@@ -499,48 +443,18 @@ def ingest_records(conn: psycopg.Connection, records: Iterable[Record | BadProfi
 def ingest(conn: psycopg.Connection, inputs: list[Path], prov: Provenance, skip_bad: bool = False,
            progress=None, allow_partial: bool = False, focus: str | None = None,
            read: ReadOptions | None = None, relabel: bool = False) -> Result:
-    """Stores Caliper profiles (files, directories) and Ramble workspaces as one campaign. ALLOW_PARTIAL
+    """Stores the campaign INPUTS make (read.inputs.classify: Caliper profiles and workload outputs in files
+    and directories, a Ramble workspace, or ReFrame results). ALLOW_PARTIAL
     and FOCUS, or READ with every reading option (--app, --ranks, --param, --param-keys): see
     records.ReadOptions. RELABEL: a file stored before with other labels is stored again with the new ones
     (Writer)."""
-    from commscope.read import ramble
     opts = read or ReadOptions(allow_partial, focus)
-    inputs = [Path(i) for i in inputs]
-    for i in inputs:
-        if not i.exists():
-            raise profiles.not_found(i)
-    workspaces = [i for i in inputs if profiles.is_ramble_workspace(i)]
-    if workspaces and len(inputs) > 1:
-        raise BadProfile(f"{workspaces[0]}: a Ramble workspace is one campaign; ingest it on its own")
-    if workspaces:
-        ws = ramble.read_workspace(workspaces[0])
-        if ws.hardware and not prov.hardware:
-            prov = replace(prov, hardware=ws.hardware,
-                           system=prov.system or ws.hardware.get("system") or ws.hardware.get("site"))
-        return ingest_records(conn, ws.records(opts), prov, str(workspaces[0]), "ramble", skip_bad, progress,
-                              relabel, opts)
-    # ReFrame run reports and perflogs (read/reframe.py): one campaign of their own, as a workspace is.
-    from commscope.read import reframe as reframe_results
-    kinds = {i: reframe_results.classify(i) for i in inputs}
-    neither = [i for i, k in kinds.items() if k == "neither"]
-    if neither and not skip_bad:
-        raise BadProfile(reframe_results.NEITHER.format(path=neither[0]))
-    if "reframe" in kinds.values():
-        other = [i for i, k in kinds.items() if k != "reframe"]
-        if other:
-            raise BadProfile(f"{other[0]}: not ReFrame results, given with ReFrame results; ingest ReFrame reports "
-                             f"and perflogs on their own")
-        return ingest_records(conn, reframe_results.records(inputs, opts), prov, json.dumps([str(i) for i in inputs]),
-                              "reframe", skip_bad, progress, relabel, opts)
-    nested: list[Path] = []
-    groups = profiles.discover(inputs, nested)
-    if not groups:
-        raise BadProfile(f"{', '.join(map(str, inputs))}: no Caliper profiles or workload outputs found"
-                         + (f" (only Ramble workspaces, ingest each on its own: {', '.join(map(str, nested))})"
-                            if nested else ""))
-    if progress is not None:
-        progress.total = len(groups)
-    res = ingest_records(conn, read_records(groups, opts=opts), prov, json.dumps([str(i) for i in inputs]),
-                         skip_bad=skip_bad, progress=progress, relabel=relabel, given=opts)
-    res.left_out = [str(n) for n in nested]
+    found = inputs_of(inputs, opts, skip_bad, prepare=prepared)
+    if found.hardware and not prov.hardware:   # a Ramble workspace's hardware description
+        prov = replace(prov, hardware=found.hardware,
+                       system=prov.system or found.hardware.get("system") or found.hardware.get("site"))
+    if progress is not None and found.count is not None:
+        progress.total = found.count
+    res = ingest_records(conn, found.records, prov, found.source, found.kind, skip_bad, progress, relabel, opts)
+    res.left_out = [str(n) for n in found.left_out]
     return res
