@@ -454,11 +454,15 @@ def check_cmd(metrics, campaign, baseline, min_effect, alpha, confirm, max_undet
             noted = 0
             try:
                 noted = 0 if no_annotate else queries.annotate(conn, findings, outputs.diff_url)
-                if not no_annotate:
-                    queries.record_detectable(conn, findings, alpha, min_effect)
             except psycopg.errors.InsufficientPrivilege as e:   # a read-only role: the verdicts still stand
                 conn.rollback()
                 denied["annotations"] = e
+            try:
+                if not no_annotate and "annotations" not in denied:
+                    queries.record_detectable(conn, findings, alpha, min_effect)
+            except psycopg.errors.InsufficientPrivilege as e:
+                conn.rollback()
+                denied["detectable effects"] = e
             changes = _change_points_for(conn, findings, denied)
     except (ValueError, LookupError) as e:
         _fail(str(e), 2)
@@ -520,7 +524,7 @@ def check_cmd(metrics, campaign, baseline, min_effect, alpha, confirm, max_undet
                     "stored" + ("; change points were not recomputed (those listed are the stored ones)"
                                 if "change points" in denied else ""),
                     "run check as the commscope role or one made by `commscope db grant-writer`, or pass "
-                    "--no-annotate" if "annotations" in denied else
+                    "--no-annotate" if "annotations" in denied or "detectable effects" in denied else
                     "run `commscope changepoints` as the commscope role or one made by `commscope db grant-writer`",
                     1 if bad else EXIT_NOT_STORED)
     if bad:

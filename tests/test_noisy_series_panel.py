@@ -70,3 +70,15 @@ def test_the_panel_of_series_too_noisy_to_gate_lists_what_check_could_not_see_an
     assert rows == 1 and fields["series"][0].startswith("testbox noisy v "), fields["series"]
     assert fields["detectable"][0] == pytest.approx(said["noisy"]["detectable_effect"])
     assert fields["verdict"] == ["cannot tell"] and "could not show shifts below" in fields["reason"][0]
+    # a read-only role gets the same verdicts, and one line saying the figures were not stored (exit 4); nothing
+    # is written
+    with psycopg.connect(dsn) as conn:
+        conn.execute("DELETE FROM gate_detectable")
+    viewer = subprocess.run([*CLI, "check", "--campaign", str(last), "--format", "json"], capture_output=True,
+                            text=True, env={**os.environ, "COMMSCOPE_DB_URL": ro})
+    assert viewer.returncode == 4 and [s["verdict"] for s in json.loads(viewer.stdout)["series"]] == [
+        s["verdict"] for s in said.values()]
+    (line,) = viewer.stderr.strip().splitlines()
+    assert "role grafana_ro may not store detectable effects" in line and "--no-annotate" in line, line
+    with psycopg.connect(dsn) as conn:
+        assert conn.execute("SELECT count(*) FROM gate_detectable").fetchone() == (0,)
