@@ -141,7 +141,7 @@ def ramble_definitions(apps: list[str]) -> dict:
     {app: {"required": {"<package>_path": used by the application?}, "rank_variables": [name]}}} for APPS."""
     from commscope.workflow.checkouts import ramble_cmd, ramble_env
     code = _RAMBLE_QUERY.replace("APPS", repr(sorted(apps)))
-    cmd = [*ramble_cmd(), "-P", "-c", f"modifier_repos:[{paths.RAMBLE_DIR}]", "python", "-c",
+    cmd = [*ramble_cmd(), "-P", "-c", f"modifier_repos:{json.dumps([str(paths.RAMBLE_DIR)])}", "python", "-c",
            f"exec({code!r})"]
     p = subprocess.run(cmd, capture_output=True, text=True, env=ramble_env(), timeout=300)
     line = next((ln for ln in p.stdout.splitlines() if ln.startswith("COMMSCOPE-QUERY ")), None)
