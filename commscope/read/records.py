@@ -233,7 +233,7 @@ def command_line_parameters(argv: list) -> dict:
     comma-joined, an option without a value is 'true', and arguments before any option are arg1, arg2, ...
     So runs of another problem size are another series."""
     out: dict = {}
-    key, positional = None, 0
+    key, valued, positional = None, False, 0   # the option the next values belong to; whether it has one yet
     for a in (str(x).strip() for x in argv[1:]):
         if not a:
             continue
@@ -242,10 +242,10 @@ def command_line_parameters(argv: list) -> dict:
             key = ("arg." + name if name in RESERVED_PARAMETERS else name) or None
             if key:
                 out[key] = clean(value, 200) if eq else "true"
-            if eq:
-                key = None
+            key, valued = (None, True) if eq else (key, False)
         elif key is not None:
-            out[key] = clean(a, 200) if out[key] == "true" else clean(f"{out[key]},{a}", 200)
+            out[key] = clean(f"{out[key]},{a}", 200) if valued else clean(a, 200)
+            valued = True
         else:
             positional += 1
             out[f"arg{positional}"] = clean(a, 200)
