@@ -455,6 +455,27 @@ def test_plot_legends_name_series_by_what_differs_in_the_plot(filled, dsn, tmp_p
     assert named >= 10 and differ >= 5, (named, differ)
 
 
+def test_plot_legends_of_other_series_name_them_by_the_columns_that_differ(filled, dsn, tmp_path):  # noqa: F811
+    """Issue 37: a plot whose series are not stored series (collsweep's latency per collective and algorithm on each
+    system, stack, interconnect and rank count) names each by its collective and the columns that differ among the
+    plot's rows, read here from v_collectives; the hover keeps the full label."""
+    import html as h
+    from commscope.views import report
+    out = tmp_path / "legends.html"
+    r = _report(filled, out)
+    assert r.exit_code == 0, r.output
+    with psycopg.connect(dsn) as conn:
+        rows = conn.execute("SELECT DISTINCT collective, algorithm, system, app, stack, interconnect, 'n' || ranks "
+                            "FROM v_collectives WHERE stat = 't_avg' AND collective <> 'barrier'").fetchall()
+    differ = [i for i in range(1, 7) if len({row[i] for row in rows}) > 1]
+    expected = {" ".join([row[0]] + [str(row[i]) for i in differ]) for row in rows}
+    (plot,) = [t for t in _plot_traces(out.read_text()) if any(" collsweep " in (x.get("hovertext") or "") for x in t)]
+    names = {h.unescape(t["name"]) for t in plot if t.get("visible") != "legendonly" and t.get("showlegend")}
+    hovers = {h.unescape(t["hovertext"]) for t in plot}
+    assert len(rows) > 1 and names <= expected and len(names) == min(len(expected), report.TOP_SERIES), (names, expected)
+    assert all(" collsweep " in x for x in hovers), hovers
+
+
 def test_where_time_goes_reads_the_window_that_measured_mpi(dsn, tmp_path):
     """The committed smoke workspace's profiles hold their MPI records outside the focus region: their series
     are listed under where time goes on the run window (not said to be unmeasured), each share equal to

@@ -228,6 +228,27 @@ def plot_names(conn, labels, cache: dict) -> dict:
             for lab, (short, full) in zip(order, named)}
 
 
+def label_names(labels) -> dict:
+    """The legend names of a plot whose series are not stored series (a collective and algorithm on a stack, an I/O
+    method, a scaling experiment): each label without the words every label of the plot ends with, nor those all
+    share after the first word (what it is); the label as its hover. Empty when that leaves two names alike or
+    changes nothing."""
+    words = {lab: str(lab).split() for lab in labels if lab is not None}
+    if len(words) < 2:
+        return {}
+    ws = list(words.values())
+    tail = 0
+    while all(len(w) > tail + 1 for w in ws) and len({w[-1 - tail] for w in ws}) == 1:
+        tail += 1
+    head = 1
+    while all(len(w) - tail > head + 1 for w in ws) and len({w[head] for w in ws}) == 1:
+        head += 1
+    short = {lab: " ".join(w[:1] + w[head:len(w) - tail]) for lab, w in words.items()}
+    if len(set(short.values())) < len(short) or all(short[lab] == str(lab) for lab in short):
+        return {}
+    return {lab: (short[lab], str(lab)) for lab in short}
+
+
 def table_html(cols: list[str], rows: list[tuple], limit: int = 200) -> str:
     def cell(v):
         v = _num(v)
@@ -565,8 +586,9 @@ def render(conn, campaigns: tuple[int, ...] = (), compare: tuple[str, ...] = ())
                 parts.append(f"<p class='note empty'>No data for this selection. {html.escape(why)}</p></div>")
                 continue
             series = panel.plot.get("series")
-            names = plot_names(conn, {r[cols.index(series)] for r in rows}, series_keys) \
-                if series and panel.plot.get("kind") in ("line", "xy") else {}
+            labels = {r[cols.index(series)] for r in rows} if series and panel.plot.get("kind") in ("line", "xy") \
+                else set()
+            names = (plot_names(conn, labels, series_keys) or label_names(labels)) if labels else {}
             fig = figure(panel, cols, rows, names) if panel.type != "flamegraph" else None
             if panel.type == "flamegraph":
                 parts.append(tree_html(cols, rows))
