@@ -1,6 +1,6 @@
 """A fuzz test of ingest's readers and store (issue 32): Hypothesis mutates real profiles and workload outputs
-from tests/data (truncations, byte flips, inserted junk, duplicated or deleted records, huge or negative numbers,
-odd file names). Every case must end in a run or in one line naming the file, never a traceback and never
+from tests/data (truncations, byte flips, inserted junk, duplicated, repeated or deleted records, huge or negative
+numbers, odd file names). Every case must end in a run or in one line naming the file, never a traceback and never
 commscope's "bug in the reader" line; memory must stay under a cap; and where nothing was stored the store is
 unchanged. The budget is fixed (derandomized, a set number of examples) so CI takes seconds, not minutes."""
 from __future__ import annotations
@@ -44,6 +44,9 @@ def _mutate(data: bytes, op: str, a: int, b: int, junk: bytes) -> bytes:
     if op == "duplicate-line":
         i = a % len(lines)
         return b"\n".join(lines[:i + 1] + lines[i:])
+    if op == "repeat-block":   # a stretch of records written again, as when two copies of a file are joined
+        i, j = sorted((a % len(lines), b % len(lines)))
+        return b"\n".join(lines[:j + 1] + lines[i:j + 1] + lines[j + 1:])
     if op == "delete-line":
         i = a % len(lines)
         return b"\n".join(lines[:i] + lines[i + 1:])
@@ -62,7 +65,8 @@ def damaged_inputs(draw):
     seed = draw(st.sampled_from(SEEDS))
     data = seed.read_bytes()
     for _ in range(draw(st.integers(1, 3))):
-        op = draw(st.sampled_from(["truncate", "flip", "insert", "duplicate-line", "delete-line", "odd-number"]))
+        op = draw(st.sampled_from(["truncate", "flip", "insert", "duplicate-line", "repeat-block", "delete-line",
+                                   "odd-number"]))
         data = _mutate(data, op, draw(st.integers(0, 2**31)), draw(st.integers(0, 2**31)),
                        draw(st.binary(min_size=1, max_size=40)))
     name = draw(st.sampled_from(ODD_NAMES)) + seed.suffix

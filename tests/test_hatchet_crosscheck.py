@@ -109,7 +109,8 @@ def exclusive_and_inclusive(gf, rank_of_file=None) -> tuple[dict, dict]:
 def check_against_hatchet(prof, exclusive: dict, inclusive: dict, where: str) -> None:
     """commscope's per-rank exclusive times and its per-node inclusive mean/max over ranks equal Hatchet's."""
     # Hatchet zero-fills ranks where a node did not occur; commscope keeps which ranks have a record.
-    ours = {(p, int(r)): float(arr[r]) for p, arr in prof.excl.items() for r in prof.present[p].nonzero()[0]}
+    ours = {(p, int(prof.rank_ids[c])): float(arr[c]) for p, arr in prof.excl.items()
+            for c in prof.present[p].nonzero()[0]}
     assert ours, where
     for key, t in ours.items():
         assert exclusive.get(key, 0.0) == pytest.approx(t, abs=1e-12), (where, key)
@@ -219,7 +220,7 @@ def test_hatchet_from_caliper_breaks_on_new_json_and_our_reader_keeps_its_number
     prof = profiles.read_files([DATA / name])
     theirs = sorted((n.frame["name"], int(r), round(float(t), 12)) for n, r, t in zip(df["node"], df["rank"], df["time"])
                     if float(t))
-    ours = sorted((p[-1], int(r), round(float(arr[r]), 12)) for p, arr in prof.excl.items()
-                  for r in prof.present[p].nonzero()[0] if arr[r])
+    ours = sorted((p[-1], int(prof.rank_ids[c]), round(float(arr[c]), 12)) for p, arr in prof.excl.items()
+                  for c in prof.present[p].nonzero()[0] if arr[c])
     assert ours == theirs
     assert any(len(p) >= 4 for p in prof.excl)  # main/timestep/halo_exchange/halo/...: real paths

@@ -116,6 +116,34 @@ def test_a_rank_count_within_the_data_still_reads_as_before(dsn):
         assert got[rank] == pytest.approx(t, rel=1e-9)
 
 
+def test_the_largest_believed_rank_count_keeps_arrays_sized_by_the_ranks_with_data(dsn):
+    """2 ranks with data claimed as the most the reader believes for them (claim_limit: 1028): stored under the
+    memory cap as a partial run with caliper-reader's per-rank times, and every per-rank array the reader holds
+    has one entry per rank with data, not one per claimed rank."""
+    from caliperreader import read_caliper_contents
+
+    from commscope.read import profiles
+    claimed = profiles.claim_limit(2)
+    prof = profiles.read_files([PROFILE], allow_partial=True, ranks=claimed)
+    assert prof.ranks == claimed and prof.rank_ids.tolist() == [0, 1]
+    assert len(prof.missing_ranks) == claimed - 2
+    arrays = [*prof.excl.values(), *prof.present.values(), prof.outside, prof.measured]
+    assert {len(a) for a in arrays} == {2}
+    records, _g = read_caliper_contents(str(PROFILE))
+    expected: dict[int, float] = {}
+    for rec in records:
+        if "mpi.rank" in rec and "sum#sum#time.duration" in rec:
+            expected[int(rec["mpi.rank"])] = expected.get(int(rec["mpi.rank"]), 0.0) + float(rec["sum#sum#time.duration"])
+    r = cli(dsn, "ingest", "-q", "--allow-partial", "--ranks", claimed, PROFILE, capped=True)
+    assert r.returncode == 0, r.stderr
+    with psycopg.connect(dsn) as c:
+        assert c.execute("SELECT status, ranks FROM runs").fetchall() == [("partial", claimed)]
+        got = dict(c.execute("SELECT rank, total_time FROM rank_metrics").fetchall())
+    assert got.keys() == expected.keys()
+    for rank, t in expected.items():
+        assert got[rank] == pytest.approx(t, rel=1e-9)
+
+
 # ---- 2. one clear line for damaged input, never a traceback ----------------------------------------------------
 
 def _lines(path: Path) -> list[str]:
@@ -289,6 +317,93 @@ def test_a_name_with_a_link_shows_as_text_in_the_report(dsn, tmp_path):
     assert any(EVIL in s or escaped in s for s in strings), "the app's name reaches no plot: the test proves nothing"
     assert not [s for s in strings if "<a" in s], "a link plotly would render"
     assert any(escaped in s for s in strings)
+
+
+HOSTILE_APPS = ('<a href="https://evil.example/x">x</a>', "<img src=x onerror=alert(1)>", "a & b <i>c</i>")
+DASHBOARDS = Path(__file__).parents[1] / "dashboards"
+
+
+def _strings(doc, path=()):
+    """(path, string) of every string in a dashboard's JSON."""
+    if isinstance(doc, dict):
+        for k, v in doc.items():
+            yield from _strings(v, path + (k,))
+    elif isinstance(doc, list):
+        for i, v in enumerate(doc):
+            yield from _strings(v, path + (i,))
+    elif isinstance(doc, str):
+        yield path, doc
+
+
+def grafana_shows(texts: list[str]) -> list[dict]:
+    """What Grafana's annotation tooltip shows of each text: @grafana/data's textUtil.sanitize in headless Chromium
+    (dashboards/check/annotation_text.js), set as innerHTML: {html, shown, elements}."""
+    import shutil
+    check = DASHBOARDS / "check"
+    if not shutil.which("node"):
+        pytest.skip("no Node.js to run @grafana/data (install Node.js 20)")
+    for need in (check / "node_modules" / "@grafana" / "data", check / "flamegraph" / "node_modules" / "puppeteer-core"):
+        if not need.is_dir():
+            pytest.fail(f"{need} is not installed: run bash dashboards/check/install.sh (ci/setup.sh does)")
+    if not (os.environ.get("COMMSCOPE_CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")):
+        pytest.skip("no Chromium to run Grafana's sanitizer in (install chromium or set COMMSCOPE_CHROMIUM)")
+    r = subprocess.run(["node", "annotation_text.js"], input=json.dumps(texts), capture_output=True, text=True,
+                       cwd=check, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    return json.loads(r.stdout)
+
+
+def test_names_show_as_text_in_grafanas_annotations_and_nowhere_else_as_html(dsn):
+    """Grafana renders an annotation's text as HTML (sanitized by @grafana/data, which keeps links and images), and
+    the change-point layer's text names the series. Series named by HOSTILE_APPS get change points (commscope
+    changepoints) and regressions (commscope check); every annotation layer of every dashboard, run as Grafana's
+    read-only role with every series selected, gives texts that Grafana's own sanitizer shows as plain text, naming
+    the application verbatim. No other place of the dashboards interpolates a variable or a value into a link, a
+    description, a title or a text panel (where Grafana would render markdown or HTML)."""
+    import datetime as dt
+    import random
+
+    from commscope.store.ingest import Provenance, ingest_records
+    from commscope.views import panels as P
+    from conftest import grant_local
+    from helpers import START, synthetic
+    rnd = random.Random(3)
+    with psycopg.connect(dsn) as conn:
+        for night in range(15):
+            recs = [synthetic(app, night, i, 10.0 * (1.3 if night >= 10 else 1.0) * (1 + rnd.gauss(0, 0.02)))
+                    for app in HOSTILE_APPS for i in range(3)]
+            ingest_records(conn, iter(recs), Provenance(), f"night {night}")
+    assert cli(dsn, "changepoints").returncode == 0
+    assert cli(dsn, "check").returncode == 1   # the newest night: the shift has held five nights, a regression
+    ro = grant_local(dsn, "grafana_ro")
+    rows = []
+    with psycopg.connect(ro) as c:
+        values = {name: [str(v) for (v,) in c.execute(P.variable_query(col))] for name, _, col in P.VARIABLES}
+        t0, t1 = START - dt.timedelta(days=1), START + dt.timedelta(days=20)
+        for f in sorted((DASHBOARDS / "json").glob("*.json")):
+            for a in json.loads(f.read_text()).get("annotations", {}).get("list", []):
+                q = P.expand(a["target"]["rawSql"], t0, t1, values)
+                cur = c.execute(q)
+                col = [d.name for d in cur.description].index("text")
+                rows += [(f.name, a["name"], r[col]) for r in cur]
+        stored = {t for (t,) in c.execute("SELECT text FROM v_annotations")}
+    layers = {(f, name) for f, name, _ in rows}
+    assert ("commscope-mpi-fraction.json", "Change points") in layers and ("commscope-mpi-fraction.json",
+                                                                          "Regressions") in layers
+    shown = grafana_shows([t for _, _, t in rows])
+    assert [s["elements"] for s in shown] == [[] for _ in rows], [s["html"] for s in shown if s["elements"]]
+    change_points = [s["shown"] for (_, name, _), s in zip(rows, shown) if name == "Change points"]
+    for app in HOSTILE_APPS:
+        assert any(f" {app} " in t for t in change_points), (app, change_points)
+    assert {s["shown"] for (_, name, _), s in zip(rows, shown) if name == "Regressions"} == stored
+    assert stored   # check annotated the shift
+    for f in sorted((DASHBOARDS / "json").glob("*.json")):
+        doc = json.loads(f.read_text())
+        assert not [p["title"] for p in doc["panels"] if p["type"] in ("text", "news", "dashlist")], f.name
+        for path, text in _strings(doc):
+            if path[-1] in ("rawSql", "query", "definition", "regex"):
+                continue
+            assert "$" not in text and "links" not in path and "url" not in str(path[-1]).lower(), (f.name, path)
 
 
 # ---- 6. no leaks ------------------------------------------------------------------------------------------------
@@ -494,6 +609,46 @@ def test_a_profile_with_half_its_context_records_deleted_is_refused_or_partial(d
     assert r.returncode == 0, r.stderr
     with psycopg.connect(dsn) as c:
         assert c.execute("SELECT status, metadata ? 'lost_records' FROM runs").fetchall() == [("partial", True)]
+
+
+def _rank_times(path: Path) -> dict[int, float]:
+    """caliper-reader's records of PATH, their exclusive time summed per rank."""
+    from caliperreader import read_caliper_contents
+    records, _g = read_caliper_contents(str(path))
+    out: dict[int, float] = {}
+    for rec in records:
+        if "mpi.rank" in rec and "sum#sum#time.duration" in rec:
+            out[int(rec["mpi.rank"])] = out.get(int(rec["mpi.rank"]), 0.0) + float(rec["sum#sum#time.duration"])
+    return out
+
+
+@pytest.mark.parametrize("how", ["one-record-twice", "every-record-twice"])
+def test_a_profile_with_repeated_context_records_is_refused_or_partial_without_the_repeats(dsn, tmp_path, how):
+    """caliper-reader hands a repeated record over again, so summing its records doubles the repeated times; Caliper
+    writes one record per call path and rank, so a repeat is damage: refused in one line, or with --allow-partial
+    stored as partial with the original's per-rank times (caliper-reader's reading of the file before the repeat)."""
+    from caliperreader import read_caliper_contents
+    lines = _lines(PROFILE)
+    ctx = [i for i, ln in enumerate(lines) if ln.startswith("__rec=ctx")]
+    repeated = [lines[ctx[len(ctx) // 2]]] if how == "one-record-twice" else [lines[i] for i in ctx]
+    dup = tmp_path / f"{how}.cali"
+    dup.write_text("".join(lines[:ctx[-1] + 1] + repeated + lines[ctx[-1] + 1:]))
+    assert len(read_caliper_contents(str(dup))[0]) == len(read_caliper_contents(str(PROFILE))[0]) + len(repeated)
+    assert _rank_times(dup) != _rank_times(PROFILE)   # a plain sum over caliper-reader's records counts them twice
+    before = counts(dsn)
+    r = cli(dsn, "ingest", "-q", dup)
+    assert_one_clear_line(r, str(dup), "records are duplicated", "count twice", "--allow-partial", code=2)
+    assert counts(dsn) == before
+    r = cli(dsn, "ingest", "-q", "--allow-partial", dup)
+    assert r.returncode == 0, r.stderr
+    with psycopg.connect(dsn) as c:
+        assert c.execute("SELECT status, metadata->>'lost_records' LIKE '%duplicated%' FROM runs").fetchall() == [
+            ("partial", True)]
+        got = dict(c.execute("SELECT rank, total_time FROM rank_metrics").fetchall())
+    expected = _rank_times(PROFILE)
+    assert got.keys() == expected.keys()
+    for rank, t in expected.items():
+        assert got[rank] == pytest.approx(t, rel=1e-9)
 
 
 def test_a_ramble_experiment_without_its_profile_is_not_profiled_and_later_replaced(dsn, tmp_path):

@@ -54,16 +54,17 @@ class BadProfile(ValueError):
 
 @dataclass
 class Profile:
-    """One run as read, with per-rank data held densely (one float per rank and call path), so
-    memory grows with paths x ranks at 8 bytes, not with the file's records."""
+    """One run as read, with per-rank data held compactly: one float per call path and rank that has
+    data (columns in RANK_IDS order), so memory grows with paths x ranks with data at 8 bytes, not with the
+    file's records nor with the rank count it claims."""
     kind: str
     files: list[Path]
     content_hash: str
     meta: dict
     ranks: int
-    # path tuple -> exclusive seconds per rank (index = rank, 0 where the rank has no record)
+    # path tuple -> exclusive seconds per rank with data (column i is rank rank_ids[i]; 0 where it has no record)
     excl: dict = field(default_factory=dict)
-    # path tuple -> which ranks have a record there
+    # path tuple -> which ranks (columns, as in excl) have a record there
     present: dict = field(default_factory=dict)
     # path tuple -> calls summed over ranks (region.count), absent when not counted
     calls: dict = field(default_factory=dict)
@@ -82,11 +83,14 @@ class Profile:
     mpi_profiled: bool = False
     # ranks of the job that have no data (stored only with --allow-partial; the run is then 'partial')
     missing_ranks: list = field(default_factory=list)
-    # records missing inside the call tree (_check_tree; stored only with --allow-partial, as a 'partial' run)
+    # records missing inside the call tree (_check_tree) or repeated (_check_repeats): stored only with
+    # --allow-partial, as a 'partial' run (metadata lost_records says which)
     lost_records: str | None = None
     output: Output | None = None                  # the workload's stdout, when kept beside the profile
     ranks_source: str = ""                        # where the rank count came from (see rank_count)
-    measured: np.ndarray | None = None            # which ranks have any record (bool per rank)
+    measured: np.ndarray | None = None            # which columns' ranks have any record (bool per column)
+    # the rank of each column of excl, present, outside and measured: the ranks with data, ascending
+    rank_ids: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
 
     @functools.cached_property
     def stats(self) -> dict:
@@ -100,7 +104,7 @@ class Profile:
     @property
     def measured_ranks(self) -> np.ndarray:
         """The ranks with any record, ascending."""
-        return np.flatnonzero(self.measured) if self.measured is not None else np.zeros(0, dtype=np.int64)
+        return self.rank_ids[self.measured] if self.measured is not None else np.zeros(0, dtype=np.int64)
 
 
 def file_hash(paths: list[Path]) -> str:
@@ -330,6 +334,11 @@ class _PerRank:
         self.values: dict[tuple, np.ndarray] = {}
         self.present: dict[tuple, np.ndarray] = {}
 
+    def has(self, path: tuple, rank: int) -> bool:
+        """Whether a record of PATH on RANK was added already."""
+        col, pres = self.columns.get(rank), self.present.get(path)
+        return col is not None and pres is not None and col < len(pres) and bool(pres[col])
+
     def add(self, path: tuple, rank: int, t: float) -> None:
         col = self.columns.setdefault(rank, len(self.columns))
         arr = self.values.get(path)
@@ -347,19 +356,18 @@ class _PerRank:
         self.values[path], self.present[path] = arr, pres
         return arr
 
-    def sized(self, n: int) -> tuple[dict, dict]:
-        """Every array spread out to N ranks (index = rank), one array at a time; ranks at N or above
-        are dropped. N is checked against the ranks with data first (_check_claim)."""
+    def aligned(self, rank_ids: np.ndarray) -> tuple[dict, dict]:
+        """Every array with one column per rank of RANK_IDS (ascending, holding every rank in COLUMNS), one
+        array at a time: memory follows the ranks with data, never a claimed rank count."""
         ranks = np.full(len(self.columns), -1, dtype=np.int64)
         for rank, col in self.columns.items():
             ranks[col] = rank
+        where = np.searchsorted(rank_ids, ranks)
         for d in (self.values, self.present):
             for p, a in d.items():
-                cols = ranks[:len(a)]
-                a = a[:len(cols)]
-                keep = (cols >= 0) & (cols < n)
-                out = np.zeros(n, dtype=a.dtype)
-                out[cols[keep]] = a[keep]
+                out = np.zeros(len(rank_ids), dtype=a.dtype)
+                m = min(len(a), len(where))
+                out[where[:m]] = a[:m]
                 d[p] = out
         return self.values, self.present
 
@@ -378,6 +386,8 @@ class _Reader:
         self.any_msg = False
         self.comm_acc: dict = {}        # path -> {name: [sum, count, min, max]}
         self.spot_unsummed = False      # spot format 1 (Caliper 2.3-2.4): no across-rank sum, refused
+        self.repeats = 0                # timed records of a (call path, rank) read already (_check_repeats)
+        self.first_repeat: tuple | None = None
 
     def record(self, rec: dict, file_rank: int | None) -> None:
         prof = self.prof
@@ -418,6 +428,12 @@ class _Reader:
                 if p:
                     prof.bytes_sent[p] = prof.bytes_sent.get(p, 0) + nbytes
             return
+        t = _time(rec)
+        if t is not None and (self.excl if p else self.outside).has(p, rank):
+            # Caliper's aggregation writes one record per call path and rank: a second is a repeat, not more time
+            self.repeats += 1
+            self.first_repeat = self.first_repeat or (p, rank)
+            return
         if p and "sum#sum#total.send.count" in rec:
             acc = self.comm_acc.setdefault(p, {})
             for name, attr, _how in COMM_STATS:
@@ -431,7 +447,6 @@ class _Reader:
                         a[1] += 1
                         a[2] = min(a[2], v)
                         a[3] = max(a[3], v)
-        t = _time(rec)
         if t is None:
             return  # a record without timing
         if not p:   # time outside every region
@@ -498,22 +513,20 @@ def read_files(paths: list[Path], allow_partial: bool = False, ranks: int | None
                          f"one file per rank named rank-N.cali (output=rank-%mpi.rank%.cali)")
     with_data = set(reader.columns) | seen | {src for src, _dst in prof.matrix}
     _check_claim(paths[0], prof, with_data)
-    n = max([prof.ranks if with_data else 0] + [r + 1 for r in with_data])
-    prof.excl, prof.present = reader.excl.sized(n)
-    out_values, out_present = reader.outside.sized(n)
-    prof.outside = out_values.get((), np.zeros(n))
-    measured = np.zeros(n, dtype=bool)
+    prof.rank_ids = ids = np.array(sorted(with_data), dtype=np.int64)
+    prof.excl, prof.present = reader.excl.aligned(ids)
+    out_values, out_present = reader.outside.aligned(ids)
+    prof.outside = out_values.get((), np.zeros(len(ids)))
+    measured = np.zeros(len(ids), dtype=bool)
     for pres in prof.present.values():
         measured |= pres
     if () in out_present:
         measured |= out_present[()]
-    for src, _dst in prof.matrix:
-        if 0 <= src < n:
-            measured[src] = True
-    measured[[r for r in per_rank_files if r < n]] = True
+    measured[np.searchsorted(ids, sorted({src for src, _dst in prof.matrix} | set(per_rank_files)))] = True
     prof.measured = measured
     _check_ranks(prof, allow_partial)
     _check_tree(prof, allow_partial)
+    _check_repeats(prof, reader, allow_partial)
     if prof.matrix:
         prof.matrix = _world_matrix(prof)
     prof.kind = ("spot" if reader.spot else "msgtrace" if reader.any_msg and not prof.excl
@@ -569,7 +582,7 @@ def _check_tree(prof: Profile, allow_partial: bool) -> None:
             parent = prof.present.get(p[:i])
             lost = present & ~parent if parent is not None else present
             if lost.any():
-                ranks = np.flatnonzero(lost)
+                ranks = prof.rank_ids[lost]
                 what = (f"rank{'s' if len(ranks) > 1 else ''} {', '.join(map(str, ranks[:5]))}"
                         f"{' and more' if len(ranks) > 5 else ''} have records under region {'/'.join(p[:i])} but "
                         f"none for it: context records are missing")
@@ -580,11 +593,27 @@ def _check_tree(prof: Profile, allow_partial: bool) -> None:
                 return
 
 
+def _check_repeats(prof: Profile, reader: _Reader, allow_partial: bool) -> None:
+    """Caliper writes one record per call path and rank (caliper-reader hands a repeated record over again, and
+    summing it would double its time), so a repeat means the file was copied or joined wrongly. Refused, or with
+    ALLOW_PARTIAL read without the repeats, as a partial run."""
+    if not reader.repeats:
+        return
+    path, rank = reader.first_repeat
+    what = (f"{reader.repeats} context record{'s' if reader.repeats > 1 else ''} repeat a call path and rank read "
+            f"already (first: rank {rank}, {'/'.join(path) if path else 'outside every region'}): records are "
+            f"duplicated")
+    if not allow_partial:
+        raise BadProfile(f"{prof.source}: {what}, so their times would count twice; record or copy it again, or "
+                         f"give --allow-partial to store it as a partial run without the repeats")
+    prof.lost_records = "; ".join(filter(None, [prof.lost_records, what]))
+
+
 def _check_ranks(prof: Profile, allow_partial: bool) -> None:
     """Every rank of the job must have data; spot keeps no ranks, so it cannot be checked."""
     if not prof.measured.any() or prof.spot:
         return
-    missing = np.flatnonzero(~prof.measured[:prof.ranks]).tolist()
+    missing = np.setdiff1d(np.arange(prof.ranks), prof.measured_ranks).tolist()
     if not missing:
         return
     if not allow_partial:
@@ -816,7 +845,8 @@ def node_stats(prof: Profile) -> dict[tuple, NodeStats]:
     with the most time in the call tree (its exclusive times summed over every path), the lowest among equals."""
     if prof.spot:
         return _spot_stats(prof)
-    ranks = prof.measured_ranks
+    columns = np.flatnonzero(prof.measured)   # the measured ranks' columns (prof.rank_ids)
+    ranks = prof.rank_ids[columns]
     # Every prefix is a node, even one that only has children.
     incl: dict = {}
     for p, arr in prof.excl.items():
@@ -827,15 +857,15 @@ def node_stats(prof: Profile) -> dict[tuple, NodeStats]:
             else:
                 incl[q] = arr.copy()
     zero = np.zeros(len(prof.measured))
-    tree = sum(prof.excl.values(), zero)[ranks]
+    tree = sum(prof.excl.values(), zero)[columns]
     at = int(np.argmax(tree)) if len(ranks) else None   # the slowest rank's column (argmax: the first of equals)
     paths = list(incl)
     step = max(1, 1_000_000 // max(len(ranks), 1))
     stats = {}
     for first in range(0, len(paths), step):
         chunk = paths[first:first + step]
-        inc = np.stack([incl[p][ranks] for p in chunk])
-        ex = np.stack([prof.excl.get(p, zero)[ranks] for p in chunk])
+        inc = np.stack([incl[p][columns] for p in chunk])
+        ex = np.stack([prof.excl.get(p, zero)[columns] for p in chunk])
         spreads = distributions(inc, ranks)
         # one numpy call per statistic for the whole chunk, not one per path
         cols = zip(*(a.tolist() for a in (ex.min(axis=1), ex.mean(axis=1), ex.max(axis=1), inc.min(axis=1),
@@ -918,6 +948,7 @@ def rank_groups(prof: Profile) -> dict[str, np.ndarray]:
     None, not 0."""
     ranks = prof.measured_ranks
     n = len(prof.measured) if prof.measured is not None else 0
+    cols = np.flatnonzero(prof.measured) if n else np.zeros(0, dtype=np.int64)
     total, mpi, sync = np.zeros(n), np.zeros(n), np.zeros(n)
     for p, arr in prof.excl.items():
         total += arr
@@ -925,9 +956,9 @@ def rank_groups(prof: Profile) -> dict[str, np.ndarray]:
             (sync if p[-1] in MPI_SYNC else mpi).__iadd__(arr)
     if prof.outside is not None:
         total += prof.outside
-    out = {"rank": ranks, "total": total[ranks]}
+    out = {"rank": ranks, "total": total[cols]}
     if prof.mpi_profiled:
-        out.update(user=(total - mpi - sync)[ranks], mpi=mpi[ranks], sync=sync[ranks])
+        out.update(user=(total - mpi - sync)[cols], mpi=mpi[cols], sync=sync[cols])
     else:
         out.update(user=None, mpi=None, sync=None)
     return out

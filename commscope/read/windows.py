@@ -91,7 +91,7 @@ def _per_rank(prof: Profile, focus: str | None) -> tuple[np.ndarray, ...] | None
             (sync if p[-1] in MPI_SYNC else mpi).__iadd__(arr)
     if not ranks.any():
         return None
-    return np.flatnonzero(ranks), time[ranks], mpi[ranks], sync[ranks]
+    return prof.rank_ids[ranks], time[ranks], mpi[ranks], sync[ranks]
 
 
 def _spot_mean_excl(prof: Profile) -> dict[tuple, float]:

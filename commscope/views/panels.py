@@ -81,8 +81,14 @@ class Dashboard:
 
 # ---- 1. MPI time fraction over time ------------------------------------------------
 
+def html_text(expr: str) -> str:
+    """EXPR escaped as HTML text. Grafana renders an annotation's text as HTML (sanitized, but links and images
+    kept), so a name holding `<a href=...>` would be a link there; escaped, it shows as the name."""
+    return f"replace(replace(replace({expr}, '&', '&amp;'), '<', '&lt;'), '>', '&gt;')"
+
+
 ANNOTATIONS_SQL = f"""SELECT extract(epoch FROM "time") * 1000 AS "time", extract(epoch FROM coalesce(time_end, "time")) * 1000 AS "timeEnd",
-  text, array_to_string(tags, ',') AS tags
+  {html_text("text")} AS text, array_to_string(tags, ',') AS tags
 FROM v_annotations
 WHERE $__timeFilter("time")
   AND (system IS NULL OR system IN ($system)) AND (app IS NULL OR app IN ($app))
@@ -92,10 +98,11 @@ ORDER BY 1"""
 
 # Change points over each series' whole history (migration 0024, changepoints.py), drawn as a second
 # annotation layer: one mark at the first run of the new level, spanning back to the last run before it.
+CHANGE_POINT_TEXT = """'change point (' || direction || '): ' || series_label || ' [' || "window" || '] ' || metric || ' '
+    || coalesce(to_char(change * 100, 'SG990.0') || '%', '?') || ', p=' || to_char(p_value, '9.9EEEE')"""
 CHANGE_POINTS_ANNOTATION_SQL = f"""SELECT extract(epoch FROM coalesce(previous_time, "time")) * 1000 AS "time",
   extract(epoch FROM "time") * 1000 AS "timeEnd",
-  'change point (' || direction || '): ' || series_label || ' [' || "window" || '] ' || metric || ' '
-    || coalesce(to_char(change * 100, 'SG990.0') || '%', '?') || ', p=' || to_char(p_value, '9.9EEEE') AS text,
+  {html_text(CHANGE_POINT_TEXT)} AS text,
   'commscope-changepoint,' || metric || ',' || direction || ',series:' || series_id AS tags
 FROM v_change_points
 WHERE $__timeFilter("time") AND {SERIES}
@@ -545,6 +552,7 @@ CALL_TREE_VARIABLES = [
      "query": "SELECT 'previous' UNION ALL (SELECT campaign_id::text FROM v_runs GROUP BY campaign_id "
               "ORDER BY campaign_id DESC)"},
 ]
+CALL_TREE_FIRST = {"rank_stat": "mean", "series": "any", "campaign": "latest", "baseline": "previous"}
 _PROFILED = "EXISTS (SELECT 1 FROM v_node_metrics n WHERE n.run_id = m.run_id)"
 _SHOWN_RUN = f"""SELECT DISTINCT m.run_id, m.series_id, m.started_at FROM v_run_metrics m
   WHERE m.status = 'ok' AND {_PROFILED}
@@ -660,13 +668,14 @@ def expand(sql: str, t_from: dt.datetime, t_to: dt.datetime, values: dict, multi
     return grafana_macros.expand(sql, t_from, t_to, values, multi, interval)
 
 
-def all_values(conn) -> dict[str, list[str]]:
-    """Every option of every variable, as "All" selects them (the variables' own queries)."""
+def all_values(conn) -> dict[str, list[str] | str]:
+    """Every option of every variable, as "All" selects them (the variables' own queries), and the call-tree
+    dashboard's own variables at their first option, as Grafana starts them (CALL_TREE_FIRST)."""
     vals = {name: [str(r[0]) for r in conn.execute(variable_query(col)).fetchall()] for name, _, col in VARIABLES}
     for name in vals:
         if not vals[name]:
             vals[name] = [""]   # Grafana sends an empty selection as ''; nothing matches
-    return vals
+    return vals | CALL_TREE_FIRST
 
 
 def reference_values(conn, system: str, stack: str | None = None, t_from: dt.datetime | None = None,
