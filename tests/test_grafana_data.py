@@ -411,6 +411,11 @@ def test_the_flame_graph_on_the_slowest_rank_is_that_ranks_tree_as_caliper_reade
                         sum(ref["excl"].get(p, [0.0] * len(ref["ranks"]))) / len(ref["ranks"]))
             assert value == pytest.approx(want[0], rel=1e-9, abs=1e-12), (stat, p)
             assert self_ == pytest.approx(want[1], rel=1e-9, abs=1e-12), (stat, p)
+    # what the report and the query tests start the call-tree variables at is what Grafana starts them at
+    with psycopg.connect(dsn) as conn:
+        doc = json.loads((JSON_DIR / "commscope-call-tree.json").read_text())
+        first = default_variables(conn, doc, *time_range(conn))
+    assert {k: first[k] for k in P.CALL_TREE_FIRST} == P.CALL_TREE_FIRST
     # the slowest rank is not every node's slowest: the tree is one rank's, not the maximum per node
     assert any(ref["incl"][p][col] < max(ref["incl"][p]) for p in ref["incl"])
 
@@ -460,7 +465,10 @@ def test_the_gates_findings_link_to_the_call_tree_diff_of_their_two_campaigns(ds
     for s in found:
         for text, tags in notes:
             if f"series:{s['series_id']}" in tags and s["metric"] in tags:
-                assert f'<a href="{s["diff_url"]}">call tree diff</a>' in text, text
+                assert text.endswith(f"; call tree diff: {s['diff_url']}"), text
+    # (annotations are written for regressions and improvements; these nights give suspects, so none here)
+    assert len(notes) == sum(s["verdict"] in ("regression", "improvement") for s in found)
     moved = [s for s in found if s["verdict"] in ("regression", "improvement", "suspect") and s["attribution"]]
+    assert moved, [s["verdict"] for s in found]
     for s in moved:
         assert f"[call tree diff]({s['diff_url']})" in md.read_text()

@@ -68,8 +68,6 @@ def selection(conn, campaigns: tuple[int, ...], compare: tuple[str, ...]) -> tup
         "SELECT system FROM v_runs GROUP BY 1 ORDER BY count(*) DESC, 1 LIMIT 1").fetchone()[0]
     ref = P.reference_values(conn, ref_system)
     values.update(ref)
-    for v in P.CALL_TREE_VARIABLES:   # as Grafana starts them: the first option (mean, any series, latest, previous)
-        values[v["name"]] = conn.execute(P.expand(v["query"], t0, t1, values, set())).fetchone()[0]
     # The panels query an hour either side (a run's day and time buckets); the header says the runs' own span.
     said.append(f"runs from {row[0]:%Y-%m-%d %H:%M:%S} to {row[1]:%Y-%m-%d %H:%M:%S} UTC; procurement reference "
                 f"{ref['reference_system']} / {ref['reference_stack']} / {ref['reference_interconnect']}")

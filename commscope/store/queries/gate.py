@@ -200,9 +200,10 @@ def detectable(f) -> str:
 
 
 def annotate(conn: psycopg.Connection, findings: list, link=lambda f: None) -> int:
-    """One annotation per regression or improvement, shown by the dashboards, with LINK(finding) when it gives one
-    (the gate passes its call-tree diff URL, gate.outputs.diff_url); re-checking the same campaign replaces its
-    annotations (one per series, metric and time: tag series:ID)."""
+    """One annotation per regression or improvement, shown by the dashboards, ending in LINK(finding) when it gives
+    one (the gate passes its call-tree diff URL, gate.outputs.diff_url; as text, since the dashboards escape
+    annotation texts); re-checking the same campaign replaces its annotations (one per series, metric and time:
+    tag series:ID)."""
     n = 0
     with conn.transaction():
         for f in findings:
@@ -217,7 +218,7 @@ def annotate(conn: psycopg.Connection, findings: list, link=lambda f: None) -> i
                           f"{f.verdict}: {f.metric} [{f.series['window']}] {f.effect:+.1%} against the median of "
                           f"{f.n_baseline} earlier runs of series #{f.series['series_id']} (p={f.p_value:.2g}; "
                           f"detectable effect {detectable(f)})"
-                          + (f' <a href="{link(f)}">call tree diff</a>' if link(f) else ""),
+                          + (f"; call tree diff: {link(f)}" if link(f) else ""),
                           ["commscope-check", f.metric, f.verdict, tag]))
             n += 1
     return n
