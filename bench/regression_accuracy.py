@@ -48,6 +48,8 @@ alarms there are within the 1 % target detects at least half of the series.
 
     .venv/bin/python bench/regression_accuracy.py measure [--rounds 80] [--out FILE]
     .venv/bin/python bench/regression_accuracy.py analyse [--samples FILE] [--series 200]
+    .venv/bin/python bench/regression_accuracy.py verdicts [--series 40]   # flagged / cannot tell / no change
+    .venv/bin/python bench/regression_accuracy.py harness                  # real store, commscope check
 """
 from __future__ import annotations
 
@@ -464,6 +466,61 @@ def report(doc: dict, n_series: int, seed: int, independent: bool = False, alpha
     return "\n".join(lines) + "\n"
 
 
+# ---- what the gate says on the shift's second night: flagged, cannot tell or no change -------------------------
+
+VERDICT_SHIFTS = (0.0, 0.05, 0.10, 0.20, 0.50)
+
+
+def verdicts(doc: dict, n_series: int, seed: int, alpha: float = 0.01) -> str:
+    """Per cell and runs a night, on the bench's series (the same draws as `analyse`: nights 0-14 history, the shift
+    from night 15), the gate's full verdict on night 16, the persistent shift's second night, as `commscope check`
+    gives it (stats.judge with its detectable effect and --max-undetectable 20 %): the share flagged (suspect or
+    regression), "cannot tell" and "no change". A "no change" on a shifted series of at least max_undetectable is
+    the case the detectable effect must rule out: it claims the series would have shown that shift."""
+    import random
+    from commscope.gate.stats import MAX_UNDETECTABLE, judge
+    loop_time = {w for w, spec in doc.get("how", {}).get("workloads", {}).items() if spec.get("fom") == "total_time"}
+    by_cell: dict[tuple, list[tuple]] = {}
+    for smp in doc["samples"]:
+        share = smp.get("runqueue_wait_share_max") if smp["workload"] in loop_time else None
+        by_cell.setdefault((smp["workload"], smp["level"]), []).append((smp["value"], share))
+    night, change = 16, 15
+    lines = [f"{n_series} series per cell; the gate's verdict on night {night} (the shift from night {change}, so its "
+             f"second night), judged against nights {night - 14}-{night - 1} as check reads them; alpha {alpha:g}, "
+             f"max undetectable {MAX_UNDETECTABLE:.0%}; flagged / cannot tell / no change", "",
+             "| workload | level | runs | " + " | ".join(f"{s:.0%}" for s in VERDICT_SHIFTS)
+             + " | detectable effect, median (unshifted) |", "|---|---|---|" + "---|" * len(VERDICT_SHIFTS) + "---|"]
+    wrong = []
+    t0 = time.time()
+    for (w, lv), runs in sorted(by_cell.items()):
+        for r in REPEATS:
+            rnd = random.Random(seed)
+            said = {s: {"flagged": 0, "cannot tell": 0, "no change": 0, "other": 0} for s in VERDICT_SHIFTS}
+            found = []
+            for _ in range(n_series):
+                base, base_u = series(runs, r, night + 1, rnd)
+                for s in VERDICT_SHIFTS:
+                    nights, told = shifted(base, change, s), shifted(base_u, change, s)
+                    given = (told[night], told[night - 14:night]) if told[0][0] is not None else None
+                    j = judge(nights[night], nights[night - 14:night], 0.05, alpha, baseline=10, unloaded=given)
+                    v = "flagged" if j.verdict in ("suspect", "regression") else j.verdict
+                    said[s][v if v in said[s] else "other"] += 1
+                    if s == 0.0:
+                        found.append(j.detectable)
+                    if v == "no change" and s >= MAX_UNDETECTABLE:
+                        wrong.append((w, lv, r, s, j.detectable))
+            known = sorted(d for d in found if d is not None)
+            lines.append(f"| {w} | {lv} | {r} | " + " | ".join(
+                f"{said[s]['flagged'] / n_series:.0%} / {said[s]['cannot tell'] / n_series:.0%} / "
+                f"{said[s]['no change'] / n_series:.0%}" for s in VERDICT_SHIFTS)
+                + f" | {statistics.median(known):.0%} ({len(found) - len(known)} none) |" if known else " | none |")
+            print(f"  {w} {lv} {r} runs/night done ({time.time() - t0:.0f} s)", file=sys.stderr, flush=True)
+    lines.append("")
+    lines.append(f"'no change' on a series shifted by at least {MAX_UNDETECTABLE:.0%}: {len(wrong)}"
+                 + ("".join(f"; {w} {lv} {r} runs +{s:.0%} (detectable {d:.0%})" for w, lv, r, s, d in wrong)))
+    return "\n".join(lines) + "\n"
+
+
 # ---- the held-out harness: real noise through a real store and `commscope check` ---------------------------
 
 # (workload, level, discounted): quietest .. loudest measured; discounted: each run's time less its wait for a core
@@ -599,11 +656,17 @@ def main(argv=None) -> int:
                    help="a method not to run (repeatable; its rows are left out), e.g. 'change points', the slowest")
     a.add_argument("--independent", action="store_true",
                    help="draw a night's runs one by one instead of as consecutive measured runs")
+    v = sub.add_parser("verdicts", help="the gate's verdict (flagged, cannot tell, no change) on the shift's 2nd night")
+    v.add_argument("--samples", type=Path, default=SAMPLES)
+    v.add_argument("--series", type=int, default=40)
+    v.add_argument("--seed", type=int, default=1)
     h = sub.add_parser("harness", help="the held-out harness: real noise through a real store and commscope check")
     h.add_argument("--samples", type=Path, default=SAMPLES)
     h.add_argument("--seed", type=int, default=1)
     args = ap.parse_args(argv)
-    if args.cmd == "harness":
+    if args.cmd == "verdicts":
+        print(verdicts(load(args.samples), args.series, args.seed), end="")
+    elif args.cmd == "harness":
         print(harness(load(args.samples), args.seed), end="")
     elif args.cmd == "measure":
         measure(args.rounds, args.out)
