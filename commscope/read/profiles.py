@@ -858,7 +858,8 @@ def node_stats(prof: Profile) -> dict[tuple, NodeStats]:
                 incl[q] = arr.copy()
     zero = np.zeros(len(prof.measured))
     tree = sum(prof.excl.values(), zero)[columns]
-    at = int(np.argmax(tree)) if len(ranks) else None   # the slowest rank's column (argmax: the first of equals)
+    # the slowest rank's column: the most time, the lowest rank among equals (columns follow first appearance)
+    at = int(min(np.flatnonzero(tree == tree.max()), key=lambda c: ranks[c])) if len(ranks) else None
     paths = list(incl)
     step = max(1, 1_000_000 // max(len(ranks), 1))
     stats = {}
