@@ -39,6 +39,6 @@ if [ -d "$mirror" ]; then
 else
   rm -f .venv/commscope-toolchain.env
 fi
-bash dashboards/check/install.sh  # tests/test_grafana_data.py: the pinned @grafana/data (npm ci)
+bash dashboards/check/install.sh  # tests/test_grafana_data.py: the pinned @grafana/data and @grafana/flamegraph (npm ci)
 bash ci/pipelines/runner/install.sh  # tests/test_pipelines.py: gitlab-ci-local (npm ci) and actionlint (go install)
 echo "[setup] done"
