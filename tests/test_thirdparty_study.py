@@ -471,7 +471,8 @@ def test_a_third_party_application_goes_from_a_folder_outside_the_package_to_the
     """IMB-MPI1 (Ramble's builtin application, not commscope's) put by the user in a folder of their own, no bin/,
     run from a study folder outside the package by `commscope run FOLDER --caliper mpi`: the MPI-fraction and POP
     panels show each run with caliper-reader's numbers from its .cali file, the report's FOM table IMB's own tables,
-    no label says "unknown", and the 1- and 2-rank runs are the weak scaling the study declares."""
+    no label says "unknown", and the 1- and 2-rank runs are the weak scaling the study declares (v_scaling and the
+    weak-scaling panel; no strong-scaling panel)."""
     from commscope.views import panels as P
     stack_or_skip("debian-openmpi4")
     built = imb_prefix()
@@ -508,6 +509,9 @@ def test_a_third_party_application_goes_from_a_folder_outside_the_package_to_the
         scaling = {r[0]: r[1:] for r in conn.execute(
             "SELECT ranks, kind, base_ranks, time_s, speedup, efficiency FROM v_scaling WHERE app = %s AND "
             "\"window\" = 'run'", (APP,))}
+        # the Scaling dashboard's panels: (title, rows) of this application's series
+        scaling_panels = {panel.title: [r for r in conn.execute(P.expand(panel.sql, t0, t1, values)).fetchall()
+                                        if APP in r[0]] for panel in P.SCALING.panels}
         for e in exps:   # IMB's own tables, as the report's FOM table and v_foms show them
             run_id = conn.execute("SELECT id FROM runs WHERE experiment = %s", (e["name"],)).fetchone()[0]
             stored = {(c, n): v for c, n, v in conn.execute(
@@ -535,3 +539,9 @@ def test_a_third_party_application_goes_from_a_folder_outside_the_package_to_the
     assert scaling[2][2] == pytest.approx(ref[2]["time"], rel=1e-9)
     assert scaling[2][3] is None   # a weak pair has no speedup
     assert scaling[2][4] == pytest.approx(ref[1]["time"] / ref[2]["time"], rel=1e-9)
+    # the weak-scaling panel draws the same pair; no strong-scaling panel holds it (its problem grew with the ranks)
+    weak = scaling_panels.pop("Weak scaling: parallel efficiency")
+    assert sorted(r[1] for r in weak) == [1, 2] and len({r[0] for r in weak}) == 1, weak
+    assert dict((r[1], r[2]) for r in weak) == pytest.approx({1: 1.0, 2: ref[1]["time"] / ref[2]["time"]}, rel=1e-9)
+    assert "unknown" not in weak[0][0], weak
+    assert scaling_panels == {title: [] for title in scaling_panels}, scaling_panels
