@@ -162,3 +162,13 @@ def test_labels_name_the_host_the_mpi_library_and_the_parameters_never_unknown(d
     assert labels["amg"].startswith(f"{amg['cluster']} amg P=2,1,1 n=32,32,32 problem=2 "
                                     f"{amg['mpi_library_vendor']} {amg['mpi_library_version']} "), labels["amg"]
     assert " n2 " in labels["amg"] and " n8 " in labels["lulesh"]
+
+
+def test_a_pair_whose_problem_grew_with_the_ranks_is_never_strong(dsn):
+    """-s per rank and -i (the iteration count) global, both equal at 1 and 8 ranks: the mesh grew with the ranks,
+    so the 8-rank run is weak scaling against the 1-rank run and no strong pair is made of them."""
+    for f in (S8N1, S8N8):
+        assert lulesh(dsn, f, "--param", "s=8", "--param", "i=10", "--per-rank", "s", "--global", "i").returncode == 0
+    with psycopg.connect(dsn) as conn:
+        rows = conn.execute("SELECT kind, ranks, base_ranks FROM v_scaling WHERE app = 'lulesh' AND ranks = 8").fetchall()
+    assert rows == [("weak", 8, 1)]
