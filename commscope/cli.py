@@ -279,8 +279,9 @@ def ingest_cmd(paths, system, stack, interconnect, git_commit, ci_pipeline, hard
     import json
     from tqdm import tqdm
 
-    from commscope.store.ingest import Provenance, ingest
+    from commscope.store.ingest import Provenance
     from commscope.read.profiles import BadProfile
+    from commscope.workflow.ingest import ingest_and_report
     from commscope.read.ramble import read_hardware
     from commscope.read.records import ReadOptions
 
@@ -318,12 +319,17 @@ def ingest_cmd(paths, system, stack, interconnect, git_commit, ci_pipeline, hard
     read = ReadOptions(allow_partial, focus, app, ranks, tuple(pairs), keys,
                        None if rank_rows == "all" else int(rank_rows), kinds["--per-rank"], kinds["--global"])
     bar = None if quiet or not sys.stderr.isatty() else tqdm(desc="ingest", unit="run", file=sys.stderr)
+
+    def warn(message: str) -> None:   # the change points' note, after the bar
+        if bar:
+            bar.close()
+        click.echo(f"commscope ingest: {message}", err=True)
     try:
         prov = Provenance(system=system, stack=stack, interconnect=interconnect, git_commit=git_commit,
                           ci_pipeline=ci_pipeline, hardware=read_hardware(hardware) if hardware else None,
                           started_at=start)
-        with db.connect() as conn:
-            res = ingest(conn, list(paths), prov, skip_bad=skip_bad, progress=bar, read=read, relabel=relabel)
+        res, _ = ingest_and_report(list(paths), prov, warn, skip_bad=skip_bad, progress=bar, read=read,
+                                   relabel=relabel)
     except BadProfile as e:
         _fail(f"{e}; nothing was stored", 2)
     except db.DBError as e:
@@ -341,9 +347,6 @@ def ingest_cmd(paths, system, stack, interconnect, git_commit, ci_pipeline, hard
     finally:
         if bar:
             bar.close()
-    if res.inserted and res.campaign_id is not None:
-        from commscope.gate import changepoints
-        changepoints.refresh_after_ingest(res.campaign_id, lambda m: click.echo(f"commscope ingest: {m}", err=True))
     if fmt == "json":
         click.echo(json.dumps({"campaign_id": res.campaign_id, "stored": len(res.inserted),
                                "already_stored": len(res.skipped), "already_stored_in": res.already_in,

@@ -335,27 +335,20 @@ def ensure_store(echo=click.echo) -> None:
 
 
 def _ingest(ws: Path, plan: Plan, echo) -> bool:
-    """The workspace into the store, as `commscope ingest <workspace>` does, then its report."""
-    from commscope.store.ingest import Provenance, ingest
+    """The workspace into the store, as `commscope ingest <workspace>` does, then its report
+    (workflow.ingest.ingest_and_report)."""
+    from commscope.store.ingest import Provenance
+    from commscope.workflow.ingest import ingest_and_report
     prov = Provenance(system=plan.site, stack=None, interconnect=None, git_commit=git_commit(), ci_pipeline=None)
+
+    def said(res) -> None:
+        echo(f"  stored {len(res.inserted)} runs, {len(res.skipped)} already stored"
+             + (f", campaign {res.campaign_id}" if res.campaign_id else ""))
     try:
-        with db.connect() as conn:
-            res = ingest(conn, [ws], prov)
+        _, reported = ingest_and_report([ws], prov, lambda m: echo(f"  {m}"), report_to=ws / "report.html",
+                                        stored=said)
     except Exception as e:  # the results stay on disk; say how to retry
         echo(f"  ingest failed: {e}\n  the workspace is intact; retry with: commscope ingest {ws}")
         return False
-    campaign = res.campaign_id   # this ingest's campaign (or the one its runs were already stored in)
-    echo(f"  stored {len(res.inserted)} runs, {len(res.skipped)} already stored"
-         + (f", campaign {campaign}" if campaign else ""))
-    if res.inserted and campaign is not None:   # as `commscope ingest` does
-        from commscope.gate import changepoints
-        changepoints.refresh_after_ingest(campaign, lambda m: echo(f"  {m}"))
-    from commscope.views import report
-    out = ws / "report.html"
-    try:
-        report.write(out, (campaign,) if campaign else ())
-        echo(f"report: {out}")
-    except Exception as e:  # noqa: BLE001 - the runs are stored; the report can be made again
-        again = ["commscope", "report", "-o", str(out)] + (["--campaign", str(campaign)] if campaign else [])
-        echo(f"  no report ({(str(e).strip().splitlines() or [type(e).__name__])[0]}); make it with: {shlex.join(again)}")
+    echo(reported)
     return True
