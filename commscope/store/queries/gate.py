@@ -1,6 +1,7 @@
 """The gate's reads and writes of the store: which values a metric is, the judged campaign's rows and its series'
 baseline window (selected in SQL: older history never leaves the database), each run's wait for a core, the
-series' descriptions, and the dashboard annotations."""
+series' descriptions, the dashboard annotations; each series' change points and what they were computed from
+(gate/changepoints.py); and what attribution compares between runs (gate/attribution.py)."""
 from __future__ import annotations
 
 import psycopg
