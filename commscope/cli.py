@@ -434,7 +434,8 @@ def check_cmd(metrics, campaign, baseline, min_effect, alpha, confirm, max_undet
     moved, not confirmed yet), no change (and this campaign would have shown a shift of --max-undetectable), no
     baseline (fewer than 3 earlier runs) and cannot tell (it could not have shown that, or the test cannot reach
     --alpha with these runs; it says what it could have seen and what runs or campaigns would do).
-    Exit 2 on bad arguments or when it cannot tell which campaign to judge."""
+    Exit 2 on bad arguments or when it cannot tell which campaign to judge; exit 4 when the verdicts were printed
+    but the role may not store their annotations or change points (a read-only role; 1 still wins on regressions)."""
     import json
 
     from commscope.gate import campaign as gate, changepoints, outputs, regressions
