@@ -135,6 +135,44 @@ def test_readonly_role_through_the_cli_reads_the_views_and_the_gates_tables_and_
                 c.execute(q)
 
 
+def _relations_read(sql_text: str) -> set[str]:
+    """The relations a query names after FROM or JOIN (not functions, subqueries or its own WITH names)."""
+    import re
+    ctes = {c.lower() for c in re.findall(r"(?i)\b([a-z_][a-z0-9_]*)\s+AS\s+(?:MATERIALIZED\s+)?\(", sql_text)}
+    return {m.group(1) for m in re.finditer(r"(?i)\b(?:FROM|JOIN)\s+([a-z_][a-z0-9_.]*)(\s*\()?", sql_text)
+            if not m.group(2) and m.group(1).lower() not in ctes}
+
+
+def test_grafanas_dashboards_read_views_only(dsn):
+    """The read-only role may read db.READER_TABLES too (for check and the advisors), so its grants no longer catch
+    a panel that reads a base table: every query in dashboards/json (panels, variables, annotations) names views
+    only."""
+    import json
+
+    def queries(doc, key=None):
+        if isinstance(doc, dict):
+            for k, v in doc.items():
+                yield from queries(v, k)
+        elif isinstance(doc, list):
+            for v in doc:
+                yield from queries(v, key)
+        elif isinstance(doc, str) and key in ("rawSql", "query", "definition"):
+            yield doc
+
+    with psycopg.connect(dsn) as c:
+        views = {v for (v,) in c.execute("SELECT table_name FROM information_schema.views "
+                                          "WHERE table_schema = 'public'")}
+    read = {}
+    for f in sorted((Path(__file__).parents[1] / "dashboards" / "json").glob("*.json")):
+        for q in queries(json.loads(f.read_text())):
+            for name in _relations_read(q):
+                read.setdefault(name, f.name)
+    assert len(read) > 10 and "v_runs" in read
+    assert {n: f for n, f in read.items() if n not in views} == {}
+    assert _relations_read('SELECT 1 FROM runs r JOIN v_series s ON true, generate_series(1, 2) '
+                           'WHERE extract(epoch FROM "time") > 0') == {"runs", "v_series"}
+
+
 def test_a_store_made_with_trust_by_the_old_server_is_closed_on_start():
     """A data directory as `db start` made it before: trust, everything owned by the superuser."""
     home = private_home()
