@@ -525,8 +525,7 @@ def check_cmd(metrics, campaign, baseline, min_effect, alpha, confirm, max_undet
                    + ("" if no_annotate else f", {noted} annotations written"))
     if denied:   # exit 1 still says regressions
         _not_stored("check", list(denied), next(iter(denied.values())), "the verdicts above were printed but not "
-                    "stored" + ("; change points were not recomputed (those listed are the stored ones)"
-                                if "change points" in denied else ""),
+                    "stored",
                     "run check as the commscope role or one made by `commscope db grant-writer`, or pass "
                     "--no-annotate" if "annotations" in denied or "detectable effects" in denied else
                     "run `commscope changepoints` as the commscope role or one made by `commscope db grant-writer`",
@@ -538,7 +537,7 @@ def check_cmd(metrics, campaign, baseline, min_effect, alpha, confirm, max_undet
 def _change_points_for(conn, findings, denied: dict) -> list[dict]:
     """The change points that each checked series' judged campaign completes, after recomputing the series that
     got new runs (changepoints.py); none, with a note on stderr, without Apache Otava. FOMs have none. A role that
-    may not store them gets the stored ones, and DENIED says so."""
+    may not store them computes them in private copies (db.private_copies), and DENIED says so."""
     from commscope.gate import changepoints
     out = []
     by_metric: dict[tuple, set] = {}
@@ -547,12 +546,13 @@ def _change_points_for(conn, findings, denied: dict) -> list[dict]:
             by_metric.setdefault((f.metric, f.campaign), set()).add(f.series["series_id"])
     try:
         for (metric, campaign), ids in by_metric.items():
-            if "change points" not in denied:
-                try:
-                    changepoints.update(conn, [metric], sorted(ids))
-                except psycopg.errors.InsufficientPrivilege as e:
-                    conn.rollback()
-                    denied["change points"] = e
+            try:
+                changepoints.update(conn, [metric], sorted(ids))
+            except psycopg.errors.InsufficientPrivilege as e:   # a read-only role: computed in private copies
+                conn.rollback()
+                denied["change points"] = e
+                db.private_copies(conn)
+                changepoints.update(conn, [metric], sorted(ids))
             out += changepoints.completed_by(conn, campaign, metric, sorted(ids))
     except changepoints.MissingLibrary as e:
         click.echo(f"commscope check: no change points: {e}", err=True)
@@ -578,11 +578,12 @@ def changepoints_cmd(metrics, series_ids, full, fmt):
         with db.connect() as conn:
             try:
                 done = changepoints.update(conn, metrics, ids, full=full)
-            except psycopg.errors.InsufficientPrivilege as e:   # a read-only role: list what is stored
+            except psycopg.errors.InsufficientPrivilege as e:   # a read-only role: computed in private copies
                 conn.rollback()
-                denied, done = e, []
-            found = [c for m in (metrics if denied else [u.metric for u in done])
-                     for c in changepoints.stored(conn, changepoints.canonical_metric(m), ids)]
+                denied = e
+                db.private_copies(conn)
+                done = changepoints.update(conn, metrics, ids, full=full)
+            found = [c for u in done for c in changepoints.stored(conn, u.metric, ids)]
     except ValueError as e:
         _fail(str(e), 2)
     except changepoints.MissingLibrary as e:
@@ -603,8 +604,8 @@ def changepoints_cmd(metrics, series_ids, full, fmt):
             click.echo(changepoints.describe(c))
         click.echo(f"{len(found)} change points stored")
     if denied:
-        _not_stored("changepoints", ["change points"], denied, "nothing was recomputed or stored (those listed are "
-                    "the stored ones)", "run it as the commscope role or one made by `commscope db grant-writer`")
+        _not_stored("changepoints", ["change points"], denied, "the change points above were computed but not "
+                    "stored", "run it as the commscope role or one made by `commscope db grant-writer`")
 
 
 # ---- advise -------------------------------------------------------------------------

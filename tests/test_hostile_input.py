@@ -538,6 +538,9 @@ def test_a_readonly_role_gets_the_owners_verdicts_and_a_line_on_what_was_not_sto
     assert [ln for ln in text.stdout.splitlines() if "regression" in ln or "improvement" in ln]
     quiet = cli(ro, "check", "--no-annotate", "--format", "json")   # nothing to store but change points
     assert quiet.returncode == 1 and _verdicts(quiet.stdout) == _verdicts(owner.stdout)
+    changes = [[{k: v for k, v in c.items() if k != "detected_at"} for c in json.loads(out)["change_points"]]
+               for out in (r.stdout, quiet.stdout, owner.stdout)]
+    assert changes[0] == changes[1] == changes[2] and changes[2]   # computed as the owner's, not stored
     none = cli(ro, "check", "--campaign", "1", "--no-annotate")   # the first night: no baseline, nothing to store
     assert none.returncode == 0 and not none.stderr.strip(), none.stderr
 
@@ -556,17 +559,25 @@ def test_a_readonly_role_gets_the_barrier_advice_and_a_line_on_what_was_not_stor
     assert counts_of(dsn, "advice") == (0,)
 
 
-def test_a_readonly_role_lists_the_stored_change_points_and_says_it_could_not_recompute(dsn):
-    """`changepoints --full` as a read-only role cannot store what it would recompute: it lists the stored change
-    points (as the owner's list shows them) and says, in one line, that it recomputed and stored nothing; exit 4."""
-    ro = _readonly_store(dsn)
-    before = counts_of(dsn, "change_points", "change_point_state")
-    r = cli(ro, "changepoints", "--full")
-    assert_one_clear_line(r, "role viewer", "change points", "nothing was recomputed or stored", code=4)
-    assert counts_of(dsn, "change_points", "change_point_state") == before
-    owner = cli(dsn, "changepoints")   # nothing new since ingest computed them: lists the stored ones
+def test_a_readonly_role_computes_the_owners_change_points_and_says_it_could_not_store_them(dsn):
+    """`changepoints` as a read-only role computes what the owner would (in session-private copies of the tables,
+    db.private_copies) and lists it, then says in one line that it stored nothing; exit 4. The owner, run after,
+    finds and stores the same change points; --format json gives the same ones too."""
+    ro = _judged_history(dsn)
+    assert counts_of(dsn, "change_points", "change_point_state") == (0, 0)
+    r = cli(ro, "changepoints")
+    assert_one_clear_line(r, "role viewer", "change points", "computed but not stored", code=4)
+    as_json = cli(ro, "changepoints", "--format", "json")
+    assert_one_clear_line(as_json, "role viewer", "change points", "computed but not stored", code=4)
+    assert counts_of(dsn, "change_points", "change_point_state") == (0, 0)
+    owner = cli(dsn, "changepoints", "--format", "json")
     assert owner.returncode == 0, owner.stderr
-    assert r.stdout.splitlines() == [ln for ln in owner.stdout.splitlines() if "recomputed" not in ln]
+    strip = lambda out: [{k: v for k, v in c.items() if k != "detected_at"}   # noqa: E731
+                         for c in json.loads(out)["change_points"]]
+    assert strip(as_json.stdout) == strip(owner.stdout) and len(strip(owner.stdout)) >= 3
+    listed = [ln for ln in r.stdout.splitlines() if " from run " in ln]
+    assert len(listed) == len(strip(owner.stdout)) and listed == [
+        ln for ln in cli(dsn, "changepoints", "--full").stdout.splitlines() if " from run " in ln]
 
 
 def counts_of(dsn: str, *tables: str) -> tuple:

@@ -508,6 +508,24 @@ def _grant_views(conn: psycopg.Connection, role: str) -> None:
         conn.execute(sql.SQL("GRANT SELECT ON {} TO {}").format(sql.Identifier(v), sql.Identifier(role)))
 
 
+# What `check` and `changepoints` write of change points: a read-only role computes into private copies.
+CHANGE_POINT_TABLES, CHANGE_POINT_VIEWS = ("change_points", "change_point_state"), ("v_change_points",)
+
+
+def private_copies(conn: psycopg.Connection, tables=CHANGE_POINT_TABLES, views=CHANGE_POINT_VIEWS) -> None:
+    """For a role that may read TABLES but not write them: session-private (TEMP) copies holding their rows, and
+    of VIEWS over them. Unqualified names reach pg_temp first, so the same code computes and reads back what it
+    would store, and nothing is stored. Commits (the copies last for the session)."""
+    defs = {v: conn.execute("SELECT pg_get_viewdef(%s::regclass)", (f"public.{v}",)).fetchone()[0] for v in views}
+    for t in tables:
+        conn.execute(sql.SQL("CREATE TEMP TABLE {t} (LIKE public.{t} INCLUDING DEFAULTS INCLUDING CONSTRAINTS "
+                             "INCLUDING INDEXES)").format(t=sql.Identifier(t)))
+        conn.execute(sql.SQL("INSERT INTO pg_temp.{t} SELECT * FROM public.{t}").format(t=sql.Identifier(t)))
+    for v, d in defs.items():
+        conn.execute(sql.SQL("CREATE TEMP VIEW {} AS ").format(sql.Identifier(v)) + sql.SQL(d))
+    conn.commit()
+
+
 def _create_login_role(admin: psycopg.Connection, role: str, password: str | None) -> None:
     """ROLE as a plain login role (no superuser, no CREATEDB/CREATEROLE), with a scram password if given."""
     verb = "ALTER" if admin.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (role,)).fetchone() else "CREATE"
