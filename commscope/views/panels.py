@@ -544,13 +544,11 @@ CALL_TREE_VARIABLES = [
     {"name": "rank_stat", "label": "Time per node",
      "query": "SELECT stat FROM (VALUES (1, 'mean'), (2, 'slowest')) v(o, stat) ORDER BY o"},
     {"name": "series", "label": "Series",
-     "query": "SELECT 'any' UNION ALL (SELECT series_id::text FROM v_experiment_series ORDER BY series_id DESC)"},
+     "query": "SELECT 'any' UNION ALL (SELECT series_id::text FROM v_series_ids ORDER BY series_id DESC)"},
     {"name": "campaign", "label": "Campaign",
-     "query": "SELECT 'latest' UNION ALL (SELECT campaign_id::text FROM v_runs GROUP BY campaign_id "
-              "ORDER BY campaign_id DESC)"},
+     "query": "SELECT 'latest' UNION ALL (SELECT campaign_id::text FROM v_campaign_ids ORDER BY campaign_id DESC)"},
     {"name": "baseline", "label": "Baseline campaign",
-     "query": "SELECT 'previous' UNION ALL (SELECT campaign_id::text FROM v_runs GROUP BY campaign_id "
-              "ORDER BY campaign_id DESC)"},
+     "query": "SELECT 'previous' UNION ALL (SELECT campaign_id::text FROM v_campaign_ids ORDER BY campaign_id DESC)"},
 ]
 CALL_TREE_FIRST = {"rank_stat": "mean", "series": "any", "campaign": "latest", "baseline": "previous"}
 _PROFILED = "EXISTS (SELECT 1 FROM v_node_metrics n WHERE n.run_id = m.run_id)"
