@@ -211,6 +211,8 @@ def queries(conn, last: dt.datetime) -> list[tuple[str, str]]:
                 out.append((f"{board.uid}: {p.title}", P.expand(p.sql, t0, t1, values)))
         if board.annotations:
             out.append((f"{board.uid}: annotations", P.expand(P.ANNOTATIONS_SQL, t0, t1, values)))
+        for v in board.extra_variables:   # the dashboard's own variables (procurement's, the call tree's)
+            out.append((f"variable {v['name']}", P.expand(v["query"], t0, t1, values, set())))
     for name, _, col in P.VARIABLES:
         out.append((f"variable {name}", P.variable_query(col)))
     return out
@@ -304,12 +306,11 @@ def _reader(url: str, qs: list[tuple[str, str]], repeat: int, seed: int, go, out
 
 
 def dashboards(qs: list[tuple[str, str]]) -> list[tuple[list[tuple[str, str]], list[tuple[str, str]]]]:
-    """Each dashboard's (template-variable queries, panel and annotation queries), as opening it sends them.
-    Every dashboard has the six variables; the procurement one adds two whose SQL is the system and stack
-    variables' (their times count under those labels)."""
-    variables = [q for q in qs if q[0].startswith("variable ")]
-    label_of_sql = {sql: label for label, sql in variables}
-    return [(variables + [(label_of_sql[v["query"]], v["query"]) for v in board.extra_variables],
+    """Each dashboard's (template-variable queries, panel and annotation queries), as opening it sends them:
+    the six variables every dashboard has, then its own (procurement's reference, the call tree's)."""
+    six = [q for q in qs if q[0] in {f"variable {name}" for name, _, _ in P.VARIABLES}]
+    by_label = dict(qs)
+    return [(six + [(f"variable {v['name']}", by_label[f"variable {v['name']}"]) for v in board.extra_variables],
              [q for q in qs if q[0].startswith(f"{board.uid}: ")]) for board in P.DASHBOARDS]
 
 
