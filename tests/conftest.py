@@ -204,6 +204,13 @@ def filled(dsn, workload_outputs):
                      "p_value, method) SELECT series_id, 'time_s', 'run', id, campaign_id, started_at, 4, 1, 1.0, 1.12, "
                      "0.01, 0, 0.12, 'regression', 0.003, 'test' FROM runs WHERE status = 'ok' "
                      "AND series_id IS NOT NULL ORDER BY id LIMIT 1")
+        # One series too noisy to gate, as `commscope check` records it (store/queries/gate.record_detectable);
+        # tests/data's series are too short for the gate to have a baseline.
+        conn.execute("INSERT INTO gate_detectable (series_id, metric, \"window\", campaign_id, run_id, \"time\", "
+                     "verdict, detectable, max_undetectable, runs_a_night, n_new, n_baseline, reason) "
+                     "SELECT series_id, 'time_s', 'run', campaign_id, id, started_at, 'cannot tell', 0.45, 0.2, 9, "
+                     "3, 30, 'cannot tell: this series could not show shifts below 45 %' FROM runs "
+                     "WHERE status = 'ok' AND series_id IS NOT NULL AND campaign_id IS NOT NULL ORDER BY id LIMIT 1")
         conn.commit()
     return grant_local(dsn, "grafana_ro")
 

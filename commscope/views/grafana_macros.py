@@ -1,4 +1,4 @@
-"""What Grafana does to a panel's SQL before PostgreSQL sees it, so that the report, the tests and the benchmark
+r"""What Grafana does to a panel's SQL before PostgreSQL sees it, so that the report, the tests and the benchmark
 run the very text Grafana would send.
 
 1. The frontend replaces template variables (public/app/features/plugins/sql: interpolateVariable): a multi-value
