@@ -217,14 +217,27 @@ def test_hostile_metadata_is_stored_verbatim_not_executed(dsn):
     assert name == evil.replace("\x00", "\ufffd")
 
 
-def test_readonly_role_reads_views_only(dsn):
+def test_readonly_role_reads_views_and_reader_tables_and_writes_nothing(dsn):
+    """The read-only role reads the views and db.READER_TABLES (what check, changepoints and the advisors read),
+    no other table, and writes nothing (the dashboards' own queries read views only: test_store_security)."""
     with psycopg.connect(dsn) as conn:
         ingest(conn, [DATA / "halo3d-overlap-n2.runtime-profile.cali"], Provenance())
+        tables = {r[0] for r in conn.execute(
+            "SELECT table_name FROM information_schema.tables WHERE table_schema = 'public' "
+            "AND table_type = 'BASE TABLE'")}
     ro = grant_local(dsn, "grafana_ro")
-    with psycopg.connect(ro) as c:
+    with psycopg.connect(ro, autocommit=True) as c:
         assert c.execute("SELECT count(*) FROM v_mpi_fraction").fetchone()[0] == 1
+        assert c.execute("SELECT count(*) FROM runs").fetchone()[0] == 1
+        others = sorted(tables - set(db.READER_TABLES))
+        assert others
+        for t in others:
+            with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                c.execute(f'SELECT 1 FROM "{t}" LIMIT 1')
         with pytest.raises(psycopg.errors.InsufficientPrivilege):
-            c.execute("SELECT count(*) FROM runs")
+            c.execute("UPDATE runs SET app = 'x'")
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            c.execute("DELETE FROM annotations")
 
 
 def test_readonly_role_is_granted_views_that_later_migrations_add(dsn):
