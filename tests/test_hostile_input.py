@@ -662,6 +662,50 @@ def test_a_profile_with_repeated_context_records_is_refused_or_partial_without_t
         assert got[rank] == pytest.approx(t, rel=1e-9)
 
 
+def _matrix(folder: Path) -> dict[tuple[int, int], tuple[int, int]]:
+    """caliper-reader's message-trace records of FOLDER's files: (rank, dst) -> (messages, bytes)."""
+    from caliperreader import read_caliper_contents
+    out: dict[tuple[int, int], tuple[int, int]] = {}
+    for f in sorted(folder.glob("*.cali")):
+        for rec in read_caliper_contents(str(f))[0]:
+            if "mpi.msg.dst" in rec and int(rec["mpi.msg.dst"]) >= 0:
+                key = (int(rec["mpi.rank"]), int(rec["mpi.msg.dst"]))
+                m, b = out.get(key, (0, 0))
+                out[key] = (m + int(rec["count"]), b + int(float(rec["sum#mpi.msg.size"])))
+    return out
+
+
+def test_a_repeated_message_trace_record_is_refused_or_partial_without_the_repeat(dsn, tmp_path):
+    """A message-trace record carries no time, so the (call path, rank) rule cannot see it repeated: Caliper writes
+    one record per key (every attribute that is not an aggregate), so a second is a repeat whose bytes would be
+    summed twice. Refused in one line; with --allow-partial the matrix is caliper-reader's of the original files."""
+    import shutil
+    from caliperreader import read_caliper_contents
+    original = DATA / "commgraph-pairs-n2.msgtrace"
+    damaged = tmp_path / "pairs.msgtrace"
+    shutil.copytree(original, damaged)
+    rank0 = damaged / "rank-0.cali"
+    lines = _lines(rank0)
+    ctx = [i for i, ln in enumerate(lines) if ln.startswith("__rec=ctx")]
+    records = read_caliper_contents(str(rank0))[0]
+    assert len(records) == len(ctx)
+    msg = next(i for i, rec in enumerate(records) if "mpi.msg.dst" in rec)
+    rank0.write_text("".join(lines[:ctx[-1] + 1] + [lines[ctx[msg]]] + lines[ctx[-1] + 1:]))
+    again = read_caliper_contents(str(rank0))[0]
+    assert len(again) == len(records) + 1 and again[-1] == records[msg]
+    assert _matrix(damaged) != _matrix(original)   # a plain sum over caliper-reader's records counts it twice
+    before = counts(dsn)
+    r = cli(dsn, "ingest", "-q", damaged)
+    assert_one_clear_line(r, str(damaged), "rank 0", "records are duplicated", "count twice", "--allow-partial", code=2)
+    assert counts(dsn) == before
+    r = cli(dsn, "ingest", "-q", "--allow-partial", damaged)
+    assert r.returncode == 0, r.stderr
+    with psycopg.connect(dsn) as c:
+        assert c.execute("SELECT status FROM runs").fetchall() == [("partial",)]
+        got = {(s, d): (m, b) for s, d, m, b in c.execute("SELECT src, dst, messages, bytes FROM comm_matrix")}
+    assert got == _matrix(original)
+
+
 def test_a_ramble_experiment_without_its_profile_is_not_profiled_and_later_replaced(dsn, tmp_path):
     import shutil
     ws = tmp_path / "ws"

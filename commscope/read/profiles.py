@@ -372,6 +372,9 @@ class _PerRank:
         return self.values, self.present
 
 
+_AGGREGATE = re.compile(r"^(count$|scount$|(sum|min|max|avg|inclusive|scale|ratio)#)")   # Caliper's aggregate results
+
+
 class _Reader:
     """Accumulates one run's records as they stream in, whatever the file layout."""
 
@@ -386,8 +389,9 @@ class _Reader:
         self.any_msg = False
         self.comm_acc: dict = {}        # path -> {name: [sum, count, min, max]}
         self.spot_unsummed = False      # spot format 1 (Caliper 2.3-2.4): no across-rank sum, refused
-        self.repeats = 0                # timed records of a (call path, rank) read already (_check_repeats)
+        self.repeats = 0                # records read already (_check_repeats)
         self.first_repeat: tuple | None = None
+        self.untimed_keys: set[int] = set()   # hashes of untimed records' keys (message trace, comm.stats)
 
     def record(self, rec: dict, file_rank: int | None) -> None:
         prof = self.prof
@@ -416,6 +420,16 @@ class _Reader:
                 if "sum#sum#rc.count" in rec:
                     prof.calls[p] = int(rec["sum#sum#rc.count"])
             return
+        t = _time(rec)
+        if t is None or "mpi.msg.dst" in rec or "mpi.msg.src" in rec:
+            # Caliper aggregates into one record per key (every attribute that is not an aggregate): an untimed
+            # record whose key was read already is a repeat, whose counts and bytes would be summed twice
+            key = hash((rank, tuple(sorted((k, str(v)) for k, v in rec.items() if not _AGGREGATE.match(k)))))
+            if key in self.untimed_keys:
+                self.repeats += 1
+                self.first_repeat = self.first_repeat or (p, rank)
+                return
+            self.untimed_keys.add(key)
         if "mpi.msg.dst" in rec or "mpi.msg.src" in rec:
             self.any_msg = True
         if "mpi.msg.dst" in rec:
@@ -428,7 +442,6 @@ class _Reader:
                 if p:
                     prof.bytes_sent[p] = prof.bytes_sent.get(p, 0) + nbytes
             return
-        t = _time(rec)
         if t is not None and (self.excl if p else self.outside).has(p, rank):
             # Caliper's aggregation writes one record per call path and rank: a second is a repeat, not more time
             self.repeats += 1
@@ -594,18 +607,19 @@ def _check_tree(prof: Profile, allow_partial: bool) -> None:
 
 
 def _check_repeats(prof: Profile, reader: _Reader, allow_partial: bool) -> None:
-    """Caliper writes one record per call path and rank (caliper-reader hands a repeated record over again, and
-    summing it would double its time), so a repeat means the file was copied or joined wrongly. Refused, or with
-    ALLOW_PARTIAL read without the repeats, as a partial run."""
+    """Caliper writes one record per key: a call path and rank for timed records, every attribute that is not an
+    aggregate for message-trace and comm.stats records. caliper-reader hands a repeated record over again, and
+    summing it would count its time or bytes twice, so a repeat means the file was copied or joined wrongly.
+    Refused, or with ALLOW_PARTIAL read without the repeats, as a partial run."""
     if not reader.repeats:
         return
     path, rank = reader.first_repeat
-    what = (f"{reader.repeats} context record{'s' if reader.repeats > 1 else ''} repeat a call path and rank read "
-            f"already (first: rank {rank}, {'/'.join(path) if path else 'outside every region'}): records are "
+    what = (f"{reader.repeats} context record{'s' if reader.repeats > 1 else ''} repeat a record read already "
+            f"(first: rank {rank}, {'/'.join(path) if path else 'outside every region'}): records are "
             f"duplicated")
     if not allow_partial:
-        raise BadProfile(f"{prof.source}: {what}, so their times would count twice; record or copy it again, or "
-                         f"give --allow-partial to store it as a partial run without the repeats")
+        raise BadProfile(f"{prof.source}: {what}, so their times or bytes would count twice; record or copy it "
+                         f"again, or give --allow-partial to store it as a partial run without the repeats")
     prof.lost_records = "; ".join(filter(None, [prof.lost_records, what]))
 
 
