@@ -291,3 +291,22 @@ def test_a_study_s_modifiers_are_checked_not_refused(modifiers, message):
     doc["ramble"]["applications"][app]["workloads"][wl]["experiments"][name]["modifiers"] = modifiers
     with pytest.raises(errors.WorkflowError, match=re.escape(f"{app}/{wl}/{name}: ")):
         check_study_modifiers(STUDY_FILES["smoke"], doc)
+
+
+def test_two_runs_of_a_study_started_in_one_second_get_two_workspaces(tmp_path, monkeypatch):
+    """The workspace is named by the study and the second it started; a second run in that second gets -2, not a
+    refusal ("workspace ... exists already"), and a workspace the user names is still theirs to choose."""
+    import datetime as dt
+    monkeypatch.setenv("COMMSCOPE_HOME", str(tmp_path))
+    now = dt.datetime.now()
+    taken = set()
+    for s in range(4):   # every second this test might plan in, taken by a run before it
+        ws = tmp_path / "workspaces" / f"smoke-{(now + dt.timedelta(seconds=s)).strftime('%Y%m%d-%H%M%S')}"
+        ws.mkdir(parents=True)
+        taken.add(ws)
+    plan = workflow_plan.plan_run("smoke", site="slurm-cluster", spack=False)
+    assert plan.workspace.parent == tmp_path / "workspaces" and plan.workspace not in taken
+    assert not plan.workspace.exists() and plan.workspace.with_name(plan.workspace.name[:-2]) in taken
+    assert plan.workspace.name.endswith("-2")
+    mine = tmp_path / "mine"
+    assert workflow_plan.plan_run("smoke", site="slurm-cluster", spack=False, workspace=mine).workspace == mine

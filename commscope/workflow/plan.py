@@ -100,6 +100,17 @@ def prefix_of(program: Path) -> Path | None:
     return program.parent.parent if program.parent.name == "bin" else None
 
 
+def new_workspace(study: str) -> Path:
+    """A workspace folder no run has taken: <study>-<date>-<time>, with -2, -3, ... when another run of the study
+    started in the same second."""
+    base = workspaces_dir() / f"{study}-{dt.datetime.now().strftime('%Y%m%d-%H%M%S')}"
+    ws, n = base, 1
+    while ws.exists():
+        n += 1
+        ws = base.with_name(f"{base.name}-{n}")
+    return ws
+
+
 def link_prefix(workspace: Path, var: str) -> Path:
     """Where `commscope run` makes an install prefix for a program outside a bin/ folder: bin/ links to the
     program's folder, and each entry of that folder is linked beside it, so <prefix>/bin/PROGRAM and
@@ -341,8 +352,7 @@ def plan_run(study: str, site: str = "local", stacks: list[str] | None = None,
     pairs = select_interconnects(stacks, catalog, interconnects)
     if caliper is None:
         caliper = (conf.get("caliper") or "mpi") if any(yes for yes, _why in profiled.values()) else "off"
-    stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
-    ws = workspace or workspaces_dir() / f"{study}-{stamp}"
+    ws = workspace or new_workspace(study)
     return Plan(study, site, stacks, sorted({i for _, i in pairs}), caliper, where, dry_run, ws, site_conf,
                 catalog, pairs, "spack" if spack else "null", {s: specs[s] for s in stacks} if spack else {},
                 prefixes, profiled, preload=bool(unannotated) and caliper != "off", study_dir=folder,

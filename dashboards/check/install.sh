@@ -14,6 +14,9 @@ for dir in . flamegraph; do
       cmp -s "$dir/package-lock.json" "$dir/node_modules/.package-lock.json.commscope"; then
     continue
   fi
-  (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
+  # @grafana/flamegraph 13.0.1 runs on React 18, but its assistant peer pulls @grafana/runtime 13.2.3, which asks
+  # for React 19: npm's strict peer check refuses that lock (ERESOLVE), so flamegraph/ installs with legacy peers
+  peers=(); [ "$dir" = flamegraph ] && peers=(--legacy-peer-deps)
+  (cd "$dir" && npm ci "${peers[@]}" --no-audit --no-fund --loglevel=error >/dev/null)
   cp "$dir/package-lock.json" "$dir/node_modules/.package-lock.json.commscope"
 done
