@@ -1,5 +1,5 @@
-"""What changed behind a finding of the regression gate, and whether the platform or the software moved. It reads
-the findings and the canaries' findings campaign.py gives it, and never judges anything itself.
+"""What changed behind a finding of the regression gate, and whether the platform or the software moved (from the
+findings campaign.py gives it; it never judges).
 
 Attribution: each regression, improvement and suspect lists what differs between its baseline runs and its new
 runs, and the call-tree regions whose time moved most; other verdicts get none. Only the judged series' runs in
@@ -18,8 +18,9 @@ Cause. The nightly study runs pingpong on every stack and interconnect; its FOM 
 gate in the same campaign. For a regression, improvement or suspect of another series:
 - platform when a canary of the same system, stack and interconnect moved the same way in the same campaign (a
   regression or a suspect that got worse moved worse; an improvement or one that got better moved better);
-- software when such a canary was judged and none moved the same way;
-- unknown when none was judged there (none ran, no baseline, or the gate cannot tell); the finding says which.
+- software when such a canary was judged and none moved the same way, or when it cannot tell but would have
+  shown a shift as large as the finding's own (its detectable effect is below the finding's effect);
+- unknown when none was judged there (none ran, no baseline, or cannot tell at that size), saying which.
 A canary's own regression, improvement or suspect is platform. Other verdicts get no cause.
 """
 from __future__ import annotations
@@ -134,10 +135,12 @@ def classify(f, canaries: list) -> dict:
                 "canaries": []}
     mine = [c for c in canaries if all(c.series.get(k) == f.series.get(k) for k in MATCH)]
     said = [{"series_id": c.series["series_id"], "label": c.label(), "metric": c.metric, "verdict": c.verdict,
-             "effect": c.effect} for c in mine]
+             "effect": c.effect, "detectable": c.detectable} for c in mine]
     where = ", ".join(f"{k} {f.series.get(k)}" for k in MATCH)
     moved = [c for c in mine if direction(c) is not None and direction(c) == direction(f)]
-    judged = [c for c in mine if c.verdict in ("regression", "improvement", "suspect", "no change")]
+    judged = [c for c in mine if c.verdict in ("regression", "improvement", "suspect", "no change")
+              or (c.verdict == "cannot tell" and c.detectable is not None and f.effect is not None
+                  and c.detectable < abs(f.effect))]
     if moved:
         return {"cause": "platform", "canaries": said,
                 "cause_reason": f"the canary {moved[0].label()} moved {direction(f)} too ({moved[0].verdict}, "
@@ -145,7 +148,9 @@ def classify(f, canaries: list) -> dict:
     if judged:
         return {"cause": "software", "canaries": said,
                 "cause_reason": f"the canary {judged[0].label()} shows {judged[0].verdict} "
-                                f"({judged[0].metric}) in the same campaign"}
+                                f"({judged[0].metric}) in the same campaign"
+                                + (f", and would have shown a shift of {judged[0].detectable:.0%}"
+                                   if judged[0].verdict == "cannot tell" else "")}
     why = (f"its canaries could not be judged ({', '.join(sorted({c.verdict for c in mine}))})" if mine
            else "no canary (pingpong) of the same " + where + " ran in this campaign")
     return {"cause": "unknown", "canaries": said, "cause_reason": why}
