@@ -12,19 +12,9 @@
 // chromium or chromium-browser on PATH.
 const fs = require('fs');
 const path = require('path');
-const { execFileSync } = require('child_process');
+const { browserPath } = require(path.join(__dirname, 'flamegraph', 'chromium.js'));
 const esbuild = require(path.join(__dirname, 'flamegraph', 'node_modules', 'esbuild'));
 const puppeteer = require(path.join(__dirname, 'flamegraph', 'node_modules', 'puppeteer-core'));
-
-function browserPath() {
-  if (process.env.COMMSCOPE_CHROMIUM) return process.env.COMMSCOPE_CHROMIUM;
-  for (const name of ['chromium', 'chromium-browser', 'google-chrome']) {
-    try {
-      return execFileSync('sh', ['-c', `command -v ${name}`]).toString().trim();
-    } catch (e) { /* next */ }
-  }
-  throw new Error('no Chromium: install chromium or set COMMSCOPE_CHROMIUM');
-}
 
 async function main() {
   const texts = JSON.parse(fs.readFileSync(0, 'utf8'));

@@ -9,19 +9,9 @@
 // COMMSCOPE_CHROMIUM, else chromium or chromium-browser on PATH.
 const fs = require('fs');
 const path = require('path');
-const { execFileSync } = require('child_process');
+const { browserPath } = require('./chromium.js');
 const esbuild = require('esbuild');
 const puppeteer = require('puppeteer-core');
-
-function browserPath() {
-  if (process.env.COMMSCOPE_CHROMIUM) return process.env.COMMSCOPE_CHROMIUM;
-  for (const name of ['chromium', 'chromium-browser', 'google-chrome']) {
-    try {
-      return execFileSync('sh', ['-c', `command -v ${name}`]).toString().trim();
-    } catch (e) { /* next */ }
-  }
-  throw new Error('no Chromium: install chromium or set COMMSCOPE_CHROMIUM');
-}
 
 // @grafana/assistant is an optional peer of the flame graph (Grafana's AI assistant, not installed here): its one
 // import, OpenAssistantButton, is drawn only for a frame that carries assistant context, which these frames lack.
