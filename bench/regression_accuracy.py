@@ -49,7 +49,7 @@ alarms there are within the 1 % target detects at least half of the series.
     .venv/bin/python bench/regression_accuracy.py measure [--rounds 80] [--out FILE]
     .venv/bin/python bench/regression_accuracy.py analyse [--samples FILE] [--series 200]
     .venv/bin/python bench/regression_accuracy.py verdicts [--series 40]   # flagged / cannot tell / no change
-    .venv/bin/python bench/regression_accuracy.py harness                  # real store, commscope check
+    .venv/bin/python bench/regression_accuracy.py harness [--independent]  # real store, commscope check
 """
 from __future__ import annotations
 
@@ -531,8 +531,9 @@ HARNESS = {0.0: 20, 0.20: 10, 0.50: 10}   # shift -> series
 HISTORY_NIGHTS, SHIFTED_NIGHTS, RUNS = 20, 2, 3
 
 
-def harness(doc: dict, seed: int, cells=HARNESS_CELLS) -> str:
-    """Per cell, series of HISTORY_NIGHTS nights of RUNS consecutive measured runs (divided by the cell's median),
+def harness(doc: dict, seed: int, cells=HARNESS_CELLS, independent: bool = False) -> str:
+    """Per cell, series of HISTORY_NIGHTS nights of RUNS consecutive measured runs (INDEPENDENT: runs drawn one by
+    one, so the nights are exchangeable; divided by the cell's median),
     then SHIFTED_NIGHTS nights shifted by 0, +20 or +50 %, stored as one campaign a night in a fresh PostgreSQL
     through commscope's ingest, and `commscope check --campaign <the second shifted night> --format json` asked.
     A series is flagged on suspect or regression."""
@@ -553,7 +554,8 @@ def harness(doc: dict, seed: int, cells=HARNESS_CELLS) -> str:
     home.chmod(0o711)
     emb = db.Embedded(home)
     emb.start()
-    lines = [f"seed {seed}; {HISTORY_NIGHTS} history nights of {RUNS} runs, then a shift held {SHIFTED_NIGHTS} "
+    lines = [f"seed {seed}; {HISTORY_NIGHTS} history nights of {RUNS} "
+             f"{'runs drawn one by one' if independent else 'consecutive measured runs'}, then a shift held {SHIFTED_NIGHTS} "
              f"nights; `commscope check --campaign <second shifted night> --format json` on a real store; flagged = "
              f"suspect or regression", "",
              "| noise (workload, level, IQR/median) | false alarms | +20 % flagged | +50 % flagged "
@@ -572,8 +574,12 @@ def harness(doc: dict, seed: int, cells=HARNESS_CELLS) -> str:
             url = emb.url(name)
             rnd = random.Random(seed)
             plan = [(shift, k) for shift, n in HARNESS.items() for k in range(n)]
-            drawn = {p: [vals[s:s + RUNS] for s in (rnd.randrange(len(vals) - RUNS + 1)
-                                                   for _ in range(HISTORY_NIGHTS + SHIFTED_NIGHTS))] for p in plan}
+            if independent:
+                drawn = {p: [[rnd.choice(vals) for _ in range(RUNS)] for _ in range(HISTORY_NIGHTS + SHIFTED_NIGHTS)]
+                         for p in plan}
+            else:
+                drawn = {p: [vals[s:s + RUNS] for s in (rnd.randrange(len(vals) - RUNS + 1)
+                                                       for _ in range(HISTORY_NIGHTS + SHIFTED_NIGHTS))] for p in plan}
             with psycopg.connect(url) as conn:
                 db.migrate(conn)
                 campaigns = []
@@ -663,11 +669,13 @@ def main(argv=None) -> int:
     h = sub.add_parser("harness", help="the held-out harness: real noise through a real store and commscope check")
     h.add_argument("--samples", type=Path, default=SAMPLES)
     h.add_argument("--seed", type=int, default=1)
+    h.add_argument("--independent", action="store_true",
+                   help="draw a night's runs one by one (exchangeable nights) instead of as consecutive measured runs")
     args = ap.parse_args(argv)
     if args.cmd == "verdicts":
         print(verdicts(load(args.samples), args.series, args.seed), end="")
     elif args.cmd == "harness":
-        print(harness(load(args.samples), args.seed), end="")
+        print(harness(load(args.samples), args.seed, independent=args.independent), end="")
     elif args.cmd == "measure":
         measure(args.rounds, args.out)
     else:

@@ -27,9 +27,8 @@ CAMPAIGN_SUMMARIES = {"median": statistics.median, "best": min}
 # the time it takes.
 UNLOADED = "best unloaded"
 SEARCH_LIMIT = 1000     # the largest run count runs_needed looks at
-EXCHANGEABLE_P = 0.5      # Kruskal-Wallis p at or above which the baseline nights are pooled
-TWO_NIGHTS_ALPHA = 0.5   # the share of alpha the two-night test gets (the judged night alone: the rest)
-NIGHTS_GUARD = 0.05       # pooled: the level the nights' own test must pass beside the runs' test
+EXCHANGEABLE_P = 0.05     # Kruskal-Wallis p at or above which the baseline nights are pooled (not shown to differ)
+TWO_NIGHTS_ALPHA = 0.9   # the share of alpha the two-night test gets (the judged night alone: the rest)
 MAX_UNDETECTABLE = 0.20   # "no change" only where the detectable effect is at most this
 POWER = 0.8               # the share of resampled campaigns the detectable effect is flagged in
 DRAWS = 400               # resampled campaigns per detectable effect
@@ -135,9 +134,8 @@ def _moved(new: list[float], base: list[list[float]], min_effect: float, alpha: 
         out["p"] = _robust_z_p(sign * nm, signed_flat)
     if len(base) >= MIN_CAMPAIGNS:
         out["campaign_p"] = campaign_p(sign * nm, [sign * statistics.median(c) for c in base])
-    night_level = NIGHTS_GUARD if pooled else alpha
-    if (out["campaign_p"] is not None and out["campaign_p"] < night_level and out["p"] < alpha
-            and abs(effect) >= min_effect):
+    nights_agree = pooled or (out["campaign_p"] is not None and out["campaign_p"] < alpha)
+    if nights_agree and out["p"] < alpha and abs(effect) >= min_effect:
         return ("worse" if worse else "better"), out
     return None, out
 
@@ -253,11 +251,11 @@ def judge(new: list[float], earlier: list[list[float]], min_effect: float, alpha
           max_undetectable: float | None = MAX_UNDETECTABLE) -> Judgement:
     """The verdict on NEW (one campaign's values, larger is worse) given EARLIER campaigns' values (oldest first,
     the newest last; up to baseline + confirm - 1 are used), against the baseline_window campaigns.
-    - Suspect: NEW moved against them (_moved): the runs' test, and the nights' (campaign_p) at alpha, or at
-      NIGHTS_GUARD where the baseline nights are exchangeable (nights_exchangeable) and their runs are pooled.
-      When the campaign before NEW is not in the baseline, NEW alone and NEW with that campaign (runs pooled, their
-      mean median by mean_night_p, each night's median at least min_effect the same way) are each tested at
-      alpha * TWO_NIGHTS_ALPHA and the rest.
+    - Suspect: NEW moved against them (_moved): where the baseline nights are exchangeable (nights_exchangeable),
+      the runs' test alone on their pooled runs; else the runs' test and the nights' (campaign_p), both at alpha.
+      When the campaign before NEW is not in the baseline, NEW with that campaign (runs pooled; with nights as
+      units also their mean median by mean_night_p; each night's median at least min_effect the same way) is
+      tested at alpha * TWO_NIGHTS_ALPHA, and NEW alone at the rest.
     - Regression (improvement): a shift that persists: NEW and the confirm - 1 campaigns before it, against the
       baseline before those, pass _confirmed (UNLOADED, if given, is (new, earlier) discounted for each run's wait
       for a core, None where not measured); while the series has too few campaigns for that, NEW and the campaign
@@ -289,12 +287,12 @@ def judge(new: list[float], earlier: list[list[float]], min_effect: float, alpha
         bm = statistics.median(_flat(before))
         each = all(abs(statistics.median(c) - bm) >= min_effect * abs(bm) and (statistics.median(c) > bm) ==
                    (y["effect"] > 0) for c in (earlier[-1], new))
-        if held is not None and len(before) >= MIN_CAMPAIGNS:   # and the two nights' medians, against the nights'
+        if held is not None and not pooled and len(before) >= MIN_CAMPAIGNS:   # nights as units: their medians too
             sign = 1.0 if held == "worse" else -1.0
             p2 = mean_night_p([sign * statistics.median(c) for c in (earlier[-1], new)],
                               [sign * statistics.median(c) for c in before])
             j.two_night_p = max(j.two_night_p, p2)
-            held = held if p2 < (NIGHTS_GUARD if pooled else alpha * TWO_NIGHTS_ALPHA) else None
+            held = held if p2 < alpha * TWO_NIGHTS_ALPHA else None
         if moved is None and held is not None and each:
             moved = held
     if len(earlier) >= 2 and len(earlier[:-1][-baseline:]) >= MIN_CAMPAIGNS:
