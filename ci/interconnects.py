@@ -16,12 +16,11 @@ import json
 import re
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))   # the checkout's commscope package
-from commscope.read.contract import parse_output  # noqa: E402
 from commscope.workflow import stacks as mpi_stacks  # noqa: E402
 from commscope.workflow.interconnects import (  # noqa: E402,F401  (the catalog, as the tests and verify use it)
     CLASSES, LATENCY_BANDS_US, NAME, REPORT_ENV, STACK_PREFIX, TCP_OVER_SHM, Entry, catalog, entries, get,

@@ -129,7 +129,7 @@ def test_check_outputs_show_the_attribution(history_24, tmp_path):
     top = expected_regions([SERIES_24[n] for n in (1, 2, 3, 4)], [SERIES_24[5]], 1)[0][0]
     text = cli("check", "--campaign", str(campaign), "--no-annotate", dsn=dsn)
     assert text.returncode == 0, text.stderr
-    assert "cause: unknown" in text.stdout and f"git commit: " in text.stdout and COMMIT[5] in text.stdout
+    assert "cause: unknown" in text.stdout and "git commit: " in text.stdout and COMMIT[5] in text.stdout
     assert top in text.stdout
     xml_file, md_file = tmp_path / "c.xml", tmp_path / "c.md"
     js = cli("check", "--campaign", str(campaign), "--no-annotate", "--format", "json", "--junit", str(xml_file),

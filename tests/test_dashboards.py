@@ -25,7 +25,6 @@ import yaml
 from click.testing import CliRunner
 
 from commscope.views import grafana as D
-from commscope.store import db
 from commscope.views import grafana_macros as M
 from commscope.views import panels as P
 from commscope.cli import main

@@ -4,7 +4,6 @@ reads from the original profiles; the example notebook runs."""
 from __future__ import annotations
 
 import json
-import os
 from collections import defaultdict
 from pathlib import Path
 

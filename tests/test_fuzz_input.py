@@ -11,7 +11,6 @@ import shutil
 from pathlib import Path
 
 import psycopg
-import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from commscope.read.profiles import BadProfile

@@ -207,7 +207,7 @@ def test_control_characters_in_a_file_name_are_escaped(dsn, tmp_path):
     bad = tmp_path / name
     bad.write_bytes(PROFILE.read_bytes()[:200])
     r = cli(dsn, "ingest", "-q", bad)
-    line = assert_one_clear_line(r, "evil\\x1b[2K\\rcommscope: stored 5 runs\\n.cali", code=2)
+    assert_one_clear_line(r, "evil\\x1b[2K\\rcommscope: stored 5 runs\\n.cali", code=2)
     assert "\x1b" not in r.stderr and "\r" not in r.stderr
 
 
@@ -452,7 +452,7 @@ def test_passwords_are_masked_in_every_libpq_form(dsn_text, written):
 
 def test_a_password_is_masked_in_the_commands_own_message(tmp_path):
     """The command as a user meets it: a store URL whose password holds an unescaped '@'."""
-    url = f"postgresql://alice:p@ss-w0rd@127.0.0.1:1/commscope?connect_timeout=2"
+    url = "postgresql://alice:p@ss-w0rd@127.0.0.1:1/commscope?connect_timeout=2"
     r = cli(url, "db", "migrate")
     assert r.returncode != 0 and "Traceback" not in r.stderr, r.stderr
     assert "w0rd" not in r.stderr + r.stdout and "p@ss" not in r.stderr + r.stdout, r.stderr

@@ -131,7 +131,7 @@ def test_spack_environment_per_stack_is_spack_yaml_narrowed():
     """What Ramble's spack package manager gets for one stack: spack.yaml's own repos, develop
     source and requirements, with absolute paths (Ramble copies the file into the workspace),
     the site's scope, and the workloads crossed with that stack's MPI only."""
-    from commscope.workflow import plan as workflow_plan, spack_envs, run as workflow_run
+    from commscope.workflow import spack_envs
 
     top = yaml.safe_load((ROOT / "spack.yaml").read_text())["spack"]
     env = spack_envs.spack_env_for("openmpi@=4.1.4", "slurm-cluster")["spack"]
@@ -209,7 +209,7 @@ def test_smoke_study_end_to_end_through_ramble(tmp_path, server, dsn):
 def test_slurm_dry_run_renders_sbatch_and_srun_for_a_two_node_matrix(tmp_path):
     """slurm-cluster's scripts for 1 and 2 ranks at one rank per node: the 2-rank experiments ask
     Slurm for 2 nodes and srun the stack's PMI; nothing is submitted."""
-    from commscope.workflow import plan as workflow_plan, spack_envs, run as workflow_run
+    from commscope.workflow import plan as workflow_plan, run as workflow_run
 
     home = tmp_path / "home"
     os.environ["COMMSCOPE_HOME"] = str(home)

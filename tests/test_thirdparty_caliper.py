@@ -18,7 +18,6 @@ import pytest
 from caliperreader import read_caliper_contents
 
 from commscope.store.ingest import Provenance, ingest
-from commscope.read.profiles import BadProfile
 from commscope.read.records import ReadOptions
 
 THIRD = Path(__file__).parent / "thirdparty"
