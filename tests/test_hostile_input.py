@@ -735,3 +735,19 @@ def test_a_ramble_experiment_without_its_profile_is_not_profiled_and_later_repla
         assert c.execute("SELECT count(*) FROM runs").fetchone()[0] == total
         assert c.execute("SELECT count(*) FROM runs WHERE experiment = %s AND profile_kind = 'none'",
                          (exp["name"],)).fetchone()[0] == 0
+
+
+def test_a_profile_and_its_output_named_together_are_one_run(dsn, tmp_path):
+    """`commscope ingest x.cali x.out` (what a shell's x.* gives): the .out is the profile's sidecar, so one run is
+    stored, as for the folder holding both; before, the .out was stored again as a second, profile-less run in a
+    series of its own."""
+    history = Path(__file__).parent / "gate-history"
+    for f in ("halo3d-blocking-24-n2.mpi.night1.cali", "halo3d-blocking-24-n2.mpi.night1.out"):
+        (tmp_path / f).write_bytes((history / f).read_bytes())
+    r = cli(dsn, "ingest", "-q", *sorted(tmp_path.iterdir()))
+    assert r.returncode == 0, r.stderr
+    after = counts(dsn)
+    assert (after["runs"], after["series"]) == (1, 1), after
+    with psycopg.connect(dsn) as c:
+        (source, kind), = c.execute("SELECT source, profile_kind FROM runs").fetchall()
+    assert source.endswith(".cali") and kind != "none", (source, kind)

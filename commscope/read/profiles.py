@@ -787,9 +787,12 @@ def discover(inputs: list[Path], nested_workspaces: list | None = None) -> list[
     """Groups input files into runs: per-rank files of one directory form one
     run; every other .cali or json-split .json file is a run of its own, and so
     is a workload's stdout (.out) with no profile beside it (a run without
-    Caliper). Ramble workspaces below a given directory are left out (each is
+    Caliper), or named without that profile. A .out named together with its
+    profile (x.cali x.out, as a shell's x.* gives) is the profile's sidecar, not
+    a second run. Ramble workspaces below a given directory are left out (each is
     one campaign of its own) and listed in nested_workspaces."""
     groups: list[list[Path]] = []
+    named = {p.resolve() for p in inputs if p.is_file()}
     for inp in inputs:
         if not inp.exists():
             raise not_found(inp)
@@ -824,7 +827,8 @@ def discover(inputs: list[Path], nested_workspaces: list | None = None) -> list[
                 groups.append([f])
         for f in outs:
             beside = f.with_suffix(".cali").exists() or f.with_suffix(".json").exists() or f.parent in per_dir
-            if inp.is_file() or (not beside and _is_workload_output(f)):
+            its_profile_named = any(f.with_suffix(x).resolve() in named for x in (".cali", ".json"))
+            if (inp.is_file() and not its_profile_named) or (not beside and _is_workload_output(f)):
                 groups.append([f])
         groups.extend(per_dir[d] for d in sorted(per_dir))
     return groups
