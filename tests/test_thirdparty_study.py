@@ -68,6 +68,30 @@ def test_without_imb_on_path_the_run_names_the_program_and_creates_nothing(tmp_p
     assert not (home / "workspaces").exists()
 
 
+def test_only_programs_path_does_not_find_put_their_folder_first_on_path(tmp_path):
+    """The run scope's PATH prepend: a program PATH already finds (sh, in /usr/bin) leaves PATH alone, so /usr/bin
+    never goes before the stack's bin and its mpirun; a program in a folder off PATH, and another copy of a program
+    PATH finds elsewhere, put their folders first. (Before, every program's folder went first, /usr/bin too.)"""
+    from commscope.workflow import run as workflow_run
+    tools, shadow = tmp_path / "tools", tmp_path / "shadow"
+    for d, name in ((tools, "myprog"), (shadow, "sh")):
+        d.mkdir()
+        (d / name).write_text("#!/bin/sh\n")
+        (d / name).chmod(0o755)
+    system_sh = Path(os.path.abspath(shutil.which("sh")))
+    plan = workflow_plan.Plan(study="s", site="local", stacks=[], interconnects=[], caliper="off", where=None,
+                              dry_run=True, workspace=tmp_path / "ws",
+                              prefixes={"sh_path": system_sh, "myprog_path": tools / "myprog",
+                                        "other_sh_path": shadow / "sh"})
+    files = workflow_run.run_scope_files(plan)
+    (entry,) = files["env_vars.yaml"]["env_vars"]["prepend"]
+    assert entry["paths"]["PATH"].split(":") == [str(tools), str(shadow)], entry
+    only_system = workflow_plan.Plan(study="s", site="local", stacks=[], interconnects=[], caliper="off",
+                                     where=None, dry_run=True, workspace=tmp_path / "ws2",
+                                     prefixes={"sh_path": system_sh})
+    assert "env_vars.yaml" not in workflow_run.run_scope_files(only_system)
+
+
 def test_the_spack_package_manager_is_refused_for_a_study_built_by_hand(tmp_path):
     p = commscope("run", STUDY, "--spack", "--dry-run", home=tmp_path / "home", env={"SPACK_ROOT": ""})
     assert p.returncode == 1 and "null package manager only" in p.stderr and "drop --spack" in p.stderr, p.stderr

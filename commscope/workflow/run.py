@@ -105,10 +105,20 @@ def run_scope_files(plan: Plan) -> dict[str, dict]:
             "modifier_repos.yaml": {"modifier_repos": [str(RAMBLE_DIR)]},
             # the applications' shared output contract (ramble/base_applications/commscope-workload)
             "base_application_repos.yaml": {"base_application_repos": [str(RAMBLE_DIR)]}}
-    if plan.prefixes:   # the programs' folders first on PATH: an application may run its program by name
-        folders = list(dict.fromkeys(str(p.parent) for p in plan.prefixes.values()))
+    folders = folders_for_path(plan.prefixes)
+    if folders:   # an application may run its program by name
         files["env_vars.yaml"] = {"env_vars": {"prepend": [{"paths": {"PATH": ":".join(folders)}}]}}
     return files
+
+
+def folders_for_path(programs: dict[str, Path]) -> list[str]:
+    """The folders of the study's PROGRAMS to put first on the experiments' PATH: those of the programs that PATH
+    would not find by name. A program PATH already finds keeps its place, so its folder (/usr/bin, say) never goes
+    before the stack's and shadows its mpirun."""
+    def found(p: Path) -> bool:
+        hit = shutil.which(p.name)
+        return hit is not None and Path(hit).resolve() == p.resolve()
+    return list(dict.fromkeys(str(p.parent) for p in programs.values() if not found(p)))
 
 
 def install_prefix(plan: Plan, var: str) -> Path:
