@@ -107,6 +107,25 @@ def test_every_experiment_is_a_run_with_every_fom_and_its_context(dsn):
     check_store(dsn, WS)
 
 
+def test_a_variable_made_of_the_rank_count_is_no_parameter(dsn):
+    """IMB's collectives set min_collective_ranks to '{n_ranks}' (Ramble's own raw value in the results): it is the
+    run's ranks again, so the series' parameters leave it out, as `commscope run` does for its own workspaces;
+    otherwise runs of one experiment at 2 and 4 ranks would differ in a parameter and never meet on a scaling
+    curve. (Before, a directly ingested workspace stored min_collective_ranks = '2' as a parameter.)"""
+    with psycopg.connect(dsn) as conn:
+        ingest(conn, [WS], Provenance())
+        params = dict(conn.execute("SELECT r.experiment, s.parameters FROM runs r JOIN series s ON s.id = r.series_id "
+                                   "WHERE r.app = %s", (APP,)).fetchall())
+    made_of_ranks = 0
+    for exp in experiments(WS):
+        for k, raw in exp["RAMBLE_RAW_VARIABLES"].items():
+            if raw == "{n_ranks}" and k not in ("processes_per_node",):
+                made_of_ranks += 1
+                assert k not in params[exp["name"]], (exp["name"], k, params[exp["name"]])
+    assert made_of_ranks >= 2   # min_collective_ranks of Allreduce and Bcast
+    assert params["intel-mpi-benchmarks.collective.Allreduce-n2"]["ranks"] == 2
+
+
 def test_the_ingest_command_stores_the_workspace(dsn):
     env = {**os.environ, "COMMSCOPE_DB_URL": dsn}
     r = subprocess.run([sys.executable, "-m", "commscope.cli", "ingest", str(WS)], capture_output=True, text=True, env=env)

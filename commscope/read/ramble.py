@@ -28,6 +28,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
+import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Iterator
@@ -55,6 +56,10 @@ RAMBLE_KEYWORDS = {
     "simplified_experiment_namespace", "log_dir", "log_file", "err_file", "env_path", "input_name", "repeat_index",
     "spec_name", "env_name", "n_ranks", "n_nodes", "batch_submit", "mpi_command", "experiment_template_name",
     "unformatted_command", "execute_experiment", "command", "spack_env", "spack_hash"}
+# A variable whose raw value (RAMBLE_RAW_VARIABLES) is made of the rank or node count alone, such as IMB's
+# min_collective_ranks = '{n_ranks}': the run's ranks again, not an input of its own, so no parameter (a
+# parameter that changes with the ranks would part the runs of one experiment across rank counts).
+RANK_COUNT_TEMPLATE = re.compile(r"[\s\d+*/()-]*(\{(n_ranks|n_nodes|processes_per_node)\}[\s\d+*/()-]*)+")
 # The Caliper modifier's variables (ramble/modifiers/caliper): how the run was measured, which is its
 # environment (the profile's Caliper configuration), not an input of the application.
 MODIFIER_PREFIX = "caliper_"
@@ -247,12 +252,14 @@ def is_commscope_workload(rec: Record) -> bool:
 
 def experiment_variables(exp: dict, run_variables: frozenset = frozenset()) -> dict:
     """The Ramble variables that define an experiment of any application: RAMBLE_VARIABLES less Ramble's
-    own keywords, the Caliper modifier's variables, absolute paths and, in a workspace of `commscope run`,
-    the variables its site and run scope added (where and how it ran, not what), plus the thread count.
-    Values as strings, as Ramble reports them."""
+    own keywords, the Caliper modifier's variables, absolute paths, variables made of the rank or node count
+    alone (RANK_COUNT_TEMPLATE) and, in a workspace of `commscope run`, the variables its site and run scope
+    added (where and how it ran, not what), plus the thread count. Values as strings, as Ramble reports them."""
+    raw = exp.get("RAMBLE_RAW_VARIABLES") or {}
     out = {k: clean(v) for k, v in exp["RAMBLE_VARIABLES"].items()
            if k not in RAMBLE_KEYWORDS and k not in run_variables and not k.startswith(MODIFIER_PREFIX)
            and k not in SCALING_VARIABLES
+           and not RANK_COUNT_TEMPLATE.fullmatch(str(raw.get(k, "")))
            and not str(v).startswith("/")}
     if exp.get("n_threads") not in (None, ""):
         out["n_threads"] = clean(exp["n_threads"])
