@@ -139,7 +139,7 @@ def db_migrate():
 
 
 @db_group.command("dump")
-@click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
+@click.argument("file", type=click.Path(path_type=Path))
 def db_dump(file):
     """Write the whole store to FILE (pg_dump's custom format, no owners or grants)."""
     try:
@@ -231,10 +231,14 @@ def db_retain(age, dry_run):
 @main.command("ingest")
 @click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
 @click.option("--system", help="system name (default: Adiak's cluster)")
-@click.option("--stack", help="MPI stack name, e.g. debian-openmpi4 (default: vendor and version)")
+@click.option("--stack", help="MPI stack name, e.g. debian-openmpi4 (default: the MPI library's family, e.g. "
+                                "Open MPI)")
 @click.option("--interconnect", help="interconnect configuration the runs used")
 @click.option("--git-commit", help="project commit the runs were built from")
 @click.option("--ci-pipeline", help="CI pipeline id")
+@click.option("--compiler", help="compiler and version the application was built with (a version of the run: "
+                                 "the series goes on across it)")
+@click.option("--spack-hash", help="Spack spec hash of the application's build (a version of the run)")
 @click.option("--hardware", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="the system's hardware description (a site's hardware.yaml)")
 @click.option("--skip-bad", is_flag=True, help="continue past bad files and list them at the end")
@@ -270,8 +274,8 @@ def db_retain(age, dry_run):
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True,
               help="json: one object with the campaign id, the counts and the skipped inputs")
 @click.option("--quiet", "-q", is_flag=True, help="no progress bar; only the campaign id (and errors)")
-def ingest_cmd(paths, system, stack, interconnect, git_commit, ci_pipeline, hardware, skip_bad, allow_partial, focus,
-               app, ranks, params, param_keys, per_rank, global_params, rank_rows, relabel, started_at, fmt, quiet):
+def ingest_cmd(paths, system, stack, interconnect, git_commit, ci_pipeline, compiler, spack_hash, hardware, skip_bad,
+               allow_partial, focus, app, ranks, params, param_keys, per_rank, global_params, rank_rows, relabel, started_at, fmt, quiet):
     """Store Caliper profiles of any application (files, directories), or one Ramble workspace, from PATHS
     as one campaign. The last line printed is the campaign's id alone (for `commscope check --campaign`): the
     new campaign, or, when every run was stored before, the campaign that holds them."""
@@ -326,7 +330,8 @@ def ingest_cmd(paths, system, stack, interconnect, git_commit, ci_pipeline, hard
         click.echo(f"commscope ingest: {message}", err=True)
     try:
         prov = Provenance(system=system, stack=stack, interconnect=interconnect, git_commit=git_commit,
-                          ci_pipeline=ci_pipeline, hardware=read_hardware(hardware) if hardware else None,
+                          ci_pipeline=ci_pipeline, compiler=compiler, spack_hash=spack_hash,
+                          hardware=read_hardware(hardware) if hardware else None,
                           started_at=start)
         res, _ = ingest_and_report(list(paths), prov, warn, skip_bad=skip_bad, progress=bar, read=read,
                                    relabel=relabel)
@@ -388,6 +393,40 @@ from commscope.views.report import report_cmd  # noqa: E402
 
 main.add_command(dashboards_group)
 main.add_command(report_cmd)
+
+
+# ---- accept -----------------------------------------------------------------------
+
+@main.command("accept")
+@click.option("--campaign", type=click.IntRange(1), required=True,
+              help="the campaign whose runs are the new level (the id `commscope ingest` printed)")
+@click.option("--reason", required=True, help="why the new level is intended (shown in the annotation)")
+@click.option("--series", "series_ids", type=click.IntRange(1), multiple=True,
+              help="only this series (repeatable); default: every series the campaign ran, in the selection")
+@click.option("--system")
+@click.option("--app")
+@click.option("--stack")
+@click.option("--interconnect")
+def accept_cmd(campaign, reason, series_ids, system, app, stack, interconnect):
+    """Accept a campaign as its series' new level after an intended change (an MPI upgrade, a new compiler): from
+    that campaign on, `commscope check` judges those series against it, not the history before. It is recorded
+    (v_accepted_levels) and shown as an annotation. Without it, a shift stays a regression once confirmed."""
+    from commscope.gate import levels
+    if not reason.strip() or len(reason) > 1000:
+        _fail(f"--reason {'is empty' if not reason.strip() else 'has over 1000 characters'}: say in 1 to 1000 "
+              f"characters why the new level is intended", EXIT_BAD_INPUT)
+    try:
+        with db.connect() as conn:
+            accepted = levels.accept(conn, campaign, reason.strip(), list(series_ids), system=system, app=app,
+                                     stack=stack, interconnect=interconnect)
+    except LookupError as e:
+        _fail(str(e), EXIT_BAD_INPUT)
+    except db.DBError as e:
+        _fail(str(e))
+    except psycopg.errors.InsufficientPrivilege as e:
+        _fail(_denied(e, "accept", ": no level was accepted"))
+    click.echo(f"campaign {campaign} is the new level of {len(accepted)} series: "
+               f"{', '.join(f'#{sid}' for sid in accepted)}")
 
 
 # ---- check ------------------------------------------------------------------------

@@ -45,7 +45,7 @@ PER_RUN = {"campaigns", "runs", "run_day", "run_windows", "node_metrics", "mpi_m
            "rank_spread", "comm_matrix", "comm_stats", "foms", "halo_times", "collective_latency", "io_bandwidth",
            "v_runs", "v_run_metrics", "v_foms", "v_text_foms", "v_node_metrics", "v_mpi_routines", "v_rank_groups",
            "v_rank_spread", "v_comm_matrix", "v_comm_stats", "v_halo", "v_collectives", "v_io",
-           "v_experiment_series", "v_runs_needing_reingest", "v_campaign_ids"}
+           "v_experiment_series", "v_runs_needing_reingest", "v_campaign_ids", "v_run_versions"}
 
 
 def cli(dsn, *args):

@@ -1,21 +1,20 @@
-"""What changed behind a finding of the regression gate, and whether the platform or the software moved (from the
-findings campaign.py gives it; it never judges).
-
-Attribution: each regression, improvement and suspect lists what differs between its baseline runs and its new
-runs, and the call-tree regions whose time moved most; other verdicts get none. Only the judged series' runs in
-the gate's own window are read.
+"""What changed behind a finding of the regression gate, and why (from campaign.py's findings; it never judges).
+Each regression, improvement and suspect lists what differs between its baseline and new runs (only the judged
+series' runs in the gate's window are read) and the call-tree regions whose time moved most; other verdicts none.
 
 - What differs: git commit, commscope's and Caliper's versions, Spack hash, MPI library, interconnect (as stored
   and as the run printed it), hardware digest and CPU model, Caliper configuration, compiler, hosts. An item
-  differs when a new run has a value no baseline run has; a value never recorded (None) is no difference. Each
-  says whether the series key holds it (`in_series_key`): within a series those differ only in spelling.
-- Regions moved: per call-tree node of the finding's window (every node for the run window, those under the focus
-  region for the focus window), its exclusive time averaged over ranks (node_metrics.excl_avg, 0 where a run of
-  the tree lacks it); the median over the baseline and over the new runs; the REGIONS largest absolute changes.
-  Runs without a call tree give none, and the finding says so.
+  differs when a new run has a value no baseline run has; a value never recorded (None) is no difference.
+  `in_series_key`: the series key holds it, so within a series it differs only in spelling.
+- Versions changed: each version (v_version_changes: MPI library, compiler, Spack spec hash, Caliper and
+  commscope versions, hardware) that differs, from its old to its new value, with the campaign it changed in.
+- Regions moved: per call-tree node of the finding's window (all for run, those under the focus region for
+  focus), its exclusive time averaged over ranks (node_metrics.excl_avg, 0 where a run lacks it), median over
+  baseline and new runs; the REGIONS largest absolute changes (none without a call tree, and it says so).
 
-Cause. The nightly study runs pingpong on every stack and interconnect; its FOM `latency` is judged by the same
-gate in the same campaign. For a regression, improvement or suspect of another series:
+Cause. A version that changed between the baseline and the new runs is the cause: version change, naming it.
+Else the canary: the nightly study runs pingpong on every stack and interconnect; its FOM `latency` is judged by
+the same gate in the same campaign. For a regression, improvement or suspect of another series:
 - platform when a canary of the same system, stack and interconnect moved the same way in the same campaign (a
   regression or a suspect that got worse moved worse; an improvement or one that got better moved better);
 - software when such a canary was judged and none moved the same way, or when it cannot tell but would have
@@ -47,6 +46,7 @@ def attach(conn: psycopg.Connection, findings: list, canaries: list) -> None:
     every = sorted({r for f in judged for part in f.runs.values() for r in part})
     attrs = queries.run_attributes(conn, every)
     nodes = _nodes(conn, every)
+    changes = queries.version_changes(conn, sorted({f.series["series_id"] for f in judged}))
     for f in judged:
         ids = f.runs
         f.attribution = {"differs": [], "same": {}, **_regions(nodes, ids, f.series["window"])}
@@ -59,6 +59,7 @@ def attach(conn: psycopg.Connection, findings: list, canaries: list) -> None:
                 f.attribution["differs"].append({"what": label, "in_series_key": in_key, "baseline": base, "new": new})
             else:
                 f.attribution["same"][label] = new[0] if len(new) == 1 else new
+        f.attribution["versions"] = versions_changed(f, changes)
         f.attribution.update(classify(f, canaries))
 
 
@@ -117,6 +118,23 @@ def _regions(nodes: dict[int, dict], ids: dict[str, list[int]], window: str) -> 
                                                         f"{len(base)} baseline and {len(new)} new runs, nodes {where}"}
 
 
+def versions_changed(f, changes: list[tuple]) -> list[dict]:
+    """The versions that differ between F's baseline and new runs, each with its last change up to F's newest run
+    to a value the new runs have (CHANGES: queries.version_changes)."""
+    differs = {d["what"]: d for d in f.attribution["differs"]}
+    out: dict[str, dict] = {}
+    for sid, what, previous, value, campaign, time in changes:
+        d = differs.get(what)
+        if sid == f.series["series_id"] and d and value in d["new"] and (f.time is None or time <= f.time):
+            out[what] = {"what": what, "from": previous, "to": value, "campaign": campaign, "time": time}
+    return list(out.values())
+
+
+def version_text(v: dict) -> str:
+    """One version change as a finding names it: 'MPI library A -> B (campaign 12)'."""
+    return f"{v['what']} {v['from']} -> {v['to']} (campaign {v['campaign']})"
+
+
 def direction(f) -> str | None:
     """Which way a finding moved: worse (regression, or suspect with a positive effect), better (improvement, or
     suspect with a negative effect), else None."""
@@ -128,14 +146,18 @@ def direction(f) -> str | None:
 
 
 def classify(f, canaries: list) -> dict:
-    """The cause of a regression, improvement or suspect F: platform, software or unknown (the module's rule), with
-    the canaries it rests on."""
-    if f.series["app"] in CANARY_APPS:
-        return {"cause": "platform", "cause_reason": f"{f.series['app']} is a canary: it measures the transport alone",
-                "canaries": []}
+    """The cause of a regression, improvement or suspect F: version change, platform, software or unknown (the
+    module's rule), with the canaries it rests on."""
     mine = [c for c in canaries if all(c.series.get(k) == f.series.get(k) for k in MATCH)]
     said = [{"series_id": c.series["series_id"], "label": c.label(), "metric": c.metric, "verdict": c.verdict,
              "effect": c.effect, "detectable": c.detectable} for c in mine]
+    versions = f.attribution.get("versions") if f.attribution else None
+    if versions:
+        return {"cause": "version change", "canaries": said,
+                "cause_reason": "; ".join(version_text(v) for v in versions)}
+    if f.series["app"] in CANARY_APPS:
+        return {"cause": "platform", "cause_reason": f"{f.series['app']} is a canary: it measures the transport alone",
+                "canaries": []}
     where = ", ".join(f"{k} {f.series.get(k)}" for k in MATCH)
     moved = [c for c in mine if direction(c) is not None and direction(c) == direction(f)]
     judged = [c for c in mine if c.verdict in ("regression", "improvement", "suspect", "no change")
@@ -171,6 +193,8 @@ def lines(f) -> list[str]:
     out = []
     if a.get("cause"):
         out.append(f"cause: {a['cause']} ({a['cause_reason']})")
+    for v in a.get("versions") or []:
+        out.append(f"changed: {version_text(v)}")
     for d in a["differs"]:
         key = " [in the series key]" if d["in_series_key"] else ""
         out.append(f"differs: {d['what']}{key}: {_short(d['baseline']) or 'not recorded'} -> "

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from commscope.read import profiles, windows
+from commscope.read.identity import mpi_family
 from commscope.read.contract import BadOutput, parse_output
 from commscope.read.profiles import BadProfile, Profile
 
@@ -80,20 +81,18 @@ class Record:
     # every input that defines the experiment, and the environment it ran in (docs/measurement-model.md)
     parameters: dict = field(default_factory=dict)
     caliper_config: str = "none"    # the Caliper channel and options the profile was recorded with
-    mpi_identity: str | None = None  # the MPI library as the profile's Adiak names it, whatever sits beside the file
-    hardware_digest: str | None = None   # the site's hardware description given at ingest
 
     @property
     def environment(self) -> dict:
-        """Where and how the run ran: system and hardware, MPI library, interconnect, compiler, Spack spec
-        hash, Caliper configuration."""
-        return {"system": self.system, "hardware": self.hardware_digest, "stack": self.stack,
-                "mpi_library": self.mpi_identity or self.mpi_library, "interconnect": self.interconnect or "default",
-                "compiler": self.compiler, "spack_hash": self.spack_hash, "caliper": self.caliper_config}
+        """The experiment's identity beyond its application and parameters (identity.IDENTITY): system, MPI stack
+        as the site names it, interconnect selection and Caliper configuration. Versions are not in it."""
+        return {"system": self.system, "stack": self.stack, "interconnect": self.interconnect or "default",
+                "caliper": self.caliper_config}
 
     @property
     def series_key(self) -> str:
-        """Runs with equal application, parameters and environment are one series."""
+        """Runs with equal application, parameters and environment are one series (the store keys it with the
+        SQL function series_key, migration 0038; this is the reader's own name for it)."""
         doc = json.dumps([self.app, self.parameters, self.environment], sort_keys=True, default=str)
         return hashlib.sha256(doc.encode()).hexdigest()
 
@@ -318,9 +317,8 @@ def from_profile(prof: Profile, focus: str | None = None, opts: "ReadOptions | N
         spack_hash=clean(g.get("spack_hash")), caliper_version=clean(g.get("cali.caliper.version")),
         experiment=clean(g.get("experiment")),
         system=clean(system),
-        stack=clean(g.get("stack") or (f"{g['mpi_library_vendor']} {g.get('mpi_library_version', '')}".strip()
-                                       if g.get("mpi_library_vendor") else
-                                       library if library_source != "none" else MPI_NOT_RECORDED)),
+        stack=clean(g.get("stack") or (mpi_family(str(g["mpi_library_vendor"])) if g.get("mpi_library_vendor") else
+                                       mpi_family(library) if library_source != "none" else MPI_NOT_RECORDED)),
         mpi_library=library,
         # runs' legacy columns are the run window's numbers (docs/measurement-model.md)
         summary={"wall_time": run_window.get("time_s"), "mpi_time_avg": run_window.get("mpi_time_avg_s"),
@@ -389,8 +387,6 @@ def from_profile(prof: Profile, focus: str | None = None, opts: "ReadOptions | N
         if not params and not opts.params:
             rec.metadata["parameters_missing"] = True
     rec.caliper_config = caliper_config(g)
-    rec.mpi_identity = (clean(f"{g['mpi_library_vendor']} {g.get('mpi_library_version', '')}".strip())
-                        if g.get("mpi_library_vendor") else None)
     return rec
 
 
@@ -466,7 +462,7 @@ def from_output(path) -> Record:
         started_at=dt.datetime.fromtimestamp(path.stat().st_mtime, dt.timezone.utc),
         status="failed" if not out.verify or any(st == "FAIL" for st, _ in out.verify.values()) else "ok",
         variant=clean(variant), interconnect=clean(p.get("interconnect")), global_size=clean(p.get("global") or p.get("n")),
-        iterations=as_int(p.get("iters")), stack=clean(out.mpi_library.split(",")[0] or "unknown"),
+        iterations=as_int(p.get("iters")), stack=clean(mpi_family(out.mpi_library) if out.mpi_library else "unknown"),
         mpi_library=clean(out.mpi_library or "unknown"),
         metadata={"params": {k: clean(v) for k, v in p.items()},
                   "verify": {k: list(v) for k, v in out.verify.items()}},

@@ -65,8 +65,6 @@ class Provenance:
             # No profile: a workload's output (or a Ramble experiment's log) prints no time, so the reader took the
             # file's modification time, which a copy (a CI artifact) resets; a profile keeps Adiak's launchdate.
             over["started_at"] = self.started_at
-        if self.hardware:
-            over["hardware_digest"] = hardware_digest(self.hardware)
         return replace(rec, **over) if over else rec
 
 
@@ -184,9 +182,9 @@ class Writer:
         return self.system_ids[name]
 
     def _intern_series(self, batch: list[Record]) -> list[int]:
-        """The batch's series ids in batch order (migration 0012), interned by their keys with one INSERT and one
-        SELECT for all that are new to this writer, not a round trip each (a parameter sweep makes a series per
-        run)."""
+        """The batch's series ids in batch order, interned by the store's series_key (migration 0038) with one
+        INSERT and one SELECT for all that are new to this writer, not a round trip each (a parameter sweep makes
+        a series per run)."""
         keys = [rec.series_key for rec in batch]
         new = {}
         for key, rec in zip(keys, batch):
@@ -196,10 +194,12 @@ class Writer:
             apps, params, envs = (list(col) for col in zip(*new.values()))
             with self.conn.cursor() as cur:
                 cur.execute("INSERT INTO series (key, app, parameters, environment) "
-                            "SELECT * FROM unnest(%s::text[], %s::text[], %s::jsonb[], %s::jsonb[]) "
-                            "ON CONFLICT (key) DO NOTHING", (list(new), apps, params, envs))
-                self.series_ids.update(cur.execute("SELECT key, id FROM series WHERE key = ANY(%s)",
-                                                   (list(new),)).fetchall())
+                            "SELECT series_key(a, p, e), a, p, e "
+                            "FROM unnest(%s::text[], %s::jsonb[], %s::jsonb[]) AS u(a, p, e) "
+                            "ON CONFLICT (key) DO NOTHING", (apps, params, envs))
+                self.series_ids.update(cur.execute(
+                    "SELECT u.k, s.id FROM unnest(%s::text[], %s::text[], %s::jsonb[], %s::jsonb[]) AS u(k, a, p, e) "
+                    "JOIN series s ON s.key = series_key(u.a, u.p, u.e)", (list(new), apps, params, envs)).fetchall())
         return [self.series_ids[key] for key in keys]
 
     def _hardware(self, system_id: int) -> int | None:

@@ -139,7 +139,8 @@ ORDER BY m.campaign_id DESC""").format(measured=measured)
 def measured_rows(conn: psycopg.Connection, measured: sql.Composable, params: dict, campaign: int,
                   baseline: int) -> list[tuple]:
     """Rows (series_id, window, campaign_id, started_at, run_id, value) of the judged campaign, and per series of
-    it the rows of its `baseline` most recent earlier campaigns with a value: nothing older is read. Each series
+    it the rows of its `baseline` most recent earlier campaigns with a value, none before the series' newest
+    accepted level (accepted_levels, migration 0038): nothing older is read. Each series
     on one window: focus where its judged runs measured the metric there, else run. (A focus window taken from
     a workload's timers has a time but no MPI fraction; the profile's run window may have one.)"""
     q = sql.SQL("""WITH new AS (
@@ -153,7 +154,9 @@ def measured_rows(conn: psycopg.Connection, measured: sql.Composable, params: di
   FROM shown s CROSS JOIN LATERAL (
     SELECT DISTINCT m.campaign_id FROM ({measured}) m
     WHERE m.series_id = s.series_id AND m."window" = s."window" AND m.campaign_id < %(campaign)s
-      AND m.value IS NOT NULL
+      AND m.value IS NOT NULL AND m.campaign_id >= coalesce((
+        SELECT max(a.campaign_id) FROM accepted_levels a
+        WHERE a.series_id = s.series_id AND a.campaign_id <= %(campaign)s), 0)
     ORDER BY m.campaign_id DESC LIMIT %(baseline)s) e
 )
 SELECT n.series_id, n."window", n.campaign_id, n.started_at, n.run_id, n.value
@@ -251,6 +254,40 @@ def record_detectable(conn: psycopg.Connection, findings: list, alpha: float, mi
 
 
 
+# ---- accepted levels (gate/levels.py) ---------------------------------------------------------------------------
+
+def level_series(conn: psycopg.Connection, campaign: int, series_ids: list[int] | None, where: dict) -> list[tuple]:
+    """(series_id, its first run's start in CAMPAIGN, FILTERS' columns) of the series of the campaign's ok runs:
+    those of SERIES_IDS, or all matching WHERE (v_runs columns)."""
+    clauses, params = ["r.campaign_id = %(campaign)s", "r.status = 'ok'", "r.series_id IS NOT NULL"], {}
+    for k, v in where.items():
+        if v is not None:
+            clauses.append(sql.SQL("v.{} = {}").format(sql.Identifier(k), sql.Placeholder(f"f_{k}")).as_string(conn))
+            params[f"f_{k}"] = v
+    if series_ids:
+        clauses.append("r.series_id = ANY(%(series)s)")
+    cols = ", ".join(f"min(v.{c})" for c in FILTERS)
+    q = (f"SELECT r.series_id, min(r.started_at), {cols} FROM runs r JOIN v_runs v ON v.run_id = r.id "
+         f"WHERE {' AND '.join(clauses)} GROUP BY r.series_id ORDER BY r.series_id")
+    return conn.execute(q, {**params, "campaign": campaign, "series": series_ids}).fetchall()
+
+
+def record_levels(conn: psycopg.Connection, campaign: int, reason: str, rows: list[tuple]) -> None:
+    """CAMPAIGN as the new level of each series of ROWS (level_series), with one annotation each tagged
+    accepted-level at the campaign's first run of the series, in one transaction; accepting again replaces both."""
+    with conn.transaction():
+        for sid, time, *label in rows:
+            conn.execute("INSERT INTO accepted_levels (series_id, campaign_id, reason) VALUES (%s, %s, %s) "
+                         "ON CONFLICT (series_id, campaign_id) DO UPDATE SET reason = EXCLUDED.reason, "
+                         "accepted_by = current_user, accepted_at = now()", (sid, campaign, reason))
+            tag = f"series:{sid}"
+            conn.execute("DELETE FROM annotations WHERE \"time\" = %s AND tags @> %s", (time, ["accepted-level", tag]))
+            conn.execute("INSERT INTO annotations (\"time\", system, app, workload, variant, stack, interconnect, "
+                         "ranks, text, tags) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+                         (time, *label, f"new level accepted from campaign {campaign} for series #{sid}: {reason}",
+                          ["commscope-accept", "accepted-level", tag]))
+
+
 # ---- change points (gate/changepoints.py) ----------------------------------------------------------------------
 
 CHANGE_POINT_LOCK = "commscope.gate.changepoints"   # advisory lock key: one recompute of a series at a time
@@ -340,25 +377,33 @@ def save_change_point_state(conn: psycopg.Connection, series_id: int, metric: st
 
 # ---- attribution (gate/attribution.py) -------------------------------------------------------------------------
 
-# (label, SQL expression over runs r, campaigns c, stacks st, hardware_versions h, series s, whether the key holds it)
+# (label, SQL expression over runs r, campaigns c, stacks st, hardware_versions h, series s, whether the key holds it).
+# The versions a run ran on are not in the key (migration 0038): a series goes on across them.
 RUN_ATTRIBUTES = (
     ("git commit", "c.git_commit", False),
     ("git commit (recorded by the run)", "r.metadata->>'git_commit'", False),
     ("commscope version", "r.metadata->>'commscope_version'", False),
-    ("Spack spec hash", "r.spack_hash", True),
-    ("MPI library", "st.library", True),
+    ("Spack spec hash", "r.spack_hash", False),
+    ("MPI library", "st.library", False),
     ("MPI library (Adiak)", "nullif(concat_ws(' ', r.metadata->>'mpi_library_vendor', "
-                            "r.metadata->>'mpi_library_version'), '')", True),
+                            "r.metadata->>'mpi_library_version'), '')", False),
     ("interconnect", "r.interconnect", True),
     ("interconnect (printed by the run)", "coalesce(r.metadata->'params'->>'interconnect', "
                                           "r.metadata->>'interconnect')", False),
     ("hardware", "CASE WHEN h.id IS NOT NULL THEN concat_ws(' ', h.cpu_model, 'digest ' || left(h.digest, 12)) END",
-     True),
+     False),
     ("Caliper configuration", "s.environment->>'caliper'", True),
     ("Caliper version", "r.caliper_version", False),
-    ("compiler", "r.compiler", True),
+    ("compiler", "r.compiler", False),
     ("hosts", "coalesce(r.metadata->>'hostlist', r.metadata->>'hostname')", False),
 )
+
+
+def version_changes(conn: psycopg.Connection, series_ids: list[int]) -> list[tuple]:
+    """(series_id, what, previous, value, campaign_id, time) of every version change along the series
+    (v_version_changes, migration 0038), oldest first."""
+    return conn.execute("SELECT series_id, what, previous, value, campaign_id, \"time\" FROM v_version_changes "
+                        "WHERE series_id = ANY(%s) ORDER BY \"time\", run_id", (series_ids,)).fetchall()
 
 
 def run_attributes(conn: psycopg.Connection, run_ids: list[int]) -> dict[int, tuple]:

@@ -1,0 +1,158 @@
+-- A series is one experiment on one system, whatever versions it ran on (docs/measurement-model.md,
+-- commscope/read/identity.py): its key is the application, the parameters, and the environment's system, stack as
+-- the site names it, interconnect selection and Caliper configuration. The MPI library's version string, compiler,
+-- Spack spec hash, Caliper version and hardware description are the runs' own (runs.stack_id's library,
+-- runs.compiler, runs.spack_hash, runs.caliper_version, runs.hardware_id): v_run_versions lists them and
+-- v_version_changes says where along a series each changed.
+--
+-- Existing series are re-keyed: those that differ only in versions merge into the lowest id, every run kept, the
+-- rollups moved by the runs' update triggers, change points and detectable effects moved to the merged series
+-- (its change points recomputed by the next `commscope changepoints` or ingest: its state is forgotten).
+
+-- The family of an MPI library's version string: identity.mpi_family, the same rule.
+CREATE FUNCTION mpi_family(library text) RETURNS text LANGUAGE sql IMMUTABLE AS $$
+SELECT CASE
+    WHEN strpos(lower(library), 'open mpi') > 0 THEN 'Open MPI'
+    WHEN strpos(lower(library), 'mvapich') > 0 THEN 'MVAPICH'
+    WHEN strpos(lower(library), 'intel(r) mpi') > 0 OR strpos(lower(library), 'intel mpi') > 0 THEN 'Intel MPI'
+    WHEN strpos(lower(library), 'cray mpich') > 0 THEN 'Cray MPICH'
+    WHEN strpos(lower(library), 'mpich') > 0 THEN 'MPICH'
+    ELSE coalesce(nullif(btrim(regexp_replace(regexp_replace(library, '[^ \t\n\r\f\v]*[0-9][^ \t\n\r\f\v]*', '', 'g'),
+                                              '[ \t\n\r\f\v]+', ' ', 'g'), ' ,:;'), ''), library)
+END
+$$;
+
+-- The key the store interns a series by: SHA-256 of [app, parameters, environment] as canonical jsonb text.
+CREATE FUNCTION series_key(app text, parameters jsonb, environment jsonb) RETURNS text LANGUAGE sql IMMUTABLE AS $$
+SELECT encode(sha256(convert_to(jsonb_build_array(app, parameters, environment)::text, 'UTF8')), 'hex')
+$$;
+
+-- Each series' identity. A stack that a library string named (a direct ingest: the stack is the start of the
+-- library string the series recorded) becomes that library's family.
+CREATE TEMPORARY TABLE series_identity ON COMMIT DROP AS
+SELECT s.id, s.app, s.parameters, s.environment->>'stack' AS old_stack,
+       (left(s.environment->>'mpi_library', length(s.environment->>'stack')) = s.environment->>'stack'
+        AND s.environment->>'stack' NOT IN ('unknown', 'mpi-not-recorded')) AS stack_from_library,
+       (s.environment - ARRAY['mpi_library', 'compiler', 'spack_hash', 'hardware']) AS environment
+FROM series s;
+UPDATE series_identity SET environment = environment || jsonb_build_object('stack', mpi_family(old_stack))
+WHERE stack_from_library;
+
+CREATE TEMPORARY TABLE series_merge ON COMMIT DROP AS
+SELECT id, min(id) OVER (PARTITION BY app, parameters, environment) AS survivor, stack_from_library, old_stack,
+       environment
+FROM series_identity;
+CREATE INDEX ON series_merge (id);
+
+-- Runs: into the merged series, and a library-named stack under its family's name (the library string kept).
+INSERT INTO stacks (name, library)
+SELECT DISTINCT mpi_family(st.name), st.library
+FROM runs r JOIN series_merge m ON m.id = r.series_id JOIN stacks st ON st.id = r.stack_id
+WHERE m.stack_from_library AND st.name = m.old_stack
+ON CONFLICT (name, library) DO NOTHING;
+
+UPDATE runs r SET series_id = m.survivor,
+       stack_id = coalesce((SELECT f.id FROM stacks st JOIN stacks f ON f.name = mpi_family(st.name)
+                                                                 AND f.library IS NOT DISTINCT FROM st.library
+                            WHERE st.id = r.stack_id AND m.stack_from_library AND st.name = m.old_stack),
+                           r.stack_id)
+FROM series_merge m
+WHERE m.id = r.series_id AND (m.survivor <> m.id OR m.stack_from_library);
+
+UPDATE annotations a SET stack = mpi_family(a.stack)
+WHERE a.stack IN (SELECT old_stack FROM series_merge WHERE stack_from_library);
+
+-- The gate's detectable effects: the newest judged of the merged series' rows per metric and window.
+DELETE FROM gate_detectable g USING series_merge m
+WHERE g.series_id = m.id AND EXISTS (
+    SELECT 1 FROM gate_detectable o JOIN series_merge mo ON mo.id = o.series_id
+    WHERE mo.survivor = m.survivor AND o.metric = g.metric AND o."window" = g."window"
+      AND (o.campaign_id, o.checked_at, o.series_id) > (g.campaign_id, g.checked_at, g.series_id));
+UPDATE gate_detectable g SET series_id = m.survivor FROM series_merge m WHERE g.series_id = m.id AND m.survivor <> m.id;
+
+-- Change points: kept (with when they were first found) on the merged series; its state forgotten, so the next
+-- recompute reads its whole history.
+UPDATE change_points c SET series_id = m.survivor FROM series_merge m WHERE c.series_id = m.id AND m.survivor <> m.id;
+DELETE FROM change_point_state c USING series_merge m
+WHERE c.series_id = m.id AND m.survivor IN (SELECT survivor FROM series_merge WHERE survivor <> id);
+
+DELETE FROM series s USING series_merge m WHERE s.id = m.id AND m.survivor <> m.id;
+UPDATE series s SET environment = m.environment, key = series_key(s.app, s.parameters, m.environment)
+FROM series_merge m WHERE s.id = m.id;
+
+-- What each run ran on: the versions a series may change along.
+CREATE VIEW v_run_versions AS
+SELECT r.id AS run_id, r.series_id, r.campaign_id, r.started_at, r.status, st.library AS mpi_library, r.compiler,
+       r.spack_hash, r.caliper_version, r.metadata->>'commscope_version' AS commscope_version,
+       h.digest AS hardware
+FROM runs r
+LEFT JOIN stacks st ON st.id = r.stack_id
+LEFT JOIN hardware_versions h ON h.id = r.hardware_id;
+
+-- Each change of a version along a series: the first ok run (in start order) whose value differs from the ok run
+-- before it, with both values.
+CREATE VIEW v_version_changes AS
+WITH recorded AS (
+    SELECT v.run_id, v.series_id, v.campaign_id, v.started_at, a.what, a.value
+    FROM v_run_versions v
+    CROSS JOIN LATERAL (VALUES ('MPI library', v.mpi_library), ('compiler', v.compiler),
+                               ('Spack spec hash', v.spack_hash), ('Caliper version', v.caliper_version),
+                               ('commscope version', v.commscope_version), ('hardware', v.hardware)) AS a(what, value)
+    WHERE v.status = 'ok' AND v.series_id IS NOT NULL AND a.value IS NOT NULL
+), ordered AS (
+    SELECT *, lag(value) OVER (PARTITION BY series_id, what ORDER BY started_at, run_id) AS previous
+    FROM recorded
+)
+SELECT series_id, what, previous, value, run_id, campaign_id, started_at AS "time"
+FROM ordered WHERE previous IS DISTINCT FROM value AND previous IS NOT NULL;
+
+-- Stacks and systems compared on each series' newest version only (the MPI library string of its newest ok run),
+-- naming the versions compared.
+CREATE VIEW v_run_compared_newest AS
+SELECT c.*, v.mpi_library
+FROM v_run_compared c
+JOIN v_run_versions v ON v.run_id = c.run_id
+WHERE v.mpi_library IS NOT DISTINCT FROM (
+    SELECT n.mpi_library FROM v_run_versions n WHERE n.series_id = c.series_id AND n.status = 'ok'
+    ORDER BY n.started_at DESC, n.run_id DESC LIMIT 1);
+
+DROP VIEW v_stack_comparison;
+CREATE VIEW v_stack_comparison AS
+SELECT c.app, c.parameters, environment_but_stack(c.environment) AS environment_but_stack,
+       c."window", c.environment->>'stack' AS stack, c.mpi_library,
+       avg(c.time_s) AS time_s, min(c.time_s) AS time_min, max(c.time_s) AS time_max,
+       avg(c.mpi_fraction_avg) AS mpi_fraction_avg, count(*) AS samples,
+       count(*) OVER (PARTITION BY c.app, c.parameters, environment_but_stack(c.environment),
+                      c."window") AS stacks_compared
+FROM v_run_compared_newest c
+GROUP BY c.app, c.parameters, environment_but_stack(c.environment), c."window",
+         c.environment->>'stack', c.mpi_library;
+
+DROP VIEW v_system_comparison;
+CREATE VIEW v_system_comparison AS
+SELECT c.app, c.parameters, c.environment - ARRAY['system', 'caliper'] AS environment_but_system, c."window",
+       c.environment->>'system' AS system, c.mpi_library, h.cpu_model, h.cores_per_node,
+       h.interconnect AS system_interconnect,
+       avg(c.time_s) AS time_s, min(c.time_s) AS time_min, max(c.time_s) AS time_max,
+       avg(c.mpi_fraction_avg) AS mpi_fraction_avg, count(*) AS samples,
+       count(*) OVER (PARTITION BY c.app, c.parameters, c.environment - ARRAY['system', 'caliper'], c."window")
+         AS systems_compared
+FROM v_run_compared_newest c
+JOIN runs r ON r.id = c.run_id
+LEFT JOIN hardware_versions h ON h.id = r.hardware_id
+GROUP BY c.app, c.parameters, c.environment - ARRAY['system', 'caliper'], c."window", c.environment->>'system',
+         c.mpi_library, h.cpu_model, h.cores_per_node, h.interconnect;
+
+-- A level accepted after an intended change (commscope accept): from its campaign on, the gate's baseline for the
+-- series starts there. Shown as an annotation (tag accepted-level).
+CREATE TABLE accepted_levels (
+    series_id     integer NOT NULL REFERENCES series (id) ON DELETE CASCADE,
+    campaign_id   bigint NOT NULL REFERENCES campaigns (id) ON DELETE CASCADE,
+    reason        text NOT NULL,
+    accepted_by   text NOT NULL DEFAULT current_user,
+    accepted_at   timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (series_id, campaign_id)
+);
+
+CREATE VIEW v_accepted_levels AS
+SELECT series_id, campaign_id, reason, accepted_by, accepted_at FROM accepted_levels;
