@@ -10,6 +10,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import psycopg
 import pytest
@@ -109,3 +110,69 @@ def test_an_accepted_level_is_the_baseline_from_then_on(history):
     # a campaign that ran none of the named series accepts nothing, in one line
     r = cli(url, "accept", "--campaign", str(changed), "--series", "999999", "--reason", "x")
     assert r.returncode == 2 and "nothing was accepted" in r.stderr and "Traceback" not in r.stderr
+
+
+# ---- a store of the previous schema -----------------------------------------------------------------------------
+
+OLD_DUMP = Path(__file__).parent / "stores" / "schema-37-upgrades.dump"
+
+
+def test_the_schema_37_store_merges_the_upgrade_into_one_series_keeping_every_run(server, tmp_path):
+    """tests/stores/README.md: the MPI scenario stored by schema 37's code, which split each series at the upgrade.
+    Reference: PostgreSQL's own pg_restore of the dump, read without commscope's code."""
+    from commscope.store import db
+    from conftest import private_home
+    from rollup_oracle import ON_THE_FLY_VIEWS
+    emb, _ = server
+    with emb.admin("postgres") as a:
+        a.execute("DROP DATABASE IF EXISTS schema37_reference WITH (FORCE)")
+        a.execute("CREATE DATABASE schema37_reference")
+    ref = emb.url("schema37_reference", db.SUPERUSER)
+    subprocess.run([emb.bin("pg_restore"), "--no-owner", "--no-acl", f"--dbname={ref}", str(OLD_DUMP)], check=True,
+                   capture_output=True)
+    runs_q = ("SELECT r.content_hash, r.started_at, r.wall_time, r.status, r.campaign_id, st.library FROM runs r "
+              "JOIN stacks st ON st.id = r.stack_id ORDER BY 1")
+    with psycopg.connect(ref) as c:
+        assert c.execute("SELECT max(version) FROM schema_version").fetchone()[0] == 37
+        old_runs = c.execute(runs_q).fetchall()
+        # the old store's series, and the experiments they are (their iteration count): two series each
+        old_series = dict(c.execute("SELECT r.content_hash, s.parameters->>'param.iters' FROM runs r "
+                                    "JOIN series s ON s.id = r.series_id"))
+        assert c.execute("SELECT count(*) FROM series").fetchone()[0] == 2 * SERIES
+    assert len(old_runs) == SERIES * NIGHTS * RUNS
+
+    home = private_home()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PG") and k != "COMMSCOPE_DB_URL"}
+    env["COMMSCOPE_HOME"] = str(home)
+    try:
+        assert subprocess.run([*CLI, "db", "start"], capture_output=True, text=True, env=env).returncode == 0
+        url = db.Embedded(home).url()
+        r = subprocess.run([*CLI, "db", "restore", str(OLD_DUMP)], capture_output=True, text=True, env=env)
+        assert r.returncode == 0 and "applied 0038_series_across_versions.sql" in r.stdout, r.stderr
+        with psycopg.connect(url) as c:
+            assert c.execute(runs_q).fetchall() == old_runs          # every run kept, its library string too
+            new_series = dict(c.execute("SELECT r.content_hash, r.series_id FROM runs r"))
+            stacks = {s for (s,) in c.execute("SELECT DISTINCT v.stack FROM v_runs v")}
+            kept, fly = [], []
+            for read in (kept, fly):
+                if read is fly:
+                    with c.transaction(force_rollback=True):
+                        for view in ON_THE_FLY_VIEWS:
+                            c.execute(view)
+                        read += c.execute("SELECT * FROM v_run_metrics_daily ORDER BY 1, 2, 3").fetchall()
+                else:
+                    read += c.execute("SELECT * FROM v_run_metrics_daily ORDER BY 1, 2, 3").fetchall()
+            changes = c.execute("SELECT DISTINCT what, previous, value FROM v_version_changes").fetchall()
+        # one series per experiment: runs of one iteration count share one series, and no two counts do
+        by_experiment: dict[str, set] = {}
+        for h, iters in old_series.items():
+            by_experiment.setdefault(iters, set()).add(new_series[h])
+        assert len(by_experiment) == SERIES and all(len(s) == 1 for s in by_experiment.values())
+        assert len({next(iter(s)) for s in by_experiment.values()}) == SERIES
+        assert stacks == {"Open MPI"}                               # the library's family, not its version
+        assert kept == fly                                          # the rollups follow the merged series
+        assert changes == [("MPI library", SCENARIOS["mpi"][2][0], SCENARIOS["mpi"][2][1])]
+    finally:
+        db.Embedded(home).stop()
+        with emb.admin("postgres") as a:
+            a.execute("DROP DATABASE schema37_reference WITH (FORCE)")

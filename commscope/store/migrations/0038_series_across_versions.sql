@@ -44,6 +44,11 @@ SELECT id, min(id) OVER (PARTITION BY app, parameters, environment) AS survivor,
 FROM series_identity;
 CREATE INDEX ON series_merge (id);
 
+-- The merged series' identity first: the runs' update below rebuilds every rollup from it (the scaling keys
+-- hash the environment), so every run is updated, merged or not.
+UPDATE series s SET environment = m.environment, key = series_key(s.app, s.parameters, m.environment)
+FROM series_merge m WHERE s.id = m.id AND m.survivor = m.id;
+
 -- Runs: into the merged series, and a library-named stack under its family's name (the library string kept).
 INSERT INTO stacks (name, library)
 SELECT DISTINCT mpi_family(st.name), st.library
@@ -57,7 +62,7 @@ UPDATE runs r SET series_id = m.survivor,
                             WHERE st.id = r.stack_id AND m.stack_from_library AND st.name = m.old_stack),
                            r.stack_id)
 FROM series_merge m
-WHERE m.id = r.series_id AND (m.survivor <> m.id OR m.stack_from_library);
+WHERE m.id = r.series_id;
 
 UPDATE annotations a SET stack = mpi_family(a.stack)
 WHERE a.stack IN (SELECT old_stack FROM series_merge WHERE stack_from_library);
@@ -77,8 +82,6 @@ DELETE FROM change_point_state c USING series_merge m
 WHERE c.series_id = m.id AND m.survivor IN (SELECT survivor FROM series_merge WHERE survivor <> id);
 
 DELETE FROM series s USING series_merge m WHERE s.id = m.id AND m.survivor <> m.id;
-UPDATE series s SET environment = m.environment, key = series_key(s.app, s.parameters, m.environment)
-FROM series_merge m WHERE s.id = m.id;
 
 -- What each run ran on: the versions a series may change along.
 CREATE VIEW v_run_versions AS
