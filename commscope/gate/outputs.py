@@ -4,10 +4,31 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import urllib.parse
 
 from commscope.gate.attribution import lines as attributed
 from commscope.store.queries.gate import DESCRIBE, detectable
+
+def printable(text) -> str:
+    """TEXT with control characters (newlines, escape codes, bidirectional overrides) written as escapes, so a
+    name cannot forge lines of an output, nor make XML that no parser reads."""
+    return "".join(c if c.isprintable() or c == " " else
+                   {"\n": "\\n", "\t": "\\t", "\r": "\\r"}.get(c) or
+                   (f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}") for c in str(text))
+
+
+def code(text, cell: bool = False) -> str:
+    """TEXT as one Markdown code span, shown verbatim: its fence is a backtick run longer than any in TEXT
+    (padded with spaces where TEXT starts or ends with a backtick), control characters are escapes, and in a
+    table CELL every | is \\| (GitHub ends a cell at a bare one, even inside a code span)."""
+    text = printable(text)
+    if cell:
+        text = text.replace("|", "\\|")
+    fence = "`" * (1 + max((len(run) for run in re.findall(r"`+", text)), default=0))
+    pad = " " if text.startswith("`") or text.endswith("`") else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
+
 
 def _number(v):
     """A JSON number, or None for what was not measured or is not finite."""
@@ -60,24 +81,25 @@ def junit_xml(findings: list, alpha: float, min_effect: float) -> bytes:
     for metric in metrics:
         mine = [f for f in findings if f.metric == metric]
         campaigns = sorted({str(f.campaign) for f in mine})
-        suite = ET.SubElement(root, "testsuite", name=f"commscope check {metric} campaign {', '.join(campaigns)}",
+        title = printable(f"commscope check {metric} campaign {', '.join(campaigns)}")
+        suite = ET.SubElement(root, "testsuite", name=title,
                               tests=str(len(mine)), failures=str(sum(f.verdict == "regression" for f in mine)),
                               skipped=str(sum(f.verdict in SKIPPED for f in mine)),
                               errors="0")
         props = ET.SubElement(suite, "properties")
         for name, value in (("campaign", ", ".join(campaigns)), ("metric", metric), ("alpha", f"{alpha:g}"),
                             ("min_effect", f"{min_effect:g}"), ("max_undetectable", f"{mine[0].max_undetectable:g}")):
-            ET.SubElement(props, "property", name=name, value=value)
+            ET.SubElement(props, "property", name=name, value=printable(value))
         for f in mine:
-            case = ET.SubElement(suite, "testcase", classname=f"commscope.check.{metric}", name=f.label())
-            reason = f.reason(alpha, min_effect)
-            if f.verdict == "regression":
+            case = ET.SubElement(suite, "testcase", classname=printable(f"commscope.check.{metric}"),
+                                 name=printable(f.label()))
+            reason = printable(f.reason(alpha, min_effect))
+            if f.verdict in ("regression", "suspect"):
                 cause = f"; cause: {f.attribution['cause']}" if f.attribution and f.attribution.get("cause") else ""
-                ET.SubElement(case, "failure", type="regression", message=reason + cause).text = "\n".join(
-                    [reason, *attributed(f)])
-            elif f.verdict == "suspect":
-                cause = f"; cause: {f.attribution['cause']}" if f.attribution and f.attribution.get("cause") else ""
-                ET.SubElement(case, "skipped", message=reason + cause).text = "\n".join([reason, *attributed(f)])
+                kind = {"type": "regression"} if f.verdict == "regression" else {}
+                ET.SubElement(case, "failure" if f.verdict == "regression" else "skipped", **kind,
+                              message=reason + printable(cause)).text = "\n".join(
+                    [reason, *map(printable, attributed(f))])
             elif f.verdict in SKIPPED:
                 ET.SubElement(case, "skipped", message=reason)
             out = ET.SubElement(case, "system-out")
@@ -100,7 +122,7 @@ def markdown(findings: list, alpha: float, min_effect: float) -> str:
     metrics = ", ".join(dict.fromkeys(f.metric for f in findings))
     head = "regressions" if counts["regression"] else "no regressions"
     lines = [f"### commscope check: {head} in campaign {campaigns}", "",
-             f"{len(findings)} series on {metrics} (alpha {alpha:g}, smallest effect {min_effect:.0%}): "
+             f"{len(findings)} series on {code(metrics)} (alpha {alpha:g}, smallest effect {min_effect:.0%}): "
              + ", ".join(f"{n} {v}" for v, n in counts.items() if n), "",
              "| verdict | series | metric | baseline median | new median | change | p | runs new / baseline "
              "| detectable effect |",
@@ -109,17 +131,18 @@ def markdown(findings: list, alpha: float, min_effect: float) -> str:
     for f in sorted(findings, key=lambda f: (ORDER[f.verdict], f.metric, f.series["series_id"])):
         change = f"{f.effect:+.1%}" if f.effect is not None and math.isfinite(f.effect) else "–"
         p = f"{f.p_value:.2g}" if f.p_value is not None else "–"
-        label = f.label().replace("|", "\\|")
-        lines.append(f"| **{f.verdict}** | `{label}` | {f.metric} | {cell(f.baseline_median)} | {cell(f.new_median)} "
+        lines.append(f"| **{f.verdict}** | {code(f.label(), cell=True)} | {code(f.metric, cell=True)} "
+                     f"| {cell(f.baseline_median)} | {cell(f.new_median)} "
                      f"| {change} | {p} | {f.n_new} / {f.n_baseline} | {detectable(f)} |")
     moved = [f for f in findings if f.verdict in ("regression", "improvement", "suspect") and f.attribution]
     if moved:
         lines += ["", "What changed:"]
         for f in sorted(moved, key=lambda f: (ORDER[f.verdict], f.metric, f.series["series_id"])):
             link = f" [call tree diff]({diff_url(f)})" if diff_url(f) else ""
-            lines += [f"- **{f.verdict}** `{f.label()}` ({f.metric}):{link}"] + [f"  - {a}" for a in attributed(f)]
+            lines += [f"- **{f.verdict}** {code(f.label())} ({code(f.metric)}):{link}"]
+            lines += [f"  - {code(a)}" for a in attributed(f)]
     unsure = [f for f in findings if f.verdict in ("suspect", "cannot tell")]
     if unsure:
-        lines += ["", "Suspect or cannot tell:"] + [f"- `{f.label()}`: {f.reason(alpha, min_effect)}"
+        lines += ["", "Suspect or cannot tell:"] + [f"- {code(f.label())}: {printable(f.reason(alpha, min_effect))}"
                                                      for f in unsure]
     return "\n".join(lines) + "\n"

@@ -30,7 +30,11 @@ import os
 import pwd
 import re
 import shutil
+import stat
 import subprocess
+import tempfile
+import urllib.parse
+from contextlib import contextmanager
 from importlib import resources
 from pathlib import Path
 
@@ -59,12 +63,42 @@ def _mask_userinfo(m: re.Match) -> str:
     return f"{scheme}{user}:***@{rest[at + 1:]}" if colon else m.group(0)
 
 
-def masked(text: str) -> str:
+def masked(text: str, dsn: str | None = None) -> str:
     """TEXT (a DSN, or a message holding one) with every password replaced by ***: a libpq URI's
     user:password@, however the password is written (%-encoded, or with unescaped '@'), and password=
-    in a URI's query or a key=value conninfo (quoted, with escaped quotes, or bare)."""
+    in a URI's query or a key=value conninfo (quoted, with escaped quotes, or bare). Whatever DSN,
+    COMMSCOPE_DB_URL or TEXT itself (when it is a DSN) hold as a password is hidden wherever it shows,
+    also where libpq quotes it alone."""
+    secrets = _secrets(dsn or "") | _secrets(os.environ.get("COMMSCOPE_DB_URL", ""))
+    if _URI.match(text.strip()):
+        secrets |= _secrets(text.strip())
     text = _URI.sub(_mask_userinfo, text)
-    return re.sub(r"(password\s*=\s*)('(?:[^'\\]|\\.)*'?|[^&\s]*)", r"\1***", text, flags=re.I)
+    text = re.sub(_PASSWORD, r"\1***", text)
+    for s in sorted(secrets, key=len, reverse=True):
+        # a short password only where it stands alone, so the rest of the message stays readable
+        text = text.replace(s, "***") if len(s) >= 4 else re.sub(rf"(?<!\w){re.escape(s)}(?!\w)", "***", text)
+    return text
+
+
+_PASSWORD = re.compile(r"(password\s*=\s*)('(?:[^'\\]|\\.)*'?|[^&\s]*)", re.I)
+
+
+def _secrets(dsn: str) -> set[str]:
+    """What in DSN may be a password, as written and %-decoded: libpq's reading, a URI's user information
+    after its first ':' (to the last '@', spaces included), and every password= value."""
+    if not dsn:
+        return set()
+    found = set()
+    try:
+        found.add(psycopg.conninfo.conninfo_to_dict(dsn).get("password") or "")
+    except psycopg.Error:
+        pass
+    m = re.match(r"\s*postgres(?:ql)?://(.*)@", dsn, re.I | re.S)
+    if m and ":" in m.group(1):
+        found.add(m.group(1).split(":", 1)[1])
+    found |= {v[1].strip("'") for v in _PASSWORD.findall(dsn)}
+    found |= {urllib.parse.unquote(s) for s in found}
+    return {s for s in found if s and s != "***"}
 
 
 def home() -> Path:
@@ -350,9 +384,11 @@ def external_dsn() -> str | None:
 
 
 def url() -> str:
-    """The DSN to use, by libpq conventions, falling back to the embedded server."""
+    """The DSN to use, by libpq conventions, falling back to the embedded server. A DSN libpq cannot read is
+    a DBError (parsed)."""
     given = external_dsn()
     if given is not None:
+        parsed(given)
         return given
     emb = Embedded()
     if not emb.running():
@@ -361,12 +397,30 @@ def url() -> str:
     return emb.url()
 
 
+def parsed(dsn: str) -> dict:
+    """libpq's reading of DSN ({} for none). One it cannot read, or whose port is no port, is a DBError
+    naming it with its password masked."""
+    if not dsn:
+        return {}
+    try:
+        given = psycopg.conninfo.conninfo_to_dict(dsn)
+    except psycopg.Error as e:
+        raise DBError(f"the store's address {masked(dsn, dsn)} is not one libpq can read "
+                      f"({masked(str(e).strip().splitlines()[0], dsn)}); correct COMMSCOPE_DB_URL, e.g. "
+                      f"postgresql://user@host:5432/commscope") from None
+    for port in str(given.get("port") or "").split(","):
+        if port and not (port.isdigit() and 1 <= int(port) <= 65535):
+            raise DBError(f"the store's address {masked(dsn, dsn)} gives port {port!r}, which is not a port "
+                          f"(1 to 65535); correct COMMSCOPE_DB_URL, e.g. postgresql://user@host:5432/commscope")
+    return given
+
+
 def connect(dsn: str | None = None, **kw) -> psycopg.Connection:
     """A connection named `commscope` in pg_stat_activity, in the UTC time
     zone, that gives up after COMMSCOPE_CONNECT_TIMEOUT seconds (10), unless
     the DSN or PG* variables say otherwise."""
     dsn = url() if dsn is None else dsn
-    given = psycopg.conninfo.conninfo_to_dict(dsn) if dsn else {}
+    given = parsed(dsn)
     if "application_name" not in given and not os.environ.get("PGAPPNAME"):
         kw.setdefault("application_name", "commscope")
     if "options" not in given and not os.environ.get("PGOPTIONS") and "options" not in kw:
@@ -375,9 +429,9 @@ def connect(dsn: str | None = None, **kw) -> psycopg.Connection:
         kw.setdefault("connect_timeout", int(os.environ.get("COMMSCOPE_CONNECT_TIMEOUT", "10")))
     try:
         return psycopg.connect(dsn, **kw)
-    except psycopg.OperationalError as e:
-        raise DBError(f"cannot connect to the database ({masked(dsn) if dsn else 'PG* variables'}): "
-                      f"{masked(str(e))}") from e
+    except psycopg.Error as e:   # libpq's message in one line: every command's refusal is one line
+        raise DBError(f"cannot connect to the database ({masked(dsn, dsn) if dsn else 'PG* variables'}): "
+                      f"{' '.join(masked(str(e), dsn).split())}") from e
 
 
 def writer_session(conn: psycopg.Connection) -> None:
@@ -575,32 +629,81 @@ def _tool(name: str) -> str:
     return Embedded().bin(name) if external_dsn() is None else pg_bin(name)
 
 
-def _pg(argv: list[str], what: str, **kw) -> subprocess.CompletedProcess:
-    p = subprocess.run(argv, capture_output=True, text=True, env={**os.environ, "PGAPPNAME": "commscope"}, **kw)
+def _pg(argv: list[str], what: str, dsn: str = "", **kw) -> subprocess.CompletedProcess:
+    """A PostgreSQL client program; DSN's password goes to it as PGPASSWORD (not on its command line), and
+    its own messages are shown with the password masked."""
+    conninfo = parsed(dsn)
+    password = conninfo.pop("password", None)
+    env = {**os.environ, "PGAPPNAME": "commscope", **({"PGPASSWORD": password} if password else {})}
+    argv = [*argv, *([f"--dbname={psycopg.conninfo.make_conninfo('', **conninfo)}"] if dsn else [])]
+    p = subprocess.run(argv, capture_output=True, text=True, env=env, **kw)
     if p.returncode != 0:
-        raise DBError(f"{what} failed: {masked(p.stderr.strip() or p.stdout.strip())}")
+        raise DBError(f"{what} failed: {masked(p.stderr.strip() or p.stdout.strip(), dsn)}")
     return p
+
+
+_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+          (stat.S_ISFIFO, "a named pipe (FIFO)"), (stat.S_ISSOCK, "a socket"))
+
+
+def output_file(path: Path, what: str) -> Path:
+    """Where WHAT (a dump, a report) may be written: PATH when it is a regular file or new, the file a
+    symbolic link at PATH names when that is one. Anything else (a device, a FIFO, a socket, a directory,
+    a link to one or to nothing) is a DBError before anything is opened."""
+    path = Path(path)
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        if path.is_symlink():
+            raise DBError(f"{path}: a symbolic link to {os.readlink(path)}, which does not exist; give the "
+                          f"{what} a file name of its own") from None
+        return path
+    except OSError as e:
+        raise DBError(f"{path}: cannot write the {what} there ({e.strerror}); give a file in a writable "
+                      f"directory") from None
+    kind = next((k for test, k in _KINDS if test(st.st_mode)), None if stat.S_ISREG(st.st_mode) else "not a file")
+    if kind:
+        link = f" (a symbolic link to {os.readlink(path)})" if path.is_symlink() else ""
+        raise DBError(f"{path}{link} is {kind}, not a regular file: nothing was written; give the {what} a "
+                      f"regular file name (new or existing)")
+    return Path(os.path.realpath(path))
+
+
+@contextmanager
+def replacing(path: Path, what: str, mode: int | None = None):
+    """Yields a new file beside PATH for WHAT to be written into, of mode MODE (default: as the umask
+    makes new files); when the block ends without an error it replaces PATH whole (output_file says
+    what PATH may be), else it is removed."""
+    target = output_file(path, what)
+    try:
+        fd, part = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".part")
+    except OSError as e:
+        raise DBError(f"{path}: cannot write the {what} there ({e.strerror}); give a file in a writable "
+                      f"directory") from None
+    os.close(fd)
+    part = Path(part)
+    if mode is None:
+        mask = os.umask(0o022)
+        os.umask(mask)
+        mode = 0o666 & ~mask
+    try:
+        part.chmod(mode)
+        yield part
+        output_file(path, what)   # still a file: not swapped for a device or a FIFO meanwhile
+        part.replace(target)
+    finally:
+        part.unlink(missing_ok=True)
 
 
 def dump(dsn: str, file: Path) -> None:
     """The whole store into FILE with pg_dump's custom format, without owners
-    or grants, so it restores into any store whatever its roles. Written
-    beside FILE first, so a failed dump leaves no partial FILE, and readable
-    by its owner only (0600): a dump holds every run and role name."""
-    file = Path(file)
-    part = file.with_name(file.name + ".part")
-    try:
-        try:
-            part.unlink(missing_ok=True)
-            os.close(os.open(part, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))   # pg_dump keeps the mode
-        except OSError as e:
-            raise DBError(f"pg_dump to {file}: cannot write there ({e.strerror}); give a file in a writable "
-                          f"directory") from None
-        _pg([_tool("pg_dump"), "--format=custom", "--no-owner", "--no-acl", "--file", str(part),
-             *([f"--dbname={dsn}"] if dsn else [])], f"pg_dump of {masked(dsn) or 'the PG* store'}")
-        part.replace(file)
-    finally:
-        part.unlink(missing_ok=True)
+    or grants, so it restores into any store whatever its roles. FILE is a
+    regular file or new (output_file), replaced whole (a failed dump leaves
+    it as it was) and readable by its owner only (0600): a dump holds every
+    run and role name."""
+    with replacing(file, "pg_dump output", 0o600) as part:
+        _pg([_tool("pg_dump"), "--format=custom", "--no-owner", "--no-acl", "--file", str(part)],
+            f"pg_dump of {masked(dsn, dsn) or 'the PG* store'}", dsn)
 
 
 # Everything in `public` that a restore recreates: the empty store's own schema goes first.
@@ -643,15 +746,14 @@ def restore(dsn: str, file: Path) -> list[str]:
         if conn.execute("SELECT to_regclass('runs')").fetchone()[0]:
             n = conn.execute("SELECT count(*) FROM runs").fetchone()[0]
             if n:
-                raise DBError(f"restore into {masked(dsn) or 'the PG* store'} refused: it holds {n} runs. Restore "
+                raise DBError(f"restore into {masked(dsn, dsn) or 'the PG* store'} refused: it holds {n} runs. Restore "
                               f"into an empty store (e.g. 'commscope db start' with a new COMMSCOPE_HOME), "
                               f"or dump this one first")
     check = (f"DO $$ BEGIN IF (SELECT max(version) FROM public.schema_version) > {newest} THEN RAISE EXCEPTION "
              f"'the dump has schema version %, newer than this commscope knows ({newest}); restore it with a "
              f"newer commscope', (SELECT max(version) FROM public.schema_version); END IF; END $$;\n")
     sql_text = (f"SET client_min_messages = warning; SET lock_timeout = '{os.environ.get('COMMSCOPE_LOCK_TIMEOUT', '60s')}';\n" + _DROP_ALL + script + check)
-    _pg([_tool("psql"), "-X", "-q", "-v", "ON_ERROR_STOP=1", "--single-transaction", "-f", "-",
-         *([f"--dbname={dsn}"] if dsn else [])], f"restore of {file} into {masked(dsn) or 'the PG* store'}",
-        input=sql_text)
+    _pg([_tool("psql"), "-X", "-q", "-v", "ON_ERROR_STOP=1", "--single-transaction", "-f", "-"],
+        f"restore of {file} into {masked(dsn, dsn) or 'the PG* store'}", dsn, input=sql_text)
     with connect(dsn) as conn:
         return migrate(conn)

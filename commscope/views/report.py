@@ -472,8 +472,9 @@ LIMIT {FINDINGS_PER_KIND}"""
 
 
 def regression_findings(conn, t0, t1, values) -> list[Finding]:
-    """What changed: what the gate recorded (commscope check --annotate writes v_annotations) and the change
-    points (commscope changepoints, v_change_points) in the selection, newest first. Read from the views, so the
+    """What changed: what the gate recorded (commscope check --annotate writes v_annotations), the change points
+    (commscope changepoints, v_change_points) and the version changes (v_version_changes) in the selection, newest
+    first. Read from the views, so the
     report never writes."""
     ann = f"""SELECT "time", coalesce(system, 'all') || ' ' || coalesce(app, 'all') || ' ' || coalesce(stack, 'all')
   || coalesce(' n' || ranks, ''), text
@@ -498,6 +499,14 @@ ORDER BY "time" DESC LIMIT {FINDINGS_PER_KIND}"""
         texts.append((f"Change point ({direction}): ", f"[{window}]: {metric} {float(before):.4g} → "
                       f"{float(after):.4g}{moved}, means of {nb} and {na} runs, p={float(p):.2g}, {t:%Y-%m-%d}.",
                       f" (series #{sid}); at run {run} of campaign {campaign}, {t:%Y-%m-%d %H:%M} UTC"))
+    out += _named([keys[r[0]] for r in rows], texts)
+    vc = f"""SELECT series_id, "time", what, previous, value, campaign_id FROM v_version_changes
+WHERE $__timeFilter("time") AND {P.SERIES}
+ORDER BY "time" DESC LIMIT {FINDINGS_PER_KIND}"""
+    rows = conn.execute(P.expand(vc, t0, t1, values)).fetchall()
+    keys = _series_keys(conn, [r[0] for r in rows])
+    texts = [("Version change: ", f": {what} {previous} → {value}, campaign {campaign}, {t:%Y-%m-%d}.",
+              f" (series #{sid}); {t:%Y-%m-%d %H:%M} UTC") for sid, t, what, previous, value, campaign in rows]
     return out + _named([keys[r[0]] for r in rows], texts)
 
 
@@ -618,8 +627,8 @@ def render(conn, campaigns: tuple[int, ...] = (), compare: tuple[str, ...] = ())
 @click.option("--compare", "compare", multiple=True, metavar="SYSTEM",
               help="compare these systems (repeat, or give several); the first is the reference")
 @click.argument("more_systems", nargs=-1, metavar="[SYSTEM]...")
-@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), required=True,
-              help="the HTML file to write")
+@click.option("-o", "--output", type=click.Path(path_type=Path), required=True,
+              help="the HTML file to write (a regular file, new or existing)")
 def report_cmd(campaigns, compare, more_systems, output):
     """Render the dashboards' panels into one self-contained HTML page."""
     if more_systems and not compare:
@@ -633,10 +642,11 @@ def report_cmd(campaigns, compare, more_systems, output):
 
 def write(output: Path, campaigns: tuple[int, ...] = (), compare: tuple[str, ...] = ()) -> int:
     """The report of CAMPAIGNS (all when empty) written to OUTPUT whole or not at all; its size in characters.
-    `commscope report` and `commscope run` both write it so."""
+    `commscope report` and `commscope run` both write it so. OUTPUT must be a regular file or new
+    (db.output_file): anything else is refused before the store is read."""
+    db.output_file(output, "report")
     with db.connect() as conn:
         page = render(conn, campaigns, compare)
-    tmp = output.with_name(output.name + ".part")
-    tmp.write_text(page, encoding="utf-8")
-    tmp.replace(output)   # no half-written report
+    with db.replacing(output, "report") as part:
+        part.write_text(page, encoding="utf-8")
     return len(page)
