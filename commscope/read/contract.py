@@ -3,6 +3,7 @@ VERIFY and RANK lines printed by rank 0. Stdlib only: ci/suite.py uses it
 before anything is installed."""
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
 
@@ -15,11 +16,14 @@ class Output:
     ranks: int = 0
     params: dict = field(default_factory=dict)
     foms: dict = field(default_factory=dict)      # name -> (value, unit)
+    fom_lines: dict = field(default_factory=dict)  # name -> the line number it was printed on
     verify: dict = field(default_factory=dict)    # name -> (status, value)
     rank_lines: list = field(default_factory=list)
 
 
 LINE = re.compile(r"^(COMMSCOPE|MPI_LIBRARY|MPI_VERSION|RANKS|PARAM|FOM|VERIFY|RANK) (.*)$")
+# A FOM's value as printf's %.9g writes a finite number: never nan, inf, hex or digits grouped with '_'.
+NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
 
 
 class BadOutput(ValueError):
@@ -33,12 +37,35 @@ def parse_output(text: str) -> Output:
         m = LINE.match(raw)
         if not m:
             continue
+        shown = raw if len(raw) <= 60 else raw[:57] + "..."
+        if m.group(1) == "FOM":
+            _parse_fom(out, m.group(2), n, shown)
+            continue
         try:
             _parse_line(out, *m.groups())
         except (ValueError, IndexError):
-            shown = raw if len(raw) <= 60 else raw[:57] + "..."
             raise BadOutput(f"line {n}: a malformed {m.group(1)} line ({shown!r})") from None
     return out
+
+
+def _parse_fom(out: Output, rest: str, n: int, shown: str) -> None:
+    """One FOM line (line N): a name, a finite number (a time in seconds not below 0) and a unit. Each FOM
+    is printed once: a second line of the same name is refused, naming both."""
+    parts = rest.split()
+    if len(parts) != 3:
+        raise BadOutput(f"line {n}: a malformed FOM line ({shown!r}); expected FOM <name> <value> <unit>")
+    name, value, unit = parts
+    if not NUMBER.fullmatch(value) or not math.isfinite(float(value)):
+        raise BadOutput(f"line {n}: FOM {name}'s value {value!r} is not a finite number ({shown!r}); the "
+                        f"workload's output is damaged, run it again")
+    if unit == "s" and float(value) < 0:
+        raise BadOutput(f"line {n}: FOM {name} is a time of {value} s, below zero ({shown!r}); the workload's "
+                        f"output is damaged, run it again")
+    if name in out.foms:
+        raise BadOutput(f"line {n}: FOM {name} printed again (first on line {out.fom_lines[name]}), so which "
+                        f"value holds is unknown; each FOM is printed once: keep one run's output per file")
+    out.foms[name] = (float(value), unit)
+    out.fom_lines[name] = n
 
 
 def _parse_line(out: Output, kind: str, rest: str) -> None:
@@ -53,9 +80,6 @@ def _parse_line(out: Output, kind: str, rest: str) -> None:
     elif kind == "PARAM":
         name, _, value = rest.partition(" ")
         out.params[name] = value
-    elif kind == "FOM":
-        name, value, unit = rest.split()
-        out.foms[name] = (float(value), unit)
     elif kind == "VERIFY":
         name, status, value = rest.split()
         out.verify[name] = (status, value)

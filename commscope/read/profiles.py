@@ -17,6 +17,7 @@ import errno
 import functools
 import hashlib
 import json
+import math
 import os
 import re
 from collections import defaultdict
@@ -27,7 +28,7 @@ import numpy as np
 from caliperreader import caliperstreamreader
 from caliperreader.metadatadb import Attribute
 
-from commscope.read.contract import BadOutput, Output, parse_output
+from commscope.read.contract import NUMBER, BadOutput, Output, parse_output
 
 TIME_ATTRS = ("sum#sum#time.duration", "sum#time.duration", "time")
 SPOT_PREFIX = "inclusive#sum#time.duration"
@@ -271,8 +272,19 @@ def _path(rec) -> tuple:
 def _time(rec) -> float | None:
     for a in TIME_ATTRS:
         if a in rec:
-            return float(rec[a])
+            return seconds(rec, a)
     return None
+
+
+def seconds(rec: dict, attr: str) -> float:
+    """REC's ATTR as a time: a finite number of seconds, not below zero, as Caliper writes it; anything
+    else (nan, inf, a negative or a '1_000') means the record is damaged."""
+    raw = rec[attr]
+    text = raw.strip() if isinstance(raw, str) else None
+    value = float(raw) if text is None or NUMBER.fullmatch(text) else math.nan
+    if not math.isfinite(value) or value < 0:
+        raise _Damaged(f"{attr} is {raw!r}, not a time (a finite number of seconds, not below 0)")
+    return value
 
 
 def _sidecar(paths: list[Path]) -> Output | None:
@@ -411,11 +423,11 @@ class _Reader:
             if rec.get("spot.channel", "regionprofile") != "regionprofile":
                 return   # spot's timeseries channel: not stored (docs/add-your-application.md)
             if not p and f"max#{SPOT_PREFIX}" in rec and "mpi.msg.dst" not in rec:
-                prof.spot_outside = {k: float(rec[f"{k}#{SPOT_PREFIX}"]) for k in ("min", "max", "avg", "sum")}
+                prof.spot_outside = {k: seconds(rec, f"{k}#{SPOT_PREFIX}") for k in ("min", "max", "avg", "sum")}
             if p and f"max#{SPOT_PREFIX}" in rec:
-                prof.spot[p] = {k: float(rec[f"{k}#{SPOT_PREFIX}"]) for k in ("min", "max", "avg", "sum")}
+                prof.spot[p] = {k: seconds(rec, f"{k}#{SPOT_PREFIX}") for k in ("min", "max", "avg", "sum")}
                 if f"avg#{SPOT_EXCL}" in rec:
-                    prof.spot[p].update({f"excl_{k}": float(rec[f"{k}#{SPOT_EXCL}"])
+                    prof.spot[p].update({f"excl_{k}": seconds(rec, f"{k}#{SPOT_EXCL}")
                                          for k in ("min", "max", "avg", "sum")})
                 if "sum#sum#rc.count" in rec:
                     prof.calls[p] = int(rec["sum#sum#rc.count"])

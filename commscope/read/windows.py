@@ -21,9 +21,11 @@ aggregates across ranks; a focus time from spot when the focus region sits at
 more than one call path (a max of sums is not a sum of maxes)."""
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
-from commscope.read.profiles import MPI_SYNC, Profile, distributions, is_mpi
+from commscope.read.profiles import MPI_SYNC, BadProfile, Profile, distributions, is_mpi
 
 # The workloads' timed loop (workloads/README.md, "Caliper regions"): the `loop` region is exactly
 # cs_loop_begin..cs_loop_end, the interval of the FOM total_time. Profiles made before it existed have
@@ -148,14 +150,34 @@ def profile_windows(prof: Profile, focus: str | tuple | None) -> list[dict]:
         present = {name for p in (list(prof.spot) or list(prof.excl)) for name in p}
         focus = next((f for f in focus if f in present), None)
     if prof.spot:
-        rows = [_spot(prof, None), _spot(prof, focus) if focus else None]
-        return [r for r in rows if r]
-    if not prof.excl:
-        return []   # a message trace: no times
-    rows = [_summarise("run", None, *_per_rank(prof, None), prof.mpi_profiled)]
-    if focus and any(in_focus(p, focus) for p in prof.excl):
-        rows.append(_summarise("focus", focus, *_per_rank(prof, focus), prof.mpi_profiled))
+        rows = [r for r in (_spot(prof, None), _spot(prof, focus) if focus else None) if r]
+    elif not prof.excl:
+        rows = []   # a message trace: no times
+    else:
+        rows = [_summarise("run", None, *_per_rank(prof, None), prof.mpi_profiled)]
+        if focus and any(in_focus(p, focus) for p in prof.excl):
+            rows.append(_summarise("focus", focus, *_per_rank(prof, focus), prof.mpi_profiled))
+    for row in rows:
+        _check_possible(prof, row)
     return rows
+
+
+TIMES = ("time_s", "mpi_time_avg_s", "mpi_time_max_s", "mpi_sync_time_avg_s")
+FRACTIONS = ("mpi_fraction_avg", "mpi_fraction_slowest")
+
+
+def _check_possible(prof: Profile, row: dict) -> None:
+    """A window's figures are finite, its times not below zero and its MPI fractions within 0 and 1; a profile
+    whose times give anything else (a region's children taking more than it) is refused, naming the figure."""
+    for col in COLUMNS:
+        v = row[col]
+        if not isinstance(v, (int, float)):
+            continue
+        bad = (not math.isfinite(v) or (col in TIMES and v < 0)
+               or (col in FRACTIONS and not -1e-9 <= v <= 1 + 1e-9))
+        if bad:
+            raise BadProfile(f"{prof.source}: its {row['window']} window's {col} comes out as {v:.6g}, which no "
+                             f"run can have; the profile's times are damaged: record or copy it again")
 
 
 def output_window(foms: dict) -> list[dict]:
