@@ -6,6 +6,7 @@ quiet, and judge against a level once it is accepted. The expected values come f
 series slowed, when, what changed), never from commscope's formulas."""
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
 import subprocess
@@ -176,3 +177,30 @@ def test_the_schema_37_store_merges_the_upgrade_into_one_series_keeping_every_ru
         db.Embedded(home).stop()
         with emb.admin("postgres") as a:
             a.execute("DROP DATABASE schema37_reference WITH (FORCE)")
+
+
+def test_one_line_per_experiment_with_the_version_change_drawn(history):
+    """The panels and the report: each experiment is one series across the upgrade (its daily rows before and after
+    it), the dashboards' version-change annotation layer marks the upgrade's first run on every series, and the
+    report's "What changed" names it."""
+    from commscope.views import grafana as D
+    from commscope.views import panels as P
+    from commscope.views import report
+    url, campaigns = history
+    system, what, (before, after) = SCENARIOS["mpi"]
+    changed = campaigns["mpi"][CHANGE - 1]
+    with psycopg.connect(url) as conn:
+        lines = conn.execute("SELECT v.series_id, count(DISTINCT v.day) FROM v_run_metrics_daily v "
+                             "WHERE v.system = %s GROUP BY 1", (system,)).fetchall()
+        assert len(lines) == SERIES and {n for _, n in lines} == {NIGHTS}
+        first = conn.execute("SELECT min(started_at) FROM runs WHERE campaign_id = %s", (changed,)).fetchone()[0]
+        values = P.all_values(conn)
+        t0, t1 = first - dt.timedelta(days=20), first + dt.timedelta(days=5)
+        marks = conn.execute(P.expand(P.VERSION_CHANGES_ANNOTATION_SQL, t0, t1, values)).fetchall()
+        page = report.render(conn)
+    mpi = [m for m in marks if f" {before} -&gt; {after} (campaign {changed})" in m[2]]
+    assert len(mpi) == SERIES and {float(m[0]) for m in mpi} == {first.timestamp() * 1000}
+    assert all(m[3].startswith(f"commscope-version,{what},series:") for m in mpi)
+    assert "Version change: " in page and f"{what} {before} → {after}, campaign {changed}" in page
+    anns = {a["name"]: a for a in D.build_dashboard(P.MPI_FRACTION)["annotations"]["list"]}
+    assert anns["Version changes"]["target"]["rawSql"] == P.VERSION_CHANGES_ANNOTATION_SQL

@@ -174,6 +174,8 @@ def build_dashboard(d: P.Dashboard) -> dict:
                          .target(db.AnnotationTarget().limit(100).match_any(False).tags([]).type("tags")))
         b = b.annotation(db.AnnotationQuery().name("Change points").datasource(ds).enable(True).icon_color("orange")
                          .target(db.AnnotationTarget().limit(100).match_any(False).tags([]).type("tags")))
+        b = b.annotation(db.AnnotationQuery().name("Version changes").datasource(ds).enable(True).icon_color("blue")
+                         .target(db.AnnotationTarget().limit(100).match_any(False).tags([]).type("tags")))
     ids = {p.title: i for i, p in enumerate(d.panels, 1)}
     for i, p in enumerate(d.panels, 1):
         b = b.with_panel(_panel(p, i, queries, ids[p.reuses] if p.reuses else None))
@@ -184,7 +186,8 @@ def build_dashboard(d: P.Dashboard) -> dict:
         for k in ("auto", "auto_min", "auto_count"):
             v.pop(k, None)
     for a in out.get("annotations", {}).get("list", []):
-        raw = {"Regressions": P.ANNOTATIONS_SQL, "Change points": P.CHANGE_POINTS_ANNOTATION_SQL}.get(a.get("name"))
+        raw = {"Regressions": P.ANNOTATIONS_SQL, "Change points": P.CHANGE_POINTS_ANNOTATION_SQL,
+               "Version changes": P.VERSION_CHANGES_ANNOTATION_SQL}.get(a.get("name"))
         if raw:
             # A SQL annotation's target is the datasource's own query, as Grafana stores it.
             a["target"].update({"refId": "Anno", "editorMode": "code", "format": "table", "rawQuery": True,

@@ -108,6 +108,18 @@ FROM v_change_points
 WHERE $__timeFilter("time") AND {SERIES}
 ORDER BY 1"""
 
+# A version that changed along a series (migration 0038: an MPI upgrade, a new compiler, a Spack rebuild), drawn as
+# a third annotation layer at the first run with the new version: the series goes on across it, as one line.
+VERSION_CHANGE_TEXT = """'version change: ' || series_label || ': ' || what || ' ' || previous || ' -> ' || value
+    || ' (campaign ' || campaign_id || ')'"""
+VERSION_CHANGES_ANNOTATION_SQL = f"""SELECT extract(epoch FROM "time") * 1000 AS "time",
+  extract(epoch FROM "time") * 1000 AS "timeEnd",
+  {html_text(VERSION_CHANGE_TEXT)} AS text,
+  'commscope-version,' || what || ',series:' || series_id AS tags
+FROM v_version_changes
+WHERE $__timeFilter("time") AND {SERIES}
+ORDER BY 1"""
+
 # The measurement model's panels (docs/measurement-model.md) read v_run_metrics summed per day, series and
 # window (migration 0013). Each series shows its focus window where it has one, else its run window; the line's
 # name says which. A series is the runs of equal application, parameters and environment, so runs of another

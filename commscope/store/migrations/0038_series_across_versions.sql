@@ -93,7 +93,7 @@ LEFT JOIN stacks st ON st.id = r.stack_id
 LEFT JOIN hardware_versions h ON h.id = r.hardware_id;
 
 -- Each change of a version along a series: the first ok run (in start order) whose value differs from the ok run
--- before it, with both values.
+-- before it, with both values, and the series' dashboard variables and label as that run names them (v_runs).
 CREATE VIEW v_version_changes AS
 WITH recorded AS (
     SELECT v.run_id, v.series_id, v.campaign_id, v.started_at, a.what, a.value
@@ -106,8 +106,14 @@ WITH recorded AS (
     SELECT *, lag(value) OVER (PARTITION BY series_id, what ORDER BY started_at, run_id) AS previous
     FROM recorded
 )
-SELECT series_id, what, previous, value, run_id, campaign_id, started_at AS "time"
-FROM ordered WHERE previous IS DISTINCT FROM value AND previous IS NOT NULL;
+SELECT o.series_id, o.what, o.previous, o.value, o.run_id, o.campaign_id, o.started_at AS "time",
+       v.system, v.app, v.workload, coalesce(v.variant, '') AS variant, v.stack, v.interconnect, v.ranks,
+       v.global_size,
+       v.system || ' ' || v.app || coalesce(' ' || nullif(v.variant, ''), '') || ' ' || v.stack || ' '
+         || v.interconnect || ' n' || v.ranks || coalesce(' ' || v.global_size, '') || ' #' || o.series_id
+         AS series_label
+FROM ordered o JOIN v_runs v ON v.run_id = o.run_id
+WHERE o.previous IS DISTINCT FROM o.value AND o.previous IS NOT NULL;
 
 -- Stacks and systems compared on each series' newest version only (the MPI library string of its newest ok run),
 -- naming the versions compared.
