@@ -204,3 +204,22 @@ def test_one_line_per_experiment_with_the_version_change_drawn(history):
     assert "Version change: " in page and f"{what} {before} → {after}, campaign {changed}" in page
     anns = {a["name"]: a for a in D.build_dashboard(P.MPI_FRACTION)["annotations"]["list"]}
     assert anns["Version changes"]["target"]["rawSql"] == P.VERSION_CHANGES_ANNOTATION_SQL
+
+
+def test_change_points_name_the_versions_that_changed_there(history):
+    """The change points ingest computes over each series' whole history (Apache Otava): one at the upgrade's first
+    night names the MPI library change; one elsewhere names none."""
+    from commscope.gate import changepoints
+    url, campaigns = history
+    system, what, (before, after) = SCENARIOS["mpi"]
+    changed = campaigns["mpi"][CHANGE - 1]
+    with psycopg.connect(url) as conn:
+        ids = [r[0] for r in conn.execute("SELECT DISTINCT r.series_id FROM runs r JOIN systems s "
+                                          "ON s.id = r.system_id WHERE s.name = %s", (system,))]
+        found = changepoints.stored(conn, "time_s", ids)
+    at_upgrade = [c for c in found if c["campaign_id"] == changed]
+    assert len(at_upgrade) >= len(SLOWED) - 2, [(c["series_id"], c["campaign_id"]) for c in found]
+    for c in found:
+        named = f"{what} {before} -> {after} (campaign {changed})"
+        assert c["versions_changed"] == (named if c["campaign_id"] == changed else None), c
+        assert (f"versions changed: {named}" in changepoints.describe(c)) == (c["campaign_id"] == changed)

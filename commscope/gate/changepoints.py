@@ -226,7 +226,7 @@ def refresh_after_ingest(campaign_id: int, warn) -> None:
 
 COLUMNS = ("series_id", "metric", "window", "run_id", "campaign_id", "time", "previous_time", "n_before", "n_after",
            "mean_before", "mean_after", "stddev_before", "stddev_after", "change", "direction", "p_value",
-           "detected_at", "detected_campaign", "series_label")
+           "detected_at", "detected_campaign", "series_label", "versions_changed")
 
 
 def stored(conn: psycopg.Connection, metric: str | None = None, series_ids: list[int] | None = None) -> list[dict]:
@@ -258,12 +258,14 @@ def as_dict(c: dict) -> dict:
 
 
 def describe(c: dict) -> str:
-    """One line: series, metric, how much, from which run and campaign, how significant."""
+    """One line: series, metric, how much, from which run and campaign, how significant, and the versions that
+    changed there."""
     change = f"{c['change']:+.1%}" if c["change"] is not None else "?"
     return (f"{c['series_label']} [{c['window']}]: {c['metric']} {change} ({c['direction']}), mean "
             f"{c['mean_before']:.6g} over {c['n_before']} runs -> {c['mean_after']:.6g} over {c['n_after']} runs, "
             f"from run {c['run_id']} of campaign {c['campaign_id']} ({c['time']:%Y-%m-%d %H:%M} UTC), "
-            f"p={c['p_value']:.2g}; first found with campaign {c['detected_campaign']}")
+            f"p={c['p_value']:.2g}; first found with campaign {c['detected_campaign']}"
+            + (f"; versions changed: {c['versions_changed']}" if c.get("versions_changed") else ""))
 
 
 def markdown(changes: list[dict]) -> str:

@@ -99,7 +99,8 @@ ORDER BY 1"""
 # Change points over each series' whole history (migration 0024, changepoints.py), drawn as a second
 # annotation layer: one mark at the first run of the new level, spanning back to the last run before it.
 CHANGE_POINT_TEXT = """'change point (' || direction || '): ' || series_label || ' [' || "window" || '] ' || metric || ' '
-    || coalesce(to_char(change * 100, 'SG990.0') || '%', '?') || ', p=' || to_char(p_value, '9.9EEEE')"""
+    || coalesce(to_char(change * 100, 'SG990.0') || '%', '?') || ', p=' || to_char(p_value, '9.9EEEE')
+    || coalesce('; versions changed: ' || versions_changed, '')"""
 CHANGE_POINTS_ANNOTATION_SQL = f"""SELECT extract(epoch FROM coalesce(previous_time, "time")) * 1000 AS "time",
   extract(epoch FROM "time") * 1000 AS "timeEnd",
   {html_text(CHANGE_POINT_TEXT)} AS text,

@@ -488,16 +488,18 @@ ORDER BY "time" DESC LIMIT {FINDINGS_PER_KIND}"""
         line = f"Gate, {t:%Y-%m-%d %H:%M} UTC, {what}: {text}."
         out.append(Finding(_clip(line, FINDING_LIMIT), line if len(line) > FINDING_LIMIT else ""))
     cp = f"""SELECT series_id, "time", "window", metric, direction, mean_before, mean_after, change, n_before, n_after,
-  p_value, campaign_id, run_id
+  p_value, campaign_id, run_id, versions_changed
 FROM v_change_points WHERE $__timeFilter("time") AND {P.SERIES}
 ORDER BY "time" DESC LIMIT {FINDINGS_PER_KIND}"""
     rows = conn.execute(P.expand(cp, t0, t1, values)).fetchall()
     keys = _series_keys(conn, [r[0] for r in rows])
     texts = []
-    for sid, t, window, metric, direction, before, after, change, nb, na, p, campaign, run in rows:
+    for sid, t, window, metric, direction, before, after, change, nb, na, p, campaign, run, versions in rows:
         moved = f" ({float(change) * 100:+.1f}%)" if change is not None else ""
+        with_versions = f"; versions changed: {versions}" if versions else ""
         texts.append((f"Change point ({direction}): ", f"[{window}]: {metric} {float(before):.4g} → "
-                      f"{float(after):.4g}{moved}, means of {nb} and {na} runs, p={float(p):.2g}, {t:%Y-%m-%d}.",
+                      f"{float(after):.4g}{moved}, means of {nb} and {na} runs, p={float(p):.2g}, {t:%Y-%m-%d}"
+                      f"{with_versions}.",
                       f" (series #{sid}); at run {run} of campaign {campaign}, {t:%Y-%m-%d %H:%M} UTC"))
     out += _named([keys[r[0]] for r in rows], texts)
     vc = f"""SELECT series_id, "time", what, previous, value, campaign_id FROM v_version_changes

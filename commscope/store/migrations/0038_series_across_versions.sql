@@ -115,6 +115,27 @@ SELECT o.series_id, o.what, o.previous, o.value, o.run_id, o.campaign_id, o.star
 FROM ordered o JOIN v_runs v ON v.run_id = o.run_id
 WHERE o.previous IS DISTINCT FROM o.value AND o.previous IS NOT NULL;
 
+-- Each change point names the versions that changed between the last run before it and its first run.
+CREATE OR REPLACE VIEW v_change_points AS
+SELECT cp.series_id, cp.metric, cp."window", cp.run_id, cp.campaign_id, cp."time", cp.previous_time,
+       cp.n_before, cp.n_after, cp.mean_before, cp.mean_after, cp.stddev_before, cp.stddev_after, cp.change,
+       cp.direction, cp.p_value, cp.method, cp.detected_at, cp.detected_campaign,
+       coalesce(s.name, 'unknown') AS system, r.app, r.workload, coalesce(r.variant, '') AS variant,
+       coalesce(st.name, 'unknown') AS stack, coalesce(r.interconnect, 'default') AS interconnect, r.ranks,
+       r.global_size,
+       coalesce(s.name, 'unknown') || ' ' || r.app || coalesce(' ' || nullif(r.variant, ''), '') || ' '
+         || coalesce(st.name, 'unknown') || ' ' || coalesce(r.interconnect, 'default') || ' n' || r.ranks
+         || coalesce(' ' || r.global_size, '') || ' #' || cp.series_id AS series_label,
+       (SELECT string_agg(vc.what || ' ' || vc.previous || ' -> ' || vc.value || ' (campaign ' || vc.campaign_id
+                          || ')', '; ' ORDER BY vc."time", vc.what)
+        FROM v_version_changes vc
+        WHERE vc.series_id = cp.series_id AND vc."time" <= cp."time"
+          AND vc."time" > coalesce(cp.previous_time, '-infinity')) AS versions_changed
+FROM change_points cp
+JOIN runs r ON r.id = cp.run_id
+LEFT JOIN systems s ON s.id = r.system_id
+LEFT JOIN stacks st ON st.id = r.stack_id;
+
 -- Stacks and systems compared on each series' newest version only (the MPI library string of its newest ok run),
 -- naming the versions compared.
 CREATE VIEW v_run_compared_newest AS
