@@ -188,4 +188,10 @@ def test_names_cannot_forge_lines_or_markup_in_junit_and_markdown(dsn, tmp_path)
     for line in text.splitlines():
         assert "evil.example" not in _outside_code_spans(line), line
     assert "\x1b" not in text and "\x07" not in text
+    # changepoints.markdown's section: one list item per change point, each a code span, nothing outside it
+    points = md.read_text().partition("\nChange points this campaign completes")[2]
+    items = [ln for ln in points.splitlines()[1:] if ln.strip()]
+    assert items and all(ln.startswith("- ") for ln in items), points
+    for line in items:
+        assert "evil.example" not in _outside_code_spans(line) and "\x1b" not in line, line
     assert "Suspect or cannot tell:" in text and "**regression**" in text

@@ -32,6 +32,7 @@ from importlib import metadata
 import psycopg
 from psycopg import sql
 
+from commscope.gate.outputs import code
 from commscope.store import db
 from commscope.store.queries import gate as queries
 from commscope.store.queries.gate import ALIASES, METRICS
@@ -273,7 +274,7 @@ def markdown(changes: list[dict]) -> str:
     if not changes:
         return ""
     lines = ["", "Change points this campaign completes (Apache Otava E-divisive over each series' history):", ""]
-    lines += [f"- `{describe(c)}`" for c in changes]
+    lines += [f"- {code(describe(c))}" for c in changes]
     return "\n".join(lines) + "\n"
 
 
