@@ -77,11 +77,23 @@ class Stack:
         return ["srun", f"--mpi={SRUN_MPI[self.family]}", "-n", str(ranks), *argv]
 
 
+# The stacks whose Fortran wrapper builds the Fortran workload and libcommscope-mpif (workloads/README.md).
+FORTRAN_STACKS = ("debian-openmpi4", "debian-mpich4")
+
+
+def fortran_wrapper(stack: Stack) -> str | None:
+    """The stack's Fortran wrapper beside its C one (mpicc.openmpi -> mpif90.openmpi), for FORTRAN_STACKS."""
+    f = Path(stack.mpicc).with_name(Path(stack.mpicc).name.replace("mpicc", "mpif90"))
+    return str(f) if stack.name in FORTRAN_STACKS and f.exists() else None
+
+
 def build_workloads(stack: Stack, build_dir: Path, caliper: str = "OFF", extra: list[str] | None = None) -> Path:
-    """Configures and builds the workloads into build_dir with the stack's own wrapper (never the mpicc first
+    """Configures and builds the workloads into build_dir with the stack's own wrappers (never the mpicc first
     on PATH). caliper: ON, OFF or AUTO (-DCOMMSCOPE_WITH_CALIPER)."""
     env = stack.environ()
+    fortran = fortran_wrapper(stack)
     cfg = ["cmake", "-S", str(WORKLOADS), "-B", str(build_dir), f"-DMPI_C_COMPILER={stack.mpicc}",
+           *([f"-DMPI_Fortran_COMPILER={fortran}"] if fortran else []),
            f"-DCOMMSCOPE_WITH_CALIPER={caliper}", *(extra or [])]
     for cmd in (cfg, ["cmake", "--build", str(build_dir), "-j", "2"]):
         p = subprocess.run(cmd, env=env, capture_output=True, text=True)

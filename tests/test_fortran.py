@@ -1,0 +1,59 @@
+"""A Fortran MPI application profiled by the preload route: fjacobi (mpi_f08 plus an mpif.h routine) run under
+libcommscope-mpif and a no-GOTCHA Caliper, ingested with `commscope ingest`; every stored MPI time per function
+equals caliper-reader's reading of the same .cali file. Needs COMMSCOPE_CALIPER_NOGOTCHA_PREFIX (ci/toolchain.py)."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from commscope.read.contract import parse_output
+from conftest import ROOT, built_once
+from helpers import profile_reference
+
+NOGOTCHA = os.environ.get("COMMSCOPE_CALIPER_NOGOTCHA_PREFIX", "")
+pytestmark = pytest.mark.skipif(not NOGOTCHA, reason="needs COMMSCOPE_CALIPER_NOGOTCHA_PREFIX: a Caliper built with "
+                                "-DWITH_GOTCHA=OFF against Debian Open MPI 4.1 (ci/toolchain.py builds it); Caliper "
+                                "is in no package registry")
+
+# The Fortran calls fjacobi makes: its mpi_f08 ones, and mpif.h's Gather and Gatherv.
+FORTRAN_CALLS = {"MPI_Init", "MPI_Bcast", "MPI_Barrier", "MPI_Irecv", "MPI_Isend", "MPI_Waitall", "MPI_Allreduce",
+                 "MPI_Reduce", "MPI_Gather", "MPI_Gatherv", "MPI_Finalize"}
+
+
+def preload(bdir: Path) -> str:
+    """The documented preload for a Fortran application (docs/add-your-application.md)."""
+    return f"{bdir / 'libcommscope-mpif.so'}:{Path(NOGOTCHA) / 'lib' / 'libcaliper.so'}"
+
+
+def test_fortran_mpi_calls_are_profiled_and_ingested_as_caliper_reader_reads_them(dsn, tmp_path):
+    stack, bdir = built_once("debian-openmpi4")
+    assert (bdir / "fjacobi").exists(), "the Debian Open MPI build has its Fortran workload"
+    out, cali = tmp_path / "fjacobi-n2.out", tmp_path / "fjacobi-n2.cali"
+    env = stack.environ({"LD_PRELOAD": preload(bdir), "CALI_CONFIG": f"runtime-profile,profile.mpi,output={cali}"})
+    p = subprocess.run(stack.launch(2, [str(bdir / "fjacobi"), "--n", "4000", "--iters", "300"]), env=env,
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stdout + p.stderr
+    out.write_text(p.stdout)
+    parsed = parse_output(p.stdout)
+    assert parsed.verify and all(status == "PASS" for status, _v in parsed.verify.values()), p.stdout
+    assert cali.exists(), "no profile: the preloaded Caliper never saw the Fortran program's MPI_Init"
+    total, mpi, per_function = profile_reference(cali)
+    assert FORTRAN_CALLS <= per_function.keys(), sorted(per_function)
+    assert sorted(total) == [0, 1]
+
+    e = {**os.environ, "COMMSCOPE_DB_URL": dsn}
+    p = subprocess.run([sys.executable, "-m", "commscope.cli", "ingest", "--app", "fjacobi", str(cali)], env=e, capture_output=True,
+                       text=True, cwd=ROOT, timeout=300)
+    assert p.returncode == 0, p.stdout + p.stderr
+    with psycopg.connect(dsn) as conn:
+        run_id, kind, app = conn.execute("SELECT id, profile_kind, app FROM runs").fetchone()
+        stored = dict(conn.execute("SELECT function, time_total FROM mpi_metrics WHERE run_id = %s", (run_id,)))
+    assert app == "fjacobi" and kind != "none"
+    assert stored.keys() == per_function.keys()
+    for fn, t in per_function.items():
+        assert stored[fn] == pytest.approx(t, rel=1e-9), fn
