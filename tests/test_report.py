@@ -319,12 +319,17 @@ def test_the_report_opens_with_findings_whose_numbers_the_sources_confirm(filled
         (f,) = [f for ws in ("smoke-openmpi4-mpi", "smoke-mpich4-matrix") for f in
                 (DATA / "ramble" / ws / "experiments").glob(f"commgraph/commgraph/commgraph-pairs-{stack}-default-n2/*.out")]
         return float(re.search(r"^FOM total_time (\S+) s$", f.read_text(), re.M).group(1))
+    def library(stack):   # the MPI library line the run printed, up to its first comma, as the finding names it
+        (f,) = [f for ws in ("smoke-openmpi4-mpi", "smoke-mpich4-matrix") for f in
+                (DATA / "ramble" / ws / "experiments").glob(f"commgraph/commgraph/commgraph-pairs-{stack}-default-n2/*.out")]
+        return " ".join(re.search(r"^MPI_LIBRARY (.*)$", f.read_text(), re.M).group(1).split(",")[0].split())
     own = {s: total_time(s) for s in ("debian-openmpi4", "debian-mpich4")}
     fast, slow = sorted(own, key=own.get)
     (stack_line,) = [x for x in lines if x.startswith("commgraph ") and "is fastest" in x]
-    m = re.search(r": (\S+) is fastest of (\d+) stacks, (\d+\.\d)% ahead of (\S+) ", stack_line)
-    assert m and (m.group(1), m.group(2), m.group(4)) == (fast, "2", slow), stack_line
-    assert float(m.group(3)) == pytest.approx(100 * (own[slow] / own[fast] - 1), abs=0.051), stack_line
+    m = re.search(r": (\S+) \(([^)]*)\) is fastest of (\d+) stacks, (\d+\.\d)% ahead of (\S+) \(([^)]*)\) ", stack_line)
+    assert m and (m.group(1), m.group(3), m.group(5)) == (fast, "2", slow), stack_line
+    assert (m.group(2), m.group(6)) == (library(fast), library(slow)), stack_line   # the versions compared
+    assert float(m.group(4)) == pytest.approx(100 * (own[slow] / own[fast] - 1), abs=0.051), stack_line
 
     # Regressions: the gate's annotation and the change point the fixture stored (+12%, p=0.003, 4 runs before).
     assert any(x.startswith("Gate, ") and "regression: mpi_fraction_avg +12%" in x for x in lines), lines

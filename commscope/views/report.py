@@ -444,14 +444,18 @@ ORDER BY mpi DESC, 1 LIMIT {FINDINGS_PER_KIND}"""
 
 def stack_findings(conn, where: str, args: list) -> list[Finding]:
     """What to do: for each experiment run on two or more stacks (same application, parameters and environment
-    but the stack; v_run_compared, each run on its focus window else its whole run), the fastest stack, its margin
-    over the next one, and the spread of its own runs."""
+    but the stack; v_run_compared_newest, each series' newest MPI library version only, each run on its focus
+    window else its whole run), the fastest stack, its margin over the next one, the spread of its own runs, and
+    the versions compared."""
     q = f"""WITH t AS (
-  SELECT c.app, c.parameters, environment_but_stack(c.environment) AS env, c."window", c.environment->>'stack' AS stack,
+  SELECT c.app, c.parameters, environment_but_stack(c.environment) AS env, c."window",
+         c.environment->>'stack'
+           || coalesce(' (' || regexp_replace(split_part(min(c.mpi_library), ',', 1), '\s+', ' ', 'g') || ')', '')
+           AS stack,
          avg(c.time_s) AS time_s, min(c.time_s) AS time_min, max(c.time_s) AS time_max, count(*) AS runs
-  FROM v_run_compared c JOIN v_runs v ON v.run_id = c.run_id
+  FROM v_run_compared_newest c JOIN v_runs v ON v.run_id = c.run_id
   WHERE c.time_s > 0 AND {where}
-  GROUP BY 1, 2, 3, 4, 5
+  GROUP BY 1, 2, 3, 4, c.environment->>'stack'
 ), r AS (
   SELECT *, row_number() OVER (w ORDER BY time_s, stack) AS place, count(*) OVER w AS stacks
   FROM t WINDOW w AS (PARTITION BY app, parameters, env, "window")
