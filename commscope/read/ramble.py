@@ -33,7 +33,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Iterator
 
-from commscope.read import profiles
+from commscope.read import discover
 from commscope.read.profiles import BadProfile
 from commscope.read.records import ReadOptions, Record, clean, declare_scaling, parameters_label, read_record
 
@@ -125,7 +125,7 @@ class Workspace:
         name = exp["name"]
         status = "ok" if exp["RAMBLE_STATUS"] == "SUCCESS" else "failed"
         run_dir = self._run_dir(exp)
-        groups = profiles.discover([run_dir]) if run_dir.is_dir() else []
+        groups = discover.discover([run_dir]) if run_dir.is_dir() else []
         # The focus window's region: --focus at ingest, else what the experiment declares (the Ramble application's
         # commscope_focus variable, or the study's), else the workloads' own. The application's name, for a
         # profile that records none (an application without Adiak, profiled by the Caliper modifier's preload
@@ -189,6 +189,13 @@ class Workspace:
                 variant=axes["variant"] or (parameters_label(own) if own else rec.variant), fom_rows=foms or rec.fom_rows, metadata=meta,
                 spack_hash=clean(self._var(exp, "spack_hash")) or self._spack_hash(exp) or rec.spack_hash),
                 ReadOptions(**declared))
+
+    def profiles_missing(self) -> list[tuple[str, Path]]:
+        """(experiment name, run directory) of each experiment that did not fail, was to write a profile
+        (_profile_expected) and holds no .cali file."""
+        return [(exp["name"], d) for exp in self.experiments()
+                if exp.get("RAMBLE_STATUS") != "FAILED" and self._profile_expected(exp)
+                and not any((d := self._run_dir(exp)).glob("*.cali"))]
 
     def _profile_expected(self, exp: dict) -> bool:
         """Whether the Caliper modifier was to write a profile: it set caliper_file, and the study did not say

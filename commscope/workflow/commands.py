@@ -78,13 +78,16 @@ def setup_cmd(stacks, caliper_prefixes, sources, imb, no_build, spack_source_mir
                    "there), or its null one with the builds of `commscope setup` (the default without Spack)")
 @click.option("--dry-run", is_flag=True, help="render the workspace and its scripts without running them")
 @click.option("--no-ingest", is_flag=True, help="leave the results on disk only")
-def run_cmd(study, site, stacks, interconnects, where, caliper, spack, dry_run, no_ingest):
+@click.option("--allow-unprofiled", is_flag=True,
+              help="exit 0 even when experiments that asked for a Caliper profile wrote none (each is still named "
+                   "with its likely cause); without it such a run exits 3")
+def run_cmd(study, site, stacks, interconnects, where, caliper, spack, dry_run, no_ingest, allow_unprofiled):
     """Run a study: Ramble workspace setup, on, analyze, then ingest into the store.
 
     STUDY is one of the package's studies by name, or the path of any folder holding a ramble.yaml (and
     optionally a commscope.yaml)."""
     try:
         plan = plan_run(study, site, _split(stacks), _split(interconnects), caliper, where, dry_run, spack=spack)
-        run(plan, ingest=not no_ingest)
+        run(plan, ingest=not no_ingest, allow_unprofiled=allow_unprofiled)
     except WorkflowError as e:
         _fail(str(e), e.exit_code)

@@ -10,6 +10,11 @@ class WorkflowError(RuntimeError):
     exit_code = 1
 
 
+class Unprofiled(WorkflowError):
+    """Experiments that asked for a Caliper profile and wrote none (`commscope run` without --allow-unprofiled)."""
+    exit_code = 3
+
+
 class UnknownChoice(WorkflowError):
     """A study, site, stack, interconnect or mode the user named that does not exist: a usage error."""
     exit_code = 2

@@ -16,7 +16,7 @@ import yaml
 
 from commscope.store import db
 from commscope.workflow.checkouts import ramble_cmd, ramble_env
-from commscope.workflow.errors import WorkflowError
+from commscope.workflow.errors import Unprofiled, WorkflowError
 from commscope.workflow.paths import RAMBLE_DIR, ROOT, SITES_DIR, git_commit, local_site_dir
 from commscope.workflow.plan import Plan, link_prefix, prefix_of
 from commscope.workflow.sites import env_words, site_hardware
@@ -261,7 +261,9 @@ def summarize(ws: Path) -> dict:
     return status
 
 
-def run(plan: Plan, echo=click.echo, ingest: bool = True) -> Path:
+def run(plan: Plan, echo=click.echo, ingest: bool = True, allow_unprofiled: bool = False) -> Path:
+    """Runs the plan's study; an experiment that asked for a profile and wrote none is said in one line each, and
+    raises Unprofiled (exit 3) at the end unless ALLOW_UNPROFILED."""
     t0 = time.monotonic()
     ws = create_workspace(plan)
     log = ws / "commscope" / "run.log"
@@ -297,6 +299,7 @@ def run(plan: Plan, echo=click.echo, ingest: bool = True) -> Path:
     for name in status.get("FAILED", []):
         echo(f"  FAILED: {name}")
     stored = _ingest(ws, plan, echo) if ingest else True
+    unprofiled = say_unprofiled(plan, ws, echo)
     echo(f"results: {ws / 'results.latest.json'}")
     echo(f"experiment logs and profiles: {ws / 'experiments'}")
     echo(f"ramble log: {log}")
@@ -304,7 +307,37 @@ def run(plan: Plan, echo=click.echo, ingest: bool = True) -> Path:
     if status.get("FAILED") or not stored:
         raise WorkflowError(f"{len(status.get('FAILED', []))} experiments FAILED" if status.get("FAILED")
                             else f"the results were not stored; retry with: commscope ingest {ws}")
+    if unprofiled and not allow_unprofiled:
+        raise Unprofiled(f"{len(unprofiled)} experiments asked for a Caliper profile and wrote none (stored as not "
+                         f"profiled); --allow-unprofiled accepts that")
     return ws
+
+
+def say_unprofiled(plan: Plan, ws: Path, echo) -> list[str]:
+    """The experiments that ran, asked for a profile and wrote none (read.ramble's profiles_missing); one line
+    each naming it and the likely cause."""
+    from commscope.read.ramble import read_workspace
+    if plan.caliper == "off":
+        return []
+    missing = read_workspace(ws).profiles_missing()
+    for name, d in missing:
+        echo(f"  NOT PROFILED: {name} wrote no profile in {d}; likely cause: {unprofiled_cause(plan, d)}")
+    return [name for name, _d in missing]
+
+
+def unprofiled_cause(plan: Plan, run_dir: Path) -> str:
+    """Why an experiment that asked for a profile likely wrote none, from its script and the program it ran."""
+    script = run_dir / "execute_experiment"
+    text = script.read_text(errors="replace") if script.is_file() else ""
+    if plan.preload and "libcommscope-mpif" not in text:
+        return ("the preloaded Caliper wraps the C MPI_* only and never started: a Fortran application's MPI "
+                "bindings call PMPI_* directly; preload libcommscope-mpif.so beside it (`commscope setup` builds it "
+                "for the Debian stacks' builds)")
+    if plan.preload:
+        return ("the preloaded Caliper never saw MPI_Init through the C or forwarded Fortran calls (an MPI call "
+                "libcommscope-mpif does not forward, or a run that ended before MPI_Finalize)")
+    return ("the program is not built with this Caliper or ended before MPI_Finalize (Caliper writes at "
+            "MPI_Finalize); see the experiment's .out")
 
 
 def say_profiles(plan: Plan, dirs: list[Path], echo) -> None:
