@@ -280,6 +280,18 @@ def unannotated_applications(study: str) -> list[str]:
     return sorted(a for a in apps if not (paths.RAMBLE_DIR / "applications" / a).is_dir())
 
 
+PRELOAD_TAG = "caliper-preload"
+
+
+def preloaded_commscope_applications(study: str) -> list[str]:
+    """The study's commscope applications without Caliper annotations (tagged `caliper-preload` in their
+    application.py, as the Fortran fjacobi is): profiled by preloading, like applications that are not commscope's."""
+    doc = yaml.safe_load((_folder(study) / "ramble.yaml").read_text()) or {}
+    apps = (doc.get("ramble") or {}).get("applications") or {}
+    files = {a: paths.RAMBLE_DIR / "applications" / a / "application.py" for a in apps}
+    return sorted(a for a, f in files.items() if f.is_file() and f'"{PRELOAD_TAG}"' in f.read_text())
+
+
 def plan_run(study: str, site: str = "local", stacks: list[str] | None = None,
              interconnects: list[str] | None = None, caliper: str | None = None,
              where: str | None = None, dry_run: bool = False, workspace: Path | None = None,
@@ -299,8 +311,9 @@ def plan_run(study: str, site: str = "local", stacks: list[str] | None = None,
                                 f"({folder / 'commscope.yaml'}): drop --spack")
         spack = False
     unannotated = unannotated_applications(str(folder))
-    if unannotated and caliper not in (None, "off", "mpi"):
-        raise UnknownChoice(f"study {study} runs {', '.join(unannotated)}, which has no Caliper annotations: it is "
+    preloaded = unannotated + preloaded_commscope_applications(str(folder))
+    if preloaded and caliper not in (None, "off", "mpi"):
+        raise UnknownChoice(f"study {study} runs {', '.join(preloaded)}, which has no Caliper annotations: it is "
                             f"profiled by preloading a no-GOTCHA Caliper, which gives --caliper mpi (or off), "
                             f"not {caliper}")
     prefixes = install_prefixes(study, conf, folder)
@@ -338,7 +351,7 @@ def plan_run(study: str, site: str = "local", stacks: list[str] | None = None,
         profiled = {s: (True, f"Caliper {builds[s].caliper_dir}") if builds[s].caliper else
                     (False, builds[s].note or "no Caliper was found for this MPI at setup")
                     for s in stacks}
-        if unannotated:
+        if preloaded:
             profiled = {s: _preloaded(s) for s in stacks}
     else:
         offered = list(site_conf.get("stacks") or [])
@@ -355,7 +368,7 @@ def plan_run(study: str, site: str = "local", stacks: list[str] | None = None,
     ws = workspace or new_workspace(study)
     return Plan(study, site, stacks, sorted({i for _, i in pairs}), caliper, where, dry_run, ws, site_conf,
                 catalog, pairs, "spack" if spack else "null", {s: specs[s] for s in stacks} if spack else {},
-                prefixes, profiled, preload=bool(unannotated) and caliper != "off", study_dir=folder,
+                prefixes, profiled, preload=bool(preloaded) and caliper != "off", study_dir=folder,
                 unused_defaults=unused, rank_variables=rank_variables)
 
 

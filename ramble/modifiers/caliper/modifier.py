@@ -15,7 +15,8 @@ MPI_Init/MPI_Init_thread wrapper starts Caliper, which then reads CALI_CONFIG: e
 profiled per rank, and the time outside MPI is the profile's record without a path. A default
 (GOTCHA) Caliper preloaded does nothing: its wrappers are installed only once Caliper is started,
 and an unannotated program never starts it (no profile is written, and nothing says so). Set
-caliper_preload_prefix to the no-GOTCHA install.
+caliper_preload_prefix to the no-GOTCHA install. A Fortran application also needs caliper_preload_fortran
+(libcommscope-mpif.so): its MPI bindings bypass the C MPI_* functions Caliper wraps.
 """
 from ramble.modkit import *  # noqa: F403
 
@@ -70,7 +71,13 @@ class Caliper(BasicModifier):
                                   "application's MPI")
     modifier_variable("caliper_preload_lib", default="{caliper_preload_prefix}/lib/libcaliper.so", modes=["preload"],
                       description="the library preloaded")
-    env_var_modification("LD_PRELOAD", "{caliper_preload_lib}", method="prepend", modes=["preload"])
+    # A Fortran application's MPI bindings call PMPI_* directly (Open MPI's all, MPICH's mpi_f08): libcommscope-mpif
+    # forwards them to the C MPI_* that Caliper wraps. `commscope setup` builds it beside the Debian stacks' workloads;
+    # empty elsewhere (LD_PRELOAD takes spaces between libraries).
+    modifier_variable("caliper_preload_fortran", default="", modes=["preload"],
+                      description="libcommscope-mpif.so built against the application's MPI, or empty")
+    env_var_modification("LD_PRELOAD", "{caliper_preload_fortran} {caliper_preload_lib}", method="prepend",
+                         modes=["preload"])
     env_var_modification("CALI_CONFIG", "{caliper_profile_config},profile.mpi,output={caliper_file}{caliper_options}",
                          method="set", modes=["preload"])
 
