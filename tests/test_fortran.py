@@ -1,6 +1,7 @@
 """A Fortran MPI application profiled by the preload route: fjacobi (mpi_f08 plus an mpif.h routine) run under
 libcommscope-mpif and a no-GOTCHA Caliper, ingested with `commscope ingest`; every stored MPI time per function
-equals caliper-reader's reading of the same .cali file. Needs COMMSCOPE_CALIPER_NOGOTCHA_PREFIX (ci/toolchain.py)."""
+equals caliper-reader's reading of the same .cali file. Debian Open MPI 4.1 and MPICH 4.0, each where
+its no-GOTCHA Caliper is built."""
 from __future__ import annotations
 
 import os
@@ -12,29 +13,42 @@ import psycopg
 import pytest
 
 from commscope.read.contract import parse_output
+from commscope.workflow import caliper
+from commscope.workflow import stacks as mpi_stacks
 from conftest import ROOT, built_once
 from helpers import profile_reference
 
 NOGOTCHA = os.environ.get("COMMSCOPE_CALIPER_NOGOTCHA_PREFIX", "")
-pytestmark = pytest.mark.skipif(not NOGOTCHA, reason="needs COMMSCOPE_CALIPER_NOGOTCHA_PREFIX: a Caliper built with "
-                                "-DWITH_GOTCHA=OFF against Debian Open MPI 4.1 (ci/toolchain.py builds it); Caliper "
-                                "is in no package registry")
 
 # The Fortran calls fjacobi makes: its mpi_f08 ones, and mpif.h's Gather and Gatherv.
 FORTRAN_CALLS = {"MPI_Init", "MPI_Bcast", "MPI_Barrier", "MPI_Irecv", "MPI_Isend", "MPI_Waitall", "MPI_Allreduce",
                  "MPI_Reduce", "MPI_Gather", "MPI_Gatherv", "MPI_Finalize"}
 
 
-def preload(bdir: Path) -> str:
+def nogotcha(stack_name: str) -> Path:
+    """The no-GOTCHA Caliper for the stack: COMMSCOPE_CALIPER_NOGOTCHA_PREFIX for Debian Open MPI (ci/toolchain.py),
+    else the one `commscope setup` built under $COMMSCOPE_HOME; skips without one."""
+    if stack_name == "debian-openmpi4" and NOGOTCHA:
+        return Path(NOGOTCHA)
+    found = caliper.installed(mpi_stacks.by_name(stack_name), "preload")
+    if found is None:
+        pytest.skip(f"no no-GOTCHA Caliper for {stack_name} (COMMSCOPE_CALIPER_NOGOTCHA_PREFIX, or `commscope setup "
+                    f"--source-mirror DIR` builds one); Caliper is in no package registry")
+    return found
+
+
+def preload(bdir: Path, prefix: Path) -> str:
     """The documented preload for a Fortran application (docs/add-your-application.md)."""
-    return f"{bdir / 'libcommscope-mpif.so'}:{Path(NOGOTCHA) / 'lib' / 'libcaliper.so'}"
+    return f"{bdir / 'libcommscope-mpif.so'}:{prefix / 'lib' / 'libcaliper.so'}"
 
 
-def test_fortran_mpi_calls_are_profiled_and_ingested_as_caliper_reader_reads_them(dsn, tmp_path):
-    stack, bdir = built_once("debian-openmpi4")
+@pytest.mark.parametrize("stack_name", ["debian-openmpi4", "debian-mpich4"])
+def test_fortran_mpi_calls_are_profiled_and_ingested_as_caliper_reader_reads_them(dsn, tmp_path, stack_name):
+    prefix = nogotcha(stack_name)
+    stack, bdir = built_once(stack_name)
     assert (bdir / "fjacobi").exists(), "the Debian Open MPI build has its Fortran workload"
     out, cali = tmp_path / "fjacobi-n2.out", tmp_path / "fjacobi-n2.cali"
-    env = stack.environ({"LD_PRELOAD": preload(bdir), "CALI_CONFIG": f"runtime-profile,profile.mpi,output={cali}"})
+    env = stack.environ({"LD_PRELOAD": preload(bdir, prefix), "CALI_CONFIG": f"runtime-profile,profile.mpi,output={cali}"})
     p = subprocess.run(stack.launch(2, [str(bdir / "fjacobi"), "--n", "4000", "--iters", "300"]), env=env,
                        capture_output=True, text=True, timeout=120)
     assert p.returncode == 0, p.stdout + p.stderr
