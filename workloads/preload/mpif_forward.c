@@ -35,24 +35,34 @@ static const int f08_status = 1;   /* only mpi_f08 is forwarded there; its TYPE(
 static const int f08_status = 0;
 #endif
 
-/* ---- sentinels ----------------------------------------------------------------------------------------- */
-static int sentinel(const void *p, const char *const *names)
+/* ---- sentinels: the addresses of the Fortran MPI_IN_PLACE, MPI_BOTTOM, MPI_STATUS(ES)_IGNORE, looked up once ---- */
+enum { IN_PLACE, BOTTOM, ST_IGNORE, STS_IGNORE, KINDS };
+static const char *const NAMES[KINDS][7] = {
+    {"mpi_fortran_in_place_", "mpi_fortran_in_place", "mpi_fortran_in_place__", "MPI_FORTRAN_IN_PLACE",
+     "MPIR_F08_MPI_IN_PLACE", "MPIR_F_MPI_IN_PLACE", NULL},
+    {"mpi_fortran_bottom_", "mpi_fortran_bottom", "mpi_fortran_bottom__", "MPI_FORTRAN_BOTTOM",
+     "MPIR_F08_MPI_BOTTOM", "MPIR_F_MPI_BOTTOM", NULL},
+    {"mpi_fortran_status_ignore_", "mpi_fortran_status_ignore", "mpi_fortran_status_ignore__",
+     "MPI_FORTRAN_STATUS_IGNORE", "MPIR_F08_MPI_STATUS_IGNORE_OBJ", NULL},
+    {"mpi_fortran_statuses_ignore_", "mpi_fortran_statuses_ignore", "mpi_fortran_statuses_ignore__",
+     "MPI_FORTRAN_STATUSES_IGNORE", "MPIR_F08_MPI_STATUSES_IGNORE_OBJ", NULL}};
+static void *addr[KINDS][7];
+static volatile int resolved;
+
+/* Whether P is one of the sentinels of KIND. The first call resolves them all (the Fortran libraries are loaded
+ * by then: the program links them); a race only resolves the same addresses twice. */
+static int sentinel(const void *p, int kind)
 {
-    if (p == NULL) return 0;
-    for (; *names; names++) {
-        void *s = dlsym(RTLD_DEFAULT, *names);
-        if (s != NULL && s == p) return 1;
+    if (!resolved) {
+        for (int k = 0; k < KINDS; k++)
+            for (int i = 0; NAMES[k][i]; i++) addr[k][i] = dlsym(RTLD_DEFAULT, NAMES[k][i]);
+        resolved = 1;
     }
+    if (p == NULL) return 0;
+    for (int i = 0; NAMES[kind][i]; i++)
+        if (addr[kind][i] == p) return 1;
     return 0;
 }
-static const char *const IN_PLACE[] = {"mpi_fortran_in_place_", "mpi_fortran_in_place", "mpi_fortran_in_place__",
-    "MPI_FORTRAN_IN_PLACE", "MPIR_F08_MPI_IN_PLACE", "MPIR_F_MPI_IN_PLACE", NULL};
-static const char *const BOTTOM[] = {"mpi_fortran_bottom_", "mpi_fortran_bottom", "mpi_fortran_bottom__",
-    "MPI_FORTRAN_BOTTOM", "MPIR_F08_MPI_BOTTOM", "MPIR_F_MPI_BOTTOM", NULL};
-static const char *const ST_IGNORE[] = {"mpi_fortran_status_ignore_", "mpi_fortran_status_ignore",
-    "mpi_fortran_status_ignore__", "MPI_FORTRAN_STATUS_IGNORE", "MPIR_F08_MPI_STATUS_IGNORE_OBJ", NULL};
-static const char *const STS_IGNORE[] = {"mpi_fortran_statuses_ignore_", "mpi_fortran_statuses_ignore",
-    "mpi_fortran_statuses_ignore__", "MPI_FORTRAN_STATUSES_IGNORE", "MPIR_F08_MPI_STATUSES_IGNORE_OBJ", NULL};
 
 static void *cbuf(void *p)
 {
