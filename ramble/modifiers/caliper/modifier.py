@@ -69,15 +69,15 @@ class Caliper(BasicModifier):
     modifier_variable("caliper_preload_prefix", default="/caliper-without-gotcha-is-not-set", modes=["preload"],
                       description="install prefix of a Caliper built with -DWITH_GOTCHA=OFF against the "
                                   "application's MPI")
-    modifier_variable("caliper_preload_lib", default="{caliper_preload_prefix}/lib/libcaliper.so", modes=["preload"],
-                      description="the library preloaded")
     # A Fortran application's MPI bindings call PMPI_* directly (Open MPI's all, MPICH's mpi_f08): libcommscope-mpif
     # forwards them to the C MPI_* that Caliper wraps. `commscope setup` builds it beside the Debian stacks' workloads;
     # empty elsewhere (LD_PRELOAD takes spaces between libraries).
     modifier_variable("caliper_preload_fortran", default="", modes=["preload"],
                       description="libcommscope-mpif.so built against the application's MPI, or empty")
-    env_var_modification("LD_PRELOAD", "{caliper_preload_fortran} {caliper_preload_lib}", method="prepend",
-                         modes=["preload"])
+    modifier_variable("caliper_preload_lib",
+                      default="{caliper_preload_fortran} {caliper_preload_prefix}/lib/libcaliper.so",
+                      modes=["preload"], description="the libraries preloaded")
+    env_var_modification("LD_PRELOAD", "{caliper_preload_lib}", method="prepend", modes=["preload"])
     env_var_modification("CALI_CONFIG", "{caliper_profile_config},profile.mpi,output={caliper_file}{caliper_options}",
                          method="set", modes=["preload"])
 
