@@ -308,8 +308,8 @@ def run(plan: Plan, echo=click.echo, ingest: bool = True, allow_unprofiled: bool
         raise WorkflowError(f"{len(status.get('FAILED', []))} experiments FAILED" if status.get("FAILED")
                             else f"the results were not stored; retry with: commscope ingest {ws}")
     if unprofiled and not allow_unprofiled:
-        raise Unprofiled(f"{len(unprofiled)} experiments asked for a Caliper profile and wrote none (stored as not "
-                         f"profiled); --allow-unprofiled accepts that")
+        raise Unprofiled(f"{len(unprofiled)} experiments asked for a Caliper profile and wrote none"
+                         f"{' (stored as not profiled)' if ingest else ''}; --allow-unprofiled accepts that")
     return ws
 
 
