@@ -19,8 +19,8 @@
 #include <stdlib.h>
 
 const char *commscope_mpif_covered =
-    "Init Init_thread Finalize Barrier Bcast Reduce Allreduce Gather Gatherv Scatter Allgather Alltoall "
-    "Send Recv Isend Irecv Sendrecv Wait Waitall";
+    "Init Init_thread Finalize Comm_rank Comm_size Barrier Bcast Reduce Allreduce Gather Gatherv Scatter Allgather "
+    "Alltoall Send Recv Isend Irecv Sendrecv Wait Waitall";
 
 #ifndef MPI_F_STATUS_SIZE   /* MPICH 4.0's mpi.h lacks it; unused there (f08_status) */
 #define MPI_F_STATUS_SIZE (sizeof(MPI_Status) / sizeof(int))
@@ -84,6 +84,8 @@ static void f_init_thread(F *req, F *prov, F *ierr)
 }
 static void f_finalize(F *ierr) { set_ierr(ierr, MPI_Finalize()); }
 static void f_barrier(F *c, F *ierr) { set_ierr(ierr, MPI_Barrier(COMM(c))); }
+static void f_comm_rank(F *c, F *r, F *ierr) { int v = 0, rc = MPI_Comm_rank(COMM(c), &v); *r = v; set_ierr(ierr, rc); }
+static void f_comm_size(F *c, F *n, F *ierr) { int v = 0, rc = MPI_Comm_size(COMM(c), &v); *n = v; set_ierr(ierr, rc); }
 static void f_bcast(void *b, F *n, F *t, F *root, F *c, F *ierr)
 { set_ierr(ierr, MPI_Bcast(cbuf(b), *n, TYPE(t), *root, COMM(c))); }
 static void f_reduce(void *s, void *r, F *n, F *t, F *op, F *root, F *c, F *ierr)

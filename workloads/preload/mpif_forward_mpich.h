@@ -22,7 +22,8 @@ static int contig(gfc_desc *d, void **p)
 #define NEXT(name, ...) do { void (*orig)() = (void (*)())dlsym(RTLD_NEXT, #name); orig(__VA_ARGS__); } while (0)
 #define ALIAS(name, target) extern __typeof__(target) name __attribute__((alias(#target), visibility("default")));
 ALIAS(mpi_init_f08_, f_init) ALIAS(mpi_init_thread_f08_, f_init_thread) ALIAS(mpi_finalize_f08_, f_finalize)
-ALIAS(mpi_barrier_f08_, f_barrier) ALIAS(mpi_wait_f08_, f_wait) ALIAS(mpi_waitall_f08_, f_waitall)
+ALIAS(mpi_comm_rank_f08_, f_comm_rank) ALIAS(mpi_comm_size_f08_, f_comm_size) ALIAS(mpi_barrier_f08_, f_barrier)
+ALIAS(mpi_wait_f08_, f_wait) ALIAS(mpi_waitall_f08_, f_waitall)
 
 /* One buffer, then the rest of the arguments. */
 #define BUF1(call, params, args) EXPORT void mpi_##call##_f08ts_(gfc_desc *b, params) { void *p; \
