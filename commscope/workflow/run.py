@@ -316,10 +316,15 @@ def run(plan: Plan, echo=click.echo, ingest: bool = True, allow_unprofiled: bool
 def say_unprofiled(plan: Plan, ws: Path, echo) -> list[str]:
     """The experiments that ran, asked for a profile and wrote none (read.ramble's profiles_missing); one line
     each naming it and the likely cause."""
+    from commscope.read.profiles import BadProfile
     from commscope.read.ramble import read_workspace
     if plan.caliper == "off":
         return []
-    missing = read_workspace(ws).profiles_missing()
+    try:
+        missing = read_workspace(ws).profiles_missing()
+    except BadProfile as e:   # results Ramble could not write: said by the ingest, which reads them too
+        echo(f"  profiles not checked: {e}")
+        return []
     for name, d in missing:
         echo(f"  NOT PROFILED: {name} wrote no profile in {d}; likely cause: {unprofiled_cause(plan, d)}")
     return [name for name, _d in missing]
