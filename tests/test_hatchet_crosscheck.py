@@ -13,7 +13,7 @@ import pytest
 
 from caliperreader import read_caliper_contents
 
-from commscope.read import hatchet_io, profiles
+from commscope.read import hatchet_io, profiles, rank_stats
 from commscope.read import records as records_mod
 
 DATA = Path(__file__).parent / "data"
@@ -119,7 +119,7 @@ def check_against_hatchet(prof, exclusive: dict, inclusive: dict, where: str) ->
     for (path, rank), t in inclusive.items():
         by_node[path][rank] = t
     ranks = len(prof.measured_ranks)
-    stats = profiles.node_stats(prof)
+    stats = rank_stats.node_stats(prof)
     assert {p for p, s in stats.items() if s.incl_max} == {p for p, v in by_node.items() if any(v.values())}, where
     for path, s in stats.items():
         vals = list(by_node[path].values()) + [0.0] * (ranks - len(by_node[path]))
@@ -196,7 +196,7 @@ def test_spot_average_exclusive_time_equals_hatchet():
     # Hatchet labels spot's inclusive columns as exclusive; its "(exc)" columns are the real exclusive ones.
     exc_col = next(c for c in gf.dataframe.columns if "Avg" in str(c) and "exc" in str(c))
     theirs = {node_path(n): float(v) for n, v in gf.dataframe[exc_col].items()}
-    for path, s in profiles.node_stats(prof).items():
+    for path, s in rank_stats.node_stats(prof).items():
         if path in theirs:
             assert s.excl_avg == pytest.approx(theirs[path], rel=1e-12, abs=1e-15), path
 

@@ -1,7 +1,7 @@
 """What a list of inputs is, as one campaign, and its records streamed by a pool of reader processes.
 
 - classify: a Ramble workspace (alone: one campaign), ReFrame reports and perflogs (on their own), or Caliper
-  profiles and workload outputs, grouped into runs (profiles.discover; Ramble workspaces nested in a directory
+  profiles and workload outputs, grouped into runs (discover.discover; Ramble workspaces nested in a directory
   are left out and listed). An input that does not exist, or that is neither (without --skip-bad), is refused.
 - read_records: the groups' records in input order. From PARALLEL_FROM groups on, reader processes work ahead of
   the consumer by a bounded window, so at most a few dozen records are in memory at once; each is passed through
@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterator
 
-from commscope.read import profiles
+from commscope.read import discover
 from commscope.read.profiles import BadProfile
 from commscope.read.records import ReadOptions, Record, read_record
 
@@ -45,8 +45,8 @@ def classify(inputs: list[Path], opts: ReadOptions, skip_bad: bool = False,
     inputs = [Path(i) for i in inputs]
     for i in inputs:
         if not i.exists():
-            raise profiles.not_found(i)
-    workspaces = [i for i in inputs if profiles.is_ramble_workspace(i)]
+            raise discover.not_found(i)
+    workspaces = [i for i in inputs if discover.is_ramble_workspace(i)]
     if workspaces and len(inputs) > 1:
         raise BadProfile(f"{workspaces[0]}: a Ramble workspace is one campaign; ingest it on its own")
     if workspaces:
@@ -65,7 +65,7 @@ def classify(inputs: list[Path], opts: ReadOptions, skip_bad: bool = False,
                              f"and perflogs on their own")
         return Inputs(reframe_results.records(inputs, opts), "reframe", json.dumps([str(i) for i in inputs]))
     nested: list[Path] = []
-    groups = profiles.discover(inputs, nested)
+    groups = discover.discover(inputs, nested)
     if not groups:
         raise BadProfile(f"{', '.join(map(str, inputs))}: no Caliper profiles or workload outputs found"
                          + (f" (only Ramble workspaces, ingest each on its own: {', '.join(map(str, nested))})"

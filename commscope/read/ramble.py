@@ -33,7 +33,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Iterator
 
-from commscope.read import profiles
+from commscope.read import discover
 from commscope.read.profiles import BadProfile
 from commscope.read.records import ReadOptions, Record, clean, declare_scaling, parameters_label, read_record
 
@@ -125,7 +125,7 @@ class Workspace:
         name = exp["name"]
         status = "ok" if exp["RAMBLE_STATUS"] == "SUCCESS" else "failed"
         run_dir = self._run_dir(exp)
-        groups = profiles.discover([run_dir]) if run_dir.is_dir() else []
+        groups = discover.discover([run_dir]) if run_dir.is_dir() else []
         # The focus window's region: --focus at ingest, else what the experiment declares (the Ramble application's
         # commscope_focus variable, or the study's), else the workloads' own. The application's name, for a
         # profile that records none (an application without Adiak, profiled by the Caliper modifier's preload

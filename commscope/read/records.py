@@ -12,7 +12,7 @@ import socket
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from commscope.read import profiles, windows
+from commscope.read import profiles, rank_stats, windows
 from commscope.read.identity import mpi_family
 from commscope.read.contract import BadOutput, parse_output
 from commscope.read.profiles import BadProfile, Profile
@@ -337,18 +337,18 @@ def from_profile(prof: Profile, focus: str | None = None, opts: "ReadOptions | N
                               s.calls, imb, s.incl_max_rank, s.excl_slowest, s.incl_slowest, s.slowest_rank))
     # MPI calls summed over ranks (spot: its across-rank sum), by the region they were made in; calls
     # outside every region (all of an unannotated binary's) under OUTSIDE_REGIONS.
-    mpi_total: dict = {p: float(arr.sum()) for p, arr in prof.excl.items() if profiles.is_mpi(p)}
+    mpi_total: dict = {p: float(arr.sum()) for p, arr in prof.excl.items() if rank_stats.is_mpi(p)}
     for p, sp in prof.spot.items():
-        if profiles.is_mpi(p):
+        if rank_stats.is_mpi(p):
             mpi_total[p] = sp.get("excl_sum", sp["sum"])
     bytes_by_path = prof.bytes_sent
     for p, total in mpi_total.items():
         rec.mpi_rows.append((_join(p[:-1]) or OUTSIDE_REGIONS, p[-1], total, stats[p].excl_max, stats[p].calls,
                              bytes_by_path.get(p)))
     for p, b in bytes_by_path.items():
-        if p not in mpi_total and profiles.is_mpi(p):
+        if p not in mpi_total and rank_stats.is_mpi(p):
             rec.mpi_rows.append((_join(p[:-1]) or OUTSIDE_REGIONS, p[-1], 0.0, None, None, b))
-    groups = profiles.rank_groups(prof)
+    groups = rank_stats.rank_groups(prof)
     if opts.rank_rows is None or len(groups["rank"]) <= opts.rank_rows:
         cols = [groups[k].tolist() if groups[k] is not None else [None] * len(groups["rank"])
                 for k in ("rank", "total", "user", "mpi", "sync")]
@@ -390,7 +390,7 @@ def from_profile(prof: Profile, focus: str | None = None, opts: "ReadOptions | N
     return rec
 
 
-# A distribution over ranks as rank_spread stores it (profiles.distributions).
+# A distribution over ranks as rank_spread stores it (rank_stats.distributions).
 SPREAD_COLUMNS = ("n", "min", "mean", "max", "p50", "p90", "p99", "hist_lo", "hist_hi", "hist_counts", "top_ranks",
                   "top_values")
 
@@ -536,7 +536,7 @@ def check_store_ranges(rec: Record) -> Record:
 
 
 def read_record(files: list, opts: ReadOptions = ReadOptions()) -> Record:
-    """One input group (see profiles.discover) to one record. Runs in the
+    """One input group (see discover.discover) to one record. Runs in the
     reader processes; raises BadProfile naming the file."""
     if len(files) == 1 and str(files[0]).endswith(".out"):
         rec = from_output(files[0])

@@ -32,7 +32,7 @@ import re
 from pathlib import Path
 from typing import Iterator
 
-from commscope.read import profiles
+from commscope.read import discover
 from commscope.read.profiles import BadProfile
 from commscope.read.records import ReadOptions, Record, as_int, clean
 
@@ -105,10 +105,10 @@ def find(inputs: list[Path], caliper: list | None = None) -> tuple[list[Path], l
 
 
 def _caliper_json(path: Path) -> bool:
-    """A JSON file that opens like a Caliper profile (profiles.discover's own test); an unreadable one is left to
+    """A JSON file that opens like a Caliper profile (discover.discover's own test); an unreadable one is left to
     the profile reader, which names the error."""
     try:
-        return profiles._looks_caliper_json(path)
+        return discover.looks_caliper_json(path)
     except OSError:
         return True
 
@@ -116,7 +116,7 @@ def _caliper_json(path: Path) -> bool:
 def classify(path: Path) -> str:
     """'reframe' for a ReFrame report or perflog, or a directory holding one; 'neither' for a JSON file given by
     name that is neither a ReFrame report nor a Caliper JSON profile; 'other' for the rest (Caliper profiles,
-    workload outputs, Ramble workspaces), which profiles.discover reads."""
+    workload outputs, Ramble workspaces), which discover.discover reads."""
     if path.is_dir():
         caliper: list[Path] = []
         reports, perflogs = find([path], caliper)

@@ -25,7 +25,8 @@ import math
 
 import numpy as np
 
-from commscope.read.profiles import MPI_SYNC, BadProfile, Profile, distributions, is_mpi
+from commscope.read.profiles import BadProfile, Profile
+from commscope.read.rank_stats import MPI_SYNC, distributions, is_mpi
 
 # The workloads' timed loop (workloads/README.md, "Caliper regions"): the `loop` region is exactly
 # cs_loop_begin..cs_loop_end, the interval of the FOM total_time. Profiles made before it existed have
@@ -49,7 +50,7 @@ def _focus_roots(paths, focus: str) -> set[tuple]:
 def _summarise(window: str, focus: str | None, ranks: np.ndarray, time: np.ndarray, mpi: np.ndarray,
                sync: np.ndarray, mpi_measured: bool) -> dict:
     """time, mpi (not sync), sync: one value per rank of RANKS, the window's measured ranks. The row's
-    "spread" holds the distribution over ranks of time, MPI time and useful time (profiles.distributions)."""
+    "spread" holds the distribution over ranks of time, MPI time and useful time (rank_stats.distributions)."""
     n = len(time)
     mpi = mpi + sync
     slowest = int(np.argmax(time))
