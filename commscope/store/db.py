@@ -548,7 +548,8 @@ def run_matrix(conn: psycopg.Connection, run_id: int) -> tuple[int, str, str, st
 # The base tables that `commscope check`, `changepoints` and the advisors read (gate/, advise/, store/queries/): a
 # read-only role reads them too, so it gets the owner's verdicts and advice; it writes nothing.
 READER_TABLES = ("runs", "campaigns", "series", "run_windows", "foms", "systems", "stacks", "nodes", "node_metrics",
-                 "hardware_versions", "annotations", "change_points", "change_point_state", "advice")
+                 "hardware_versions", "annotations", "change_points", "change_point_state", "advice",
+                 "accepted_levels")
 
 
 def _grant_views(conn: psycopg.Connection, role: str) -> None:

@@ -152,7 +152,7 @@ FROM (SELECT day AS "time", {SHOWN_LABEL} AS metric, * FROM v_shown_metrics_dail
 WHERE {SHOWN_DAYS}
 GROUP BY 1, 2
 HAVING sum(mpi_fraction_avg_n) + sum(mpi_fraction_slowest_n) + sum(parallel_efficiency_n) > 0
-ORDER BY 1"""
+ORDER BY 1, 2"""
 
 
 MPI_FRACTION = Dashboard(
@@ -422,7 +422,7 @@ ORDER BY 1""", ["series", "exposed_fraction"], "percentunit",
 FROM v_halo_daily
 WHERE {DAYS} AND {SERIES}
 GROUP BY 1, 2
-ORDER BY 1""", ["time", "metric", "comm_skew", "compute_imbalance"], "",
+ORDER BY 1, 2""", ["time", "metric", "comm_skew", "compute_imbalance"], "",
               "Slowest / average rank: communication (skew) and compute (imbalance), per series.",
               {"kind": "line", "x": "time", "y": ["comm_skew", "compute_imbalance"], "series": "metric"}),
     ])
@@ -480,7 +480,7 @@ ORDER BY 1""", ["series", "write_mbs", "read_mbs"], "MBs", "MB/s = file bytes / 
 FROM v_io_daily
 WHERE {DAYS} AND {SERIES}
 GROUP BY 1, 2
-ORDER BY 1""", ["time", "metric", "write_mbs"], "MBs", "",
+ORDER BY 1, 2""", ["time", "metric", "write_mbs"], "MBs", "",
               {"kind": "line", "x": "time", "y": "write_mbs", "series": "metric"}),
     ])
 
