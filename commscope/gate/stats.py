@@ -35,9 +35,18 @@ DRAWS = 400               # resampled campaigns per detectable effect
 RUNS_A_NIGHT = (3, 4, 5, 6, 8, 10, 15, 20, 30, 50)   # run counts a "cannot tell" looks at
 
 
+def _unchecked(name: str):
+    """scipy.stats' test NAME without the wrapper that checks its inputs and handles NaN (the same arithmetic, its
+    p-values equal): the gate's values are finite 1-D lists, and the wrapper costs more than the test."""
+    import scipy.stats
+    test = getattr(scipy.stats, name)
+    return getattr(test, "__wrapped__", test)
+
+
 def _mann_whitney_greater(new: list[float], base: list[float]) -> float:
-    from scipy.stats import mannwhitneyu
-    return float(mannwhitneyu(new, base, alternative="greater").pvalue)
+    import numpy as np
+    return float(_unchecked("mannwhitneyu")(np.asarray(new, dtype=float), np.asarray(base, dtype=float),
+                                            alternative="greater").pvalue)
 
 
 def _robust_z_p(new_med: float, base: list[float]) -> float:
@@ -145,11 +154,12 @@ def confirm_p(recent: list[float], base: list[float]) -> float:
     Mann-Whitney test on their ranks, where a recent value equal to a baseline value ranks below it (a tie counts
     against the shift, so the p-value is never smaller than with ties broken at random: the test stays within
     alpha on quantized timings such as pingpong's latency)."""
-    from scipy.stats import mannwhitneyu
+    import numpy as np
     order = sorted([(v, 0, i) for i, v in enumerate(recent)] + [(v, 1, i) for i, v in enumerate(base)])
     rank = {(side, i): r for r, (_, side, i) in enumerate(order)}
-    return float(mannwhitneyu([rank[(0, i)] for i in range(len(recent))], [rank[(1, i)] for i in range(len(base))],
-                              alternative="greater", method="exact").pvalue)
+    return float(_unchecked("mannwhitneyu")(np.array([rank[(0, i)] for i in range(len(recent))], dtype=float),
+                                            np.array([rank[(1, i)] for i in range(len(base))], dtype=float),
+                                            alternative="greater", method="exact").pvalue)
 
 
 def confirm_smallest_p(n_recent: int, n_base: int) -> float:
@@ -177,6 +187,8 @@ class Judgement:
     two_night_p: float | None = None   # pooled: this campaign and the one before, together, against the baseline
     level: float | None = None      # the level the judged campaign's own test was held to
     detectable: float | None = None    # the smallest shift flagged with POWER (detectable); None: none is
+    moved: str | None = None        # regression, improvement, suspect: which way, "worse" or "better"
+    alert_p: float | None = None    # the p of the test that raised it, on alpha's scale (_raise)
 
 
 def confirm_level(alpha: float, summaries: tuple[str, ...] = tuple(CAMPAIGN_SUMMARIES)) -> float:
@@ -272,7 +284,7 @@ def judge(new: list[float], earlier: list[list[float]], min_effect: float, alpha
     before = earlier[:-1][-baseline:]     # the two-night test's baseline: the nights right before the two
     level = alpha * (1 - TWO_NIGHTS_ALPHA) if two else alpha
     moved, x = _moved(new, base, min_effect, level, pooled=pooled)
-    c = x["campaign_p"]
+    alone, c = moved is not None, x["campaign_p"]
     j = Judgement("no change", x["effect"], max(x["p"], c) if c is not None and not pooled else x["p"], c,
                   len(base), baseline_of=(start, end), pooled=pooled, nights_p=nights_p, level=level)
     if smallest_p(len(new), len(flat)) >= level:
@@ -308,15 +320,25 @@ def judge(new: list[float], earlier: list[list[float]], min_effect: float, alpha
         before = earlier[:-1][-baseline:]
         if j.previous not in (None, "same") and _moved(new, before, min_effect, alpha, quick=True)[0] == j.previous:
             shift = j.previous
-    if shift is not None:
-        j.verdict = "regression" if shift == "worse" else "improvement"
-    elif moved is not None:
-        j.verdict = "suspect"
+    _raise(j, shift, moved, alone, alpha)
     if max_undetectable is not None:
         j.detectable = detectable(len(new), base, min_effect, level, pooled)
         if j.verdict == "no change" and (j.detectable is None or j.detectable > max_undetectable):
             j.verdict = "cannot tell"
     return j
+
+
+def _raise(j: Judgement, shift: str | None, moved: str | None, alone: bool, alpha: float) -> None:
+    """J's verdict from the confirmed SHIFT (regression, improvement) or the night's move (suspect), its direction
+    (worse or better) and its alert p: the p of the test that raised it on alpha's scale (the night alone's p times
+    alpha over its level, the two nights' over TWO_NIGHTS_ALPHA, the confirmation's as it is), so that an alert
+    is raised where alert_p < alpha and a campaign's alerts can be held to one budget (campaign.hold)."""
+    if shift is not None:
+        j.verdict, j.moved = ("regression" if shift == "worse" else "improvement"), shift
+        j.alert_p = j.confirm_p if j.confirm_p is not None else j.p_value
+    elif moved is not None:
+        j.verdict, j.moved = "suspect", moved
+        j.alert_p = (j.p_value * alpha / j.level if alone else j.two_night_p / TWO_NIGHTS_ALPHA)
 
 
 def compare(new: list[float], earlier: list[list[float]], min_effect: float, alpha: float,
@@ -340,8 +362,8 @@ def nights_exchangeable(base: list[list[float]]) -> tuple[bool, float | None]:
         return False, None
     if len(set(_flat(base))) == 1:
         return True, 1.0
-    from scipy.stats import kruskal
-    p = float(kruskal(*base).pvalue)
+    import numpy as np
+    p = float(_unchecked("kruskal")(*(np.asarray(c, dtype=float) for c in base)).pvalue)
     return p >= EXCHANGEABLE_P, p
 
 
@@ -400,62 +422,132 @@ def _campaign_threshold(base_medians: tuple, level: float) -> tuple[float, float
     return statistics.fmean(y) + float(student_t.isf(level, k - 1)) * sd * math.sqrt(1 + 1 / k), sd
 
 
-def _shift_needed(new, base_runs, base_medians, min_effect: float, level: float, pooled: bool) -> float:
-    """The smallest relative shift (each new value x -> x + d|x|) that makes NEW flagged against the baseline: the
-    runs' Mann-Whitney p below LEVEL, the median moved at least min_effect and, with nights as units, the
-    campaign-level p (campaign_p) below LEVEL too."""
+def _larger(a, b):
+    """Elementwise max(a, b) as Python's max takes it (b only where b > a), so a NaN is kept where max keeps it."""
+    import numpy as np
+    return np.where(b > a, b, a)
+
+
+def _shifts_to(x, target):
+    """_shift_to on each value of the array X."""
+    import numpy as np
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(x != 0, (target - x) / np.abs(x), math.inf)
+
+
+def _pair_shifts(new, base_runs, need: int):
+    """Per row of NEW, the shift at which NEED (new run, baseline run) pairs have the new run above: the NEED-th
+    smallest (b - x) / |x| over its runs x and BASE_RUNS b, plus 1e-9."""
+    import numpy as np
+    with np.errstate(divide="ignore", invalid="ignore"):
+        d = ((np.asarray(base_runs, dtype=float)[None, None, :] - new[:, :, None]) / np.abs(new)[:, :, None])
+    return np.partition(d.reshape(len(new), -1), need - 1, axis=1)[:, need - 1] + 1e-9
+
+
+def _pairs_within(new, base_runs, need: int, upto: float):
+    """Per row of NEW, whether _pair_shifts is at most UPTO: NEED of its (b - x) / |x| are at most the largest
+    float t with t + 1e-9 <= UPTO."""
+    import numpy as np
+    t = upto - 1e-9
+    while t + 1e-9 > upto:
+        t = math.nextafter(t, -math.inf)
+    while math.nextafter(t, math.inf) + 1e-9 <= upto:
+        t = math.nextafter(t, math.inf)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        d = ((np.asarray(base_runs, dtype=float)[None, None, :] - new[:, :, None]) / np.abs(new)[:, :, None])
+    return np.count_nonzero(d.reshape(len(new), -1) <= t, axis=1) >= need
+
+
+def _shifts_needed(new, base_runs, base_medians, min_effect: float, level: float, pooled: bool,
+                   bound: bool = False, upto: float | None = None):
+    """The smallest relative shift (each new value x -> x + d|x|) that makes each row of NEW (campaigns x runs, an
+    array) flagged against the baseline: the runs' Mann-Whitney p below LEVEL, the median moved at least min_effect
+    and, with nights as units, the campaign-level p (campaign_p) below LEVEL too. BOUND: a lower bound, without the
+    Mann-Whitney pairs (the costly part; still inf where no pair count reaches LEVEL). UPTO: a shift that is at most
+    UPTO exactly where the shift is (the pairs counted, not selected)."""
     import numpy as np
     bm = statistics.median(base_runs)
-    if len(new) < MANN_WHITNEY_FROM:   # the robust z-score of the new median (_robust_z_p)
+    med = np.median(new, axis=1)
+    if new.shape[1] < MANN_WHITNEY_FROM:   # the robust z-score of the new median (_robust_z_p)
         from scipy.stats import norm
         mad = statistics.median(abs(v - bm) for v in base_runs) * 1.4826
-        shift = _shift_to(statistics.median(new), bm + float(norm.isf(level)) * mad) + (1e-9 if mad == 0 else 0.0)
+        shift = _shifts_to(med, bm + float(norm.isf(level)) * mad) + (1e-9 if mad == 0 else 0.0)
     else:
-        need = _pairs_needed(len(new), len(base_runs), level)
+        need = _pairs_needed(new.shape[1], len(base_runs), level)
         if need is None:
-            return math.inf
-        x = np.asarray(new, dtype=float)[:, None]
-        d = ((np.asarray(base_runs, dtype=float)[None, :] - x) / np.abs(x)).ravel()
-        shift = float(np.partition(d, need - 1)[need - 1]) + 1e-9
-    shift = max(shift, _shift_to(statistics.median(new), bm + min_effect * abs(bm)))
+            return np.full(len(new), math.inf)
+        if bound or upto is not None:
+            shift = np.full(len(new), -math.inf)
+            if upto is not None:
+                shift[~_pairs_within(new, base_runs, need, upto)] = math.inf
+        else:
+            shift = _pair_shifts(new, base_runs, need)
+    shift = _larger(shift, _shifts_to(med, bm + min_effect * abs(bm)))
     if not pooled:
         threshold, sd = _campaign_threshold(tuple(base_medians), level)
-        med = statistics.median(new)
-        if all(v > 0 for v in base_medians) and med > 0:
-            target = math.exp(threshold)
-        elif all(v < 0 for v in base_medians) and med < 0:
-            target = -math.exp(-threshold)
-        else:
-            target = threshold
-        shift = max(shift, _shift_to(med, target) + (1e-9 if sd == 0 else 0.0))
-    return max(shift, 0.0)
+        target = np.full(len(new), threshold)
+        if all(v > 0 for v in base_medians):
+            target = np.where(med > 0, math.exp(threshold), target)
+        elif all(v < 0 for v in base_medians):
+            target = np.where(med < 0, -math.exp(-threshold), target)
+        shift = _larger(shift, _shifts_to(med, target) + (1e-9 if sd == 0 else 0.0))
+    return _larger(shift, 0.0)
+
+
+def _resampled(rng, lengths: list[int], n_new: int, draws: int):
+    """(night, run indices) of DRAWS campaigns drawn as `night = rng.integers(len(lengths))`, then
+    `rng.choice(that night, n_new)` would draw them one after another: one array of the generator's 32-bit words,
+    mapped by the same multiply-shift (Lemire's method) numpy applies to each. None where a draw of numpy's would
+    have consumed a different number of words (a night of one run, or a word its method rejects)."""
+    import numpy as np
+    if min(lengths) < 2:
+        return None
+    words = rng.integers(0, 2 ** 32, size=draws * (1 + n_new), dtype=np.uint64).reshape(draws, 1 + n_new)
+    sizes = np.empty_like(words)
+    sizes[:, 0] = len(lengths)
+    night = (words[:, 0] * sizes[:, 0]) >> np.uint64(32)
+    sizes[:, 1:] = np.asarray(lengths, dtype=np.uint64)[night][:, None]
+    product = words * sizes
+    low = product & np.uint64(0xFFFFFFFF)
+    if np.any((low < sizes) & (low < (np.uint64(2 ** 32) - sizes) % sizes)):
+        return None
+    return night.astype(np.intp), (product[:, 1:] >> np.uint64(32)).astype(np.intp)
 
 
 def detectable(n_new: int, base: list[list[float]], min_effect: float, level: float, pooled: bool,
-               draws: int = DRAWS, seed: int = 0) -> float | None:
+               draws: int = DRAWS, seed: int = 0, bound: bool = False, upto: float | None = None) -> float | None:
     """The smallest relative shift that a campaign of N_NEW runs is flagged for in POWER of the campaigns resampled
     from the baseline BASE (nights of values, larger is worse): pooled, N_NEW runs drawn from all baseline runs;
     with nights as units, a baseline night drawn, N_NEW runs drawn from it and judged against the other nights.
-    Seeded, so the same baseline gives the same figure. None when no shift is ever flagged."""
+    Seeded, so the same baseline gives the same figure. None when no shift is ever flagged. BOUND: a lower bound
+    of it from the same draws, without the Mann-Whitney pairs (_shifts_needed). UPTO: a figure that is at most UPTO
+    exactly where this one is (for runs_a_night, which asks only that)."""
     import numpy as np
     if n_new < 1 or len(_flat(base)) < MIN_BASELINE or (not pooled and len(base) < MIN_CAMPAIGNS + 1):
         return None
-    rng = np.random.default_rng(seed)
     flat = _flat(base)
     medians = [statistics.median(c) for c in base]
-    needed = []
-    for _ in range(draws):
-        if pooled:
-            new = rng.choice(flat, n_new)
-            needed.append(_shift_needed(list(new), flat, medians, min_effect, level, True))
-        else:
-            j = int(rng.integers(len(base)))
-            new = rng.choice(base[j], n_new)
+    if pooled:
+        idx = np.random.default_rng(seed).integers(0, len(flat), (draws, n_new))
+        needed = _shifts_needed(np.asarray(flat, dtype=float)[idx], flat, medians, min_effect, level, True, bound, upto)
+    else:
+        drawn = _resampled(np.random.default_rng(seed), [len(c) for c in base], n_new, draws)
+        if drawn is None:   # numpy's own draws, one after another
+            rng = np.random.default_rng(seed)
+            night, rows = [], []
+            for _ in range(draws):
+                night.append(int(rng.integers(len(base))))
+                rows.append(rng.choice(len(base[night[-1]]), n_new))
+            drawn = np.asarray(night, dtype=np.intp), np.asarray(rows, dtype=np.intp)
+        night, runs = drawn
+        parts = []
+        for j in sorted(set(night.tolist())):
+            mine = runs[night == j]
             rest = base[:j] + base[j + 1:]
-            needed.append(_shift_needed(list(new), _flat(rest), medians[:j] + medians[j + 1:], min_effect, level,
-                                        False))
-    needed.sort()
-    found = float(needed[math.ceil(POWER * draws) - 1])
+            parts.append(_shifts_needed(np.asarray(base[j], dtype=float)[mine], _flat(rest),
+                                        medians[:j] + medians[j + 1:], min_effect, level, False, bound, upto))
+        needed = np.concatenate(parts)
+    found = float(np.sort(needed)[math.ceil(POWER * draws) - 1])
     return found if math.isfinite(found) else None
 
 
@@ -466,7 +558,10 @@ def runs_a_night(base: list[list[float]], min_effect: float, level: float, poole
     runs)."""
     for n in RUNS_A_NIGHT:
         if n > n_new:
-            d = detectable(n, base, min_effect, level, pooled)
+            least = detectable(n, base, min_effect, level, pooled, bound=True)
+            if least is None or least > max_undetectable:   # the figure is at least this: no need to compute it
+                continue
+            d = detectable(n, base, min_effect, level, pooled, upto=max_undetectable)
             if d is not None and d <= max_undetectable:
                 return n
     return None

@@ -140,33 +140,32 @@ def measured_rows(conn: psycopg.Connection, measured: sql.Composable, params: di
                   baseline: int) -> list[tuple]:
     """Rows (series_id, window, campaign_id, started_at, run_id, value) of the judged campaign, and per series of
     it the rows of its `baseline` most recent earlier campaigns with a value, none before the series' newest
-    accepted level (accepted_levels, migration 0038): nothing older is read. Each series
-    on one window: focus where its judged runs measured the metric there, else run. (A focus window taken from
-    a workload's timers has a time but no MPI fraction; the profile's run window may have one.)"""
+    accepted level (accepted_levels, migration 0038): nothing older is returned. Each series on one window: focus
+    where its judged runs measured the metric there, else run. (A focus window taken from a workload's timers has
+    a time but no MPI fraction; the profile's run window may have one.) The history is read in one pass (a hash
+    join and a window function), not once per series: per-series lookups cost a scan of run_windows each."""
     q = sql.SQL("""WITH new AS (
   SELECT * FROM ({measured}) m WHERE m.campaign_id = %(campaign)s
 ), shown AS (
   SELECT series_id, CASE WHEN bool_or("window" = 'focus' AND value IS NOT NULL) THEN 'focus'
                          WHEN bool_or("window" = 'run') THEN 'run' ELSE min("window") END AS "window"
   FROM new GROUP BY series_id
+), since AS (
+  SELECT s.series_id, s."window", coalesce((
+    SELECT max(a.campaign_id) FROM accepted_levels a
+    WHERE a.series_id = s.series_id AND a.campaign_id <= %(campaign)s), 0) AS level
+  FROM shown s
 ), earlier AS (
-  SELECT s.series_id, s."window", e.campaign_id
-  FROM shown s CROSS JOIN LATERAL (
-    SELECT DISTINCT m.campaign_id FROM ({measured}) m
-    WHERE m.series_id = s.series_id AND m."window" = s."window" AND m.campaign_id < %(campaign)s
-      AND m.value IS NOT NULL AND m.campaign_id >= coalesce((
-        SELECT max(a.campaign_id) FROM accepted_levels a
-        WHERE a.series_id = s.series_id AND a.campaign_id <= %(campaign)s), 0)
-    ORDER BY m.campaign_id DESC LIMIT %(baseline)s) e
+  SELECT m.series_id, m."window", m.campaign_id, m.started_at, m.run_id, m.value,
+         dense_rank() OVER (PARTITION BY m.series_id ORDER BY m.campaign_id DESC) AS back
+  FROM ({measured}) m JOIN since s ON s.series_id = m.series_id AND s."window" = m."window"
+  WHERE m.campaign_id < %(campaign)s AND m.campaign_id >= s.level AND m.value IS NOT NULL
 )
 SELECT n.series_id, n."window", n.campaign_id, n.started_at, n.run_id, n.value
 FROM new n JOIN shown USING (series_id, "window") WHERE n.value IS NOT NULL
 UNION ALL
-SELECT m.series_id, m."window", m.campaign_id, m.started_at, m.run_id, m.value
-FROM earlier e CROSS JOIN LATERAL (
-  SELECT * FROM ({measured}) m
-  WHERE m.series_id = e.series_id AND m.campaign_id = e.campaign_id AND m."window" = e."window"
-    AND m.value IS NOT NULL) m""").format(measured=measured)
+SELECT series_id, "window", campaign_id, started_at, run_id, value FROM earlier
+WHERE back <= %(baseline)s""").format(measured=measured)
     return conn.execute(q, {**params, "campaign": campaign, "baseline": baseline}).fetchall()
 
 
