@@ -465,8 +465,12 @@ def accept_cmd(campaign, reason, series_ids, system, app, stack, interconnect):
               help="also write the verdicts as JUnit XML (one test case per series; a regression fails it)")
 @click.option("--markdown", type=click.Path(dir_okay=False, path_type=Path),
               help="also write a Markdown summary (for a merge request comment or a job summary)")
+@click.option("--fdr", type=click.FloatRange(0, 1, max_open=True), default=0.0, show_default=True,
+              help="the campaign's budget: Benjamini-Hochberg at this false discovery rate over every alert "
+                   "(regression, or suspect on the worse side) of every series and metric judged; alerts above it "
+                   "are held back and do not alarm. 0: each series judged alone at --alpha")
 def check_cmd(metrics, campaign, baseline, min_effect, alpha, confirm, max_undetectable, system, app, stack,
-              interconnect, no_annotate, fmt, junit, markdown):
+              interconnect, no_annotate, fmt, junit, markdown, fdr):
     """The regression gate: exit 1 if any series of the judged campaign regressed.
 
     Verdicts: regression, improvement (a shift held over the last --confirm campaigns), suspect (this campaign
@@ -494,9 +498,11 @@ def check_cmd(metrics, campaign, baseline, min_effect, alpha, confirm, max_undet
                 raise LookupError("; ".join(unmeasured))
             for note in unmeasured:
                 click.echo(f"commscope check: {note}", err=True)
+            held = gate.hold(findings, fdr or None, alpha)
             noted = 0
             try:
-                noted = 0 if no_annotate else queries.annotate(conn, findings, outputs.diff_url)
+                noted = 0 if no_annotate else queries.annotate(conn, [f for f in findings if f.held is None],
+                                                               outputs.diff_url)
             except psycopg.errors.InsufficientPrivilege as e:   # a read-only role: the verdicts still stand
                 conn.rollback()
                 denied["annotations"] = e
@@ -513,7 +519,7 @@ def check_cmd(metrics, campaign, baseline, min_effect, alpha, confirm, max_undet
         _fail(str(e))
     except psycopg.errors.InsufficientPrivilege as e:
         _fail(_denied(e, "check", ": nothing was judged or annotated"))
-    bad = [f for f in findings if f.verdict == "regression"]
+    bad = [f for f in findings if f.verdict == "regression" and f.held is None]
     try:
         if junit:
             junit.write_bytes(outputs.junit_xml(findings, alpha, min_effect))
@@ -528,6 +534,7 @@ def check_cmd(metrics, campaign, baseline, min_effect, alpha, confirm, max_undet
                                   if (c["series_id"], c["metric"]) == (f.series["series_id"], f.metric)]
         click.echo(json.dumps({"campaigns": sorted({f.campaign for f in findings}), "alpha": alpha,
                                "min_effect": min_effect, "max_undetectable": max_undetectable,
+                               "fdr": fdr or None, "alerts": sum(f.alert for f in findings), "held_back": held,
                                "regressions": len(bad), "annotations": noted,
                                "change_points": [changepoints.as_dict(c) for c in changes],
                                "series": series}, default=str, indent=1))
@@ -546,9 +553,8 @@ def check_cmd(metrics, campaign, baseline, min_effect, alpha, confirm, max_undet
                 p = f"{f.p_value:8.2g}" if f.p_value is not None else f"{'-':>8}"
                 click.echo(f"{f.label():<{width}}  {f.verdict:<12} {fmt_v(f.baseline_median)} {fmt_v(f.new_median)} "
                            f"{change} {p}  {f'{f.n_new}/{f.n_baseline}':<7} {queries.detectable(f)}")
-            for f in mine:
-                if f.verdict in ("cannot tell", "suspect"):
-                    click.echo(f"{f.label()}: {f.reason(alpha, min_effect)}")
+            for line in outputs.unsure_lines(mine, alpha, min_effect):
+                click.echo(line)
             from commscope.gate.attribution import lines as attributed
             for f in mine:
                 if f.verdict in ("regression", "improvement", "suspect") and f.attribution:
@@ -559,8 +565,11 @@ def check_cmd(metrics, campaign, baseline, min_effect, alpha, confirm, max_undet
             click.echo(f"change point: {changepoints.describe(c)}")
         unsure = sum(f.verdict == "cannot tell" for f in findings)
         suspect = sum(f.verdict == "suspect" for f in findings)
+        slower = sum(f.alert and f.verdict == "suspect" for f in findings)
         click.echo(f"{len(findings)} series, {len(bad)} regressions"
-                   + (f", {suspect} suspect" if suspect else "") + (f", {unsure} cannot tell" if unsure else "")
+                   + (f", {suspect} suspect ({slower} on the worse side)" if suspect else "")
+                   + (f", {held} alerts held back by --fdr {fdr:g}" if held else "")
+                   + (f", {unsure} cannot tell" if unsure else "")
                    + ("" if no_annotate else f", {noted} annotations written"))
     if denied:   # exit 1 still says regressions
         _not_stored("check", list(denied), next(iter(denied.values())), "the verdicts above were printed but not "

@@ -45,3 +45,26 @@ def canaries(conn: psycopg.Connection, campaign: int, baseline: int, min_effect:
             except LookupError:  # no run of this canary in the campaign
                 break
     return found
+
+
+def hold(findings: list[regressions.Finding], fdr: float | None, alpha: float) -> int:
+    """The campaign's budget (--fdr Q): Benjamini-Hochberg over every alert of the findings (regressions, and
+    suspects on the worse side; across series and metrics), on each alert's p on alpha's scale (alert_p). The
+    alerts ranked k = 1..m by that p stand up to the largest k with p <= Q k / m, where m is the number of
+    findings that could have alerted (every judged series and metric with a baseline); the others are held
+    back (Finding.held says why) and do not alarm. No Q, or Q at least alpha with one finding: every alert
+    stands, as judged alone. Returns how many were held back."""
+    if fdr is None:
+        return 0
+    m = sum(f.verdict not in ("no baseline",) for f in findings)
+    raised = sorted((f for f in findings if f.alert and f.alert_p is not None), key=lambda f: f.alert_p)
+    stand = 0
+    for k, f in enumerate(raised, 1):
+        if f.alert_p <= fdr * k / m:
+            stand = k
+    for k, f in enumerate(raised, 1):
+        if k > stand:
+            f.held = (f"held back by the campaign's budget: its p {f.alert_p:.2g} (on alpha={alpha:g}'s scale) "
+                      f"ranks {k} of {len(raised)} alerts over {m} findings, above Benjamini-Hochberg's "
+                      f"{fdr:g} x {k}/{m} = {fdr * k / m:.2g} (--fdr {fdr:g})")
+    return len(raised) - stand

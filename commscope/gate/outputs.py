@@ -5,9 +5,11 @@ from __future__ import annotations
 import json
 import math
 import re
+import statistics
 import urllib.parse
 
 from commscope.gate.attribution import lines as attributed
+from commscope.gate.stats import RUNS_A_NIGHT
 from commscope.store.queries.gate import DESCRIBE, detectable
 
 def printable(text) -> str:
@@ -65,7 +67,8 @@ def as_dict(f, alpha: float, min_effect: float) -> dict:
             "nights_p": _number(f.nights_p), "night_spread": f.night_spread, "two_night_p": _number(f.two_night_p),
             "night_judged": f.night.isoformat() if f.night else None,
             "newest_run_started_at": f.time.isoformat() if f.time else None, "reason": f.reason(alpha, min_effect),
-            "attribution": f.attribution, "baseline_campaign": f.baseline_campaign, "diff_url": diff_url(f)}
+            "attribution": f.attribution, "baseline_campaign": f.baseline_campaign, "diff_url": diff_url(f),
+            "direction": f.way, "alert": f.alert, "alert_p": _number(f.alert_p), "held": f.held}
 
 
 SKIPPED = ("cannot tell", "no baseline", "suspect")
@@ -82,9 +85,9 @@ def junit_xml(findings: list, alpha: float, min_effect: float) -> bytes:
         mine = [f for f in findings if f.metric == metric]
         campaigns = sorted({str(f.campaign) for f in mine})
         title = printable(f"commscope check {metric} campaign {', '.join(campaigns)}")
-        suite = ET.SubElement(root, "testsuite", name=title,
-                              tests=str(len(mine)), failures=str(sum(f.verdict == "regression" for f in mine)),
-                              skipped=str(sum(f.verdict in SKIPPED for f in mine)),
+        suite = ET.SubElement(root, "testsuite", name=title, tests=str(len(mine)),
+                              failures=str(sum(f.verdict == "regression" and not f.held for f in mine)),
+                              skipped=str(sum(f.verdict in SKIPPED or bool(f.held) for f in mine)),
                               errors="0")
         props = ET.SubElement(suite, "properties")
         for name, value in (("campaign", ", ".join(campaigns)), ("metric", metric), ("alpha", f"{alpha:g}"),
@@ -94,7 +97,9 @@ def junit_xml(findings: list, alpha: float, min_effect: float) -> bytes:
             case = ET.SubElement(suite, "testcase", classname=printable(f"commscope.check.{metric}"),
                                  name=printable(f.label()))
             reason = printable(f.reason(alpha, min_effect))
-            if f.verdict in ("regression", "suspect"):
+            if f.held:
+                ET.SubElement(case, "skipped", message=reason + "; " + printable(f.held))
+            elif f.verdict in ("regression", "suspect"):
                 cause = f"; cause: {f.attribution['cause']}" if f.attribution and f.attribution.get("cause") else ""
                 kind = {"type": "regression"} if f.verdict == "regression" else {}
                 ET.SubElement(case, "failure" if f.verdict == "regression" else "skipped", **kind,
@@ -106,8 +111,8 @@ def junit_xml(findings: list, alpha: float, min_effect: float) -> bytes:
             out.text = json.dumps(as_dict(f, alpha, min_effect), default=str, indent=1)
     total = sum(1 for _ in root.iter("testcase"))
     root.set("tests", str(total))
-    root.set("failures", str(sum(f.verdict == "regression" for f in findings)))
-    root.set("skipped", str(sum(f.verdict in SKIPPED for f in findings)))
+    root.set("failures", str(sum(f.verdict == "regression" and not f.held for f in findings)))
+    root.set("skipped", str(sum(f.verdict in SKIPPED or bool(f.held) for f in findings)))
     root.set("errors", "0")
     return ET.tostring(root, encoding="utf-8", xml_declaration=True)
 
@@ -130,6 +135,8 @@ def markdown(findings: list, alpha: float, min_effect: float) -> str:
     cell = lambda v: f"{v:.6g}" if v is not None else "–"  # noqa: E731
     for f in sorted(findings, key=lambda f: (ORDER[f.verdict], f.metric, f.series["series_id"])):
         change = f"{f.effect:+.1%}" if f.effect is not None and math.isfinite(f.effect) else "–"
+        change += f" {f.way}" if f.way else ""
+        change += " (held back)" if f.held else ""
         p = f"{f.p_value:.2g}" if f.p_value is not None else "–"
         lines.append(f"| **{f.verdict}** | {code(f.label(), cell=True)} | {code(f.metric, cell=True)} "
                      f"| {cell(f.baseline_median)} | {cell(f.new_median)} "
@@ -146,3 +153,51 @@ def markdown(findings: list, alpha: float, min_effect: float) -> str:
         lines += ["", "Suspect or cannot tell:"] + [f"- {code(f.label())}: {printable(f.reason(alpha, min_effect))}"
                                                      for f in unsure]
     return "\n".join(lines) + "\n"
+
+
+SUMMARISE_FROM = 20   # cannot tells from which the text says them once, when they are most of the findings
+
+
+def unsure_lines(findings: list, alpha: float, min_effect: float) -> list[str]:
+    """The text's lines on suspects and cannot tells: one per suspect, and per held-back alert; one per cannot
+    tell, unless at least SUMMARISE_FROM of them are most of the findings: then one summary (cannot_tell_summary)."""
+    unsure = [f for f in findings if f.verdict == "cannot tell"]
+    once = len(unsure) >= SUMMARISE_FROM and 2 * len(unsure) > len(findings)
+    lines = []
+    for f in findings:
+        if f.verdict == "suspect" or (f.verdict == "cannot tell" and not once) or f.held:
+            lines.append(f"{printable(f.label())}: {printable(f.reason(alpha, min_effect))}"
+                         + (f"; {f.held}" if f.held else ""))
+    if once:
+        lines.append(cannot_tell_summary(unsure, len(findings)))
+    return lines
+
+
+def cannot_tell_summary(unsure: list, total: int) -> str:
+    """One paragraph for many cannot tells: how many, their typical detectable effect, and what would change it
+    (more runs a night, more baseline nights or runs, quieter nights)."""
+    seen = sorted(f.detectable for f in unsure if f.detectable is not None)
+    runs = sorted(f.runs_a_night for f in unsure if f.runs_a_night)
+    nights = sum(bool(f.needs and f.needs.get("campaigns")) for f in unsure)
+    alpha_out = sum(bool(f.needs and not f.needs.get("campaigns")) for f in unsure)
+    noisy = [f for f in unsure if not f.needs]
+    quieter = sum(not f.runs_a_night for f in noisy)
+    limit = unsure[0].max_undetectable
+    parts = [f"cannot tell on {len(unsure)} of {total} series: their nights could not show a shift of "
+             f"{limit:.0%}"]
+    if seen:
+        q = statistics.quantiles(seen, n=4) if len(seen) > 1 else [seen[0]] * 3
+        parts.append(f"the typical detectable effect is {statistics.median(seen):+.0%} (quartiles {q[0]:+.0%} to "
+                     f"{q[2]:+.0%})")
+    if runs:
+        parts.append(f"{len(runs)} would show {limit:.0%} with more runs a night (typically "
+                     f"{statistics.median_low(runs)}, from {runs[0]} to {runs[-1]})")
+    if quieter:
+        parts.append(f"{quieter} would not with up to {RUNS_A_NIGHT[-1]} runs a night: their nights differ too "
+                     f"much, so they need quieter nights (the nodes to themselves)")
+    if nights:
+        parts.append(f"{nights} need more baseline nights")
+    if alpha_out:
+        parts.append(f"{alpha_out} have too few runs for the test to reach alpha (more runs a night or baseline "
+                     f"nights)")
+    return "; ".join(parts) + ". Each series' figures: --format json, and the dashboards' Series too noisy to gate."

@@ -66,6 +66,27 @@ class Finding:
     night: object = None                 # the day judged, when the campaign spans several days
     runs: dict | None = None             # {"baseline": run ids, "new": run ids}: what attribution reads
     baseline_campaign: int | None = None  # the last baseline night's campaign (outputs.diff_url compares with it)
+    moved: str | None = None             # regression, improvement, suspect: "worse" or "better" (stats._raise)
+    alert_p: float | None = None         # the p of the test that raised it, on alpha's scale (stats._raise)
+    direction: str = "lower"             # the metric's better side: "lower" or "higher"
+    held: str | None = None              # why an alert is held back by the campaign's budget (campaign.hold)
+
+    @property
+    def way(self) -> str | None:
+        """Which way a regression, improvement or suspect moved: slower or faster where lower is better, else worse
+        or better."""
+        if self.moved is None:
+            return None
+        if self.direction == "lower":
+            return "slower" if self.moved == "worse" else "faster"
+        return self.moved
+
+    @property
+    def alert(self) -> bool:
+        """An alarm or an early warning the facility acts on: a regression, or a suspect on the worse side, that
+        the campaign's budget did not hold back."""
+        worse = self.verdict == "regression" or (self.verdict == "suspect" and self.moved == "worse")
+        return worse and self.held is None
 
     def label(self) -> str:
         """As the dashboards name a series (v_run_metrics_daily.series_label) and the window judged."""
@@ -99,18 +120,20 @@ class Finding:
         between = (f"; campaign median against {self.n_campaigns} baseline campaigns' p={self.campaign_p:.2g}"
                    if self.campaign_p is not None else "")
         if self.verdict == "suspect":
-            way = "worse" if (self.effect or 0) > 0 else "better"
+            way = self.moved or ("worse" if (self.effect or 0) > 0 else "better")
+            plain = f" ({self.way})" if self.way not in (None, way) else ""
             held = (f"; the last {self.n_confirm} campaigns together ({self._summarised()}): "
                     f"{self.confirm_effect:+.1%}, p={self.confirm_p:.2g}" if self.confirm_p is not None else "")
-            return (f"suspect: {way} in this campaign alone, not yet over {self.confirm} campaigns (a shift counts "
-                    f"when it persists): {said}{between}{held}")
+            return (f"suspect: {way} in this campaign alone{plain}, not yet over {self.confirm} campaigns (a shift "
+                    f"counts when it persists): {said}{between}{held}")
         if self.verdict == "no change":
             return (f"no change of at least {min_effect:.0%} that is significant at alpha={alpha:g} (this campaign "
                     f"would have shown a shift of {self.detectable:+.0%}): {said}{between}")
         if self.verdict in ("regression", "improvement"):
             return (f"{self.verdict}: held over the last {self.n_confirm} campaigns, whose {self._summarised()} "
                     f"are {self.confirm_effect:+.1%} against the {self.n_campaigns} campaigns before them "
-                    f"(p={self.confirm_p:.2g}); this campaign: {said}{between}")
+                    f"(p={self.confirm_p:.2g}); this campaign: {said}{between}"
+                    + (f"; {self.way}" if self.way else ""))
         return f"{self.verdict}: {said}"
 
     def could_not_show(self) -> str:
@@ -209,7 +232,8 @@ def check(conn: psycopg.Connection, metric: str = "time_s", campaign: int | None
                     pooled=j.pooled, nights_p=j.nights_p, two_night_p=j.two_night_p,
                     night=(date.fromordinal(tonight[1]) if tonight[1] else None),
                     runs={"baseline": [r for n in base_nights for r in ids[key][n]], "new": ids[key][tonight]},
-                    baseline_campaign=base_nights[-1][0] if base_nights else None)
+                    baseline_campaign=base_nights[-1][0] if base_nights else None,
+                    moved=j.moved, alert_p=j.alert_p, direction=direction)
         signed = [[sign * v for v in by_night[n]] for n in base_nights]
         f.night_spread = night_spread(signed)
         if j.verdict != "no baseline":

@@ -1,0 +1,105 @@
+"""The gate at facility scale (issue 45): a suspect says which way it moved and only the worse way alerts; a
+campaign's alerts are held to one budget (--fdr, Benjamini-Hochberg across series and metrics) that leaves a
+series judged alone as it was; many cannot tells are said once, with what would change them. Expected values come
+from the synthetic plan (which series moved, which way) and from Benjamini-Hochberg's rule written out here."""
+from __future__ import annotations
+
+import json
+import os
+import random
+import subprocess
+import sys
+
+import psycopg
+import pytest
+
+from commscope.gate import campaign, outputs, regressions
+from commscope.store.ingest import Provenance, ingest_records
+from helpers import synthetic
+
+CLI = [sys.executable, "-m", "commscope.cli"]
+NIGHTS = 12
+
+
+@pytest.fixture
+def moved(dsn):
+    """Three series, 3 runs a night with 3 % noise; on the last night 'up' runs 30 % slower, 'down' 30 % faster."""
+    rnd = random.Random(45)
+    level = {"up": 1.30, "down": 0.70, "flat": 1.0}
+    with psycopg.connect(dsn) as conn:
+        for night in range(NIGHTS):
+            recs = [synthetic(app, night, i, 10.0 * (level[app] if night == NIGHTS - 1 else 1.0)
+                              * (1 + rnd.gauss(0, 0.03))) for app in level for i in range(3)]
+            ingest_records(conn, iter(recs), Provenance(), f"night {night}")
+    return dsn
+
+
+def check(dsn: str, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([*CLI, "check", "--no-annotate", *args], capture_output=True, text=True,
+                          env={**os.environ, "COMMSCOPE_DB_URL": dsn})
+
+
+def test_a_suspect_says_slower_or_faster_and_only_slower_alerts(moved, tmp_path):
+    r = check(moved, "--format", "json", "--junit", str(tmp_path / "j.xml"), "--markdown", str(tmp_path / "m.md"))
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    by = {s["app"]: s for s in doc["series"]}
+    assert by["up"]["verdict"] == by["down"]["verdict"] == "suspect"
+    assert (by["up"]["direction"], by["up"]["alert"]) == ("slower", True)
+    assert (by["down"]["direction"], by["down"]["alert"]) == ("faster", False)
+    assert by["flat"]["alert"] is False and doc["alerts"] == 1
+    assert "suspect: better in this campaign alone (faster)" in by["down"]["reason"]
+    assert "(faster)" in (tmp_path / "j.xml").read_text() and "(slower)" in (tmp_path / "j.xml").read_text()
+    md = (tmp_path / "m.md").read_text()
+    assert any("faster" in ln for ln in md.splitlines() if ln.startswith("| **suspect**") and "up" not in ln)
+    text = check(moved).stdout
+    assert "suspect: worse in this campaign alone (slower)" in text and "1 on the worse side" in text
+
+
+def finding(sid: int, verdict: str, alert_p: float | None = None, moved: str | None = None, **kw):
+    series = {"series_id": sid, "key": f"k{sid}", "parameters": {}, "environment": {}, "window": "run", "system": "s",
+              "app": "a", "workload": "a", "variant": None, "stack": "x",
+              "interconnect": "shm", "ranks": 2, "global_size": None}
+    p = 0.5 if alert_p is None else alert_p
+    return regressions.Finding(series, "time_s", verdict, 1.0, 1.3, 0.3, p, 30, 3, moved=moved, alert_p=alert_p, **kw)
+
+
+def benjamini_hochberg(ps: list[float], q: float, m: int) -> set[int]:
+    """Indices of PS that BH at Q over M hypotheses rejects (written out: the largest k with p_(k) <= q k / m)."""
+    order = sorted(range(len(ps)), key=lambda i: ps[i])
+    k = max((k for k in range(1, len(ps) + 1) if ps[order[k - 1]] <= q * k / m), default=0)
+    return set(order[:k])
+
+
+def test_a_campaign_s_alerts_are_held_to_its_false_discovery_budget():
+    ps = [1e-6, 2e-4, 0.003, 0.008, 0.009]
+    alerts = [finding(i, "suspect" if i % 2 else "regression", p, "worse") for i, p in enumerate(ps)]
+    quiet = [finding(100 + i, "cannot tell") for i in range(95)]
+    faster = finding(999, "suspect", 1e-9, "better")   # the better side: no alert, not counted against the budget
+    findings = alerts + quiet + [faster]
+    held = campaign.hold(findings, 0.05, 0.01)
+    stand = benjamini_hochberg(ps, 0.05, len(findings))
+    assert {i for i, f in enumerate(alerts) if f.alert} == stand == {0, 1}
+    assert held == 3 and all("Benjamini-Hochberg" in f.held for f in alerts[2:])
+    assert faster.held is None and not faster.alert
+    d = outputs.as_dict(alerts[3], 0.01, 0.05)
+    assert d["alert"] is False and d["held"].startswith("held back")
+
+
+def test_one_series_judged_alone_keeps_its_alert_under_the_budget():
+    alone = finding(1, "suspect", 0.009, "worse")
+    assert campaign.hold([alone], 0.05, 0.01) == 0 and alone.alert
+    assert campaign.hold([finding(2, "regression", 0.009, "worse")], None, 0.01) == 0
+
+
+def test_many_cannot_tells_are_said_once_with_what_would_change_them():
+    unsure = [finding(i, "cannot tell", detectable=0.5 + i / 100, runs_a_night=8 if i % 3 else None,
+                      night_spread={"between": 0.3, "within": 0.1}) for i in range(30)]
+    judged = unsure + [finding(100, "no change", detectable=0.1)]
+    lines = outputs.unsure_lines(judged, 0.01, 0.05)
+    assert len(lines) == 1, lines
+    assert lines[0].startswith("cannot tell on 30 of 31 series")
+    assert "typical detectable effect is +64%" in lines[0] and "20 would show 20% with more runs a night" in lines[0]
+    assert "10 would not with up to 50 runs a night" in lines[0]
+    few = outputs.unsure_lines(unsure[:3] + judged[-1:], 0.01, 0.05)
+    assert len(few) == 3 and all("could not show shifts below" in ln for ln in few)
