@@ -143,7 +143,9 @@ def measured_rows(conn: psycopg.Connection, measured: sql.Composable, params: di
     accepted level (accepted_levels, migration 0038): nothing older is returned. Each series on one window: focus
     where its judged runs measured the metric there, else run. (A focus window taken from a workload's timers has
     a time but no MPI fraction; the profile's run window may have one.) The history is read in one pass (a hash
-    join and a window function), not once per series: per-series lookups cost a scan of run_windows each."""
+    join and a window function), not once per series: per-series lookups cost a scan of run_windows each. In run
+    id order: the detectable effect resamples a night's runs by their place, so their order must not depend on
+    the query plan."""
     q = sql.SQL("""WITH new AS (
   SELECT * FROM ({measured}) m WHERE m.campaign_id = %(campaign)s
 ), shown AS (
@@ -165,7 +167,8 @@ SELECT n.series_id, n."window", n.campaign_id, n.started_at, n.run_id, n.value
 FROM new n JOIN shown USING (series_id, "window") WHERE n.value IS NOT NULL
 UNION ALL
 SELECT series_id, "window", campaign_id, started_at, run_id, value FROM earlier
-WHERE back <= %(baseline)s""").format(measured=measured)
+WHERE back <= %(baseline)s
+ORDER BY run_id""").format(measured=measured)
     return conn.execute(q, {**params, "campaign": campaign, "baseline": baseline}).fetchall()
 
 
