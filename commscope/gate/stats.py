@@ -446,16 +446,17 @@ def _pair_shifts(new, base_runs, need: int):
 
 def _pairs_within(new, base_runs, need: int, upto: float):
     """Per row of NEW, whether _pair_shifts is at most UPTO: NEED of its (b - x) / |x| are at most the largest
-    float t with t + 1e-9 <= UPTO."""
+    float t with t + 1e-9 <= UPTO (counted once per distinct value x: the draws repeat the baseline's runs)."""
     import numpy as np
     t = upto - 1e-9
     while t + 1e-9 > upto:
         t = math.nextafter(t, -math.inf)
     while math.nextafter(t, math.inf) + 1e-9 <= upto:
         t = math.nextafter(t, math.inf)
+    values, where = np.unique(new, return_inverse=True)   # the runs are drawn from a few values: count per value
     with np.errstate(divide="ignore", invalid="ignore"):
-        d = ((np.asarray(base_runs, dtype=float)[None, None, :] - new[:, :, None]) / np.abs(new)[:, :, None])
-    return np.count_nonzero(d.reshape(len(new), -1) <= t, axis=1) >= need
+        d = (np.asarray(base_runs, dtype=float)[None, :] - values[:, None]) / np.abs(values)[:, None]
+    return np.count_nonzero(d <= t, axis=1)[where.reshape(new.shape)].sum(axis=1) >= need
 
 
 def _shifts_needed(new, base_runs, base_medians, min_effect: float, level: float, pooled: bool,
