@@ -103,3 +103,5 @@ def test_many_cannot_tells_are_said_once_with_what_would_change_them():
     assert "10 would not with up to 50 runs a night" in lines[0]
     few = outputs.unsure_lines(unsure[:3] + judged[-1:], 0.01, 0.05)
     assert len(few) == 3 and all("could not show shifts below" in ln for ln in few)
+    md = outputs.markdown(judged, 0.01, 0.05).splitlines()
+    assert [ln for ln in md if ln.startswith("- ")] == ["- " + lines[0]]

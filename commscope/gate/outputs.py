@@ -149,9 +149,12 @@ def markdown(findings: list, alpha: float, min_effect: float) -> str:
             lines += [f"- **{f.verdict}** {code(f.label())} ({code(f.metric)}):{link}"]
             lines += [f"  - {code(a)}" for a in attributed(f)]
     unsure = [f for f in findings if f.verdict in ("suspect", "cannot tell")]
+    cannot = [f for f in unsure if f.verdict == "cannot tell"]
+    once = len(cannot) >= SUMMARISE_FROM and 2 * len(cannot) > len(findings)
     if unsure:
         lines += ["", "Suspect or cannot tell:"] + [f"- {code(f.label())}: {printable(f.reason(alpha, min_effect))}"
-                                                     for f in unsure]
+                                                     for f in unsure if not (once and f.verdict == "cannot tell")]
+        lines += [f"- {cannot_tell_summary(cannot, len(findings))}"] if once else []
     return "\n".join(lines) + "\n"
 
 
