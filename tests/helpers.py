@@ -286,3 +286,16 @@ def imb_prefix() -> Path | None:
         return Path(os.environ["COMMSCOPE_IMB_PREFIX"])
     found = shutil.which("IMB-MPI1")
     return Path(found).resolve().parent.parent if found else None
+
+
+# ---- bad input: a refusal in one line ----------------------------------------------------------------------
+
+def assert_one_clear_line(r, *needles: str, code: int | None = None) -> str:
+    """A refusal: a non-zero exit (CODE when given), no traceback, and one line on stderr carrying NEEDLES."""
+    assert r.returncode != 0 and (code is None or r.returncode == code), (r.returncode, r.stdout, r.stderr)
+    assert "Traceback" not in r.stderr + r.stdout, r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1, r.stderr
+    for n in needles:
+        assert n in lines[0], (n, lines[0])
+    return lines[0]

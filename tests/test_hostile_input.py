@@ -13,6 +13,7 @@ from pathlib import Path
 
 import psycopg
 import pytest
+from helpers import assert_one_clear_line
 
 DATA = Path(__file__).parent / "data"
 PROFILE = DATA / "halo3d-overlap-n2.runtime-profile.cali"
@@ -37,17 +38,6 @@ def counts(dsn: str) -> dict:
     with psycopg.connect(dsn) as c:
         return {t: c.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
                 for t in ("runs", "campaigns", "series", "node_metrics", "nodes")}
-
-
-def assert_one_clear_line(r, *needles: str, code: int | None = None):
-    """A refusal: a non-zero exit (CODE when given), no traceback, and one line on stderr carrying NEEDLES."""
-    assert r.returncode != 0 and (code is None or r.returncode == code), (r.returncode, r.stdout, r.stderr)
-    assert "Traceback" not in r.stderr + r.stdout, r.stderr
-    lines = r.stderr.strip().splitlines()
-    assert len(lines) == 1, r.stderr
-    for n in needles:
-        assert n in lines[0], (n, lines[0])
-    return lines[0]
 
 
 def with_lines_replaced(src: Path, dst: Path, replace: dict[str, str]) -> Path:

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import psycopg
 import pytest
+from helpers import assert_one_clear_line
 
 DATA = Path(__file__).parent / "data"
 PROFILE = DATA / "halo3d-overlap-n2.runtime-profile.cali"
@@ -28,17 +29,6 @@ def cli(dsn: str | None, *args, timeout: int = 300):
     if dsn:
         env["COMMSCOPE_DB_URL"] = dsn
     return subprocess.run([*CLI, *map(str, args)], capture_output=True, text=True, env=env, timeout=timeout)
-
-
-def assert_one_clear_line(r, *needles: str, code: int | None = None) -> str:
-    """A refusal: a non-zero exit (CODE when given), no traceback, and one line on stderr carrying NEEDLES."""
-    assert r.returncode != 0 and (code is None or r.returncode == code), (r.returncode, r.stdout, r.stderr)
-    assert "Traceback" not in r.stderr + r.stdout, r.stderr
-    lines = r.stderr.strip().splitlines()
-    assert len(lines) == 1, r.stderr
-    for n in needles:
-        assert n in lines[0], (n, lines[0])
-    return lines[0]
 
 
 # ---- 1. a dump or a report goes only to a regular file ------------------------------------------------------------

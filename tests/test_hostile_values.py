@@ -12,6 +12,7 @@ from pathlib import Path
 
 import psycopg
 import pytest
+from helpers import assert_one_clear_line
 
 DATA = Path(__file__).parent / "data"
 PROFILE = DATA / "halo3d-overlap-n2.runtime-profile.cali"
@@ -23,17 +24,6 @@ def cli(dsn: str, *args):
     """The real command in a process of its own, with DSN as COMMSCOPE_DB_URL and no PG* variables."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("PG")} | {"COMMSCOPE_DB_URL": dsn}
     return subprocess.run([*CLI, *map(str, args)], capture_output=True, text=True, env=env, timeout=300)
-
-
-def assert_one_clear_line(r, *needles: str, code: int | None = None) -> str:
-    """A refusal: a non-zero exit (CODE when given), no traceback, and one line on stderr carrying NEEDLES."""
-    assert r.returncode != 0 and (code is None or r.returncode == code), (r.returncode, r.stdout, r.stderr)
-    assert "Traceback" not in r.stderr + r.stdout, r.stderr
-    lines = r.stderr.strip().splitlines()
-    assert len(lines) == 1, r.stderr
-    for n in needles:
-        assert n in lines[0], (n, lines[0])
-    return lines[0]
 
 
 def runs(dsn: str) -> int:
