@@ -414,7 +414,7 @@ def test_the_first_screen_is_short_lines_naming_series_by_what_differs(filled, d
                      for m in [re.search(r"\(series #(\d+)\)", hover)] if m]
             keys = _stored_keys(conn, [sid for _, sid in lines])
             for x, sid in lines:
-                name = x.split(": ", 1)[1] if x.startswith("Change point (") else x
+                name = x.split(": ", 1)[1] if x.startswith(("Change point (", "Version change: ")) else x
                 shown, differing = _check_name(name.split(" [", 1)[0], sid, [s for _, s in lines], keys)
                 # the full key on hover: every pair of the series
                 hover = next(h for t, y, h in items if t == title and y == x)

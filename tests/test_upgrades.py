@@ -207,7 +207,7 @@ def test_one_line_per_experiment_with_the_version_change_drawn(history):
     mpi = [m for m in marks if f" {before} -&gt; {after} (campaign {changed})" in m[2]]
     assert len(mpi) == SERIES and {float(m[0]) for m in mpi} == {first.timestamp() * 1000}
     assert all(m[3].startswith(f"commscope-version,{what},series:") for m in mpi)
-    assert "Version change: " in page and f"{what} {before} → {after}, campaign {changed}" in page
+    assert "Version change: " in page and f"[{what}]: {before} → {after}, campaign {changed}" in page
     anns = {a["name"]: a for a in D.build_dashboard(P.MPI_FRACTION)["annotations"]["list"]}
     assert anns["Version changes"]["target"]["rawSql"] == P.VERSION_CHANGES_ANNOTATION_SQL
 

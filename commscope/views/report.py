@@ -511,7 +511,7 @@ WHERE $__timeFilter("time") AND {P.SERIES}
 ORDER BY "time" DESC LIMIT {FINDINGS_PER_KIND}"""
     rows = conn.execute(P.expand(vc, t0, t1, values)).fetchall()
     keys = _series_keys(conn, [r[0] for r in rows])
-    texts = [("Version change: ", f": {what} {previous} → {value}, campaign {campaign}, {t:%Y-%m-%d}.",
+    texts = [("Version change: ", f"[{what}]: {previous} → {value}, campaign {campaign}, {t:%Y-%m-%d}.",
               f" (series #{sid}); {t:%Y-%m-%d %H:%M} UTC") for sid, t, what, previous, value, campaign in rows]
     return out + _named([keys[r[0]] for r in rows], texts)
 
