@@ -105,11 +105,10 @@ def server(tmp_path_factory):
     shutil.rmtree(home, ignore_errors=True)
 
 
-@pytest.fixture
-def dsn(server):
-    """A fresh, migrated database per test, prepared as `commscope db start` prepares its own
-    (the schema owned by commscope's role, which is no superuser); the DSN connects as that role."""
-    emb, _ = server
+@contextlib.contextmanager
+def fresh_database(emb: db.Embedded):
+    """A fresh, migrated database on EMB, prepared as `commscope db start` prepares its own (the schema owned
+    by commscope's role, which is no superuser); yields a DSN connecting as that role, and drops it after."""
     name = f"t_{uuid.uuid4().hex[:12]}"
     with emb.admin("postgres") as c:
         c.execute(f'CREATE DATABASE "{name}"')
@@ -117,9 +116,18 @@ def dsn(server):
     test_url = emb.url(name)
     with psycopg.connect(test_url) as conn:
         db.migrate(conn)
-    yield test_url
-    with emb.admin("postgres") as c:
-        c.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
+    try:
+        yield test_url
+    finally:
+        with emb.admin("postgres") as c:
+            c.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
+
+
+@pytest.fixture
+def dsn(server):
+    """A fresh, migrated database per test (fresh_database)."""
+    with fresh_database(server[0]) as url:
+        yield url
 
 
 def grant_local(dsn: str, role: str, grant=db.grant_readonly) -> str:

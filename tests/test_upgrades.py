@@ -47,20 +47,10 @@ def check(dsn: str, campaign: int, scenario: str, *extra: str) -> dict[int, dict
 @pytest.fixture(scope="module")
 def history(server, tmp_path_factory):
     """One store holding the three scenarios, each under its own system."""
-    import uuid
-    from commscope.store import db
-    emb, _ = server
-    name = f"t_{uuid.uuid4().hex[:12]}"
-    with emb.admin("postgres") as c:
-        c.execute(f'CREATE DATABASE "{name}"')
-    emb.prepare_database(name)
-    url = emb.url(name)
-    with psycopg.connect(url) as conn:
-        db.migrate(conn)
+    from conftest import fresh_database
     tmp = tmp_path_factory.mktemp("upgrades")
-    yield url, {s: ingest_nights(url, tmp, s) for s in SCENARIOS}
-    with emb.admin("postgres") as c:
-        c.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
+    with fresh_database(server[0]) as url:
+        yield url, {s: ingest_nights(url, tmp, s) for s in SCENARIOS}
 
 
 @pytest.mark.parametrize("scenario", list(SCENARIOS))
