@@ -30,14 +30,54 @@ def run(cmd: list, **kw) -> subprocess.CompletedProcess:
 
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory):
-    """(the wheel, the venv's bin directory): base install, no extras."""
+    """(the wheel, the venv's bin directory): base install, no extras. The venv gets the wheel itself and, linked
+    from this interpreter's site-packages, exactly the distributions its Requires-Dist names without extras,
+    followed to their own requirements (base_distributions); `pip check` in the venv then says whether they
+    satisfy it. Nothing is downloaded, so the check does not hang on the registry."""
     tmp = tmp_path_factory.mktemp("wheel")
     run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", tmp / "dist",
          ROOT], cwd=tmp)
     (wheel,) = (tmp / "dist").glob("commscope-*.whl")
     run([sys.executable, "-m", "venv", tmp / "venv"])
-    run([tmp / "venv" / "bin" / "pip", "install", "-q", "--disable-pip-version-check", wheel], cwd=tmp)
+    venv_site = Path(run([tmp / "venv" / "bin" / "python", "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"]
+                         ).stdout.strip())
+    for dist in base_distributions(wheel):
+        link_distribution(dist, venv_site)
+    run([tmp / "venv" / "bin" / "pip", "install", "-q", "--no-deps", "--disable-pip-version-check", wheel], cwd=tmp)
+    run([tmp / "venv" / "bin" / "pip", "check"])
     return wheel, tmp / "venv" / "bin"
+
+
+def base_distributions(wheel: Path) -> list:
+    """The installed distributions the wheel's METADATA requires without extras, and theirs, transitively."""
+    from importlib import metadata
+    from packaging.requirements import Requirement
+
+    meta = zipfile.ZipFile(wheel).read(next(n for n in zipfile.ZipFile(wheel).namelist()
+                                            if n.endswith(".dist-info/METADATA"))).decode()
+    todo = [Requirement(line.split(":", 1)[1].strip()) for line in meta.splitlines() if line.startswith("Requires-Dist:")]
+    found: dict[str, metadata.Distribution] = {}
+    while todo:
+        req = todo.pop()
+        if req.marker is not None and not req.marker.evaluate({"extra": ""}):
+            continue
+        dist = metadata.distribution(req.name)
+        key = dist.metadata["Name"].lower().replace("_", "-")
+        if key in found:
+            continue
+        found[key] = dist
+        # psycopg[binary]: the extra's own requirements come along
+        todo += [r for r in map(Requirement, dist.requires or [])
+                 if r.marker is None or any(r.marker.evaluate({"extra": e}) for e in req.extras or [""])]
+    return list(found.values())
+
+
+def link_distribution(dist, site: Path) -> None:
+    """Symlinks the top-level entries of DIST's installed files (its packages and its .dist-info) into SITE."""
+    for top in sorted({f.parts[0] for f in dist.files or [] if f.parts and f.parts[0] != ".."}):
+        target = Path(dist.locate_file(top))
+        if target.exists() and not (site / top).exists():
+            (site / top).symlink_to(target)
 
 
 def test_the_wheel_holds_the_package_and_its_migrations_only(installed):
@@ -64,6 +104,10 @@ def test_the_wheel_carries_what_setup_and_run_read(installed):
         assert f"commscope/share/{f}" in names, f
         assert z.read(f"commscope/share/{f}") == (ROOT / f).read_bytes(), f
     assert not [n for n in names if n.endswith(".pyc") or "__pycache__" in n]
+    # and nothing git does not track there: no npm installs, builds or caches a working checkout holds
+    untracked = sorted(n for n in names if n.startswith("commscope/share/") and not n.endswith("/")
+                       and n.removeprefix("commscope/share/") not in set(tracked))
+    assert not untracked, f"{len(untracked)} untracked files, e.g. {untracked[:3]}"
 
 
 def _outside_env(bin_dir: Path, home: str) -> dict:
