@@ -28,10 +28,15 @@ def cli(dsn: str, *args: str) -> subprocess.CompletedProcess:
 
 
 def ingest_nights(dsn: str, tmp_path, scenario: str) -> list[int]:
+    """Each night through `commscope ingest`, invoked in this process (click's runner: the same command, without
+    a Python start per night)."""
+    from click.testing import CliRunner
+    from commscope.cli import main
     campaigns = []
     for _night, folder, opts in write_nights(tmp_path, scenario):
-        r = cli(dsn, "ingest", "-q", *[x for kv in opts.items() for x in kv], str(folder))
-        assert r.returncode == 0, r.stderr
+        r = CliRunner().invoke(main, ["ingest", "-q", *[x for kv in opts.items() for x in kv], str(folder)],
+                               env={"COMMSCOPE_DB_URL": dsn}, catch_exceptions=False)
+        assert r.exit_code == 0, r.output
         campaigns.append(int(r.stdout.split()[-1]))
     return campaigns
 
