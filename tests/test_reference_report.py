@@ -1,5 +1,5 @@
 """The report's "Reference studies" section (reference.py) on real runs: the workloads run here (Debian Open MPI
-4.1, 2 ranks, small problems, repeats), their outputs are ingested into a real PostgreSQL, and each effect's
+4.1, 2 ranks, small problems, repeats; recorded by ci/record_live_runs.py), their outputs are ingested into a real PostgreSQL, and each effect's
 figure is checked against the same ratio computed straight from the workloads' own printed timers (the FOM lines
 of their output files, parsed here). Also: repeats carrying a Ramble repeat index are paired by it (the
 committed real workspace with two repeats), an effect without runs says "not run" and what to run, swapping a
@@ -10,55 +10,26 @@ import dataclasses
 import itertools
 import re
 import statistics
-import subprocess
 from pathlib import Path
 
 import numpy
 import psycopg
 import pytest
 
-import suite
 from commscope.views import reference, report
 from commscope.store.ingest import Provenance, ingest
 
+import suite
+from record_live_runs import LIVE, REFERENCE, REFERENCE_REPEATS
 from conftest import stack_or_skip
 
 DATA = Path(__file__).parent / "data"
 REPEATS_WS = DATA / "ramble" / "smoke-openmpi4-repeats"
-REPEATS = 2
+REPEATS = REFERENCE_REPEATS
 FOM = re.compile(r"^FOM (\S+) (\S+) (\S+)$", re.M)
 PARAM = re.compile(r"^PARAM (\S+) (.*)$", re.M)
 
-# name -> (workload, arguments); each runs REPEATS times, the configurations in turn.
-HALO = ["--n", "32,32,32", "--iters", "10"]
-CONFIGS = {
-    "halo-blocking": ("halo3d", HALO + ["--variant", "blocking", "--pml-width", "0"]),
-    "halo-overlap": ("halo3d", HALO + ["--variant", "overlap", "--pml-width", "0"]),
-    "halo-rma": ("halo3d", HALO + ["--variant", "rma", "--pml-width", "0"]),
-    "halo-pml-unfused": ("halo3d", HALO + ["--variant", "blocking", "--pml-width", "4"]),
-    "halo-pml-fused": ("halo3d", HALO + ["--variant", "blocking", "--pml-width", "4", "--fused"]),
-}
-OTHERS = {
-    "st-col-send": ("stencil2d", ["--n", "128,128", "--iters", "20", "--decomp", "col", "--send", "send"]),
-    "st-row-send": ("stencil2d", ["--n", "128,128", "--iters", "20", "--decomp", "row-naive", "--send", "send"]),
-    "st-col-ssend": ("stencil2d", ["--n", "128,128", "--iters", "20", "--decomp", "col", "--send", "ssend"]),
-    "st-col-isend": ("stencil2d", ["--n", "128,128", "--iters", "20", "--decomp", "col", "--send", "isend"]),
-    "cg-direct-barriers": ("cgsolve", ["--n", "16,16,16", "--allreduce", "direct", "--debug-barriers"]),
-    "cg-direct": ("cgsolve", ["--n", "16,16,16", "--allreduce", "direct"]),
-    "cg-hierarchical": ("cgsolve", ["--n", "16,16,16", "--allreduce", "hierarchical"]),
-    "cg-nonblocking": ("cgsolve", ["--n", "16,16,16", "--allreduce", "nonblocking"]),
-    "pio-independent": ("pio", ["--n", "32,32,32", "--method", "independent"]),
-    "pio-two-phase": ("pio", ["--n", "32,32,32", "--method", "two-phase", "--group-size", "2"]),
-    "cg-identity": ("commgraph", ["--iters", "5", "--pattern", "pairs", "--large-bytes", "65536"]),
-    "cg-random": ("commgraph", ["--iters", "5", "--pattern", "pairs", "--large-bytes", "65536",
-                                "--rank-map", "{maps}/random-2.map"]),
-    "cg-advised": ("commgraph", ["--iters", "5", "--pattern", "pairs", "--large-bytes", "65536",
-                                 "--rank-map", "{maps}/advised-2.map"]),
-    "coll-default": ("collsweep", ["--coll", "allreduce", "--sizes", "8,1K,64K", "--iters", "50"]),
-    "coll-forced": ("collsweep", ["--coll", "allreduce", "--sizes", "8,1K,64K", "--iters", "50"]),
-}
-# Open MPI's recursive doubling forced for the second collsweep configuration (workloads/README.md).
-ENV = {"coll-forced": {"OMPI_MCA_coll_tuned_use_dynamic_rules": "1", "OMPI_MCA_coll_tuned_allreduce_algorithm": "3"}}
+OTHERS = REFERENCE["others"]
 
 
 def parse(out: str) -> tuple[dict, dict]:
@@ -67,30 +38,16 @@ def parse(out: str) -> tuple[dict, dict]:
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory):
-    """Real runs: {config: [parsed output of each repeat]} and the two directories of .out files (halo3d; the
-    rest), each ingested as its own campaign by the store fixture."""
-    stack = stack_or_skip("debian-openmpi4")
-    bdir = suite.build(stack)
-    root = tmp_path_factory.mktemp("reference")
-    maps = root / "maps"
-    maps.mkdir()
-    (maps / "random-2.map").write_text("1 0\n")
-    (maps / "advised-2.map").write_text("# advised\n0 1\n")
+def runs():
+    """Real runs (tests/live-runs/reference, recorded by ci/record_live_runs.py): {config: [parsed output of
+    each repeat]} and the two directories of .out files (halo3d; the rest), each ingested as its own campaign by
+    the store fixture."""
     out: dict[str, list] = {}
     dirs = {}
-    for part, configs in (("halo", CONFIGS), ("others", OTHERS)):
-        d = dirs[part] = root / part
-        d.mkdir()
-        for rep in range(REPEATS):
-            for name, (workload, args) in configs.items():
-                args = [a.replace("{maps}", str(maps)) for a in args]
-                if workload == "pio":
-                    args += ["--dir", str(root)]
-                r = suite.run(stack, bdir, workload, args, 2, env=ENV.get(name))
-                assert not suite.problems(r, allow_skip=True), (name, suite.problems(r, allow_skip=True), r.stderr)
-                (d / f"{name}.{rep}.out").write_text(r.stdout)
-                out.setdefault(name, []).append(parse(r.stdout))
+    for part, configs in REFERENCE.items():
+        d = dirs[part] = LIVE / "reference" / part
+        for name in configs:
+            out[name] = [parse((d / f"{name}.{rep}.out").read_text()) for rep in range(REPEATS)]
     return out, dirs
 
 
@@ -320,7 +277,7 @@ def test_rows_not_reproduced_say_what_the_runs_machine_lacked(store, runs):
     """Where a row is not or partly reproduced, its reason names what the runs' machine lacked of the study's
     conditions, read from the stored runs and checked here by another route: commgraph's own FOM
     internode_bytes_per_iter is 0 in every output (all traffic on one node); pio wrote to the file system findmnt
-    names for its directory, a local disk here. Workload outputs given alone record no node count, so nothing is
+    named for its directory when they were recorded, a local disk. Workload outputs given alone record no node count, so nothing is
     said of cores (a NULL is not guessed as one node); test_reference_study's live test checks the cores and the
     stencil's trend on runs Ramble stored."""
     dsn, _, out = store
@@ -330,8 +287,7 @@ def test_rows_not_reproduced_say_what_the_runs_machine_lacked(store, runs):
         # a study figure far from ours on its own side: the same runs read as not or partly reproduced
         forced = {k: reference.compute(conn, effects=[dataclasses.replace(effects[k], paper=(1000, 2000))])
                   for k in ("weather-advised-time", "groundwater-two-phase-read")}
-    fs = subprocess.run(["findmnt", "-n", "-o", "FSTYPE", "--target", str(runs[1]["others"].parent)],
-                        capture_output=True, text=True, check=True).stdout.strip()
+    fs = (runs[1]["others"].parent / "pio-dir.findmnt").read_text().strip()   # findmnt, when they were recorded
 
     # the reasons of rows forced to miss the study name the machine's lack
     (row,) = forced["weather-advised-time"]

@@ -21,13 +21,12 @@ from pathlib import Path
 import psycopg
 import pytest
 
-import suite
 from commscope.gate import regressions, stats
 from commscope.store.queries import gate as queries
 from commscope.read import windows
 from commscope.store.ingest import Provenance, ingest, ingest_records
 from commscope.read.records import Record
-from conftest import stack_or_skip
+from record_live_runs import LIVE, TCP_SWITCH_NIGHTS
 from helpers import HISTORY, NIGHTS, NIGHTS_STORED, PARTIAL, SERIES, START, focus_time, reference, synthetic
 
 CLI = [sys.executable, "-m", "commscope.cli"]
@@ -549,21 +548,15 @@ def test_cli_on_the_real_history_names_series_and_window_and_keeps_wall_time(rea
     assert notes == []   # annotations mark regressions and improvements only
 
 
-def test_real_runs_gate_a_silent_switch_to_tcp(dsn, tmp_path):
-    """Real repeated commgraph runs on Debian Open MPI: four nights over shared memory, then two nights where the
-    same series ran over TCP loopback: the first is suspect, the second confirms it, a regression."""
-    stack = stack_or_skip("debian-openmpi4")
-    bdir = suite.build(stack)
-    args = ["--pattern", "pairs", "--iters", "200", "--small-bytes", "8", "--large-bytes", "8"]
+def test_real_runs_gate_a_silent_switch_to_tcp(dsn):
+    """Real repeated commgraph runs on Debian Open MPI (tests/live-runs/tcp-switch, recorded by
+    ci/record_live_runs.py): four nights over shared memory, then two nights where the same series ran over TCP
+    loopback: the first is suspect, the second confirms it, a regression."""
+    nights = sorted((LIVE / "tcp-switch").iterdir(), key=lambda d: int(d.name.removeprefix("night")))
+    assert len(nights) == len(TCP_SWITCH_NIGHTS)
     with psycopg.connect(dsn) as conn:
         verdicts = []
-        for night, btl in enumerate(["self,vader"] * 4 + ["self,tcp"] * 2):
-            d = tmp_path / f"night{night}"
-            d.mkdir()
-            for i in range(3):
-                r = suite.run(stack, bdir, "commgraph", args, 2, env={"OMPI_MCA_btl": btl, "OMPI_MCA_pml": "ob1"})
-                assert not suite.problems(r), suite.problems(r)
-                (d / f"run{i}.out").write_text(r.stdout)
+        for night, d in enumerate(nights):
             res = ingest(conn, [d], Provenance(system="ci-box", stack="debian-openmpi4", interconnect="shm"))
             assert len(res.inserted) == 3
             if night >= 4:
