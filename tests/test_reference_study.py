@@ -17,6 +17,7 @@ import re
 import shlex
 import statistics
 import subprocess
+import tempfile
 import sys
 from collections import defaultdict
 from pathlib import Path
@@ -213,16 +214,23 @@ def r_at_least(g: dict, ranks: int) -> bool:
     return all(k[0] >= ranks for k in g)
 
 
+_homes: dict[bool, dict] = {}
+
+
 def _home_with_builds(tmp_path: Path, caliper: bool) -> dict:
-    """A private COMMSCOPE_HOME with the workloads built for Debian Open MPI 4.1 (with Caliper when asked)."""
+    """The environment of a private COMMSCOPE_HOME with the workloads built for Debian Open MPI 4.1 (with Caliper
+    when asked), set up once per module for each: the tests' workspaces differ, the builds do not."""
     stack_or_skip("debian-openmpi4")
-    env = {**os.environ, "COMMSCOPE_HOME": str(tmp_path / "home"), "SPACK_ROOT": ""}
-    cmd = [*CLI, "setup", "--stacks", "debian-openmpi4"]
-    if caliper and CALIPER_PREFIX:
-        cmd += ["--caliper-prefix", f"debian-openmpi4={CALIPER_PREFIX}"]
-    p = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT, timeout=900)
-    assert "built debian-openmpi4" in p.stdout + p.stderr, p.stdout + p.stderr
-    return env
+    if caliper not in _homes:
+        home = Path(tempfile.mkdtemp(prefix="reference-home-", dir=tmp_path.parent))
+        env = {**os.environ, "COMMSCOPE_HOME": str(home), "SPACK_ROOT": ""}
+        cmd = [*CLI, "setup", "--stacks", "debian-openmpi4"]
+        if caliper and CALIPER_PREFIX:
+            cmd += ["--caliper-prefix", f"debian-openmpi4={CALIPER_PREFIX}"]
+        p = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT, timeout=900)
+        assert "built debian-openmpi4" in p.stdout + p.stderr, p.stdout + p.stderr
+        _homes[caliper] = env
+    return dict(_homes[caliper])
 
 
 def test_the_study_runs_on_its_own_stacks_and_interconnects_unless_told(tmp_path, monkeypatch):
