@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# The main job on one machine: install everything, put Ramble in place, build Caliper + Adiak and the workloads
-# once per MPI stack, start the embedded store, run the smoke study through Ramble with MPI profiling on every
-# stack that has a Caliper, ingest it and write its report.
+# The main job on one machine: install what it needs (ci/install.sh), put Ramble in place, build Caliper + Adiak
+# and the workloads for the first MPI stack, start the embedded store, run the smoke study on that stack with MPI
+# profiling and write its report (the first report); then the same for every other installed stack, and a
+# report over all of them ($COMMSCOPE_HOME/report.html). Each step prints its time, and the job its total.
 #
 # Ramble, Caliper and Adiak are in no package registry. On a connected machine `commscope setup` clones the
 # versions in versions.yaml; offline it takes them from a source mirror of versions.yaml's archives:
@@ -9,17 +10,38 @@
 # checkouts of one's own. With Spack, the smoke study is built by Ramble's spack package manager (offline:
 # COMMSCOPE_SPACK_MIRROR names the Caliper/Adiak Spack mirror, packages/README.md). Without Ramble this says so
 # and runs the same workloads through the verification matrix (ci/suite.py) instead.
+# COMMSCOPE_FIRST_STACK names the first stack (default debian-openmpi4).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash ci/setup.sh
+start=$SECONDS
+step() {   # step NAME COMMAND...: runs it and prints its time and the job's time so far
+  local t0=$SECONDS
+  echo "[main] $1"
+  shift
+  "$@"
+  echo "[main] ... $((SECONDS - t0)) s (the job so far: $(((SECONDS - start) / 60)) min $(((SECONDS - start) % 60)) s)"
+}
+step "install (apt, the PyPI MPI wheels, .venv)" bash ci/install.sh
 export PATH="$PWD/.venv/bin:$PATH"
 mirror="${COMMSCOPE_SOURCE_MIRROR:-}"
 if [ -z "$mirror" ] && [ -d ../shared/mirror ]; then mirror=../shared/mirror; fi
-if commscope setup ${mirror:+--source-mirror "$mirror"} \
-    ${COMMSCOPE_SPACK_MIRROR:+--spack-source-mirror "$COMMSCOPE_SPACK_MIRROR"}; then
-  if [ -z "${COMMSCOPE_DB_URL:-}${PGHOST:-}${PGDATABASE:-}" ]; then commscope db start; fi
-  commscope run smoke
+setup_args=(${mirror:+--source-mirror "$mirror"} ${COMMSCOPE_SPACK_MIRROR:+--spack-source-mirror "$COMMSCOPE_SPACK_MIRROR"})
+first="${COMMSCOPE_FIRST_STACK:-debian-openmpi4}"
+# the first stack's linked Caliper alone: the preloading one is built with the other stacks, after the first report
+if step "setup for $first: Ramble, Caliper + Adiak, the workloads" \
+    commscope setup --stacks "$first" --caliper-kind gotcha "${setup_args[@]}"
+then
+  if [ -z "${COMMSCOPE_DB_URL:-}${PGHOST:-}${PGDATABASE:-}" ]; then step "start the store" commscope db start; fi
+  step "smoke study on $first (the first report)" commscope run smoke --stacks "$first"
+  others=$(python3 -m commscope.workflow.stacks list | awk -v f="$first" '$2 == "ok" && $1 != f {print $1}' | paste -sd,)
+  if [ -n "$others" ]; then
+    step "setup for $others" commscope setup "${setup_args[@]}"
+    step "smoke study on $others" commscope run smoke --stacks "$others"
+    report="$(python3 -c 'from commscope.store import db; print(db.home())')/report.html"
+    step "the report over every stack: $report" commscope report -o "$report"
+  fi
 else
   echo "[main] commscope run needs Ramble, which is missing (see above): running the verification matrix instead" >&2
-  python3 ci/suite.py
+  step "verification matrix" python3 ci/suite.py
 fi
+echo "[main] done in $(((SECONDS - start) / 60)) min $(((SECONDS - start) % 60)) s"

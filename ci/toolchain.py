@@ -50,7 +50,7 @@ def spack(mirror: Path) -> dict[str, Path]:
 def main(mirror: Path) -> int:
     p = subprocess.run([sys.executable, "-m", "commscope.cli", "setup", "--source-mirror", str(mirror),
                         "--stacks", STACK, "--imb"], stdout=sys.stderr, stderr=sys.stderr)
-    print(f"[toolchain] commscope setup exited {p.returncode} (1 only says Spack is missing)", file=sys.stderr)
+    print(f"[toolchain] commscope setup exited {p.returncode} (1: Ramble is missing)", file=sys.stderr)
     stack = stacks.by_name(STACK)
     found = {
         "COMMSCOPE_SOURCE_MIRROR": mirror,

@@ -70,12 +70,14 @@ def test_setup_rejects_a_malformed_caliper_prefix(tmp_path):
 
 def test_setup_builds_per_stack_and_writes_the_local_site_even_without_ramble(tmp_path):
     """No Ramble or Spack given (set but empty: nothing is cloned): setup still builds the
-    workloads and writes the local site, then says which pieces are missing and exits 1."""
+    workloads and writes the local site, then says Ramble is missing and exits 1. Spack is optional (only `run
+    --spack` needs it): one line says so, and it is not called missing."""
     stack_or_skip("debian-openmpi4")
     home = tmp_path / "home"
     p = commscope("setup", "--stacks", "debian-openmpi4", home=home, env={"RAMBLE_ROOT": "", "SPACK_ROOT": ""})
     assert p.returncode == 1, p.stdout + p.stderr
-    assert "missing: ramble is missing: set RAMBLE_ROOT" in p.stderr and "missing: spack is missing" in p.stderr
+    assert "missing: ramble is missing: set RAMBLE_ROOT" in p.stderr and "missing: spack" not in p.stderr
+    assert "[setup] spack: not in place; only `commscope run --spack` needs it (SPACK_ROOT names" in p.stdout
     assert "cloning" not in p.stdout
     build = json.loads((home / "builds" / "debian-openmpi4" / "commscope-build.json").read_text())
     bdir = Path(build["path"])
@@ -322,3 +324,18 @@ def test_smoke_through_ramble_with_the_spack_package_manager(tmp_path, server, d
 
 def workflow_experiment_dirs(ws: Path) -> list[Path]:
     return sorted(p.parent for p in (ws / "experiments").glob("*/*/*/execute_experiment"))
+
+
+def test_setup_counts_its_builds_and_says_the_time_left_at_the_pace_so_far():
+    """Four builds of 100, 140, 80 and 120 s: after each, how many are done, the time so far and, until the last,
+    the builds left times the mean so far (worked out by hand: 3 x 100 s, 2 x 120 s, 1 x 106.7 s), in whole
+    minutes from 90 s on."""
+    from commscope.workflow.setup import Progress
+    said = []
+    p = Progress("Caliper + Adiak builds", 4, said.append)
+    for seconds in (100, 140, 80, 120):
+        p.done(seconds)
+    assert said == ["[setup] Caliper + Adiak builds: 1 of 4 done in 2 min; about 5 min left",
+                    "[setup] Caliper + Adiak builds: 2 of 4 done in 4 min; about 4 min left",
+                    "[setup] Caliper + Adiak builds: 3 of 4 done in 5 min; about 2 min left",
+                    "[setup] Caliper + Adiak builds: 4 of 4 done in 7 min"]

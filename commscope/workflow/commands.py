@@ -6,6 +6,7 @@ from pathlib import Path
 
 import click
 
+from commscope.workflow.caliper import KINDS as CALIPER_KINDS
 from commscope.workflow.errors import WorkflowError
 from commscope.workflow.plan import CALIPER_MODES, plan_run
 from commscope.workflow.run import run
@@ -32,11 +33,15 @@ def _fail(msg: str, code: int = 2):
                    "Caliper, Adiak and IMB come from it instead of clones, for offline sites")
 @click.option("--imb", is_flag=True, help="also build Intel MPI Benchmarks (IMB-MPI1) per stack, for the imb study")
 @click.option("--no-build", is_flag=True, help="only write the local site from existing builds")
+@click.option("--caliper-kind", "caliper_kinds", multiple=True, type=click.Choice(CALIPER_KINDS),
+              help="the Caliper kinds to build from the pinned sources (repeat; default both): gotcha is linked into "
+                   "the workloads, preload profiles unmodified binaries")
 @click.option("--spack-source-mirror", type=click.Path(path_type=Path), default=None,
               help="a Spack source mirror with Caliper and Adiak, for offline sites (packages/README.md)")
 @click.option("--spack-install", "spack_install_site", metavar="SITE", default=None,
               help="also install spack.yaml per stack of SITE with Spack, as `commscope run --spack` will use it")
-def setup_cmd(stacks, caliper_prefixes, sources, imb, no_build, spack_source_mirror, spack_install_site):
+def setup_cmd(stacks, caliper_prefixes, sources, imb, no_build, caliper_kinds, spack_source_mirror,
+              spack_install_site):
     """Put Ramble/Spack in place, build the workloads per MPI stack, generate the local site."""
     prefixes = {}
     for cp in caliper_prefixes:
@@ -48,7 +53,7 @@ def setup_cmd(stacks, caliper_prefixes, sources, imb, no_build, spack_source_mir
         _fail(f"--source-mirror {sources}: not a folder; give the folder that holds versions.yaml's archives")
     try:
         res = setup(_split(stacks), prefixes, build=not no_build, log=click.echo, spack_mirror=spack_source_mirror,
-                    sources=sources, imb=imb)
+                    sources=sources, imb=imb, caliper_kinds=tuple(caliper_kinds) or CALIPER_KINDS)
     except (WorkflowError, KeyError) as e:
         _fail(str(e).strip('"'), 1)
     for m in res["missing"]:

@@ -22,11 +22,32 @@ from commscope.workflow.sites import write_spack_externals, write_local_site
 from commscope.workflow.sources import source
 
 
+class Progress:
+    """Counts N long steps of one kind and, after each, says how many are done, the time so far and the time
+    left at the mean pace of the steps done so far."""
+
+    def __init__(self, what: str, n: int, log):
+        self.what, self.n, self.log, self.times = what, n, log, []
+
+    def done(self, seconds: float) -> None:
+        self.times.append(seconds)
+        k, spent = len(self.times), sum(self.times)
+        left = (self.n - k) * spent / k
+        self.log(f"[setup] {self.what}: {k} of {self.n} done in {_minutes(spent)}"
+                 + (f"; about {_minutes(left)} left" if k < self.n else ""))
+
+
+def _minutes(seconds: float) -> str:
+    return f"{seconds / 60:.0f} min" if seconds >= 90 else f"{seconds:.0f} s"
+
+
 def setup(stacks: list[str] | None = None, caliper_prefixes: dict | None = None, build: bool = True,
-          log=print, spack_mirror: Path | None = None, sources: Path | None = None, imb: bool = False) -> dict:
+          log=print, spack_mirror: Path | None = None, sources: Path | None = None, imb: bool = False,
+          caliper_kinds: tuple[str, ...] = caliper.KINDS) -> dict:
     """Returns {"ramble": path|None, "spack": path|None, "builds": {...}, "missing": [msgs], "preload": {stack:
     prefix}, "imb": {stack: prefix}}. SOURCES is a source mirror (versions.yaml's archives): Ramble, Caliper,
-    Adiak and IMB come from it instead of clones."""
+    Adiak and IMB come from it instead of clones. CALIPER_KINDS are the Caliper kinds built (both by default; the
+    main job's first stack builds the linked one alone, for a first report sooner)."""
     missing = []
     got = {}
     for tool, env_var in (("ramble", "RAMBLE_ROOT"), ("spack", "SPACK_ROOT")):
@@ -42,7 +63,10 @@ def setup(stacks: list[str] | None = None, caliper_prefixes: dict | None = None,
                     root = dest
                     if tool == "spack":
                         clone("spack-packages", db.home() / "cache" / "spack-packages")
-        if root is None:
+        if root is None and tool == "spack":   # optional: only `commscope run --spack` needs it
+            log(f"[setup] spack: not in place; only `commscope run --spack` needs it ({env_var} names a checkout: "
+                "packages/README.md)")
+        elif root is None:
             missing.append(missing_message(tool, env_var))
             log(f"[setup] {tool}: MISSING")
         else:
@@ -61,23 +85,32 @@ def setup(stacks: list[str] | None = None, caliper_prefixes: dict | None = None,
     preload: dict[str, Path] = {}
     if build:
         unsourced = []
+        pending = [(s.name, k) for s in wanted if s.name not in prefixes for k in caliper_kinds
+                   if caliper.installed(s, k) is None]
+        progress = Progress("Caliper + Adiak builds", len(pending), log)
+        if pending:
+            log(f"[setup] {len(pending)} Caliper + Adiak builds to make ({', '.join(f'{n} {k}' for n, k in pending)}):"
+                " a few minutes each on 2 cores; cached afterwards")
         for s in wanted:
             if s.name in prefixes:
                 continue
             if unsourced:   # the sources could not be had for the first stack: not for the others either
                 unsourced.append(s.name)
                 continue
-            made = _pinned_caliper(s, sources, log)
+            made = _pinned_caliper(s, sources, log, progress, caliper_kinds)
             if made == "unsourced":
                 unsourced.append(s.name)
             elif isinstance(made, dict):
-                prefixes[s.name], preload[s.name] = str(made["gotcha"]), made["preload"]
+                prefixes[s.name] = str(made["gotcha"])
+                if "preload" in made:
+                    preload[s.name] = made["preload"]
         if unsourced:
             log(f"[setup] no Caliper for {', '.join(unsourced)}: CMake finds none and the pinned sources cannot "
                 f"be cloned here; pass --source-mirror DIR (a folder with versions.yaml's archives) or "
                 f"--caliper-prefix STACK=PREFIX")
     imbs = {s.name: p for s in wanted if imb and (p := _imb(s, sources, log)) is not None}
     if build:
+        workload_progress = Progress("workload builds", len(wanted), log)
         for s in wanted:
             t0 = time.monotonic()
             try:
@@ -88,6 +121,7 @@ def setup(stacks: list[str] | None = None, caliper_prefixes: dict | None = None,
                 builds.pop(s.name, None)
                 continue
             builds[s.name] = b
+            workload_progress.done(time.monotonic() - t0)
             log(f"[setup] built {s.name} in {time.monotonic() - t0:.0f} s -> {b.path} "
                 f"({'with Caliper ' + b.caliper_dir if b.caliper else 'without Caliper'})")
             if b.note:
@@ -103,8 +137,9 @@ def setup(stacks: list[str] | None = None, caliper_prefixes: dict | None = None,
             "preload": preload, "imb": imbs}
 
 
-def _pinned_caliper(stack, sources: Path | None, log) -> dict[str, Path] | str:
-    """Both Caliper kinds for STACK from the pinned sources: {kind: prefix}. Else "found" (CMake finds a Caliper
+def _pinned_caliper(stack, sources: Path | None, log, progress: Progress,
+                    kinds: tuple[str, ...] = caliper.KINDS) -> dict[str, Path] | str:
+    """The Caliper KINDS (the linked one always) for STACK from the pinned sources: {kind: prefix}. Else "found" (CMake finds a Caliper
     of the stack's own MPI, which the build uses), "unsourced" (no mirror given and no clone possible) or
     "failed" (a build step failed; said here)."""
     search = os.environ.get("CMAKE_PREFIX_PATH", "")
@@ -112,10 +147,14 @@ def _pinned_caliper(stack, sources: Path | None, log) -> dict[str, Path] | str:
         return "found"
     made = {}
     try:
-        for kind in caliper.KINDS:
+        for kind in dict.fromkeys(("gotcha", *kinds)):
+            built = caliper.installed(stack, kind) is None
+            t0 = time.monotonic()
             made[kind] = caliper.ensure(stack, kind, sources, log)
             if made[kind] is None:
                 return "unsourced"
+            if built:
+                progress.done(time.monotonic() - t0)
     except (caliper.CaliperBuildError, WorkflowError) as e:
         log(f"[setup] {stack.name}: {e}; going on without Caliper for {stack.name}")
         return "failed"
