@@ -8,6 +8,7 @@ from __future__ import annotations
 import collections
 import datetime as dt
 import json
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -293,3 +294,20 @@ def matrix_problems(panel: dict, frames: list[dict], res: dict) -> list[str]:
     if cells != sum(v is not None for v in raw[o["valueField"]]):
         out.append(f"Grafana's matrix has {cells} values, the query {len(raw[o['valueField']])}")
     return out[:5]
+
+
+def grafana_shows(texts: list[str]) -> list[dict]:
+    """What Grafana's annotation tooltip shows of each text: @grafana/data's textUtil.sanitize in headless Chromium
+    (dashboards/check/annotation_text.js), set as innerHTML: {html, shown, elements}."""
+    check = CHECK
+    if not shutil.which("node"):
+        pytest.skip("no Node.js to run @grafana/data (install Node.js 20)")
+    for need in (check / "node_modules" / "@grafana" / "data", check / "flamegraph" / "node_modules" / "puppeteer-core"):
+        if not need.is_dir():
+            pytest.fail(f"{need} is not installed: run bash dashboards/check/install.sh (ci/setup.sh does)")
+    if not (os.environ.get("COMMSCOPE_CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")):
+        pytest.skip("no Chromium to run Grafana's sanitizer in (install chromium or set COMMSCOPE_CHROMIUM)")
+    r = subprocess.run(["node", "annotation_text.js"], input=json.dumps(texts), capture_output=True, text=True,
+                       cwd=check, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    return json.loads(r.stdout)

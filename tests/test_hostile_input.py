@@ -310,6 +310,7 @@ def test_a_name_with_a_link_shows_as_text_in_the_report(dsn, tmp_path):
 
 
 HOSTILE_APPS = ('<a href="https://evil.example/x">x</a>', "<img src=x onerror=alert(1)>", "a & b <i>c</i>")
+HOSTILE_LIBRARY = 'lib <script>alert(1)</script> 2.0 <a href="https://evil.example/y">y</a>'
 DASHBOARDS = Path(__file__).parents[1] / "dashboards"
 
 
@@ -325,28 +326,10 @@ def _strings(doc, path=()):
         yield path, doc
 
 
-def grafana_shows(texts: list[str]) -> list[dict]:
-    """What Grafana's annotation tooltip shows of each text: @grafana/data's textUtil.sanitize in headless Chromium
-    (dashboards/check/annotation_text.js), set as innerHTML: {html, shown, elements}."""
-    import shutil
-    check = DASHBOARDS / "check"
-    if not shutil.which("node"):
-        pytest.skip("no Node.js to run @grafana/data (install Node.js 20)")
-    for need in (check / "node_modules" / "@grafana" / "data", check / "flamegraph" / "node_modules" / "puppeteer-core"):
-        if not need.is_dir():
-            pytest.fail(f"{need} is not installed: run bash dashboards/check/install.sh (ci/setup.sh does)")
-    if not (os.environ.get("COMMSCOPE_CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")):
-        pytest.skip("no Chromium to run Grafana's sanitizer in (install chromium or set COMMSCOPE_CHROMIUM)")
-    r = subprocess.run(["node", "annotation_text.js"], input=json.dumps(texts), capture_output=True, text=True,
-                       cwd=check, timeout=300)
-    assert r.returncode == 0, r.stderr[-3000:]
-    return json.loads(r.stdout)
-
-
 def test_names_show_as_text_in_grafanas_annotations_and_nowhere_else_as_html(dsn):
     """Grafana renders an annotation's text as HTML (sanitized by @grafana/data, which keeps links and images), and
     the change-point layer's text names the series. Series named by HOSTILE_APPS get change points (commscope
-    changepoints) and regressions (commscope check); every annotation layer of every dashboard, run as Grafana's
+    changepoints), regressions (commscope check) and an upgrade to a library named HOSTILE_LIBRARY; every annotation layer of every dashboard, run as Grafana's
     read-only role with every series selected, gives texts that Grafana's own sanitizer shows as plain text, naming
     the application verbatim. No other place of the dashboards interpolates a variable or a value into a link, a
     description, a title or a text panel (where Grafana would render markdown or HTML)."""
@@ -362,6 +345,8 @@ def test_names_show_as_text_in_grafanas_annotations_and_nowhere_else_as_html(dsn
         for night in range(15):
             recs = [synthetic(app, night, i, 10.0 * (1.3 if night >= 10 else 1.0) * (1 + rnd.gauss(0, 0.02)))
                     for app in HOSTILE_APPS for i in range(3)]
+            for r in recs:   # an upgrade whose library string holds markup: the version-change layer names it
+                r.mpi_library = HOSTILE_LIBRARY if night >= 10 else r.mpi_library
             ingest_records(conn, iter(recs), Provenance(), f"night {night}")
     assert cli(dsn, "changepoints").returncode == 0
     assert cli(dsn, "check").returncode == 1   # the newest night: the shift has held five nights, a regression
@@ -378,14 +363,18 @@ def test_names_show_as_text_in_grafanas_annotations_and_nowhere_else_as_html(dsn
                 rows += [(f.name, a["name"], r[col]) for r in cur]
         stored = {t for (t,) in c.execute("SELECT text FROM v_annotations")}
     layers = {(f, name) for f, name, _ in rows}
-    assert ("commscope-mpi-fraction.json", "Change points") in layers and ("commscope-mpi-fraction.json",
-                                                                          "Regressions") in layers
+    assert {"Change points", "Regressions", "Version changes"} <= {n for f, n in layers
+                                                                   if f == "commscope-mpi-fraction.json"}, layers
+    from grafana_draw import grafana_shows
     shown = grafana_shows([t for _, _, t in rows])
     assert [s["elements"] for s in shown] == [[] for _ in rows], [s["html"] for s in shown if s["elements"]]
     change_points = [s["shown"] for (_, name, _), s in zip(rows, shown) if name == "Change points"]
     for app in HOSTILE_APPS:
         assert any(f" {app} " in t for t in change_points), (app, change_points)
     assert {s["shown"] for (_, name, _), s in zip(rows, shown) if name == "Regressions"} == stored
+    upgrades = [s["shown"] for (_, name, _), s in zip(rows, shown) if name == "Version changes"]
+    assert len(upgrades) == len(HOSTILE_APPS) and all(f"lib 1.0 -> {HOSTILE_LIBRARY} (campaign" in t
+                                                      for t in upgrades), upgrades
     assert stored   # check annotated the shift
     for f in sorted((DASHBOARDS / "json").glob("*.json")):
         doc = json.loads(f.read_text())

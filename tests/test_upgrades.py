@@ -202,6 +202,12 @@ def test_one_line_per_experiment_with_the_version_change_drawn(history):
     mpi = [m for m in marks if f" {before} -&gt; {after} (campaign {changed})" in m[2]]
     assert len(mpi) == SERIES and {float(m[0]) for m in mpi} == {first.timestamp() * 1000}
     assert all(m[3].startswith(f"commscope-version,{what},series:") for m in mpi)
+    # drawn as Grafana's annotation tooltip draws a text: @grafana/data's sanitize, set as HTML: plain text that
+    # names the change, and no element
+    from grafana_draw import grafana_shows
+    for shown in grafana_shows([m[2] for m in mpi]):
+        assert shown["elements"] == [] and shown["shown"].startswith(f"version change: {system} "), shown
+        assert shown["shown"].endswith(f": {what} {before} -> {after} (campaign {changed})"), shown
     assert "Version change: " in page and f"[{what}]: {before} → {after}, campaign {changed}" in page
     anns = {a["name"]: a for a in D.build_dashboard(P.MPI_FRACTION)["annotations"]["list"]}
     assert anns["Version changes"]["target"]["rawSql"] == P.VERSION_CHANGES_ANNOTATION_SQL
