@@ -287,7 +287,7 @@ def ingest_cmd(paths, system, stack, interconnect, git_commit, ci_pipeline, comp
     from commscope.read.profiles import BadProfile
     from commscope.workflow.ingest import ingest_and_report
     from commscope.read.ramble import read_hardware
-    from commscope.read.records import ReadOptions
+    from commscope.read.records import PARAMETERS_BYTES, ReadOptions
 
     if app is not None and not 1 <= len(app.strip()) <= APP_LIMIT:
         _fail(f"--app {'is empty' if not app.strip() else f'has {len(app)} characters'}: give a name of 1 to "
@@ -301,6 +301,12 @@ def ingest_cmd(paths, system, stack, interconnect, git_commit, ci_pipeline, comp
             _fail(f"--param {key.strip()[:40]!r}: {'its value is empty' if not value.strip() else 'too long'}; give "
                   f"a key of 1 to {PARAM_KEY_LIMIT} characters and a value of 1 to {PARAM_VALUE_LIMIT}", EXIT_BAD_INPUT)
         pairs.append((key.strip(), value))
+    sizes = {k: len(json.dumps({k: v}, ensure_ascii=False).encode()) for k, v in pairs}
+    if sum(sizes.values()) > PARAMETERS_BYTES:   # within the limits above, but not a parameter the store can hold
+        key = max(sizes, key=sizes.get)
+        _fail(f"--param {key[:40]!r}: {'its value takes' if len(pairs) == 1 else 'the --param values take'} "
+              f"{sum(sizes.values()):,} bytes as JSON; the store holds at most {PARAMETERS_BYTES:,} bytes of a run's "
+              f"parameters: shorten it", EXIT_BAD_INPUT)
     keys = tuple(k.strip() for k in (param_keys or "").split(",") if k.strip())
     if param_keys is not None and not keys:
         _fail("--param-keys is empty: name the metadata keys, e.g. --param-keys Problem,Size-x", 2)

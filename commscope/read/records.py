@@ -7,6 +7,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
+import numbers
 import re
 import socket
 from dataclasses import dataclass, field
@@ -18,11 +19,13 @@ from commscope.read.contract import BadOutput, parse_output
 from commscope.read.profiles import BadProfile, Profile
 
 
-def clean(s, limit: int = 4096) -> str | None:
-    """A metadata string as stored: no NUL (PostgreSQL rejects it), bounded."""
+def clean(s, limit: int | None = None) -> str | None:
+    """A value as text, cut to LIMIT characters only where commscope makes a label of its own from it (a
+    parameter's label); what the store cannot hold (a NUL character, a name past the store's limits) is refused
+    by check_storable, never cut or replaced here."""
     if s is None:
         return None
-    return str(s).replace("\x00", "\ufffd")[:limit]
+    return str(s)[:limit]
 
 
 def as_int(s) -> int | None:
@@ -362,7 +365,7 @@ def from_profile(prof: Profile, focus: str | None = None, opts: "ReadOptions | N
                         for p, s in stats.items() if s.incl_spread]
     rec.matrix_rows = [(src, dst, msgs, b) for (src, dst), (msgs, b) in sorted(prof.matrix.items())]
     if out:
-        rec.fom_rows = [(clean(name, 200), 0, value, clean(unit, 50)) for name, (value, unit) in out.foms.items()]
+        rec.fom_rows = [(clean(name), 0, value, clean(unit)) for name, (value, unit) in out.foms.items()]
     rec.comm_rows = _comm_rows(prof)
     rec.window_rows = [tuple(w[c] for c in windows.COLUMNS) for w in window_rows]
     if focus_source:
@@ -469,7 +472,7 @@ def from_output(path) -> Record:
     )
     if total and total[1] == "s":
         rec.summary["wall_time"] = total[0]
-    rec.fom_rows = [(clean(name, 200), 0, value, clean(unit, 50)) for name, (value, unit) in out.foms.items()]
+    rec.fom_rows = [(clean(name), 0, value, clean(unit)) for name, (value, unit) in out.foms.items()]
     rec.window_rows = [tuple(w[c] for c in windows.COLUMNS) for w in windows.output_window(out.foms)]
     if rec.window_rows:
         rec.metadata["focus_source"] = FOCUS_FROM_TIMERS
@@ -514,24 +517,157 @@ def declare_scaling(rec: Record, opts: ReadOptions) -> Record:
     return rec
 
 
-INT4, INT8 = 2**31, 2**63   # PostgreSQL's integer and bigint hold -N to N - 1
+# What the store can hold. PostgreSQL refuses a NUL character and a lone surrogate in text and JSON; its integer and
+# bigint hold -N to N - 1; a B-tree index entry holds at most INDEX_ENTRY_BYTES, and the schema's indexes carry a
+# run's names (commscope/store/migrations: nodes' unique path, stacks' unique name and library, the rollups' indexes
+# of 0029 and 0030). The byte limits below, in UTF-8 before compression, keep every such entry within it.
+INT4, INT8 = 2**31, 2**63
+INDEX_ENTRY_BYTES = 2704   # PostgreSQL's largest B-tree index entry (8 kB pages)
+NAME_BYTES = 1024          # one name: a region, an MPI function, a FOM's name, unit or context, the focus region
+CALL_PATH_BYTES = 2560     # a call path, its region names '/'-joined (nodes.path, alone in its unique index)
+LABELS_BYTES = 768         # LABELS together (shown_metrics_daily's index entry carries four of them twice)
+PARAMETERS_BYTES = 1664    # a run's parameters as JSON (comparison_daily's index entry carries them beside LABELS)
+MPI_LIBRARY_BYTES = 1536   # the MPI library's version string (stacks' unique name and library)
+LARGEST_NUMBER = 1e300     # a figure's magnitude: the rollups add figures over runs, a sum past 1.8e308 overflows
+LABELS = ("app", "workload", "variant", "system", "stack", "interconnect", "global_size")
+# The rows whose numbers are checked alike, as the messages name them (FOMs and windows by name).
+ROW_TABLES = {"node_rows": "a call-tree figure", "mpi_rows": "an MPI figure", "rank_rows": "a per-rank time",
+              "matrix_rows": "a message count or byte count", "comm_rows": "a comm.stats counter",
+              "spread_rows": "a distribution over ranks"}
 
 
-def check_store_ranges(rec: Record) -> Record:
-    """REC, whose integers fit the store's columns (integer for the run's counts, bigint for calls, bytes and
-    messages); a damaged file's huge number is refused here, naming the file and the value, not by the store in
-    the middle of a campaign."""
-    def check(what: str, v, limit: int):
-        if isinstance(v, int) and not isinstance(v, bool) and not -limit <= v < limit:
-            raise BadProfile(f"{rec.source}: {what} {v} is beyond what the store holds; the file is damaged")
+def _shown(s: str) -> str:
+    return repr(s if len(s) <= 40 else s[:40] + "...")
+
+
+def _check_text(source: str, what: str, s, limit: int | None = None, holds: str = "names") -> int:
+    """The UTF-8 size of S, a text the store keeps as WHAT; a NUL, a lone surrogate or more than LIMIT bytes is
+    refused, naming SOURCE, WHAT and the limit."""
+    if not isinstance(s, str):
+        return 0
+    if "\x00" in s:
+        raise BadProfile(f"{source}: {what} {_shown(s)} holds a NUL character, which the store cannot hold; the file "
+                         f"is damaged")
+    try:
+        size = len(s.encode())
+    except UnicodeEncodeError:
+        raise BadProfile(f"{source}: {what} {_shown(s)} is not valid Unicode (a lone surrogate), which the store "
+                         f"cannot hold; the file is damaged") from None
+    if limit is not None and size > limit:
+        raise BadProfile(f"{source}: {what} {_shown(s)} is {size:,} bytes; the store holds {holds} of at most "
+                         f"{limit:,} bytes: shorten it")
+    return size
+
+
+def _check_number(source: str, what: str, v, int_limit: int = INT8) -> None:
+    """V, a number the store keeps as WHAT: an integer within ±INT_LIMIT, a float finite and within
+    ±LARGEST_NUMBER; anything else is refused, naming SOURCE, WHAT and the limit."""
+    if isinstance(v, bool) or not isinstance(v, numbers.Real):
+        return
+    if isinstance(v, numbers.Integral):
+        if not -int_limit <= v < int_limit:
+            raise BadProfile(f"{source}: {what} {v} is beyond what the store holds (integers up to "
+                             f"{int_limit - 1:,}); the file is damaged")
+    elif not -LARGEST_NUMBER <= v <= LARGEST_NUMBER:   # also nan
+        raise BadProfile(f"{source}: {what} {float(v):.6g} is beyond what the store holds (numbers up to "
+                         f"{LARGEST_NUMBER:.0e}, as its rollups add them over runs); the file is damaged")
+
+
+def _check_json(source: str, what: str, doc) -> None:
+    """DOC, kept as JSON (WHAT: metadata, parameters): every key and string holds no NUL or lone surrogate, every
+    number is one the store holds."""
+    if isinstance(doc, dict):
+        for k, v in doc.items():
+            _check_text(source, f"{what} key", k)
+            _check_json(source, f"{what} {k}" if isinstance(k, str) else what, v)
+    elif isinstance(doc, (list, tuple)):
+        for v in doc:
+            _check_json(source, what, v)
+    elif isinstance(doc, str):
+        _check_text(source, what, doc)
+    else:
+        _check_number(source, what, doc)
+
+
+def check_labels(rec: Record) -> Record:
+    """REC, whose labels and parameters the store can hold: LABELS (application, workload, variant, system, stack,
+    interconnect, global size) of at most LABELS_BYTES together, the parameters at most PARAMETERS_BYTES as JSON,
+    the MPI library at most MPI_LIBRARY_BYTES, no NUL or lone surrogate in any text or JSON; the rank, node and
+    iteration counts integers. Cheap: the writer checks it again after --system, --stack, --per-rank and the like."""
+    src = str(rec.source)
+    _check_text(src, "source", src)
+    sizes = {name: _check_text(src, name.replace("_", " "), getattr(rec, name)) for name in LABELS}
+    if sum(sizes.values()) > LABELS_BYTES:
+        name = max(sizes, key=sizes.get)
+        raise BadProfile(f"{src}: its labels take {sum(sizes.values()):,} bytes, its {name.replace('_', ' ')} "
+                         f"{_shown(getattr(rec, name))} {sizes[name]:,} of them; the store holds at most "
+                         f"{LABELS_BYTES:,} bytes of a run's {', '.join(n.replace('_', ' ') for n in LABELS)} "
+                         f"together: shorten it")
+    _check_text(src, "MPI library", rec.mpi_library, MPI_LIBRARY_BYTES, "MPI library strings")
+    for name in ("profile_kind", "status", "decomposition", "local_size", "compiler", "spack_hash", "caliper_version",
+                 "experiment", "caliper_config"):
+        _check_text(src, name.replace("_", " "), getattr(rec, name))
     for what, v in (("the rank count", rec.ranks), ("the node count (numhosts)", rec.nodes),
                     ("the iteration count", rec.iterations)):
-        check(what, v, INT4)
-    for table, rows in (("call counts", rec.node_rows), ("MPI calls or bytes", rec.mpi_rows),
-                        ("message counts or bytes", rec.matrix_rows), ("comm.stats counters", rec.comm_rows)):
-        for row in rows:
+        _check_number(src, what, v, INT4)
+    _check_json(src, "parameter", rec.parameters)
+    size = len(json.dumps(rec.parameters, default=str, ensure_ascii=False).encode())
+    if size > PARAMETERS_BYTES:
+        key = max(rec.parameters, key=lambda k: len(json.dumps({k: rec.parameters[k]}, default=str,
+                                                               ensure_ascii=False).encode()))
+        raise BadProfile(f"{src}: its parameters take {size:,} bytes as JSON, parameter {_shown(key)} "
+                         f"{_shown(str(rec.parameters[key]))} the most of them; the store holds at most "
+                         f"{PARAMETERS_BYTES:,} bytes of a run's parameters: shorten it")
+    return rec
+
+
+def check_storable(rec: Record) -> Record:
+    """REC, every value of which the store can hold, checked before any SQL: its labels (check_labels), its
+    metadata (no NUL or lone surrogate, numbers the store holds), every name in its rows (a region, MPI function,
+    FOM name, unit or context: at most NAME_BYTES; a call path at most CALL_PATH_BYTES; no NUL or lone surrogate)
+    and every number in them (integers within bigint, floats finite and within ±LARGEST_NUMBER). The first value
+    beyond is refused in one line naming the file, the field and the limit, as other bad input is (--skip-bad
+    skips it); nothing is cut or replaced."""
+    check_labels(rec)
+    src = rec.source
+    _check_json(src, "metadata", rec.metadata)
+    paths: set = set()
+
+    def path(p) -> None:
+        if p is None or p in paths:
+            return
+        for region in p.split("/"):
+            _check_text(src, "region name", region, NAME_BYTES)
+        _check_text(src, "call path", p, CALL_PATH_BYTES, "call paths")
+        paths.add(p)
+    for row in rec.node_rows:
+        path(row[0])
+    for row in rec.mpi_rows:
+        path(row[0])
+        _check_text(src, "MPI function name", row[1], NAME_BYTES)
+    for row in rec.comm_rows:
+        path(row[0])
+    for row in rec.spread_rows:
+        path(row[1])
+        _check_text(src, "window", row[0])
+        _check_text(src, "spread quantity", row[2])
+    for name, repeat, value, unit, *context in rec.fom_rows:
+        for what, v in (("FOM name", name), ("FOM unit", unit), ("FOM context", (context or [None])[0])):
+            _check_text(src, what, v, NAME_BYTES)
+        _check_number(src, f"FOM {name}'s repeat", repeat, INT4)
+        _check_number(src, f"FOM {name}", value)
+    for row in rec.window_rows:
+        _check_text(src, "focus region", row[1], NAME_BYTES)
+        for col, v in zip(windows.COLUMNS[2:], row[2:]):
+            _check_number(src, f"its {row[0]} window's {col}", v, INT4 if col == "ranks_measured" else INT8)
+    for table, what in ROW_TABLES.items():
+        for row in getattr(rec, table):
+            where = f"{what} at {_shown(row[0])}" if isinstance(row[0], str) else what
             for v in row:
-                check(table, v, INT8)
+                for x in (v if isinstance(v, (list, tuple)) else (v,)):
+                    _check_number(src, where, x)
+    for name in ("wall_time", "mpi_time_avg", "mpi_time_max", "mpi_fraction_avg", "mpi_fraction_slowest"):
+        _check_number(src, f"the run's {name.replace('_', ' ')}", rec.summary.get(name))
     return rec
 
 
@@ -544,6 +680,6 @@ def read_record(files: list, opts: ReadOptions = ReadOptions()) -> Record:
             rec.app = clean(opts.app, 200)
             rec.metadata["app_source"] = "--app"
         rec.parameters.update(dict(opts.params))
-        return check_store_ranges(rec)
-    return check_store_ranges(from_profile(profiles.read_files(files, opts.allow_partial, opts.ranks), opts.focus,
+        return check_storable(rec)
+    return check_storable(from_profile(profiles.read_files(files, opts.allow_partial, opts.ranks), opts.focus,
                                            opts))

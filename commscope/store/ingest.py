@@ -27,8 +27,8 @@ from commscope.store import db
 from commscope.read import profiles, windows
 from commscope.read.profiles import BadProfile
 from commscope.read.inputs import classify as inputs_of
-from commscope.read.records import (MPI_NOT_RECORDED, ReadOptions, Record, as_int, check_store_ranges, clean,
-                                     declare_scaling)
+from commscope.read.records import (MPI_NOT_RECORDED, ReadOptions, Record, as_int, check_labels, check_storable,
+                                     clean, declare_scaling)
 
 BATCH = 64            # runs per round of COPYs
 WRITE_LOCK = "commscope.store.ingest"
@@ -41,6 +41,12 @@ RUN_COLUMNS = ("content_hash, campaign_id, system_id, stack_id, status, profile_
                "decomposition, interconnect, ranks, nodes, global_size, local_size, iterations, compiler, spack_hash, "
                "caliper_version, experiment, started_at, wall_time, mpi_time_avg, mpi_time_max, mpi_fraction_avg, "
                "mpi_fraction_slowest, source, metadata, hardware_id, series_id, model_version")
+
+
+def given_label(value) -> str | None:
+    """A label given to ingest (a Provenance value, a campaign's source), as stored: a NUL, which no command line
+    can carry and the store cannot hold, as U+FFFD. What a file holds is checked instead (records.check_storable)."""
+    return None if value is None else clean(value).replace("\x00", "\ufffd")
 
 
 @dataclass
@@ -58,7 +64,7 @@ class Provenance:
     started_at: dt.datetime | None = None   # --started-at: the start of runs whose files carry no time
 
     def apply(self, rec: Record) -> Record:
-        over = {k: clean(v) for k, v in (("system", self.system), ("stack", self.stack),
+        over = {k: given_label(v) for k, v in (("system", self.system), ("stack", self.stack),
                                          ("interconnect", self.interconnect), ("spack_hash", self.spack_hash),
                                          ("compiler", self.compiler)) if v}
         if self.started_at and rec.profile_kind == "none":
@@ -339,8 +345,8 @@ def hardware_columns(hw: dict) -> tuple:
     ic = hw.get("interconnect")
     if isinstance(ic, dict):
         ic = ic.get("name") or ic.get("technology")
-    return (clean(hw.get("cpu_model") or cpu.get("model")),
-            as_int(hw.get("cores_per_node") or cpu.get("cores_per_node")), clean(ic))
+    return (given_label(hw.get("cpu_model") or cpu.get("model")),
+            as_int(hw.get("cores_per_node") or cpu.get("cores_per_node")), given_label(ic))
 
 
 class Unlabelled:
@@ -385,7 +391,7 @@ def ingest_records(conn: psycopg.Connection, records: Iterable[Record | BadProfi
         db.take_write_lock(conn, WRITE_LOCK)
         campaign_id = conn.execute(
             "INSERT INTO campaigns (kind, source, git_commit, ci_pipeline) VALUES (%s, %s, %s, %s) RETURNING id",
-            (kind, clean(source), clean(prov.git_commit), clean(prov.ci_pipeline))).fetchone()[0]
+            (kind, given_label(source), given_label(prov.git_commit), given_label(prov.ci_pipeline))).fetchone()[0]
         writer = Writer(conn, campaign_id, prov, relabel, given)
         unlabelled = Unlabelled()
         batch: list[Record] = []
@@ -401,14 +407,11 @@ def ingest_records(conn: psycopg.Connection, records: Iterable[Record | BadProfi
         for rec in records:
             if progress:
                 progress.update(1)
-            if not isinstance(rec, BadProfile) and rec.copy_text is None:   # not checked by a reader process
-                try:
-                    check_store_ranges(rec)
-                except BadProfile as e:
-                    rec = e
             if not isinstance(rec, BadProfile):
-                try:
-                    rec = declare_scaling(rec, given)
+                try:   # a value the store cannot hold is bad input, refused here before any of its SQL
+                    if rec.copy_text is None:   # not checked by a reader process (read.records.read_record)
+                        check_storable(rec)
+                    rec = check_labels(prov.apply(declare_scaling(rec, given)))   # with the labels given
                 except BadProfile as e:
                     rec = e
             if isinstance(rec, BadProfile):
@@ -423,7 +426,7 @@ def ingest_records(conn: psycopg.Connection, records: Iterable[Record | BadProfi
                 res.skipped.append(rec.source)
                 continue
             seen.add(rec.content_hash)
-            batch.append(prov.apply(rec))
+            batch.append(rec)
             if len(batch) >= BATCH:
                 flush()
         if batch:
