@@ -505,6 +505,7 @@ def check_cmd(metrics, campaign, baseline, min_effect, alpha, confirm, max_undet
             for note in unmeasured:
                 click.echo(f"commscope check: {note}", err=True)
             held = gate.hold(findings, fdr or None, alpha)
+            groups = gate.one_alert_per_cause(findings)
             noted = 0
             try:
                 noted = 0 if no_annotate else queries.annotate(conn, [f for f in findings if f.held is None],
@@ -540,7 +541,9 @@ def check_cmd(metrics, campaign, baseline, min_effect, alpha, confirm, max_undet
                                   if (c["series_id"], c["metric"]) == (f.series["series_id"], f.metric)]
         click.echo(json.dumps({"campaigns": sorted({f.campaign for f in findings}), "alpha": alpha,
                                "min_effect": min_effect, "max_undetectable": max_undetectable,
-                               "fdr": fdr or None, "alerts": sum(f.alert for f in findings), "held_back": held,
+                               "fdr": fdr or None, "alerts": sum(f.leads for f in findings),
+                               "series_alerting": sum(f.alert for f in findings), "held_back": held,
+                               "groups": [outputs.group_dict(g) for g in groups],
                                "regressions": len(bad), "annotations": noted,
                                "change_points": [changepoints.as_dict(c) for c in changes],
                                "series": series}, default=str, indent=1))
@@ -567,6 +570,8 @@ def check_cmd(metrics, campaign, baseline, min_effect, alpha, confirm, max_undet
                     click.echo(f"{f.label()}: {f.verdict}")
                     for line in attributed(f):
                         click.echo(f"  {line}")
+        for line in outputs.group_lines(groups):
+            click.echo(line)
         for c in changes:
             click.echo(f"change point: {changepoints.describe(c)}")
         unsure = sum(f.verdict == "cannot tell" for f in findings)
@@ -575,6 +580,8 @@ def check_cmd(metrics, campaign, baseline, min_effect, alpha, confirm, max_undet
         click.echo(f"{len(findings)} series, {len(bad)} regressions"
                    + (f", {suspect} suspect ({slower} on the worse side)" if suspect else "")
                    + (f", {held} alerts held back by --fdr {fdr:g}" if held else "")
+                   + (f"; {sum(len(g.members) for g in groups)} of the alerting series are {len(groups)} alert"
+                      f"{'s' if len(groups) > 1 else ''} of one cause each" if groups else "")
                    + (f", {unsure} cannot tell" if unsure else "")
                    + ("" if no_annotate else f", {noted} annotations written"))
     if denied:   # exit 1 still says regressions

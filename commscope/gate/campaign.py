@@ -1,7 +1,11 @@
 """One campaign through the gate: every series' finding (regressions.check), the canaries' findings in the same
 campaign, then what changed behind each moved finding and its cause (attribution.attach). This is the step above
-both: regressions never reads attribution, and attribution never judges."""
+both: regressions never reads attribution, and attribution never judges. Over the campaign's findings: the budget
+(hold) and one alert per cause (one_alert_per_cause)."""
 from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass, field
 
 import psycopg
 
@@ -68,3 +72,49 @@ def hold(findings: list[regressions.Finding], fdr: float | None, alpha: float) -
                       f"ranks {k} of {len(raised)} alerts over {m} findings, above Benjamini-Hochberg's "
                       f"{fdr:g} x {k}/{m} = {fdr * k / m:.2g} (--fdr {fdr:g})")
     return len(raised) - stand
+
+
+@dataclass
+class Group:
+    """Alerts of one campaign with one cause: the platform of one system, stack and interconnect (a canary there
+    moved the same way), or the same version change on one system and stack. MEMBERS: largest effect first."""
+    cause: str
+    where: dict
+    versions: tuple = ()
+    members: list = field(default_factory=list)
+
+    def label(self) -> str:
+        where = " ".join(str(v) for v in self.where.values())
+        effects = sorted(f.effect for f in self.members if f.effect is not None)
+        spread = (f" (change {effects[0]:+.0%} to {effects[-1]:+.0%}, median {statistics.median(effects):+.0%})"
+                  if effects else "")
+        what = f" ({'; '.join(self.versions)})" if self.versions else ""
+        return (f"{self.cause}{what} on {where}: {len(self.members)} series {self.members[0].way} together"
+                f"{spread}")
+
+
+def one_alert_per_cause(findings: list[regressions.Finding]) -> list[Group]:
+    """Alerts (Finding.alert) of the same cause become one alert: those whose attribution says platform on the
+    same system, stack and interconnect (the canary among them), or version change with the same versions on the
+    same system and stack, and moved the same way. A cause shared by two or more alerts is a Group; each member's
+    Finding.group names it, the first (largest effect, regressions first) leads it. Other alerts stand alone."""
+    keyed: dict[tuple, Group] = {}
+    for f in findings:
+        cause = (f.attribution or {}).get("cause")
+        if not f.alert or cause not in ("platform", "version change"):
+            continue
+        s = f.series
+        if cause == "platform":
+            where = {k: s.get(k) for k in attribution.MATCH}
+            versions = ()
+        else:
+            where = {k: s.get(k) for k in ("system", "stack")}
+            versions = tuple(sorted(attribution.version_text(v) for v in f.attribution.get("versions") or []))
+        key = (cause, f.way, tuple(where.values()), versions)
+        keyed.setdefault(key, Group(cause, where, versions)).members.append(f)
+    groups = [g for g in keyed.values() if len(g.members) > 1]
+    for g in groups:
+        g.members.sort(key=lambda f: (f.verdict != "regression", -(f.effect or 0), f.series["series_id"]))
+        for f in g.members:
+            f.group = g
+    return groups

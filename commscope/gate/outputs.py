@@ -68,7 +68,31 @@ def as_dict(f, alpha: float, min_effect: float) -> dict:
             "night_judged": f.night.isoformat() if f.night else None,
             "newest_run_started_at": f.time.isoformat() if f.time else None, "reason": f.reason(alpha, min_effect),
             "attribution": f.attribution, "baseline_campaign": f.baseline_campaign, "diff_url": diff_url(f),
-            "direction": f.way, "alert": f.alert, "alert_p": _number(f.alert_p), "held": f.held}
+            "direction": f.way, "alert": f.alert, "alert_p": _number(f.alert_p), "held": f.held,
+            "group": group_dict(f.group) if f.group else None}
+
+
+def group_dict(g) -> dict:
+    """A group of alerts with one cause (campaign.Group), machine-readable: its members by series id, the
+    leading one first."""
+    return {"cause": g.cause, "where": g.where, "versions": list(g.versions), "label": g.label(),
+            "lead_series_id": g.members[0].series["series_id"],
+            "members": [m.series["series_id"] for m in g.members]}
+
+
+def failed(f) -> bool:
+    """A JUnit failure: a regression the budget did not hold back that stands alone or leads its group."""
+    return f.verdict == "regression" and not f.held and (f.group is None or f.group.members[0] is f)
+
+
+def group_lines(groups: list, most: int = 10) -> list[str]:
+    """One line per group of alerts with one cause, naming up to MOST members."""
+    out = []
+    for g in groups:
+        names = ", ".join(printable(m.label()) for m in g.members[:most])
+        more = f", and {len(g.members) - most} more" if len(g.members) > most else ""
+        out.append(f"one alert: {printable(g.label())}: {names}{more}")
+    return out
 
 
 SKIPPED = ("cannot tell", "no baseline", "suspect")
@@ -86,8 +110,9 @@ def junit_xml(findings: list, alpha: float, min_effect: float) -> bytes:
         campaigns = sorted({str(f.campaign) for f in mine})
         title = printable(f"commscope check {metric} campaign {', '.join(campaigns)}")
         suite = ET.SubElement(root, "testsuite", name=title, tests=str(len(mine)),
-                              failures=str(sum(f.verdict == "regression" and not f.held for f in mine)),
-                              skipped=str(sum(f.verdict in SKIPPED or bool(f.held) for f in mine)),
+                              failures=str(sum(failed(f) for f in mine)),
+                              skipped=str(sum(not failed(f) and (f.verdict in SKIPPED or bool(f.held)
+                                                                 or f.verdict == "regression") for f in mine)),
                               errors="0")
         props = ET.SubElement(suite, "properties")
         for name, value in (("campaign", ", ".join(campaigns)), ("metric", metric), ("alpha", f"{alpha:g}"),
@@ -99,20 +124,24 @@ def junit_xml(findings: list, alpha: float, min_effect: float) -> bytes:
             reason = printable(f.reason(alpha, min_effect))
             if f.held:
                 ET.SubElement(case, "skipped", message=reason + "; " + printable(f.held))
+            elif f.group is not None and f.group.members[0] is not f:
+                ET.SubElement(case, "skipped", message=reason + "; " + printable(
+                    f"one alert with its cause, led by {f.group.members[0].label()}: {f.group.label()}"))
             elif f.verdict in ("regression", "suspect"):
                 cause = f"; cause: {f.attribution['cause']}" if f.attribution and f.attribution.get("cause") else ""
                 kind = {"type": "regression"} if f.verdict == "regression" else {}
                 ET.SubElement(case, "failure" if f.verdict == "regression" else "skipped", **kind,
                               message=reason + printable(cause)).text = "\n".join(
-                    [reason, *map(printable, attributed(f))])
+                    [reason, *map(printable, attributed(f)), *group_lines([f.group] if f.group else [], most=1000)])
             elif f.verdict in SKIPPED:
                 ET.SubElement(case, "skipped", message=reason)
             out = ET.SubElement(case, "system-out")
             out.text = json.dumps(as_dict(f, alpha, min_effect), default=str, indent=1)
     total = sum(1 for _ in root.iter("testcase"))
     root.set("tests", str(total))
-    root.set("failures", str(sum(f.verdict == "regression" and not f.held for f in findings)))
-    root.set("skipped", str(sum(f.verdict in SKIPPED or bool(f.held) for f in findings)))
+    root.set("failures", str(sum(failed(f) for f in findings)))
+    root.set("skipped", str(sum(not failed(f) and (f.verdict in SKIPPED or bool(f.held) or f.verdict == "regression")
+                                for f in findings)))
     root.set("errors", "0")
     return ET.tostring(root, encoding="utf-8", xml_declaration=True)
 
@@ -141,6 +170,9 @@ def markdown(findings: list, alpha: float, min_effect: float) -> str:
         lines.append(f"| **{f.verdict}** | {code(f.label(), cell=True)} | {code(f.metric, cell=True)} "
                      f"| {cell(f.baseline_median)} | {cell(f.new_median)} "
                      f"| {change} | {p} | {f.n_new} / {f.n_baseline} | {detectable(f)} |")
+    groups = list({id(f.group): f.group for f in findings if f.group}.values())
+    if groups:
+        lines += ["", "One cause, one alert:"] + [f"- {code(line)}" for line in group_lines(groups)]
     moved = [f for f in findings if f.verdict in ("regression", "improvement", "suspect") and f.attribution]
     if moved:
         lines += ["", "What changed:"]
@@ -162,12 +194,15 @@ SUMMARISE_FROM = 20   # cannot tells from which the text says them once, when th
 
 
 def unsure_lines(findings: list, alpha: float, min_effect: float) -> list[str]:
-    """The text's lines on suspects and cannot tells: one per suspect, and per held-back alert; one per cannot
-    tell, unless at least SUMMARISE_FROM of them are most of the findings: then one summary (cannot_tell_summary)."""
+    """The text's lines on suspects and cannot tells: one per suspect that is not in a group of alerts with one
+    cause (its group's line says it), and per held-back alert; one per cannot tell, unless at least SUMMARISE_FROM
+    of them are most of the findings: then one summary (cannot_tell_summary)."""
     unsure = [f for f in findings if f.verdict == "cannot tell"]
     once = len(unsure) >= SUMMARISE_FROM and 2 * len(unsure) > len(findings)
     lines = []
     for f in findings:
+        if f.group is not None and f.group.members[0] is not f:   # said once, by its group's line
+            continue
         if f.verdict == "suspect" or (f.verdict == "cannot tell" and not once) or f.held:
             lines.append(f"{printable(f.label())}: {printable(f.reason(alpha, min_effect))}"
                          + (f"; {f.held}" if f.held else ""))

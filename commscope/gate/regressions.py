@@ -70,6 +70,7 @@ class Finding:
     alert_p: float | None = None         # the p of the test that raised it, on alpha's scale (stats._raise)
     direction: str = "lower"             # the metric's better side: "lower" or "higher"
     held: str | None = None              # why an alert is held back by the campaign's budget (campaign.hold)
+    group: object = None                 # the campaign.Group of alerts with one cause this alert is part of
 
     @property
     def way(self) -> str | None:
@@ -80,6 +81,11 @@ class Finding:
         if self.direction == "lower":
             return "slower" if self.moved == "worse" else "faster"
         return self.moved
+
+    @property
+    def leads(self) -> bool:
+        """An alert that stands for itself, or leads the group of alerts with its cause (campaign.Group)."""
+        return self.alert and (self.group is None or self.group.members[0] is self)
 
     @property
     def alert(self) -> bool:
@@ -129,6 +135,11 @@ class Finding:
         if self.verdict == "no change":
             return (f"no change of at least {min_effect:.0%} that is significant at alpha={alpha:g} (this campaign "
                     f"would have shown a shift of {self.detectable:+.0%}): {said}{between}")
+        if self.verdict in ("regression", "improvement") and self.confirm_effect is None:
+            # too little history to rank a run of campaigns: this one and the one before moved the same way
+            return (f"{self.verdict}: this campaign and the one before both moved {self.moved} against the "
+                    f"campaigns before them (too few to rank a run of {self.confirm} campaigns); this campaign: "
+                    f"{said}{between}" + (f"; {self.way}" if self.way else ""))
         if self.verdict in ("regression", "improvement"):
             return (f"{self.verdict}: held over the last {self.n_confirm} campaigns, whose {self._summarised()} "
                     f"are {self.confirm_effect:+.1%} against the {self.n_campaigns} campaigns before them "
