@@ -1,6 +1,7 @@
 """Which inputs are runs: a list of paths (files, directories) grouped into one list of files per run (per-rank
 files of one directory, a profile, a workload output without its profile), Ramble workspaces below a directory set
-aside, and why a path that does not exist cannot be read. Nothing is parsed here (profiles.read_files does)."""
+aside, and why a path that does not exist cannot be read. In a Ramble workspace, a file to read whose symbolic link
+leads outside the workspace is refused. Nothing is parsed here (profiles.read_files does)."""
 from __future__ import annotations
 
 import errno
@@ -9,6 +10,9 @@ from collections import defaultdict
 from pathlib import Path
 
 from commscope.read.profiles import RANK_FILE, BadProfile
+
+
+READ = (".cali", ".json", ".out")   # what a run's files can be read as
 
 
 def looks_caliper_json(path: Path) -> bool:
@@ -46,14 +50,29 @@ def not_found(path: Path) -> BadProfile:
     return BadProfile(f"{path}: no such file or directory")
 
 
-def discover(inputs: list[Path], nested_workspaces: list | None = None) -> list[list[Path]]:
+def outside(path: Path, within: Path) -> BadProfile | None:
+    """Why PATH, a file found in the directory WITHIN (resolved), may not be read: it leads outside WITHIN (a
+    link that leads nowhere, a loop, is not_found's)."""
+    try:
+        real = path.resolve()
+    except (OSError, RuntimeError):
+        return None
+    if real.is_relative_to(within):
+        return None
+    return BadProfile(f"{path}: a symbolic link to {real}, outside the workspace {within}; copy the file into the "
+                      f"workspace, or ingest it on its own")
+
+
+def discover(inputs: list[Path], nested_workspaces: list | None = None,
+             within: Path | None = None) -> list[list[Path]]:
     """Groups input files into runs: per-rank files of one directory form one
     run; every other .cali or json-split .json file is a run of its own, and so
     is a workload's stdout (.out) with no profile beside it (a run without
     Caliper), or named without that profile. A .out named together with its
     profile (x.cali x.out, as a shell's x.* gives) is the profile's sidecar, not
     a second run. Ramble workspaces below a given directory are left out (each is
-    one campaign of its own) and listed in nested_workspaces."""
+    one campaign of its own) and listed in nested_workspaces. WITHIN (a resolved directory, a Ramble workspace's):
+    a profile or output whose symbolic link leads outside it is refused, not read."""
     groups: list[list[Path]] = []
     named = {p.resolve() for p in inputs if p.is_file()}
     for inp in inputs:
@@ -78,8 +97,10 @@ def discover(inputs: list[Path], nested_workspaces: list | None = None) -> list[
         per_dir: dict = defaultdict(list)
         outs = []
         for f in files:
+            if within is not None and (f.suffix in READ or RANK_FILE.search(f.name)) and (why := outside(f, within)):
+                raise why
             if not f.is_file():
-                if f.suffix in (".cali", ".json", ".out") and f.is_symlink() and not f.exists():
+                if f.suffix in READ and f.is_symlink() and not f.exists():
                     raise not_found(f)   # a profile's name that leads nowhere is not dropped in silence
                 continue
             if RANK_FILE.search(f.name):

@@ -1,15 +1,14 @@
-"""Ramble workspaces -> records. `ramble workspace analyze -f json` writes
-results.latest.json in the workspace root: one entry per experiment with its
-status, its key-level names (application_name, workload_name, n_ranks,
-n_nodes, ...), RAMBLE_VARIABLES and the FOMs per context. Each experiment's
-run directory holds the profile the Caliper modifier wrote.
+"""Ramble workspaces -> records. `ramble workspace analyze -f json` writes results.latest.json in the workspace root:
+one entry per experiment with its status, its key-level names (application_name, workload_name, n_ranks, n_nodes,
+...), RAMBLE_VARIABLES and the FOMs per context. Each experiment's run directory holds the profile the Caliper
+modifier wrote. A workspace stays inside itself: a run directory, profile or lock file that its results' names or a
+symbolic link lead outside it is refused, and so is a field of its results whose type is not the one Ramble writes;
+its JSON and YAML are read within limited's limits on size, depth and aliases.
 
-One experiment is one run, of any application (commscope's own workloads,
-Ramble's builtin ones such as intel-mpi-benchmarks, a site's own). A profiled
-experiment takes its metrics from the profile and its names and FOMs from
-Ramble; an experiment without a profile (Caliper off, an application without
-Caliper, or it failed before writing one) is stored from its FOMs and status
-alone. A failed experiment is stored as failed, never dropped.
+One experiment is one run, of any application (commscope's own workloads, Ramble's builtin ones such as
+intel-mpi-benchmarks, a site's own). A profiled experiment takes its metrics from the profile and its names and FOMs
+from Ramble; an experiment without a profile (Caliper off, an application without Caliper, or it failed before
+writing one) is stored from its FOMs and status alone. A failed experiment is stored as failed, never dropped.
 
 Every FOM Ramble reports is kept with its name, unit and context (migration
 0015): IMB reports "Latency min" once per message size, in contexts such as
@@ -26,6 +25,7 @@ held per rank or for the whole job in commscope_per_rank and commscope_global.""
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import hashlib
 import json
 import re
@@ -33,7 +33,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Iterator
 
-from commscope.read import discover
+from commscope.read import discover, limited
 from commscope.read.profiles import BadProfile
 from commscope.read.records import ReadOptions, Record, clean, declare_scaling, parameters_label, read_record
 
@@ -88,12 +88,40 @@ class Workspace:
         # which are experiments of their own: store the repeats.
         return [e for e in self.results["experiments"] if int(e.get("N_REPEATS") or 0) == 0]
 
+    @functools.cached_property
+    def real_root(self) -> Path:
+        return self.root.resolve()
+
     def records(self, opts: ReadOptions = ReadOptions()) -> Iterator[Record | BadProfile]:
         for exp in self.experiments():
             try:
                 yield from self._records(exp, opts)
             except BadProfile as e:
                 yield e
+            except OSError as e:
+                yield BadProfile(f"{e.filename or self.root / RESULTS}: cannot be read ({e.strerror or e})")
+            except Exception as e:   # a reader's bug must not end an ingest in a traceback: one line naming the input
+                yield BadProfile(f"{self.root / RESULTS}: experiment {exp['name']}: cannot be read: "
+                                 f"{type(e).__name__}: {e} (a bug in commscope's reader; report it with the workspace)")
+
+    def _inside(self, path: Path) -> bool:
+        """Whether PATH, which exists, leads to a file inside the workspace."""
+        try:
+            return path.resolve().is_relative_to(self.real_root)
+        except (OSError, RuntimeError):
+            return False
+
+    def _keep_inside(self, exp: dict, path: Path, named: Path) -> None:
+        """Refuses PATH, which the experiment's entry NAMED, when it leads outside the workspace (a name that
+        climbs out, an absolute name, a symbolic link)."""
+        try:
+            real = path.resolve()
+        except (OSError, RuntimeError):   # a symbolic link loop: no directory, read as none
+            return
+        if not real.is_relative_to(self.real_root):
+            raise BadProfile(f"{self.root / RESULTS}: experiment {exp['name']} names a path outside the workspace, "
+                             f"{named} (it leads to {real}); a run directory must be under "
+                             f"{self.root / 'experiments'}: copy the run into the workspace or correct its names")
 
     def _var(self, exp: dict, *names, default=None):
         for n in names:
@@ -106,18 +134,22 @@ class Workspace:
         """The experiment's directory inside this workspace. Ramble records
         absolute paths; a workspace copied or moved elsewhere must still read
         its own files, never those left at the old path."""
-        own = self.root / "experiments" / exp.get("application_name", "") / exp.get("workload_name", "") / \
-            exp.get("experiment_name", exp["name"].rsplit(".", 1)[-1])
+        named = Path("experiments", exp.get("application_name", ""), exp.get("workload_name", ""),
+                     exp.get("experiment_name", exp["name"].rsplit(".", 1)[-1]))
+        own = self.root / named
+        self._keep_inside(exp, own, named)
         if own.is_dir():
             return own
         d = self._var(exp, "experiment_run_dir")
         if d:
             parts = Path(d).parts
             if "experiments" in parts:
-                moved = self.root.joinpath(*parts[len(parts) - parts[::-1].index("experiments") - 1:])
+                named = Path(*parts[len(parts) - parts[::-1].index("experiments") - 1:])
+                moved = self.root / named
+                self._keep_inside(exp, moved, named)
                 if moved.is_dir():
                     return moved
-            if Path(d).is_dir() and Path(d).resolve().is_relative_to(self.root.resolve()):
+            if Path(d).is_dir() and Path(d).resolve().is_relative_to(self.real_root):
                 return Path(d)
         return own
 
@@ -125,7 +157,7 @@ class Workspace:
         name = exp["name"]
         status = "ok" if exp["RAMBLE_STATUS"] == "SUCCESS" else "failed"
         run_dir = self._run_dir(exp)
-        groups = discover.discover([run_dir]) if run_dir.is_dir() else []
+        groups = discover.discover([run_dir], within=self.real_root) if run_dir.is_dir() else []
         # The focus window's region: --focus at ingest, else what the experiment declares (the Ramble application's
         # commscope_focus variable, or the study's), else the workloads' own. The application's name, for a
         # profile that records none (an application without Adiak, profiled by the Caliper modifier's preload
@@ -213,11 +245,15 @@ class Workspace:
         lock = self.root / "software" / str(env) / "spack.lock"
         if not lock.is_file():
             return None
-        try:
-            roots = json.loads(lock.read_text()).get("roots") or []
-        except (OSError, ValueError) as e:
-            raise BadProfile(f"{lock}: not a Spack lock file ({e})") from None
-        for r in roots:
+        if not self._inside(lock):
+            raise BadProfile(f"{lock}: leads outside the workspace (to {lock.resolve()}); copy the Spack "
+                             f"environment into the workspace or remove the link")
+        doc = limited.load_json(lock, what="a Spack lock file")
+        roots = doc.get("roots") if isinstance(doc, dict) else None
+        if not isinstance(roots or [], list) or not all(isinstance(r, dict) for r in roots or []):
+            raise BadProfile(f"{lock}: not a Spack lock file (its roots are no list of specs); remove it or "
+                             f"concretize the environment again")
+        for r in roots or []:
             if str(r.get("spec", "")).startswith(f"{APP_PACKAGE}") and r.get("hash"):
                 return clean(str(r["hash"]), 64)
         return None
@@ -227,7 +263,8 @@ class Workspace:
         h = hashlib.sha256(json.dumps([self.results.get("workspace_hash"), exp], sort_keys=True).encode()).hexdigest()
         # Ramble's log of the experiment (the application's output): {experiment_run_dir}/{experiment_name}.out
         log = run_dir / f"{exp.get('experiment_name') or exp['name'].rsplit('.', 1)[-1]}.out"
-        when = log.stat().st_mtime if log.exists() else (self.root / RESULTS).stat().st_mtime
+        seen = log.exists() and self._inside(log)
+        when = log.stat().st_mtime if seen else (self.root / RESULTS).stat().st_mtime
         return Record(content_hash=h, source=clean(str(run_dir)), profile_kind="none",
                       app=clean(exp.get("application_name", "unknown")), workload=clean(exp.get("workload_name", "unknown")),
                       ranks=int(self._var(exp, "n_ranks", default=1)),
@@ -278,22 +315,19 @@ def read_workspace(root: Path) -> Workspace:
     path = root / RESULTS
     if not path.exists():
         raise BadProfile(f"{root}: a Ramble workspace without {RESULTS}; run `ramble workspace analyze -f json` first")
-    try:
-        doc = json.loads(path.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise BadProfile(f"{path}: not JSON ({e})") from None
+    doc = limited.load_json(path)
     if not isinstance(doc, dict) or not isinstance(doc.get("experiments"), list):
         raise BadProfile(f"{path}: unknown Ramble results version: no 'experiments' list "
                          f"(commscope reads the results format of Ramble 0.5)")
+    for key in ("workspace_name", "workspace_hash"):
+        if not isinstance(doc.get(key, ""), (str, type(None))):
+            raise BadProfile(f"{path}: {key} is {_shown(doc[key])}, where Ramble writes a string; {AGAIN}")
     for i, exp in enumerate(doc["experiments"]):
         missing = [k for k in REQUIRED if not isinstance(exp, dict) or k not in exp]
         if missing:
             raise BadProfile(f"{path}: unknown Ramble results version: experiment {i} lacks {', '.join(missing)} "
                              f"(commscope reads the results format of Ramble 0.5)")
-        if not isinstance(exp["CONTEXTS"], list) or not isinstance(exp["RAMBLE_VARIABLES"], dict):
-            raise BadProfile(f"{path}: experiment {exp.get('name')}: CONTEXTS must be a list and RAMBLE_VARIABLES a mapping")
-        if not str(exp.get("n_ranks", exp["RAMBLE_VARIABLES"].get("n_ranks", "1"))).isdigit():
-            raise BadProfile(f"{path}: experiment {exp['name']}: n_ranks {exp.get('n_ranks')!r} is not an integer")
+        check_experiment(path, i, exp)
     hardware = None
     for hw_file in (root / "hardware.yaml", root / "configs" / "hardware.yaml"):
         if hw_file.exists():
@@ -302,28 +336,102 @@ def read_workspace(root: Path) -> Workspace:
     return Workspace(root, doc, hardware, run_variables(root / "commscope-run.json"))
 
 
+AGAIN = "run `ramble workspace analyze -f json` again, or correct the file"
+NAMES = ("application_name", "workload_name", "experiment_name")   # strings: they name the run directory
+PATHS = ("experiment_run_dir", "env_name")                         # strings, at its level or in its variables
+COUNTS = ("n_ranks", "n_nodes", "repeat_index")                    # whole numbers, at its level or in its variables
+SCALAR = (str, int, float, bool, type(None))
+
+
+def _shown(value) -> str:
+    """A wrong value in a refusal: its kind and its start."""
+    kind = {dict: "a mapping", list: "a list", str: "a string", bool: "a boolean", type(None): "null"}.get(
+        type(value), "a number")
+    return f"{kind} ({clean(repr(value), 40)})"
+
+
+def _whole(value) -> bool:
+    """Whether VALUE is absent or a whole number as Ramble writes one (digits, or a number of JSON)."""
+    if value is None or value == "":
+        return True
+    text = str(value) if isinstance(value, int) and not isinstance(value, bool) else value
+    return isinstance(text, str) and text.isascii() and text.isdigit() and len(text) <= 18
+
+
+def check_experiment(path: Path, i: int, exp: dict) -> None:
+    """Refuses, in one line naming the file, the experiment and the field, an entry whose fields this module reads
+    are not of the types Ramble writes (the rest of its variables are kept as text, whatever they hold)."""
+    name = exp["name"]
+    if not isinstance(name, str) or not name:
+        raise BadProfile(f"{path}: experiment {i}: name is {_shown(name)}, where Ramble writes a string; {AGAIN}")
+
+    def wrong(field: str, value, expected: str) -> BadProfile:
+        return BadProfile(f"{path}: experiment {name}: {field} is {_shown(value)}, where Ramble writes {expected}; "
+                          f"{AGAIN}")
+
+    if not isinstance(exp["RAMBLE_STATUS"], str):
+        raise wrong("RAMBLE_STATUS", exp["RAMBLE_STATUS"], "a string such as SUCCESS")
+    if not _whole(exp["N_REPEATS"]):
+        raise wrong("N_REPEATS", exp["N_REPEATS"], "a whole number")
+    variables = exp["RAMBLE_VARIABLES"]
+    if not isinstance(variables, dict):
+        raise wrong("RAMBLE_VARIABLES", variables, "a mapping")
+    if not isinstance(exp.get("RAMBLE_RAW_VARIABLES") or {}, dict):
+        raise wrong("RAMBLE_RAW_VARIABLES", exp["RAMBLE_RAW_VARIABLES"], "a mapping")
+    for field in NAMES:
+        if field in exp and (not isinstance(exp[field], str) or "\x00" in exp[field]):
+            raise wrong(field, exp[field], "a string (without NUL)")
+    for src, where in ((exp, ""), (variables, "RAMBLE_VARIABLES.")):
+        for field in PATHS:
+            if src.get(field) is not None and (not isinstance(src[field], str) or "\x00" in src[field]):
+                raise wrong(where + field, src[field], "a string (without NUL)")
+        for field in COUNTS:
+            if not _whole(src.get(field)):
+                raise wrong(where + field, src[field], "a whole number")
+    contexts = exp["CONTEXTS"]
+    if not isinstance(contexts, list):
+        raise wrong("CONTEXTS", contexts, "a list")
+    for c, ctx in enumerate(contexts):
+        if not isinstance(ctx, dict):
+            raise wrong(f"CONTEXTS[{c}]", ctx, "a mapping with name and foms")
+        if not isinstance(ctx.get("name"), SCALAR):
+            raise wrong(f"CONTEXTS[{c}].name", ctx["name"], "a string")
+        foms = ctx.get("foms", [])
+        if not isinstance(foms, list):
+            raise wrong(f"CONTEXTS[{c}].foms", foms, "a list")
+        for j, fom in enumerate(foms):
+            at = f"CONTEXTS[{c}].foms[{j}]"
+            if not isinstance(fom, dict):
+                raise wrong(at, fom, "a mapping with name, value and units")
+            if fom.get("name") in (None, "") or not isinstance(fom.get("name"), SCALAR):
+                raise wrong(f"{at}.name", fom.get("name"), "a string")
+            for field in ("value", "units"):
+                if not isinstance(fom.get(field), SCALAR):
+                    raise wrong(f"{at}.{field}", fom[field], "a string")
+
+
 def run_variables(path: Path) -> frozenset:
     """The variables `commscope run` added to the workspace from the site and its run scope, as its
     commscope-run.json lists them; none for a workspace made otherwise."""
     if not path.exists():
         return frozenset()
-    try:
-        names = json.loads(path.read_text()).get("run_variables") or []
-    except (OSError, ValueError, AttributeError) as e:
-        raise BadProfile(f"{path}: not the JSON `commscope run` writes ({e}); remove it or run the study again") from None
+    doc = limited.load_json(path, what="the JSON `commscope run` writes")
+    if not isinstance(doc, dict):
+        raise BadProfile(f"{path}: not the JSON `commscope run` writes (not a mapping); remove it or run the study "
+                         f"again")
+    names = doc.get("run_variables") or []
     if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
         raise BadProfile(f"{path}: run_variables must be a list of variable names")
     return frozenset(names)
 
 
 def read_hardware(path: Path) -> dict:
-    """A site's hardware description (ramble/sites/<site>/hardware.yaml)."""
-    import yaml
-    try:
-        doc = yaml.safe_load(path.read_text())
-    except (OSError, yaml.YAMLError) as e:
-        raise BadProfile(f"{path}: unreadable hardware description ({e})") from None
+    """A site's hardware description (ramble/sites/<site>/hardware.yaml), read within limited's limits."""
+    doc = limited.load_yaml(Path(path), what="a readable hardware description")
     hw = doc.get("hardware", doc) if isinstance(doc, dict) else None
     if not isinstance(hw, dict):
         raise BadProfile(f"{path}: a hardware description must be a mapping (cpu_model, cores_per_node, ...)")
+    for key in ("system", "site"):   # the system's name when no --system is given
+        if not isinstance(hw.get(key), (str, type(None))):
+            raise BadProfile(f"{path}: {key} is {_shown(hw[key])}; a system's name is a string")
     return hw

@@ -32,7 +32,7 @@ import re
 from pathlib import Path
 from typing import Iterator
 
-from commscope.read import discover
+from commscope.read import discover, limited
 from commscope.read.profiles import BadProfile
 from commscope.read.records import ReadOptions, Record, as_int, clean
 
@@ -128,8 +128,10 @@ def classify(path: Path) -> str:
         return "reframe"
     if path.is_file() and path.suffix == ".json" and not _caliper_json(path):
         try:
-            doc = json.loads(path.read_text())
-        except (OSError, UnicodeDecodeError, ValueError):
+            doc = limited.load_json(path)
+        except limited.Exceeded:
+            raise
+        except BadProfile:
             return "neither"
         return "reframe" if isinstance(doc, dict) and "session_info" in doc else "neither"
     return "other"
@@ -246,10 +248,7 @@ def to_record(case: dict, perfvars: list[tuple], source: str, fallback_id: str, 
 
 def read_report(path: Path) -> dict:
     """The report, checked for what this module reads; BadProfile names the file and what is wrong."""
-    try:
-        doc = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise BadProfile(f"{path}: not a readable ReFrame run report ({e})") from None
+    doc = limited.load_json(path, what="a readable ReFrame run report")   # within limits on size and depth
     info = doc.get("session_info") if isinstance(doc, dict) else None
     if not isinstance(info, dict) or not isinstance(doc.get("runs"), list):
         raise BadProfile(f"{path}: not a ReFrame run report: expected an object with session_info and runs, "
@@ -310,7 +309,7 @@ def _field(v: str):
         return None
     try:
         return json.loads(v)
-    except ValueError:
+    except (ValueError, RecursionError):
         return v
 
 
