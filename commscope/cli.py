@@ -702,16 +702,12 @@ def advise_placement(source, topology_file, output, no_store):
     """Rank-to-node placement from the communication matrix of SOURCE: a stored run id, or a message-tracing profile.
     A run traced under commgraph --rank-map gets a commgraph.rank-map composed with the application rank each world
     rank played (its RANK lines; for a stored run, read again from its source files)."""
-    import yaml
-
     from commscope.advise import placement
-    from commscope.read import profiles
+    from commscope.read import limited, profiles
 
     try:
-        try:
-            topo = placement.Topology.from_dict(yaml.safe_load(topology_file.read_text()), str(topology_file))
-        except yaml.YAMLError as e:
-            raise placement.BadTopology(f"{topology_file}: not YAML ({e})") from None
+        topo = placement.Topology.from_dict(limited.load_yaml(topology_file, what="a topology (YAML)"),
+                                            str(topology_file))
         run = placement.traced(source)
         p = placement.optimize(run.matrix, run.ranks, topo)
     except (placement.BadTopology, profiles.BadProfile, LookupError) as e:

@@ -208,3 +208,15 @@ def test_a_file_over_its_size_limit_is_refused_unread(dsn, ws, name, limit, show
     with f.open("a") as out:
         out.write(pad * (limit // len(pad) + 1))
     refused(dsn, ws, str(f), shown)
+
+
+def test_a_billion_laughs_topology_is_refused_at_once(tmp_path):
+    """`commscope advise placement --topology` reads its YAML through the same limits (in a process of its own,
+    bounded in memory: yaml.safe_load expanded the aliases until the memory cap)."""
+    topo = tmp_path / "topology.yaml"
+    topo.write_text(BILLION_LAUGHS)
+    trace = Path(__file__).parent / "data" / "commgraph-pairs-n4.msgtrace"
+    r = subprocess.run([*CLI, "advise", "placement", str(trace), "--topology", str(topo), "--no-store"],
+                       capture_output=True, text=True, timeout=60,
+                       preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30)))
+    assert_one_clear_line(r, str(topo), "aliases", code=2)
