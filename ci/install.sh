@@ -6,9 +6,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 extras="${1:-changepoints}"   # the package's extras to install into .venv (ci/setup.sh: test)
-# patchelf and gfortran: Spack (Caliper's recipe needs a Fortran compiler) and the Fortran workload.
+# patchelf and gfortran: Spack (Caliper's recipe needs a Fortran compiler) and the Fortran workload. ccache: the
+# Caliper builds of every stack after the first reuse what they share (commscope/workflow/caliper.py).
 debs=(build-essential cmake ninja-build libopenmpi-dev openmpi-bin libmpich-dev mpich python3-venv postgresql
-      patchelf gfortran)
+      patchelf gfortran ccache)
 read -ra extra <<< "${COMMSCOPE_EXTRA_DEBS:-}"   # ci/setup.sh: the tests' own
 debs+=("${extra[@]}")
 t0=$SECONDS

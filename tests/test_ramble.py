@@ -330,7 +330,7 @@ def test_setup_counts_its_builds_and_says_the_time_left_at_the_pace_so_far():
     """Four builds of 100, 140, 80 and 120 s: after each, how many are done, the time so far and, until the last,
     the builds left times the mean so far (worked out by hand: 3 x 100 s, 2 x 120 s, 1 x 106.7 s), in whole
     minutes from 90 s on."""
-    from commscope.workflow.setup import Progress
+    from commscope.workflow.progress import Progress
     said = []
     p = Progress("Caliper + Adiak builds", 4, said.append)
     for seconds in (100, 140, 80, 120):
@@ -339,3 +339,20 @@ def test_setup_counts_its_builds_and_says_the_time_left_at_the_pace_so_far():
                     "[setup] Caliper + Adiak builds: 2 of 4 done in 4 min; about 4 min left",
                     "[setup] Caliper + Adiak builds: 3 of 4 done in 5 min; about 2 min left",
                     "[setup] Caliper + Adiak builds: 4 of 4 done in 7 min"]
+
+
+def test_setup_counts_the_linked_caliper_it_builds_beside_another_kind():
+    """The workloads link the GOTCHA Caliper, so setup builds it whatever kinds are asked: `--caliper-kind preload`
+    alone is two builds a stack, and its progress counts both."""
+    from commscope.workflow.setup import built_kinds
+    assert built_kinds(("preload",)) == ("gotcha", "preload")
+    assert built_kinds(("gotcha",)) == ("gotcha",)
+    assert built_kinds(("preload", "gotcha")) == ("gotcha", "preload")
+
+
+def test_run_says_the_experiments_started_and_the_time_left():
+    """3 of 12 experiments started in 30 s: 9 left at 10 s each is 90 s, said in minutes from 90 s on."""
+    from commscope.workflow.progress import pace
+    assert pace(3, 12, 30, "experiments started") == "3 of 12 experiments started in 30 s; about 2 min left"
+    assert pace(0, 12, 5, "experiments started") == "0 of 12 experiments started in 5 s"
+    assert pace(12, 12, 120, "jobs done") == "12 of 12 jobs done in 2 min"

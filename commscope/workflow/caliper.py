@@ -5,10 +5,13 @@ A Caliper belongs to one MPI, so each stack gets its own install, in two kinds:
 - `preload`: `-DWITH_GOTCHA=OFF`, whose PMPI wrappers profile an unmodified binary through LD_PRELOAD.
 Adiak and Caliper share one prefix, $COMMSCOPE_HOME/cache/caliper/<versions>/<stack>/<kind>, which is reused
 while its stamp names the same versions and MPI wrapper. A failed step raises CaliperBuildError naming the
-step and its log, and leaves no prefix behind."""
+step and its log, and leaves no prefix behind. Where ccache is installed it compiles through one cache,
+$COMMSCOPE_HOME/cache/ccache, with paths taken relative to $COMMSCOPE_HOME/cache: only the files that see the
+MPI headers or the kind's configuration differ between builds, so every build after the first reuses the rest."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -77,7 +80,8 @@ def ensure(stack, kind: str, mirror: Path | None, log=print) -> Path | None:
     logfile.parent.mkdir(parents=True, exist_ok=True)
     logfile.write_text("")
     mpi = [f"-DMPI_C_COMPILER={stack.mpicc}", f"-DMPI_CXX_COMPILER={mpicxx(stack)}"]
-    common = ["-G", "Ninja", "-DCMAKE_BUILD_TYPE=Release", "-DBUILD_SHARED_LIBS=ON", f"-DCMAKE_INSTALL_PREFIX={dest}"]
+    common = ["-G", "Ninja", "-DCMAKE_BUILD_TYPE=Release", "-DBUILD_SHARED_LIBS=ON", f"-DCMAKE_INSTALL_PREFIX={dest}",
+              *compiler_cache()]
     adiak = ["cmake", "-S", str(srcs["adiak"]), "-B", str(work / "adiak"), *common, *mpi, "-DENABLE_MPI=ON",
              "-DENABLE_TESTS=OFF", "-DENABLE_EXAMPLES=OFF"]
     cali = ["cmake", "-S", str(srcs["caliper"]), "-B", str(work / "caliper"), *common, *mpi, "-DWITH_MPI=ON",
@@ -102,6 +106,22 @@ def ensure(stack, kind: str, mirror: Path | None, log=print) -> Path | None:
     return dest
 
 
+def compiler_cache() -> list[str]:
+    """CMake's launcher options for ccache, or none where ccache is not installed."""
+    launcher = shutil.which("ccache")
+    return [f"-DCMAKE_{lang}_COMPILER_LAUNCHER={launcher}" for lang in ("C", "CXX")] if launcher else []
+
+
+def compiler_cache_environ() -> dict[str, str]:
+    """ccache's settings for the builds: one cache under $COMMSCOPE_HOME, paths relative to its cache folder (the
+    sources and build folders of every stack lie at the same depth there), no hashing of the build folder. A
+    setting the user's environment already makes is kept."""
+    cache = db.home() / "cache"
+    ours = {"CCACHE_DIR": str(cache / "ccache"), "CCACHE_BASEDIR": str(cache), "CCACHE_NOHASHDIR": "true",
+            "CCACHE_MAXSIZE": "2G"}
+    return {k: v for k, v in ours.items() if k not in os.environ}
+
+
 def _build(bdir: Path) -> list[str]:
     return ["cmake", "--build", str(bdir), "-j", "2"]
 
@@ -111,7 +131,7 @@ def _step(stack, kind: str, step: str, cmd: list[str], logfile: Path, say) -> No
     with logfile.open("a") as out:
         out.write(f"$ {' '.join(cmd)}\n")
         out.flush()
-        p = subprocess.Popen(cmd, env=stack.environ(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        p = subprocess.Popen(cmd, env=stack.environ(compiler_cache_environ()), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         told = 0
         for line in p.stdout:
             out.write(line)

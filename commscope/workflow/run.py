@@ -19,6 +19,7 @@ from commscope.workflow.checkouts import ramble_cmd, ramble_env
 from commscope.workflow.errors import Unprofiled, WorkflowError
 from commscope.workflow.paths import RAMBLE_DIR, ROOT, SITES_DIR, git_commit, local_site_dir
 from commscope.workflow.plan import Plan, link_prefix, prefix_of
+from commscope.workflow.progress import pace
 from commscope.workflow.sites import env_words, site_hardware
 from commscope.workflow.spack_envs import spack_caliper_config, spack_env_name, write_spack_env
 
@@ -216,11 +217,11 @@ def _run_with_progress(ws: Path, plan: Plan, log_to: Path, echo) -> None:
         f.write(f"$ {shlex.join(cmd)}\n")
         f.flush()
         p = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT, text=True, env=ramble_env())
-        shown = -1
+        shown, t0 = -1, time.monotonic()
         while p.poll() is None:
             done = sum(1 for d in dirs if (d / f"{d.name}.out").exists())
             if done != shown and plan.site_conf.get("scheduler") != "slurm":
-                echo(f"  running: {done}/{len(dirs)} experiments started")
+                echo(f"  running: {pace(done, len(dirs), time.monotonic() - t0, 'experiments started')}")
                 shown = done
             time.sleep(1)
     if p.returncode:
@@ -243,7 +244,7 @@ def wait_for_slurm(ws: Path, echo, limit: float = SLURM_WAIT_LIMIT) -> None:
         if not left:
             return
         if len(left) != shown:
-            echo(f"  Slurm: {total - len(left)}/{total} jobs done")
+            echo(f"  Slurm: {pace(total - len(left), total, time.monotonic() - t0, 'jobs done')}")
             shown = len(left)
         if time.monotonic() - t0 > limit:
             raise WorkflowError(f"{len(left)} Slurm jobs of {ws.name} still queued after {limit:.0f} s")

@@ -18,27 +18,9 @@ from commscope.workflow import caliper, imb as imb_build
 from commscope.workflow.builds import build_stack, caliper_mpi_clash, caliper_library, read_builds
 from commscope.workflow.checkouts import RAMBLE_PIP, SPACK_PIP, checkout, clone, missing_message, pip_install
 from commscope.workflow.errors import WorkflowError
+from commscope.workflow.progress import Progress
 from commscope.workflow.sites import write_spack_externals, write_local_site
 from commscope.workflow.sources import source
-
-
-class Progress:
-    """Counts N long steps of one kind and, after each, says how many are done, the time so far and the time
-    left at the mean pace of the steps done so far."""
-
-    def __init__(self, what: str, n: int, log):
-        self.what, self.n, self.log, self.times = what, n, log, []
-
-    def done(self, seconds: float) -> None:
-        self.times.append(seconds)
-        k, spent = len(self.times), sum(self.times)
-        left = (self.n - k) * spent / k
-        self.log(f"[setup] {self.what}: {k} of {self.n} done in {_minutes(spent)}"
-                 + (f"; about {_minutes(left)} left" if k < self.n else ""))
-
-
-def _minutes(seconds: float) -> str:
-    return f"{seconds / 60:.0f} min" if seconds >= 90 else f"{seconds:.0f} s"
 
 
 def setup(stacks: list[str] | None = None, caliper_prefixes: dict | None = None, build: bool = True,
@@ -85,7 +67,7 @@ def setup(stacks: list[str] | None = None, caliper_prefixes: dict | None = None,
     preload: dict[str, Path] = {}
     if build:
         unsourced = []
-        pending = [(s.name, k) for s in wanted if s.name not in prefixes for k in caliper_kinds
+        pending = [(s.name, k) for s in wanted if s.name not in prefixes for k in built_kinds(caliper_kinds)
                    if caliper.installed(s, k) is None]
         progress = Progress("Caliper + Adiak builds", len(pending), log)
         if pending:
@@ -137,17 +119,22 @@ def setup(stacks: list[str] | None = None, caliper_prefixes: dict | None = None,
             "preload": preload, "imb": imbs}
 
 
+def built_kinds(kinds: tuple[str, ...]) -> tuple[str, ...]:
+    """The Caliper kinds setup builds for KINDS: the linked one always (the workloads link it), then the others."""
+    return tuple(dict.fromkeys(("gotcha", *kinds)))
+
+
 def _pinned_caliper(stack, sources: Path | None, log, progress: Progress,
                     kinds: tuple[str, ...] = caliper.KINDS) -> dict[str, Path] | str:
-    """The Caliper KINDS (the linked one always) for STACK from the pinned sources: {kind: prefix}. Else "found" (CMake finds a Caliper
-    of the stack's own MPI, which the build uses), "unsourced" (no mirror given and no clone possible) or
-    "failed" (a build step failed; said here)."""
+    """The Caliper KINDS (the linked one always) for STACK from the pinned sources: {kind: prefix}. Else "found"
+    (CMake finds a Caliper of the stack's own MPI, which the build uses), "unsourced" (no mirror given and no clone
+    possible) or "failed" (a build step failed; said here)."""
     search = os.environ.get("CMAKE_PREFIX_PATH", "")
     if caliper_library(search) is not None and caliper_mpi_clash(stack, search) is None:
         return "found"
     made = {}
     try:
-        for kind in dict.fromkeys(("gotcha", *kinds)):
+        for kind in built_kinds(kinds):
             built = caliper.installed(stack, kind) is None
             t0 = time.monotonic()
             made[kind] = caliper.ensure(stack, kind, sources, log)
