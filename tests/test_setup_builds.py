@@ -56,6 +56,11 @@ def test_a_caliper_of_another_mpi_is_left_out_and_the_other_stacks_are_built(hom
     assert "without Caliper" in note and "--caliper-prefix pypi-openmpi5=" in note, note
     assert "pypi-openmpi5" in out and "without Caliper" in out
     assert (home / "sites" / "local-generated").is_dir()
+    # a GOTCHA Caliper installs its wrappers when it starts, which no preloaded library makes it do: named alone
+    # (no pinned no-GOTCHA build here), there is no Caliper to preload, and the local site says so by an empty prefix
+    import yaml
+    variables = yaml.safe_load((home / "sites" / "local-generated" / "variables.yaml").read_text())["variables"]
+    assert variables["caliper_preload_prefix_debian-openmpi4"] == ""
 
 
 def test_a_build_configured_with_caliper_is_not_reused_once_the_caliper_search_changes(home):
@@ -113,3 +118,31 @@ def test_a_build_configured_from_another_checkout_is_built_afresh_with_caliper(h
     assert "building afresh" in out and "failed" not in out, out
     assert links_caliper(halo3d), out
     assert f"CMAKE_HOME_DIRECTORY:INTERNAL={root}/workloads" in (halo3d.parent / "CMakeCache.txt").read_text()
+
+
+NOGOTCHA = os.environ.get("COMMSCOPE_CALIPER_NOGOTCHA_PREFIX")
+
+
+@pytest.mark.skipif(not NOGOTCHA, reason="needs COMMSCOPE_CALIPER_NOGOTCHA_PREFIX: a Caliper built with Debian Open "
+                    "MPI 4.1 and -DWITH_GOTCHA=OFF (ci/toolchain.py)")
+def test_a_named_caliper_without_gotcha_serves_preloading_too(home, monkeypatch):
+    """`--caliper-prefix` naming a Caliper built without GOTCHA: the workloads link it, and it is also the Caliper
+    preloaded into unmodified binaries (the local site's caliper_preload_prefix, the plan of a study whose
+    application is preloaded), with no pinned build of its own. Whether it lacks GOTCHA is read here from its
+    library's exported symbols (binutils' nm: PMPI wrappers define MPI_Send), not from commscope's rule."""
+    stack_or_skip("debian-openmpi4")
+    exported = subprocess.run(["nm", "-D", "--defined-only", str(Path(NOGOTCHA) / "lib" / "libcaliper.so")],
+                              capture_output=True, text=True, check=True).stdout
+    assert re.search(r" T MPI_Send$", exported, re.M), "the premise: this Caliper exports its MPI wrappers"
+    r = setup(home, "--stacks", "debian-openmpi4", "--caliper-prefix", f"debian-openmpi4={NOGOTCHA}")
+    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stdout + r.stderr
+    assert links_caliper(home / "builds" / "debian-openmpi4" / "halo3d")
+    import yaml
+    variables = yaml.safe_load((home / "sites" / "local-generated" / "variables.yaml").read_text())["variables"]
+    assert variables["caliper_preload_prefix_debian-openmpi4"] == NOGOTCHA
+    assert not (home / "cache" / "caliper").exists()   # nothing pinned was built
+    monkeypatch.setenv("COMMSCOPE_HOME", str(home))
+    from commscope.workflow.plan import plan_run
+    plan = plan_run("fortran", stacks=["debian-openmpi4"], dry_run=True, spack=False)
+    assert plan.preload and plan.profiled["debian-openmpi4"] == (True, f"preloading the no-GOTCHA Caliper {NOGOTCHA}")
+

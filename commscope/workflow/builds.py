@@ -21,8 +21,13 @@ class Build:
     stack: str
     path: Path
     caliper: bool
-    caliper_dir: str = ""
+    caliper_dir: str = ""     # the Caliper's CMake package folder, PREFIX/share/cmake/caliper
     note: str = ""
+
+    @property
+    def caliper_prefix(self) -> Path | None:
+        """The install prefix of the Caliper the workloads were built with, or None."""
+        return Path(self.caliper_dir).parents[2] if self.caliper_dir else None
 
 
 def read_builds() -> dict[str, Build]:

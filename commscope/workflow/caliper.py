@@ -41,6 +41,26 @@ def prefix(stack_name: str, kind: str) -> Path:
     return db.home() / "cache" / "caliper" / release() / stack_name / kind
 
 
+def preloads(prefix: Path | str) -> bool:
+    """Whether the Caliper at PREFIX profiles an unmodified binary through LD_PRELOAD: built with MPI, its PMPI
+    wrappers exported rather than installed by GOTCHA (its caliper-config.h says), with lib/libcaliper.so."""
+    try:
+        config = (Path(prefix) / "include" / "caliper" / "caliper-config.h").read_text()
+    except OSError:
+        return False
+    return ("#define CALIPER_HAVE_MPI\n" in config and "#define CALIPER_MPIWRAP_USE_GOTCHA" not in config
+            and (Path(prefix) / "lib" / "libcaliper.so").exists())
+
+
+def preload_prefix(stack, named: Path | str | None = None) -> Path | None:
+    """The Caliper that profiles STACK's unmodified binaries: the pinned `preload` build, else NAMED (the prefix
+    the stack's workloads were built with, `--caliper-prefix`) when that one preloads; None otherwise."""
+    built = installed(stack, "preload")
+    if built is not None:
+        return built
+    return Path(named) if named and preloads(named) else None
+
+
 def mpicxx(stack) -> str:
     """The stack's C++ wrapper beside its C one (mpicc.openmpi -> mpicxx.openmpi, bin/mpicc -> bin/mpicxx)."""
     return str(Path(stack.mpicc).with_name(Path(stack.mpicc).name.replace("mpicc", "mpicxx")))

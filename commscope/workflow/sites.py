@@ -98,7 +98,7 @@ def write_local_site(builds: dict[str, Build]) -> Path:
             vars_[f"caliper_{name}"] = "yes" if b.caliper else "no"
             vars_[f"caliper_config_{name}"] = caliper_profile_config(b.caliper_dir)
             # the no-GOTCHA Caliper that the modifier's preload mode puts into unmodified binaries
-            vars_[f"caliper_preload_prefix_{name}"] = str(caliper.installed(s, "preload") or "")
+            vars_[f"caliper_preload_prefix_{name}"] = str(caliper.preload_prefix(s, b.caliper_prefix) or "")
             # the library that forwards a Fortran application's MPI calls to the C ones Caliper wraps
             forward = b.path / "libcommscope-mpif.so"
             vars_[f"caliper_preload_fortran_{name}"] = str(forward) if forward.exists() else ""
