@@ -28,7 +28,7 @@ RAMBLE_BUILTINS = {"n_ranks", "n_nodes", "processes_per_node", "n_threads", "exp
                    "log_file", "execute_experiment", "command", "workspace_name", "log_dir", "slurm_experiment"}
 # Variables `commscope run` writes into the run scope (workflow.run_scope_files).
 RUN_SCOPE = {"stack", "interconnect", "commscope_git_commit", "commscope_study", "commscope_site",
-             "commscope_root", "caliper_setting", "experiment_timeout"}
+             "commscope_root", "experiment_timeout"}
 RUN_ZIPS = {"stack_interconnect"}
 # Ramble's builtin applications a study uses (no application.py under ramble/applications): read from
 # $RAMBLE_ROOT/var/ramble/repos/builtin when RAMBLE_ROOT is set.

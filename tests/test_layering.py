@@ -1,7 +1,8 @@
 """The stages stack one way: profile -> records -> store -> views -> panels (docs: commscope/README.md).
 
-- Imports run downwards only: read <- store <- views, gate, advise <- workflow <- cli (a stage may import its
-  own level, never one above it; commscope/__init__.py, the notebook facade, is no stage).
+- Imports run downwards only: read <- store <- views, gate, advise <- workflow <- commands, cli (a stage may import
+  its own level, never one above it; commscope/__init__.py, the notebook facade, is no stage).
+- The command line is the top: only cli.py and commands/ import click, so every stage below is usable without it.
 - Data access is in one place: SQL on the store's base tables (every table the migrations create) is written only
   in commscope/store/ and the panel catalog (views/panels.py); gate, advise, views and the CLI call the store's
   query functions (store/queries/) or read the v_* views.
@@ -18,7 +19,7 @@ import commscope
 
 PACKAGE = Path(commscope.__file__).resolve().parent
 ALLOWED = ("store/", "views/panels.py")
-LEVEL = {"read": 0, "store": 1, "views": 2, "gate": 2, "advise": 2, "workflow": 3, "cli": 4}
+LEVEL = {"read": 0, "store": 1, "views": 2, "gate": 2, "advise": 2, "workflow": 3, "commands": 4, "cli": 4}
 
 
 def base_tables() -> set[str]:
@@ -79,3 +80,17 @@ def test_no_stage_imports_a_stage_above_it():
                 if parts[0] == "commscope" and len(parts) > 1 and LEVEL.get(parts[1], -1) > LEVEL[stage]:
                     found.append(f"commscope/{rel}:{node.lineno}: {stage} imports {name}")
     assert not found, "imports that run up the stages (pass the value down instead):\n" + "\n".join(found)
+
+
+def test_only_the_command_line_imports_click():
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        rel = path.relative_to(PACKAGE).as_posix()
+        if rel == "cli.py" or rel.startswith("commands/"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import) else
+                     [node.module] if isinstance(node, ast.ImportFrom) and node.module and not node.level else [])
+            found += [f"commscope/{rel}:{node.lineno}: imports {n}" for n in names if n.split(".")[0] == "click"]
+    assert not found, ("click outside the command line (commscope/cli.py, commscope/commands/): raise the stage's "
+                       "own error and let the command say it:\n" + "\n".join(found))

@@ -1,4 +1,4 @@
-"""The click commands `commscope setup` and `commscope run`."""
+"""`commscope setup` and `commscope run`: the main job through Ramble (commscope/workflow/)."""
 from __future__ import annotations
 
 import sys
@@ -93,6 +93,6 @@ def run_cmd(study, site, stacks, interconnects, where, caliper, spack, dry_run, 
     optionally a commscope.yaml)."""
     try:
         plan = plan_run(study, site, _split(stacks), _split(interconnects), caliper, where, dry_run, spack=spack)
-        run(plan, ingest=not no_ingest, allow_unprofiled=allow_unprofiled)
+        run(plan, echo=click.echo, ingest=not no_ingest, allow_unprofiled=allow_unprofiled)
     except WorkflowError as e:
         _fail(str(e), e.exit_code)

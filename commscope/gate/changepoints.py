@@ -35,7 +35,7 @@ from psycopg import sql
 from commscope.gate.outputs import code
 from commscope.store import db
 from commscope.store.queries import gate as queries
-from commscope.store.queries.gate import ALIASES, METRICS
+from commscope.gate.metrics import ALIASES, METRICS
 
 ALPHA = 0.01          # Otava's max_pvalue: the merge step's t-test level (the gate's default alpha)
 MIN_MAGNITUDE = 0.05  # Otava's min_magnitude: the smallest relative change kept (the gate's min_effect)

@@ -20,5 +20,6 @@ def accept(conn: psycopg.Connection, campaign: int, reason: str, series_ids: lis
         which = f"of series {', '.join(map(str, missing or series_ids))} " if series_ids else ""
         raise LookupError(f"campaign {campaign} has no successful runs {which}in this selection: nothing was "
                           f"accepted; name the campaign that ran them")
-    queries.record_levels(conn, campaign, reason, rows)
+    queries.record_levels(conn, campaign, reason, rows,
+                          [f"new level accepted from campaign {campaign} for series #{r[0]}: {reason}" for r in rows])
     return [r[0] for r in rows]

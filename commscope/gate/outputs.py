@@ -10,7 +10,7 @@ import urllib.parse
 
 from commscope.gate.attribution import lines as attributed
 from commscope.gate.stats import RUNS_A_NIGHT
-from commscope.store.queries.gate import DESCRIBE, detectable
+from commscope.store.queries.gate import DESCRIBE
 
 def printable(text) -> str:
     """TEXT with control characters (newlines, escape codes, bidirectional overrides) written as escapes, so a
@@ -30,6 +30,19 @@ def code(text, cell: bool = False) -> str:
     fence = "`" * (1 + max((len(run) for run in re.findall(r"`+", text)), default=0))
     pad = " " if text.startswith("`") or text.endswith("`") else ""
     return f"{fence}{pad}{text}{pad}{fence}"
+
+
+def detectable(f) -> str:
+    """A finding's detectable effect as text: the smallest shift its campaign would have flagged."""
+    return f"{f.detectable:+.0%}" if f.detectable is not None else "none (no shift would have been flagged)"
+
+
+def annotation_text(f, link=None) -> str:
+    """The dashboards' annotation of a regression or improvement, ending in LINK when given (the call-tree diff,
+    diff_url; as text, since the dashboards escape annotation texts)."""
+    return (f"{f.verdict}: {f.metric} [{f.series['window']}] {f.effect:+.1%} against the median of "
+            f"{f.n_baseline} earlier runs of series #{f.series['series_id']} (p={f.p_value:.2g}; "
+            f"detectable effect {detectable(f)})" + (f"; call tree diff: {link}" if link else ""))
 
 
 def _number(v):
@@ -239,3 +252,62 @@ def cannot_tell_summary(unsure: list, total: int) -> str:
         parts.append(f"{alpha_out} have too few runs for the test to reach alpha (more runs a night or baseline "
                      f"nights)")
     return "; ".join(parts) + ". Each series' figures: --format json, and the dashboards' Series too noisy to gate."
+
+
+def check_json(found, alpha: float, min_effect: float, max_undetectable: float, fdr: float | None) -> str:
+    """`commscope check --format json`: the campaign's figures, its groups and change points, and each finding
+    (as_dict) with the change points of its series and metric."""
+    from commscope.gate import changepoints
+    series = [as_dict(f, alpha, min_effect) for f in found.findings]
+    for f, d in zip(found.findings, series):
+        d["change_points"] = [changepoints.as_dict(c) for c in found.changes
+                              if (c["series_id"], c["metric"]) == (f.series["series_id"], f.metric)]
+    return json.dumps({"campaigns": sorted({f.campaign for f in found.findings}), "alpha": alpha,
+                       "min_effect": min_effect, "max_undetectable": max_undetectable,
+                       "fdr": fdr, "alerts": sum(f.leads for f in found.findings),
+                       "series_alerting": sum(f.alert for f in found.findings), "held_back": found.held,
+                       "groups": [group_dict(g) for g in found.groups],
+                       "regressions": len(found.regressions), "annotations": found.noted,
+                       "change_points": [changepoints.as_dict(c) for c in found.changes],
+                       "series": series}, default=str, indent=1)
+
+
+def check_text(found, metrics, alpha: float, min_effect: float, fdr: float | None, annotated: bool) -> list[str]:
+    """`commscope check`'s text: per metric a table of the findings, the cannot-tells said once where they are
+    many, each moved finding's attribution; then the alerts of one cause, the change points and a summary line."""
+    from commscope.gate import changepoints
+    from commscope.gate.regressions import canonical_metric
+    out = []
+    width = max(len(f.label()) for f in found.findings)
+    for metric in metrics:
+        mine = [f for f in found.findings if f.metric == canonical_metric(metric)]
+        if not mine:
+            continue
+        out.append(f"campaign {', '.join(sorted({str(f.campaign) for f in mine}))}: {mine[0].metric}")
+        out.append(f"{'series':<{width}}  {'verdict':<12} {'baseline':>12} {'new':>12} {'change':>8} {'p':>8}  "
+                   f"{'n':<7} detectable")
+        for f in mine:
+            fmt_v = lambda v: f"{v:12.6g}" if v is not None else f"{'-':>12}"  # noqa: E731
+            change = f"{f.effect:+8.1%}" if f.effect is not None else f"{'-':>8}"
+            p = f"{f.p_value:8.2g}" if f.p_value is not None else f"{'-':>8}"
+            out.append(f"{f.label():<{width}}  {f.verdict:<12} {fmt_v(f.baseline_median)} {fmt_v(f.new_median)} "
+                       f"{change} {p}  {f'{f.n_new}/{f.n_baseline}':<7} {detectable(f)}")
+        out += unsure_lines(mine, alpha, min_effect)
+        for f in mine:
+            if f.verdict in ("regression", "improvement", "suspect") and f.attribution:
+                out.append(f"{f.label()}: {f.verdict}")
+                out += [f"  {line}" for line in attributed(f)]
+    out += group_lines(found.groups)
+    out += [f"change point: {changepoints.describe(c)}" for c in found.changes]
+    findings, groups = found.findings, found.groups
+    unsure = sum(f.verdict == "cannot tell" for f in findings)
+    suspect = sum(f.verdict == "suspect" for f in findings)
+    slower = sum(f.alert and f.verdict == "suspect" for f in findings)
+    out.append(f"{len(findings)} series, {len(found.regressions)} regressions"
+               + (f", {suspect} suspect ({slower} on the worse side)" if suspect else "")
+               + (f", {found.held} alerts held back by --fdr {fdr:g}" if found.held else "")
+               + (f"; {sum(len(g.members) for g in groups)} of the alerting series are {len(groups)} alert"
+                  f"{'s' if len(groups) > 1 else ''} of one cause each" if groups else "")
+               + (f", {unsure} cannot tell" if unsure else "")
+               + (f", {found.noted} annotations written" if annotated else ""))
+    return out

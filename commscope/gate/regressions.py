@@ -21,7 +21,7 @@ from commscope.store.queries import gate as queries
 from commscope.gate.stats import (CONFIRM, MAX_UNDETECTABLE, MIN_BASELINE, MIN_CAMPAIGNS, RUNS_A_NIGHT,
                                   SEARCH_LIMIT, UNLOADED, judge, night_spread, rank_test_reachable, runs_a_night,
                                   runs_needed, smallest_p)
-from commscope.store.queries.gate import NotMeasured, canonical_metric, _values  # noqa: F401  (callers name them here)
+from commscope.gate.metrics import NotMeasured, canonical_metric, direction as direction_of
 from commscope.gate.stats import compare  # noqa: F401  (workloads/bench/tuned_vs_default.py names it here)
 
 _UTC = timezone.utc
@@ -194,7 +194,8 @@ def check(conn: psycopg.Connection, metric: str = "time_s", campaign: int | None
     if unknown:
         raise ValueError(f"cannot filter series by {', '.join(sorted(unknown))}; choose from "
                          f"{', '.join(queries.FILTERS)}")
-    measured, params, direction = queries.measurements(conn, metric, where)
+    measured, params, fom_units = queries.measurements(conn, metric, where)
+    direction = direction_of(metric, fom_units)
     judged = campaign if campaign is not None else queries.newest_campaign(conn, measured, params, metric)
     ranked = confirm > 1 and rank_test_reachable(baseline, confirm, alpha)
     rows = queries.measured_rows(conn, measured, params, judged, baseline + (confirm - 1 if ranked else 1))

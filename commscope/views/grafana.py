@@ -11,12 +11,8 @@ Grafana's PostgreSQL datasource stores: rawSql, format, datasource.
 from __future__ import annotations
 
 import json
-import os
 import re
-import sys
 from pathlib import Path
-
-import click
 
 from commscope.views import panels as P
 
@@ -25,14 +21,22 @@ DATASOURCE_TYPE = "grafana-postgresql-datasource"
 DATASOURCE = {"type": DATASOURCE_TYPE, "uid": DATASOURCE_UID}
 
 
-def _sdk():
+class DashboardError(Exception):
+    """A dashboard file, the provisioning or Grafana refused what was asked: one line saying which."""
+
+
+class BadURL(DashboardError):
+    """--url is not an http(s) URL."""
+
+
+def sdk():
     try:
         from grafana_foundation_sdk.builders import (barchart, dashboard, heatmap, table,  # noqa: F401
                                                      timeseries, xychart)
         from grafana_foundation_sdk.cog import builder, variants  # noqa: F401
         from grafana_foundation_sdk.models import dashboard as models  # noqa: F401
     except ImportError:
-        raise click.ClickException('grafana-foundation-sdk is not installed: pip install "commscope[dashboards]"') from None
+        raise DashboardError('grafana-foundation-sdk is not installed: pip install "commscope[dashboards]"') from None
     import grafana_foundation_sdk
     return grafana_foundation_sdk
 
@@ -151,7 +155,7 @@ def _panel(p: P.Panel, panel_id: int, queries, source_id: int | None):
 
 def build_dashboard(d: P.Dashboard) -> dict:
     """One dashboard as the JSON Grafana stores."""
-    _sdk()
+    sdk()
     from grafana_foundation_sdk.builders import dashboard as db
     from grafana_foundation_sdk.cog.encoder import JSONEncoder
     from grafana_foundation_sdk.models import dashboard as m
@@ -235,7 +239,7 @@ def provisioned_uid(provisioning: Path) -> str:
     doc = yaml.safe_load(f.read_text())
     pg = [d for d in doc.get("datasources", []) if d.get("type") == DATASOURCE_TYPE]
     if len(pg) != 1:
-        raise click.ClickException(f"{f}: expected one {DATASOURCE_TYPE} datasource, found {len(pg)}")
+        raise DashboardError(f"{f}: expected one {DATASOURCE_TYPE} datasource, found {len(pg)}")
     return pg[0]["uid"]
 
 
@@ -298,9 +302,9 @@ def read_dir(d: Path) -> dict[str, dict]:
         try:
             docs[f.name] = json.loads(f.read_text())
         except json.JSONDecodeError as e:
-            raise click.ClickException(f"{f}: not JSON ({e})") from None
+            raise DashboardError(f"{f}: not JSON ({e})") from None
     if not docs:
-        raise click.ClickException(f"{d}: no dashboard JSON files")
+        raise DashboardError(f"{d}: no dashboard JSON files")
     return docs
 
 
@@ -312,13 +316,13 @@ def deploy(docs: dict[str, dict], url: str, token: str | None, user: str | None,
     try:
         from grafana_client import GrafanaApi
     except ImportError:
-        raise click.ClickException('grafana-client is not installed: pip install "commscope[dashboards]"') from None
+        raise DashboardError('grafana-client is not installed: pip install "commscope[dashboards]"') from None
     import niquests   # grafana-client's HTTP library
     if not re.match(r"^https?://", url):
-        raise click.BadParameter(f"{url!r} is not an http(s) URL", param_hint="--url")
+        raise BadURL(f"{url!r} is not an http(s) URL")
     credential = token or ((user, password) if user and password else None)
     if credential is None:
-        raise click.ClickException("no Grafana credentials: set GRAFANA_TOKEN (a service account token), "
+        raise DashboardError("no Grafana credentials: set GRAFANA_TOKEN (a service account token), "
                                    "or GRAFANA_USER and GRAFANA_PASSWORD")
     api = GrafanaApi.from_url(url, credential=credential, timeout=10)
     done = []
@@ -329,55 +333,8 @@ def deploy(docs: dict[str, dict], url: str, token: str | None, user: str | None,
         try:
             api.dashboard.update_dashboard(body)
         except niquests.exceptions.ConnectionError as e:
-            raise click.ClickException(f"cannot reach Grafana at {url}: {str(e).splitlines()[0][:300]}") from None
+            raise DashboardError(f"cannot reach Grafana at {url}: {str(e).splitlines()[0][:300]}") from None
         except Exception as e:  # grafana_client raises its own classes per HTTP status
-            raise click.ClickException(f"Grafana at {url} refused {name}: {e}") from None
+            raise DashboardError(f"Grafana at {url} refused {name}: {e}") from None
         done.append(d.get("uid", name))
     return done
-
-
-# ---- commands ---------------------------------------------------------------------------
-
-@click.group("dashboards")
-def dashboards_group():
-    """Grafana dashboards: generate the JSON, check it, upload it."""
-
-
-@dashboards_group.command("build")
-@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("dashboards/json"),
-              show_default=True, help="where the dashboard JSON goes")
-def build_cmd(out):
-    """Generate the dashboard JSON from the panel catalog."""
-    _sdk()
-    for f in write_all(out):
-        click.echo(f)
-
-
-@dashboards_group.command("lint")
-@click.option("--dir", "json_dir", type=click.Path(exists=True, file_okay=False, path_type=Path),
-              default=Path("dashboards/json"), show_default=True)
-@click.option("--provisioning", type=click.Path(exists=True, file_okay=False, path_type=Path),
-              default=Path("dashboards/provisioning"), show_default=True)
-def lint_cmd(json_dir, provisioning):
-    """Unique uids, every datasource the provisioned one (or another panel's results), panel types matching query
-    formats."""
-    problems = lint(read_dir(json_dir), provisioned_uid(provisioning))
-    for p in problems:
-        click.echo(p, err=True)
-    if problems:
-        sys.exit(1)
-    click.echo(f"{json_dir}: ok")
-
-
-@dashboards_group.command("deploy")
-@click.option("--url", envvar="GRAFANA_URL", required=True, help="Grafana's base URL (or GRAFANA_URL)")
-@click.option("--dir", "json_dir", type=click.Path(exists=True, file_okay=False, path_type=Path),
-              default=Path("dashboards/json"), show_default=True)
-@click.option("--folder-uid", help="Grafana folder to put the dashboards in")
-def deploy_cmd(url, json_dir, folder_uid):
-    """Upload the dashboards through Grafana's HTTP API, for sites without file provisioning.
-    Credentials come from the environment only: GRAFANA_TOKEN, or GRAFANA_USER and GRAFANA_PASSWORD."""
-    done = deploy(read_dir(json_dir), url, os.environ.get("GRAFANA_TOKEN"), os.environ.get("GRAFANA_USER"),
-                  os.environ.get("GRAFANA_PASSWORD"), folder_uid)
-    for uid in done:
-        click.echo(f"deployed {uid}")

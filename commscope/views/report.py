@@ -27,15 +27,13 @@ from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
 
-import click
-
 from commscope.store import db
 from commscope.views import panels as P
 from commscope.views import reference
 
 
-class ReportError(click.ClickException):
-    exit_code = 2
+class ReportError(Exception):
+    """The selection names what the store does not hold: one line saying which, and what to do."""
 
 
 def selection(conn, campaigns: tuple[int, ...], compare: tuple[str, ...]) -> tuple[dict, dt.datetime, dt.datetime, str]:
@@ -626,24 +624,6 @@ def render(conn, campaigns: tuple[int, ...] = (), compare: tuple[str, ...] = ())
             f"<body><h1>commscope report</h1><p class='meta'>Generated {generated} from the store's views; "
             f"{html.escape(said)}. Plotly {plotly.__version__}; every plot's toolbar saves it as PNG.</p>"
             + "".join(parts) + "</body></html>")
-
-
-@click.command("report")
-@click.option("--campaign", "campaigns", type=int, multiple=True, help="only this campaign's series and time span (repeatable)")
-@click.option("--compare", "compare", multiple=True, metavar="SYSTEM",
-              help="compare these systems (repeat, or give several); the first is the reference")
-@click.argument("more_systems", nargs=-1, metavar="[SYSTEM]...")
-@click.option("-o", "--output", type=click.Path(path_type=Path), required=True,
-              help="the HTML file to write (a regular file, new or existing)")
-def report_cmd(campaigns, compare, more_systems, output):
-    """Render the dashboards' panels into one self-contained HTML page."""
-    if more_systems and not compare:
-        raise click.UsageError(f"unexpected arguments {' '.join(more_systems)} (systems follow --compare)")
-    try:
-        size = write(output, tuple(campaigns), tuple(compare) + tuple(more_systems))
-    except db.DBError as e:
-        raise click.ClickException(str(e)) from None
-    click.echo(f"wrote {output} ({size // 1024} KiB)")
 
 
 def write(output: Path, campaigns: tuple[int, ...] = (), compare: tuple[str, ...] = ()) -> int:

@@ -2,6 +2,7 @@
 stacks, interconnects, Caliper mode and package manager."""
 from __future__ import annotations
 
+import ast
 import datetime as dt
 import json
 import os
@@ -16,13 +17,24 @@ from commscope.workflow import caliper as caliper_builds, paths, stacks as stack
 from commscope.workflow.builds import read_builds
 from commscope.workflow.checkouts import missing_message, spack_root
 from commscope.workflow.errors import UnknownChoice, WorkflowError, choose
-from commscope.workflow.paths import SITES_DIR, builds_dir, sites, workspaces_dir
+from commscope.workflow.paths import RAMBLE_DIR, SITES_DIR, builds_dir, sites, workspaces_dir
 from commscope.workflow.sites import interconnect_catalog
 from commscope.workflow.spack_envs import spack_mpi_specs
 
-# The Caliper modifier's modes (ramble/modifiers/caliper): `counts` is `mpi` plus call counts (region.count),
-# which the barrier advisor needs to tell debugging barriers from others.
-CALIPER_MODES = ("off", "time", "mpi", "counts", "comm", "matrix")
+
+
+def modifier_modes(modifier: Path) -> tuple[str, ...]:
+    """The modes the Caliper modifier declares (its `mode("NAME", ...)` directives, read from its source), less
+    `preload`, which a plan chooses for applications without Caliper rather than the user: the one list."""
+    tree = ast.parse(modifier.read_text(), str(modifier))
+    return tuple(n.args[0].value for n in ast.walk(tree)
+                 if isinstance(n, ast.Call) and getattr(n.func, "id", None) == "mode" and n.args
+                 and isinstance(n.args[0], ast.Constant) and n.args[0].value != "preload")
+
+
+# `off`, or a mode of the Caliper modifier: `counts` is `mpi` plus call counts (region.count), which the barrier
+# advisor needs to tell debugging barriers from others.
+CALIPER_MODES = ("off", *modifier_modes(RAMBLE_DIR / "modifiers" / "caliper" / "modifier.py"))
 
 
 def _folder(study: str) -> Path:
@@ -352,7 +364,7 @@ def plan_run(study: str, site: str = "local", stacks: list[str] | None = None,
                     (False, builds[s].note or "no Caliper was found for this MPI at setup")
                     for s in stacks}
         if preloaded:
-            profiled = {s: _preloaded(s) for s in stacks}
+            profiled = {s: _preloaded(s, builds[s].caliper_prefix) for s in stacks}
     else:
         offered = list(site_conf.get("stacks") or [])
         stacks = choose("stack", stacks, sorted(offered)) if stacks else \
@@ -372,10 +384,11 @@ def plan_run(study: str, site: str = "local", stacks: list[str] | None = None,
                 unused_defaults=unused, rank_variables=rank_variables)
 
 
-def _preloaded(stack: str) -> tuple[bool, str]:
+def _preloaded(stack: str, named: Path | None) -> tuple[bool, str]:
     """Whether an unannotated application on STACK can be profiled: the stack's no-GOTCHA Caliper, which
-    `commscope setup` builds."""
-    prefix = caliper_builds.installed(stack_catalog.by_name(stack), "preload")
+    `commscope setup` builds, or the one its workloads were built with (NAMED) when that is built without GOTCHA."""
+    prefix = caliper_builds.preload_prefix(stack_catalog.by_name(stack), named)
     if prefix is None:
-        return False, "no no-GOTCHA Caliper for this MPI; `commscope setup` builds one from the pinned sources"
+        return False, ("no no-GOTCHA Caliper for this MPI; `commscope setup` builds one from the pinned sources, "
+                       "or pass --caliper-prefix STACK=PREFIX of a Caliper built with -DWITH_GOTCHA=OFF")
     return True, f"preloading the no-GOTCHA Caliper {prefix}"

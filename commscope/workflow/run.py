@@ -11,7 +11,6 @@ import subprocess
 import time
 from pathlib import Path
 
-import click
 import yaml
 
 from commscope.store import db
@@ -85,7 +84,6 @@ def run_scope_files(plan: Plan) -> dict[str, dict]:
         "commscope_study": plan.study,
         "commscope_site": plan.site,
         "commscope_root": str(ROOT),      # studies name their own files under it (placement maps)
-        "caliper_setting": plan.caliper,
         **{var: str(install_prefix(plan, var)) for var in plan.prefixes},   # the study's programs (study_config)
         **plan.unused_defaults,           # required by Ramble, used by no workload of the application
     }
@@ -262,7 +260,7 @@ def summarize(ws: Path) -> dict:
     return status
 
 
-def run(plan: Plan, echo=click.echo, ingest: bool = True, allow_unprofiled: bool = False) -> Path:
+def run(plan: Plan, echo=print, ingest: bool = True, allow_unprofiled: bool = False) -> Path:
     """Runs the plan's study; an experiment that asked for a profile and wrote none is said in one line each, and
     raises Unprofiled (exit 3) at the end unless ALLOW_UNPROFILED."""
     t0 = time.monotonic()
@@ -363,7 +361,7 @@ def say_profiles(plan: Plan, dirs: list[Path], echo) -> None:
         echo(f"  {len(unprofiled)} of {len(dirs)} experiments will carry no profile (stacks {', '.join(bare)} {how})")
 
 
-def ensure_store(echo=click.echo) -> None:
+def ensure_store(echo=print) -> None:
     """The store a run ingests into, ready before its experiments run: a server named by COMMSCOPE_DB_URL or
     PG* must answer; without one, the embedded store is started and migrated as `commscope db start` does.
     Checked first, so a run does not find out only after its experiments that nothing can store them."""

@@ -7,33 +7,10 @@ from __future__ import annotations
 import psycopg
 from psycopg import sql
 
-# v_run_metrics columns the gate can judge, and which way is worse.
-METRICS = {"time_s": "lower", "mpi_time_avg_s": "lower", "mpi_time_max_s": "lower", "mpi_fraction_avg": "lower",
-           "mpi_fraction_slowest": "lower", "user_time_avg_s": "lower", "mpi_sync_time_avg_s": "lower",
-           "load_balance": "higher", "communication_efficiency": "higher", "parallel_efficiency": "higher"}
-# The names the gate had before the measurement model, for pipelines that still pass them.
-ALIASES = {"wall_time": "time_s", "mpi_time_avg": "mpi_time_avg_s"}
 # What a selection may filter on: v_runs columns (the dashboards' template variables).
 FILTERS = ("system", "app", "workload", "variant", "stack", "interconnect", "ranks")
 # What a finding says about its series (v_runs columns of its newest run), for the label and the annotation.
 DESCRIBE = FILTERS + ("global_size",)
-LOWER_BETTER_UNITS = {"s", "ms", "us", "ns", "sec", "msec", "usec", "nsec", "seconds"}  # usec: IMB through Ramble
-
-
-class NotMeasured(LookupError):
-    """The judged campaign has successful runs in the selection, but none of them measured the metric (an MPI
-    fraction of runs made without MPI wrapping, say): there is nothing to judge on it, which is not an error
-    of the selection."""
-
-
-
-def canonical_metric(metric: str) -> str:
-    """The v_run_metrics column (or fom:NAME) a --metric names."""
-    metric = ALIASES.get(metric, metric)
-    if metric.startswith("fom:") or metric in METRICS:
-        return metric
-    raise ValueError(f"unknown metric {metric!r}; choose a v_run_metrics column ({', '.join(METRICS)}), "
-                     f"{', '.join(f'{a} (= {c})' for a, c in ALIASES.items())}, or fom:NAME")
 
 
 def _fom_and_context(conn: psycopg.Connection, spec: str) -> tuple[str, str | None]:
@@ -55,10 +32,11 @@ def _fom_and_context(conn: psycopg.Connection, spec: str) -> tuple[str, str | No
     return name, context
 
 
-def measurements(conn: psycopg.Connection, metric: str, where: dict) -> tuple[sql.Composable, dict, str]:
+def measurements(conn: psycopg.Connection, metric: str, where: dict) -> tuple[sql.Composable, dict, set | None]:
     """A SELECT of (series_id, window, campaign_id, started_at, run_id, value, system_id) over the ok runs with a
-    series in the selection, not run (the callers narrow it to the rows they need), its named parameters, and the
-    metric's direction. v_runs is joined only when the selection filters on its columns."""
+    series in the selection, not run (the callers narrow it to the rows they need), its named parameters, and for
+    a FOM (fom:NAME) the units it is stored in (None for a v_run_metrics column). v_runs is joined only when the
+    selection filters on its columns."""
     clauses, params = [sql.SQL("r.status = 'ok'"), sql.SQL("r.series_id IS NOT NULL")], {}
     for k, v in where.items():
         if v is not None:
@@ -72,28 +50,16 @@ def measurements(conn: psycopg.Connection, metric: str, where: dict) -> tuple[sq
                                             "DISTINCT FROM %s", (name, context))}
         if not units:
             raise ValueError(f"no FOM named {name!r} in the store")
-        direction = "lower" if units <= LOWER_BETTER_UNITS else "higher" if all("/s" in (u or "") for u in units) else None
-        if direction is None:
-            raise ValueError(f"FOM {name!r} has units {sorted(map(str, units))}: cannot tell whether larger is worse")
         # A FOM is the workload's own figure: no window of commscope's.
         q = sql.SQL("SELECT r.series_id, 'fom'::text AS \"window\", r.campaign_id, r.started_at, r.id AS run_id, "
                     "f.value, r.system_id FROM runs r {} JOIN foms f ON f.run_id = r.id "
                     "WHERE f.name = %(fom)s AND f.context IS NOT DISTINCT FROM %(fom_context)s AND {}"
                     ).format(described, selected)
-        return q, {**params, "fom": name, "fom_context": context}, direction
+        return q, {**params, "fom": name, "fom_context": context}, units
     q = sql.SQL("SELECT r.series_id, w.\"window\", r.campaign_id, r.started_at, r.id AS run_id, w.{col} AS value, "
                 "r.system_id FROM runs r JOIN run_windows w ON w.run_id = r.id {described} "
                 "WHERE {selected}").format(col=sql.Identifier(metric), described=described, selected=selected)
-    return q, params, METRICS[metric]
-
-
-def _values(conn: psycopg.Connection, metric: str, where: dict) -> tuple[list[tuple], str]:
-    """Every row (series_id, window, campaign_id, started_at, run_id, value) of the metric in the selection, and its
-    direction: for inspecting what the gate would compare (the gate itself reads measured_rows' window only)."""
-    measured, params, direction = measurements(conn, canonical_metric(metric), where)
-    q = sql.SQL("SELECT series_id, \"window\", campaign_id, started_at, run_id, value FROM ({}) m "
-                "WHERE value IS NOT NULL").format(measured)
-    return conn.execute(q, params).fetchall(), direction
+    return q, params, None
 
 
 def runs_of(conn: psycopg.Connection, measured: sql.Composable, params: dict, campaign: int) -> int:
@@ -200,45 +166,28 @@ def describe(conn: psycopg.Connection, run_ids: list[int]) -> dict[int, dict]:
             for r in conn.execute(q, (run_ids,))}
 
 
-def detectable(f) -> str:
-    """A finding's detectable effect as text: the smallest shift its campaign would have flagged."""
-    return f"{f.detectable:+.0%}" if f.detectable is not None else "none (no shift would have been flagged)"
-
-
-def annotate(conn: psycopg.Connection, findings: list, link=lambda f: None) -> int:
-    """One annotation per regression or improvement, shown by the dashboards, ending in LINK(finding) when it gives
-    one (the gate passes its call-tree diff URL, gate.outputs.diff_url; as text, since the dashboards escape
-    annotation texts); re-checking the same campaign replaces its annotations (one per series, metric and time:
-    tag series:ID)."""
-    n = 0
+def annotate(conn: psycopg.Connection, notes: list[tuple[dict, str, str, object, str]]) -> int:
+    """NOTES as dashboard annotations: (series, metric, verdict, time, text) each, SERIES a finding's series (its
+    id and FILTERS' columns). Annotating the same series, metric and time again replaces it (tag series:ID)."""
     with conn.transaction():
-        for f in findings:
-            if f.verdict not in ("regression", "improvement"):
-                continue
-            tag = f"series:{f.series['series_id']}"
+        for series, metric, verdict, time, text in notes:
+            tag = f"series:{series['series_id']}"
             conn.execute("DELETE FROM annotations WHERE \"time\" = %s AND tags @> %s",
-                         (f.time, ["commscope-check", f.metric, tag]))
-            conn.execute("INSERT INTO annotations (\"time\", system, app, workload, variant, stack, interconnect, ranks, "
-                         "text, tags) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
-                         (f.time, *(f.series[k] for k in FILTERS),
-                          f"{f.verdict}: {f.metric} [{f.series['window']}] {f.effect:+.1%} against the median of "
-                          f"{f.n_baseline} earlier runs of series #{f.series['series_id']} (p={f.p_value:.2g}; "
-                          f"detectable effect {detectable(f)})"
-                          + (f"; call tree diff: {link(f)}" if link(f) else ""),
-                          ["commscope-check", f.metric, f.verdict, tag]))
-            n += 1
-    return n
+                         (time, ["commscope-check", metric, tag]))
+            conn.execute("INSERT INTO annotations (\"time\", system, app, workload, variant, stack, interconnect, "
+                         "ranks, text, tags) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+                         (time, *(series[k] for k in FILTERS), text, ["commscope-check", metric, verdict, tag]))
+    return len(notes)
 
 
-def record_detectable(conn: psycopg.Connection, findings: list, alpha: float, min_effect: float) -> int:
+def record_detectable(conn: psycopg.Connection, rows: list[tuple]) -> int:
     """What each judged series could have seen (gate_detectable, migration 0036; v_noisy_series lists the ones
-    too noisy to gate): one row per series, metric and window, replaced unless a newer campaign's is stored.
-    Findings without a baseline are not written."""
+    too noisy to gate): ROWS of (series_id, metric, window, campaign_id, run_id, time, verdict, detectable,
+    max_undetectable, runs_a_night, n_new, n_baseline, reason), one per series, metric and window, each replacing
+    the stored one unless a newer campaign's is stored."""
     n = 0
     with conn.transaction():
-        for f in findings:
-            if f.verdict == "no baseline" or not (f.runs or {}).get("new"):
-                continue
+        for row in rows:
             n += conn.execute(
                 "INSERT INTO gate_detectable (series_id, metric, \"window\", campaign_id, run_id, \"time\", verdict, "
                 "detectable, max_undetectable, runs_a_night, n_new, n_baseline, reason) "
@@ -248,12 +197,8 @@ def record_detectable(conn: psycopg.Connection, findings: list, alpha: float, mi
                 "detectable = EXCLUDED.detectable, max_undetectable = EXCLUDED.max_undetectable, "
                 "runs_a_night = EXCLUDED.runs_a_night, n_new = EXCLUDED.n_new, n_baseline = EXCLUDED.n_baseline, "
                 "reason = EXCLUDED.reason, checked_at = now() "
-                "WHERE gate_detectable.campaign_id <= EXCLUDED.campaign_id",
-                (f.series["series_id"], f.metric, f.series["window"], f.campaign, max(f.runs["new"]), f.time,
-                 f.verdict, f.detectable, f.max_undetectable, f.runs_a_night, f.n_new, f.n_baseline,
-                 f.reason(alpha, min_effect))).rowcount
+                "WHERE gate_detectable.campaign_id <= EXCLUDED.campaign_id", row).rowcount
     return n
-
 
 
 # ---- accepted levels (gate/levels.py) ---------------------------------------------------------------------------
@@ -274,11 +219,12 @@ def level_series(conn: psycopg.Connection, campaign: int, series_ids: list[int] 
     return conn.execute(q, {**params, "campaign": campaign, "series": series_ids}).fetchall()
 
 
-def record_levels(conn: psycopg.Connection, campaign: int, reason: str, rows: list[tuple]) -> None:
-    """CAMPAIGN as the new level of each series of ROWS (level_series), with one annotation each tagged
-    accepted-level at the campaign's first run of the series, in one transaction; accepting again replaces both."""
+def record_levels(conn: psycopg.Connection, campaign: int, reason: str, rows: list[tuple], texts: list[str]) -> None:
+    """CAMPAIGN as the new level of each series of ROWS (level_series), with one annotation each (TEXTS, in
+    ROWS' order) tagged accepted-level at the campaign's first run of the series, in one transaction; accepting
+    again replaces both."""
     with conn.transaction():
-        for sid, time, *label in rows:
+        for (sid, time, *label), text in zip(rows, texts, strict=True):
             conn.execute("INSERT INTO accepted_levels (series_id, campaign_id, reason) VALUES (%s, %s, %s) "
                          "ON CONFLICT (series_id, campaign_id) DO UPDATE SET reason = EXCLUDED.reason, "
                          "accepted_by = current_user, accepted_at = now()", (sid, campaign, reason))
@@ -286,8 +232,7 @@ def record_levels(conn: psycopg.Connection, campaign: int, reason: str, rows: li
             conn.execute("DELETE FROM annotations WHERE \"time\" = %s AND tags @> %s", (time, ["accepted-level", tag]))
             conn.execute("INSERT INTO annotations (\"time\", system, app, workload, variant, stack, interconnect, "
                          "ranks, text, tags) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
-                         (time, *label, f"new level accepted from campaign {campaign} for series #{sid}: {reason}",
-                          ["commscope-accept", "accepted-level", tag]))
+                         (time, *label, text, ["commscope-accept", "accepted-level", tag]))
 
 
 # ---- change points (gate/changepoints.py) ----------------------------------------------------------------------
