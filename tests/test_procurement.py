@@ -105,10 +105,11 @@ def test_the_procurement_panel_ranks_stacks_as_the_workloads_timers_do(dsn):
     for e in exps:
         timer_geo *= e["total"]["pypi-impi2021"] / e["total"][REF]
     timer_geo **= 1 / len(exps)
-    # one bar per system, stack and interconnect: each stack ran over its own default transport
+    # one bar per system, stack (its versions compared) and interconnect: each stack ran over its own default
+    # transport
     bars = {}
     for label, v in geo.items():
-        sy, st, _interconnect = label.split(" ")
+        sy, st, _versions, _interconnect = re.fullmatch(r"(\S+) (\S+)(?: \((.*)\))? (\S+)", label).groups()
         assert (sy, st) not in bars, geo
         bars[(sy, st)] = v
     assert (bars[(system, "pypi-impi2021")] > 1) == (timer_geo > 1)
