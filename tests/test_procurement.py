@@ -159,6 +159,7 @@ def test_each_interconnect_is_its_own_row_against_one_reference_interconnect(dsn
                           env=interconnects.get(entry).environ())
             assert r.returncode == 0 and f"PARAM interconnect {entry}" in r.stdout, r.stderr[-800:]
             total[(system, ic)] = float(re.search(r"^FOM total_time (\S+) s$", r.stdout, re.M).group(1))
+            version = re.search(r"^MPI_LIBRARY Open MPI v(\S+?),", r.stdout, re.M).group(1)
             out = tmp_path / f"{system}-{ic}" / "commgraph.out"
             out.parent.mkdir()
             out.write_text(r.stdout)
@@ -177,5 +178,7 @@ def test_each_interconnect_is_its_own_row_against_one_reference_interconnect(dsn
         assert got[key]["time_s"] == pytest.approx(t, rel=1e-9), key
         assert got[key]["ref_time"] == pytest.approx(total[("ref-box", "shm")], rel=1e-9), key
         assert got[key]["normalized"] == pytest.approx(t / total[("ref-box", "shm")], rel=1e-9), key
+    assert all(r["versions"] == f"Open MPI {version}" for r in rows), rows   # as the runs printed it
     for (system, ic), t in total.items():
-        assert geo[f"{system} {REF} {ic}"] == pytest.approx(t / total[("ref-box", "shm")], rel=1e-9)
+        assert geo[f"{system} {REF} (Open MPI {version}) {ic}"] == pytest.approx(t / total[("ref-box", "shm")],
+                                                                                rel=1e-9)
