@@ -114,3 +114,13 @@ def test_each_stack_is_compared_on_its_newest_version_in_the_range_and_named(sto
         bar = bars[f"{s} Open MPI (Open MPI {version}) {interconnect}"]
         assert bar["normalized"] == pytest.approx(expected[s] / expected[REF], rel=1e-9)
         assert bar["experiments"] == 1
+
+
+def test_the_reports_procurement_panels_name_the_newest_version_only(store):
+    """The static report renders the same panels over all the runs: they name 4.1.6, and 4.1.4 nowhere."""
+    from commscope.views import report
+    url, _root = store
+    with psycopg.connect(url) as conn:
+        page = report.render(conn)
+    assert "Open MPI (Open MPI 4.1.6)" in page and "Open MPI 4.1.6" in page
+    assert "Open MPI 4.1.4" not in page
