@@ -2,6 +2,8 @@
 # commscope's execute_experiment template (ramble/execute_experiment.tpl), copied into every
 # workspace by `commscope run`. Ramble expands the names in braces.
 cd "{experiment_run_dir}"
+# The kernel this runs on, a version of the experiment's runs (commscope/read/ramble.py reads it).
+uname -r > "{experiment_run_dir}/kernel-release"
 
 {command}
 

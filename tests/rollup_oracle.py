@@ -132,16 +132,19 @@ FROM (SELECT {_DAY_SERIES_OF}, count(*)::integer AS n, sum(comm_time_avg) AS com
             WHERE r.series_id IS NOT NULL) h
       GROUP BY 1, 2, 3, 4, 5, 6, 7, 8, series_id) d""",
     # 0029's v_comparison_daily: each ok run once, on its focus window where that has a time, else its run window
-    # (0014's v_run_compared, with the time > 0 the procurement panels ask), per day, series and window.
+    # (0014's v_run_compared, with the time > 0 the procurement panels ask), per day, series, window and (0039) the
+    # run's MPI library string, with the group's newest run start.
     """CREATE OR REPLACE VIEW v_comparison_daily AS
 SELECT date_trunc('day', c.started_at, 'UTC') AS "time", c.series_id, c.environment->>'system' AS system,
        c.environment->>'stack' AS stack, c.environment->>'interconnect' AS interconnect, c.app, c.ranks,
        c.parameters, c."window", count(*)::integer AS runs, sum(c.time_s) AS time_sum, min(c.time_s) AS time_min,
-       max(c.time_s) AS time_max
+       max(c.time_s) AS time_max, st.library AS mpi_library, mpi_version_label(st.library) AS mpi_version,
+       max(c.started_at) AS last_run
 FROM (SELECT DISTINCT ON (run_id) * FROM v_run_metrics
       WHERE status = 'ok' AND series_id IS NOT NULL AND time_s > 0
       ORDER BY run_id, "window" = 'focus' DESC) c
-GROUP BY 1, 2, 3, 4, 5, 6, 7, 8, 9""",
+JOIN runs r ON r.id = c.run_id LEFT JOIN stacks st ON st.id = r.stack_id
+GROUP BY 1, 2, 3, 4, 5, 6, 7, 8, 9, st.library""",
     f"""CREATE OR REPLACE VIEW v_io_daily AS
 SELECT {_DAY_SERIES_OF}, method, group_size, count(write_mbs)::integer AS write_n, sum(write_mbs) AS write_mbs_sum,
        count(read_mbs)::integer AS read_n, sum(read_mbs) AS read_mbs_sum

@@ -345,24 +345,27 @@ def _assert_shown_rollup_is_what_the_runs_say(conn) -> int:
 def _assert_comparison_rollup_is_what_the_runs_say(conn) -> int:
     """v_comparison_daily against the runs' own windows, here: each run compared on its focus window when that has
     a time above 0, else on its run window when that has, else left out; per UTC day, series, application, rank
-    count and window the runs, their time's sum, least and greatest; system, stack and interconnect the series
-    environment's."""
+    count, window and MPI library string the runs, their time's sum, least and greatest and the newest run's
+    start; system, stack and interconnect the series environment's."""
     per_run: dict = {}
     for w in _windows_of_ok_runs(conn):
         if w["time_s"] is not None and w["time_s"] > 0:
             per_run.setdefault(w["run_id"], {})[w["window"]] = w
     env = {sid: (e, params) for sid, e, params in conn.execute("SELECT id, environment, parameters FROM series")}
+    library = dict(conn.execute("SELECT r.id, st.library FROM runs r LEFT JOIN stacks st ON st.id = r.stack_id"))
     groups: dict = {}
     for by_window in per_run.values():
         w = by_window.get("focus") or by_window["run"]
         e, params = env[w["series_id"]]
         key = (_utc_day(w["started_at"]), w["series_id"], e.get("system"), e.get("stack"), e.get("interconnect"),
-               w["app"], w["ranks"], json.dumps(params, sort_keys=True), w["window"])
-        groups.setdefault(key, []).append(w["time_s"])
-    expected = {k: (len(ts), math.fsum(ts), min(ts), max(ts)) for k, ts in groups.items()}
-    got = {(_utc_day(t), sid, sy, st, ic, app, n, json.dumps(params, sort_keys=True), window): tuple(rest)
-           for t, sid, sy, st, ic, app, n, params, window, *rest in conn.execute(
-               "SELECT * FROM v_comparison_daily").fetchall()}
+               w["app"], w["ranks"], json.dumps(params, sort_keys=True), w["window"], library[w["run_id"]])
+        groups.setdefault(key, []).append((w["time_s"], w["started_at"]))
+    expected = {k: (len(ts), math.fsum(t for t, _ in ts), min(t for t, _ in ts), max(t for t, _ in ts),
+                    max(at for _, at in ts)) for k, ts in groups.items()}
+    got = {(_utc_day(t), sid, sy, st, ic, app, n, json.dumps(params, sort_keys=True), window, lib):
+           (runs, tsum, tmin, tmax, last)
+           for t, sid, sy, st, ic, app, n, params, window, runs, tsum, tmin, tmax, lib, _version, last
+           in conn.execute("SELECT * FROM v_comparison_daily").fetchall()}
     assert set(got) == set(expected), "v_comparison_daily has other groups than the runs"
     for key in expected:
         assert _same([got[key]], [expected[key]]), (key, got[key], expected[key])

@@ -105,10 +105,11 @@ def test_the_procurement_panel_ranks_stacks_as_the_workloads_timers_do(dsn):
     for e in exps:
         timer_geo *= e["total"]["pypi-impi2021"] / e["total"][REF]
     timer_geo **= 1 / len(exps)
-    # one bar per system, stack and interconnect: each stack ran over its own default transport
+    # one bar per system, stack (its versions compared) and interconnect: each stack ran over its own default
+    # transport
     bars = {}
     for label, v in geo.items():
-        sy, st, _interconnect = label.split(" ")
+        sy, st, _versions, _interconnect = re.fullmatch(r"(\S+) (\S+)(?: \((.*)\))? (\S+)", label).groups()
         assert (sy, st) not in bars, geo
         bars[(sy, st)] = v
     assert (bars[(system, "pypi-impi2021")] > 1) == (timer_geo > 1)
@@ -158,6 +159,7 @@ def test_each_interconnect_is_its_own_row_against_one_reference_interconnect(dsn
                           env=interconnects.get(entry).environ())
             assert r.returncode == 0 and f"PARAM interconnect {entry}" in r.stdout, r.stderr[-800:]
             total[(system, ic)] = float(re.search(r"^FOM total_time (\S+) s$", r.stdout, re.M).group(1))
+            version = re.search(r"^MPI_LIBRARY Open MPI v(\S+?),", r.stdout, re.M).group(1)
             out = tmp_path / f"{system}-{ic}" / "commgraph.out"
             out.parent.mkdir()
             out.write_text(r.stdout)
@@ -176,5 +178,7 @@ def test_each_interconnect_is_its_own_row_against_one_reference_interconnect(dsn
         assert got[key]["time_s"] == pytest.approx(t, rel=1e-9), key
         assert got[key]["ref_time"] == pytest.approx(total[("ref-box", "shm")], rel=1e-9), key
         assert got[key]["normalized"] == pytest.approx(t / total[("ref-box", "shm")], rel=1e-9), key
+    assert all(r["versions"] == f"Open MPI {version}" for r in rows), rows   # as the runs printed it
     for (system, ic), t in total.items():
-        assert geo[f"{system} {REF} {ic}"] == pytest.approx(t / total[("ref-box", "shm")], rel=1e-9)
+        assert geo[f"{system} {REF} (Open MPI {version}) {ic}"] == pytest.approx(t / total[("ref-box", "shm")],
+                                                                                rel=1e-9)

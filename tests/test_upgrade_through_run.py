@@ -131,3 +131,58 @@ def test_the_gate_judges_after_against_before(dsn):
     for f in findings:
         assert (f["n_baseline"], f["baseline_campaign"], f["n_new"]) == (1, first, 1), f["label"]
         assert f["environment"]["stack"] == "pypi-openmpi5" and "mpi_library" not in f["environment"], f["label"]
+
+
+AFTER_KERNEL = "6.1.0-21-amd64"
+
+
+def record_kernel(ws: Path) -> None:
+    """Runs the kernel line of ramble/execute_experiment.tpl in each experiment directory of WS, as the
+    experiment's script does before its command."""
+    tpl = (Path(__file__).parent.parent / "ramble" / "execute_experiment.tpl").read_text()
+    (line,) = [t for t in tpl.splitlines() if "kernel-release" in t and not t.startswith("#")]
+    for d in sorted(p.parent for p in ws.glob("experiments/*/*/*/execute_experiment")):
+        subprocess.run(["bash", "-c", line.replace("{experiment_run_dir}", str(d))], check=True)
+
+
+def test_the_kernel_each_experiment_recorded_is_a_version_of_its_runs(dsn, tmp_path):
+    """Both workspaces copied, each experiment directory given the kernel release its script records (the
+    template's own line, run here: this machine's `uname -r`); the `after` copy then as on a node rebooted into
+    another kernel (its files rewritten). Every run stores the release its directory holds, and the store names
+    the kernel change at the second campaign like the other versions."""
+    import shutil
+    before, after = tmp_path / "before", tmp_path / "after"
+    shutil.copytree(BEFORE, before, symlinks=True)
+    shutil.copytree(AFTER, after, symlinks=True)
+    record_kernel(before)
+    record_kernel(after)
+    files = {ws: {d.name: (d / "kernel-release").read_text().strip()
+                  for d in (p.parent for p in ws.glob("experiments/*/*/*/kernel-release"))} for ws in (before, after)}
+    assert set(files[before].values()) == {os.uname().release} != {AFTER_KERNEL}
+    for f in after.glob("experiments/*/*/*/kernel-release"):
+        f.write_text(AFTER_KERNEL + "\n")
+    files[after] = dict.fromkeys(files[after], AFTER_KERNEL)
+    first, second = ingest(dsn, before), ingest(dsn, after)
+    with psycopg.connect(dsn) as conn:
+        for campaign, ws in ((first, before), (second, after)):
+            stored = dict(conn.execute("SELECT experiment, kernel FROM runs WHERE campaign_id = %s", (campaign,)))
+            assert stored == {name: files[ws][out_file(ws, exp).parent.name] for name, exp in ok(ws).items()}, stored
+        changes = conn.execute("SELECT series_id, previous, value, campaign_id FROM v_version_changes "
+                               "WHERE what = 'kernel'").fetchall()
+    assert len(changes) == len(ok(AFTER)) == len({c[0] for c in changes})
+    assert {c[1:] for c in changes} == {(os.uname().release, AFTER_KERNEL, second)}
+
+
+def test_a_kernel_file_that_is_no_release_is_refused_and_nothing_stored(dsn, tmp_path):
+    """A kernel-release of two lines is no `uname -r`: one line naming the file, a non-zero exit, no run stored."""
+    import shutil
+    ws = tmp_path / "before"
+    shutil.copytree(BEFORE, ws, symlinks=True)
+    bad = next(ws.glob("experiments/*/*/*/execute_experiment")).parent / "kernel-release"
+    bad.write_text("6.1.0-18-amd64\nsomething else\n")
+    r = subprocess.run([*CLI, "ingest", "-q", str(ws)], capture_output=True, text=True, timeout=600,
+                       env={**os.environ, "COMMSCOPE_DB_URL": dsn})
+    assert r.returncode != 0 and str(bad) in r.stderr and "Traceback" not in r.stderr, r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+    with psycopg.connect(dsn) as conn:
+        assert conn.execute("SELECT count(*) FROM runs").fetchone()[0] == 0

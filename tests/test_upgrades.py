@@ -1,9 +1,9 @@
 """Series that outlive upgrades (docs/measurement-model.md, gate/attribution.py): an MPI library upgrade, a compiler
-change and a Spack rebuild, each with five of ten series 30 % slower from the change on, ingested night by night
-through the real command line (tests/upgrade_history.py: real cgsolve timings). The gate must judge each series
-against its history before the change, flag the slowed ones within two nights naming the change, keep the others
-quiet, and judge against a level once it is accepted. The expected values come from the generator's own plan (which
-series slowed, when, what changed), never from commscope's formulas."""
+change, a Spack rebuild and a kernel update, each with five of ten series 30 % slower from the change on, ingested
+night by night through the real command line (tests/upgrade_history.py: real cgsolve timings). The gate must judge
+each series against its history before the change, flag the slowed ones within two nights naming the change, keep the
+others quiet, and judge against a level once it is accepted. The expected values come from the generator's own plan
+(which series slowed, when, what changed), never from commscope's formulas."""
 from __future__ import annotations
 
 import datetime as dt

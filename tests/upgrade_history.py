@@ -1,9 +1,9 @@
 """Nightly histories across a software change, as workload outputs: one real cgsolve output
 (tests/data/cgsolve-direct-n4.mpi-profile.out) rewritten with run times drawn from the real samples in
 bench/results/regression_accuracy_samples.json (cgsolve idle, each less its wait for a core), one series per
-iteration count. From the change on, the MPI library line, the compiler or the Spack hash given at ingest
-changes, and the SLOWED series run 30 % slower. tests/stores/README.md says how the schema-37 dump was made from
-this."""
+iteration count. From the change on, the MPI library line, or the compiler, Spack hash or kernel release given at
+ingest changes, and the SLOWED series run 30 % slower. tests/stores/README.md says how the schema-37 dump was made
+from this."""
 from __future__ import annotations
 
 import json
@@ -26,7 +26,8 @@ RUNS = 3
 SCENARIOS = {"mpi": ("upgrade-mpi", "MPI library", (OLD_MPI, NEW_MPI)),
              "compiler": ("upgrade-compiler", "compiler", ("gcc 12.2.0", "gcc 13.2.0")),
              "spack": ("upgrade-spack", "Spack spec hash", ("4kzqnbb5tqykvvbqyw6lqzzx3ymk2pyq",
-                                                            "xq3dlj5n7g3w4ys4pwdmzjmfwbdmq4hl"))}
+                                                            "xq3dlj5n7g3w4ys4pwdmzjmfwbdmq4hl")),
+             "kernel": ("upgrade-kernel", "kernel", ("6.1.0-18-amd64", "6.1.0-21-amd64"))}
 
 
 def samples() -> list[float]:
@@ -75,5 +76,7 @@ def write_nights(root: Path, scenario: str, seed: int = 43, nights: int = NIGHTS
             opts["--compiler"] = after if new else before
         if scenario == "spack":
             opts["--spack-hash"] = after if new else before
+        if scenario == "kernel":
+            opts["--kernel"] = after if new else before
         out.append((night, folder, opts))
     return out

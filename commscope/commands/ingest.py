@@ -24,6 +24,8 @@ APP_LIMIT, PARAM_KEY_LIMIT, PARAM_VALUE_LIMIT = 200, 200, 4096   # characters
 @click.option("--compiler", help="compiler and version the application was built with (a version of the run: "
                                  "the series goes on across it)")
 @click.option("--spack-hash", help="Spack spec hash of the application's build (a version of the run)")
+@click.option("--kernel", help="kernel release the runs ran on, as `uname -r` prints it (a version of the run; a "
+                               "release the run recorded itself wins)")
 @click.option("--hardware", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="the system's hardware description (a site's hardware.yaml)")
 @click.option("--skip-bad", is_flag=True, help="continue past bad files and list them at the end")
@@ -59,9 +61,9 @@ APP_LIMIT, PARAM_KEY_LIMIT, PARAM_VALUE_LIMIT = 200, 200, 4096   # characters
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True,
               help="json: one object with the campaign id, the counts and the skipped inputs")
 @click.option("--quiet", "-q", is_flag=True, help="no progress bar; only the campaign id (and errors)")
-def ingest_cmd(paths, system, stack, interconnect, git_commit, ci_pipeline, compiler, spack_hash, hardware, skip_bad,
-               allow_partial, focus, app, ranks, params, param_keys, per_rank, global_params, rank_rows, relabel,
-               started_at, fmt, quiet):
+def ingest_cmd(paths, system, stack, interconnect, git_commit, ci_pipeline, compiler, spack_hash, kernel, hardware,
+               skip_bad, allow_partial, focus, app, ranks, params, param_keys, per_rank, global_params, rank_rows,
+               relabel, started_at, fmt, quiet):
     """Store Caliper profiles of any application (files, directories), or one Ramble workspace, from PATHS
     as one campaign. The last line printed is the campaign's id alone (for `commscope check --campaign`): the
     new campaign, or, when every run was stored before, the campaign that holds them."""
@@ -123,7 +125,7 @@ def ingest_cmd(paths, system, stack, interconnect, git_commit, ci_pipeline, comp
     try:
         prov = Provenance(system=system, stack=stack, interconnect=interconnect, git_commit=git_commit,
                           ci_pipeline=ci_pipeline, compiler=compiler, spack_hash=spack_hash,
-                          hardware=read_hardware(hardware) if hardware else None,
+                          kernel=kernel, hardware=read_hardware(hardware) if hardware else None,
                           started_at=start)
         res, _ = ingest_and_report(list(paths), prov, warn, skip_bad=skip_bad, progress=bar, read=read,
                                    relabel=relabel)

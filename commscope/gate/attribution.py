@@ -3,11 +3,11 @@ Each regression, improvement and suspect lists what differs between its baseline
 series' runs in the gate's window are read) and the call-tree regions whose time moved most; other verdicts none.
 
 - What differs: git commit, commscope's and Caliper's versions, Spack hash, MPI library, interconnect (as stored
-  and as the run printed it), hardware digest and CPU model, Caliper configuration, compiler, hosts. An item
+  and as the run printed it), hardware digest and CPU model, Caliper configuration, compiler, kernel, hosts. An item
   differs when a new run has a value no baseline run has; a value never recorded (None) is no difference.
   `in_series_key`: the series key holds it, so within a series it differs only in spelling.
 - Versions changed: each version (v_version_changes: MPI library, compiler, Spack spec hash, Caliper and
-  commscope versions, hardware) that differs, from its old to its new value, with the campaign it changed in.
+  commscope versions, hardware, kernel) that differs, from its old to its new value, with the campaign it changed in.
 - Regions moved: per call-tree node of the finding's window (all for run, those under the focus region for
   focus), its exclusive time averaged over ranks (node_metrics.excl_avg, 0 where a run lacks it), median over
   baseline and new runs; the REGIONS largest absolute changes (none without a call tree, and it says so).

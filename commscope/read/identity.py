@@ -2,16 +2,16 @@
 
 A series is one experiment on one system: its application, parameters, system, the MPI stack as the site names it,
 the interconnect selection and the profiling configuration (IDENTITY). The versions it ran on (VERSIONS: the MPI
-library's version string, compiler, Spack spec hash, Caliper version, hardware description) are attributes of its
-runs and may change along it, so an upgrade is judged against the history before it. Where only a library string
-names the stack (a direct ingest), the stack is the library's family: `mpi_family`, which migration 0038's SQL
-function of the same name repeats for stores made before."""
+library's version string, compiler, Spack spec hash, Caliper version, hardware description, kernel release) are
+attributes of its runs and may change along it, so an upgrade is judged against the history before it. Where only a
+library string names the stack (a direct ingest), the stack is the library's family: `mpi_family`, which migration
+0038's SQL function of the same name repeats for stores made before."""
 from __future__ import annotations
 
 import re
 
 IDENTITY = ("system", "stack", "interconnect", "caliper")
-VERSIONS = ("mpi_library", "compiler", "spack_hash", "caliper_version", "hardware")
+VERSIONS = ("mpi_library", "compiler", "spack_hash", "caliper_version", "hardware", "kernel")
 
 # (a lower-case part of a library string, its family), first match wins: MVAPICH, Intel MPI and Cray MPICH say
 # "MPICH" too.

@@ -43,6 +43,9 @@ REQUIRED = ("name", "RAMBLE_STATUS", "CONTEXTS", "RAMBLE_VARIABLES", "N_REPEATS"
 # Ramble variable names the studies use for the matrix axes (ramble/README.md).
 # interconnect_name is the catalog name (openmpi4/tcp); interconnect alone is its short label.
 AXES = {"stack": ("stack", "mpi_stack"), "interconnect": ("interconnect_name", "interconnect"), "variant": ("variant",)}
+# The file in which `commscope run`'s experiment script (ramble/execute_experiment.tpl) records `uname -r`: the
+# kernel release the experiment ran on, a version of its runs.
+KERNEL_FILE = "kernel-release"
 # The Spack package of the workloads (packages/spack_repo/commscope): its hash is a run's spack_hash.
 APP_PACKAGE = "commscope-workloads"
 # Ramble's own keywords (ramble/keywords.py of Ramble 0.5) and the variables its pipelines add: names,
@@ -219,7 +222,8 @@ class Workspace:
                 ranks=ranks, nodes=nodes, parameters=params,
                 stack=axes["stack"] or rec.stack, interconnect=axes["interconnect"] or rec.interconnect,
                 variant=axes["variant"] or (parameters_label(own) if own else rec.variant), fom_rows=foms or rec.fom_rows, metadata=meta,
-                spack_hash=clean(self._var(exp, "spack_hash")) or self._spack_hash(exp) or rec.spack_hash),
+                spack_hash=clean(self._var(exp, "spack_hash")) or self._spack_hash(exp) or rec.spack_hash,
+                kernel=self._kernel(run_dir) or rec.kernel),
                 ReadOptions(**declared))
 
     def profiles_missing(self) -> list[tuple[str, Path]]:
@@ -235,6 +239,21 @@ class Workspace:
         v = exp["RAMBLE_VARIABLES"]
         stack = v.get("stack")
         return bool(v.get("caliper_file")) and str(v.get(f"caliper_{stack}", "yes")).lower() not in ("no", "false")
+
+    def _kernel(self, run_dir: Path) -> str | None:
+        """The kernel release the experiment's script recorded in its run directory (KERNEL_FILE); None where
+        it recorded none."""
+        f = run_dir / KERNEL_FILE
+        if not f.exists():
+            return None
+        if not self._inside(f):
+            raise BadProfile(f"{f}: leads outside the workspace (to {f.resolve()}); copy the file into the "
+                             f"experiment's directory or remove the link")
+        text = limited.read_bytes(f, 256).decode("utf-8", "replace").strip()
+        if "\n" in text or not text.isprintable():
+            raise BadProfile(f"{f}: not a kernel release (one line, as `uname -r` prints it); remove the file or "
+                             f"write the release the experiment ran on")
+        return clean(text) or None
 
     def _spack_hash(self, exp: dict) -> str | None:
         """With Ramble's spack package manager, the DAG hash of the workloads build the experiment

@@ -55,6 +55,7 @@ class Record:
     compiler: str | None = None
     spack_hash: str | None = None
     caliper_version: str | None = None
+    kernel: str | None = None       # the node's kernel release (`uname -r`) where a source recorded it
     experiment: str | None = None   # Ramble experiment name
     system: str = "unknown"
     stack: str = "unknown"          # a catalog name (debian-openmpi4) or vendor and version
@@ -605,7 +606,7 @@ def check_labels(rec: Record) -> Record:
                          f"together: shorten it")
     _check_text(src, "MPI library", rec.mpi_library, MPI_LIBRARY_BYTES, "MPI library strings")
     for name in ("profile_kind", "status", "decomposition", "local_size", "compiler", "spack_hash", "caliper_version",
-                 "experiment", "caliper_config"):
+                 "kernel", "experiment", "caliper_config"):
         _check_text(src, name.replace("_", " "), getattr(rec, name))
     for what, v in (("the rank count", rec.ranks), ("the node count (numhosts)", rec.nodes),
                     ("the iteration count", rec.iterations)):

@@ -39,8 +39,8 @@ WRITE_LOCK = "commscope.store.ingest"
 MODEL_VERSION = 4
 RUN_COLUMNS = ("content_hash, campaign_id, system_id, stack_id, status, profile_kind, app, workload, variant, "
                "decomposition, interconnect, ranks, nodes, global_size, local_size, iterations, compiler, spack_hash, "
-               "caliper_version, experiment, started_at, wall_time, mpi_time_avg, mpi_time_max, mpi_fraction_avg, "
-               "mpi_fraction_slowest, source, metadata, hardware_id, series_id, model_version")
+               "caliper_version, kernel, experiment, started_at, wall_time, mpi_time_avg, mpi_time_max, "
+               "mpi_fraction_avg, mpi_fraction_slowest, source, metadata, hardware_id, series_id, model_version")
 
 
 def given_label(value) -> str | None:
@@ -60,6 +60,7 @@ class Provenance:
     ci_pipeline: str | None = None
     spack_hash: str | None = None
     compiler: str | None = None
+    kernel: str | None = None      # --kernel: the kernel release the runs ran on, where no file recorded it
     hardware: dict | None = None   # the site's hardware description (CPU model, cores/node, interconnect, ...)
     started_at: dt.datetime | None = None   # --started-at: the start of runs whose files carry no time
 
@@ -67,6 +68,8 @@ class Provenance:
         over = {k: given_label(v) for k, v in (("system", self.system), ("stack", self.stack),
                                          ("interconnect", self.interconnect), ("spack_hash", self.spack_hash),
                                          ("compiler", self.compiler)) if v}
+        if self.kernel and not rec.kernel:
+            over["kernel"] = given_label(self.kernel)
         if self.started_at and rec.profile_kind == "none":
             # No profile: a workload's output (or a Ramble experiment's log) prints no time, so the reader took the
             # file's modification time, which a copy (a CI artifact) resets; a profile keeps Adiak's launchdate.
@@ -276,7 +279,7 @@ class Writer:
         rows = [(r.content_hash, self.campaign_id, self._system(r.system), self._stack(r.stack, r.mpi_library),
                  r.status, r.profile_kind, r.app, r.workload, r.variant, r.decomposition, r.interconnect, r.ranks,
                  r.nodes, r.global_size, r.local_size, r.iterations, r.compiler, r.spack_hash, r.caliper_version,
-                 r.experiment, r.started_at, r.summary["wall_time"], r.summary["mpi_time_avg"],
+                 r.kernel, r.experiment, r.started_at, r.summary["wall_time"], r.summary["mpi_time_avg"],
                  r.summary["mpi_time_max"], r.summary["mpi_fraction_avg"], r.summary["mpi_fraction_slowest"],
                  r.source, Jsonb(r.metadata), self._hardware(self._system(r.system)), series_id,
                  MODEL_VERSION) for r, series_id in zip(batch, series)]

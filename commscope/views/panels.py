@@ -492,19 +492,26 @@ ORDER BY 1, 2""", ["time", "metric", "write_mbs"], "MBs", "",
 # averaged with it, and the reference is one system, stack and interconnect: the interconnect names each stack's
 # transport (openmpi4/default, impi2021/default), so experiments are paired with the reference whatever theirs is.
 # The panels compare every selected system, so they read migration 0029's rollup of the runs so compared
-# (per day, series and window: count, sum, least and greatest time) over whole UTC days, as the other panels do.
+# (per day, series, window and MPI library: count, sum, least and greatest time, newest run) over whole UTC days, as
+# the other panels do. Each stack is compared on its newest version (0039): of each series, the rows of the library
+# of its newest run in the range; `versions` names the versions compared ("Open MPI 4.1.6"; NULL: not recorded).
 
-_NORMALIZED = f"""WITH t AS (
-  SELECT system, stack, interconnect, app, parameters, "window", sum(time_sum) / sum(runs) AS time_s,
-         min(time_min) AS time_min, max(time_max) AS time_max, sum(runs) AS runs
+_NORMALIZED = f"""WITH d AS (
+  SELECT system, stack, interconnect, app, parameters, "window", mpi_library, mpi_version, runs, time_sum, time_min,
+         time_max, first_value(mpi_library) OVER (PARTITION BY series_id ORDER BY last_run DESC, mpi_library) AS newest
   FROM v_comparison_daily
   WHERE {DAYS} AND app IN ($app) AND ranks IN ($ranks)
     AND ((interconnect IN ($interconnect) AND system IN ($system) AND stack IN ($stack))
          OR (system = '$reference_system' AND stack = '$reference_stack'
              AND interconnect = '$reference_interconnect'))
+), t AS (
+  SELECT system, stack, interconnect, app, parameters, "window",
+         string_agg(DISTINCT mpi_version, ', ' ORDER BY mpi_version) AS versions, sum(time_sum) / sum(runs) AS time_s,
+         min(time_min) AS time_min, max(time_max) AS time_max, sum(runs) AS runs
+  FROM d WHERE mpi_library IS NOT DISTINCT FROM newest
   GROUP BY 1, 2, 3, 4, 5, 6
 ), ref AS (
-  SELECT app, parameters, "window", time_s AS ref_time FROM t
+  SELECT app, parameters, "window", time_s AS ref_time, versions AS ref_versions FROM t
   WHERE system = '$reference_system' AND stack = '$reference_stack' AND interconnect = '$reference_interconnect'
 )
 """
@@ -529,21 +536,24 @@ PROCUREMENT = Dashboard(
     "focus window (else its whole run) normalized to a chosen reference system, stack and interconnect (below 1: "
     "faster than the reference).",
     [
-        Panel("Normalized time per experiment", "table", _NORMALIZED + """SELECT t.system, t.stack, t.interconnect, t.app,
-  (t.parameters - 'nodes')::text AS experiment, t."window", t.runs, t.time_s, t.time_min, t.time_max, ref.ref_time,
-  t.time_s / ref.ref_time AS normalized
+        Panel("Normalized time per experiment", "table", _NORMALIZED + """SELECT t.system, t.stack, t.versions, t.interconnect,
+  t.app, (t.parameters - 'nodes')::text AS experiment, t."window", t.runs, t.time_s, t.time_min, t.time_max,
+  ref.ref_time, ref.ref_versions, t.time_s / ref.ref_time AS normalized
 FROM t JOIN ref USING (app, parameters, "window")
 ORDER BY t.app, experiment, normalized""",
-              ["system", "stack", "interconnect", "app", "experiment", "window", "runs", "time_s", "time_min",
-               "time_max", "ref_time", "normalized"], "",
-              "Mean time of each experiment's runs (min and max beside it) over the reference's, on the same window.",
+              ["system", "stack", "versions", "interconnect", "app", "experiment", "window", "runs", "time_s",
+               "time_min", "time_max", "ref_time", "ref_versions", "normalized"], "",
+              "Mean time of each experiment's runs (min and max beside it) over the reference's, on the same window, "
+              "each stack on its newest version in the range (versions: the ones compared).",
               {"kind": "table"}),
-        Panel("Geometric mean of normalized time", "barchart", _NORMALIZED + """SELECT t.system || ' ' || t.stack || ' ' || t.interconnect AS system_stack_interconnect,
+        Panel("Geometric mean of normalized time", "barchart", _NORMALIZED + """SELECT t.system || ' ' || t.stack || coalesce(' (' || t.versions || ')', '') || ' '
+  || t.interconnect AS system_stack_interconnect,
   exp(avg(ln(t.time_s / ref.ref_time))) AS normalized, count(*) AS experiments
 FROM t JOIN ref USING (app, parameters, "window")
 GROUP BY 1
 ORDER BY 2""", ["system_stack_interconnect", "normalized", "experiments"], "",
-              "Over the experiments both ran, each on the same window.",
+              "Over the experiments both ran, each on the same window, each stack on its newest version in the range "
+              "(in parentheses).",
               {"kind": "bar", "x": "system_stack_interconnect", "y": ["normalized"]}),
     ],
     extra_variables=REFERENCE_VARIABLES, time_from="now-7d")

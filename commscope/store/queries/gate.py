@@ -342,6 +342,7 @@ RUN_ATTRIBUTES = (
     ("Caliper configuration", "s.environment->>'caliper'", True),
     ("Caliper version", "r.caliper_version", False),
     ("compiler", "r.compiler", False),
+    ("kernel", "r.kernel", False),
     ("hosts", "coalesce(r.metadata->>'hostlist', r.metadata->>'hostname')", False),
 )
 
