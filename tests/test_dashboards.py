@@ -43,6 +43,16 @@ SCHEMA = ROOT / "dashboards" / "schema" / "grafana-schema-11.6.0-dashboard.schem
 
 # ---- the JSON -----------------------------------------------------------------------------
 
+def test_each_panel_is_picked_by_its_title():
+    """Tests and the report pick a panel by its title (Dashboard.panel), so titles are unique within a dashboard."""
+    for board in P.DASHBOARDS:
+        titles = [p.title for p in board.panels]
+        assert len(titles) == len(set(titles)), board.uid
+        assert all(board.panel(t).title == t for t in titles)
+    with pytest.raises(KeyError):
+        P.SCALING.panel("no such panel")
+
+
 def test_committed_json_is_what_the_generator_makes():
     built = D.build_all()
     committed = {f.stem: f.read_text() for f in JSON_DIR.glob("*.json")}
@@ -244,17 +254,19 @@ def test_panels_show_what_the_real_runs_did(filled):
         values = P.all_values(conn)
         values.update(P.reference_values(conn, "local", "debian-openmpi4"))
         t0, t1 = _time_range(conn)
-        run = lambda board, i: conn.execute(P.expand(board.panels[i].sql, t0, t1, values)).fetchall()  # noqa: E731
-        best = [dict(zip(P.COLLECTIVES.panels[1].columns, r)) for r in run(P.COLLECTIVES, 1)]
+        def run(board, title):
+            return conn.execute(P.expand(board.panel(title).sql, t0, t1, values)).fetchall()
+        best_band = "Best algorithm per size band"
+        best = [dict(zip(P.COLLECTIVES.panel(best_band).columns, r)) for r in run(P.COLLECTIVES, best_band)]
         ours = [r for r in best if r["collective"] == "allreduce" and r["stack"] == "debian-openmpi4"]
         algos = {r["best_algorithm"] for r in ours}
         assert algos <= {"default", "tuned 3"} and algos, "the forced Allreduce algorithm is labelled from its PARAM echo"
         assert all(r["algorithms"] == 2 for r in ours)
-        io = {r[0].split(" ")[0] + (" " + r[0].split(" ")[1] if " g" in r[0] else "") for r in run(P.IO, 0)}
+        io = {r[0].split(" ")[0] + (" " + r[0].split(" ")[1] if " g" in r[0] else "") for r in run(P.IO, "Bandwidth by method and group size")}
         assert {"independent", "collective", "two-phase g2"} <= io
-        weak = [r for r in run(P.SCALING, 2) if "points/rank" in r[0] and "debian-openmpi4" in r[0]]
+        weak = [r for r in run(P.SCALING, "Weak scaling: parallel efficiency") if "points/rank" in r[0] and "debian-openmpi4" in r[0]]
         assert [r[1] for r in weak] == [1, 2] and weak[0][2] == pytest.approx(1.0)
-        normalized = run(P.PROCUREMENT, 0)
+        normalized = run(P.PROCUREMENT, "Normalized time per experiment")
         ref = [r for r in normalized if (r[0], r[1]) == ("local", "debian-openmpi4")]
         assert ref and all(r[-1] == pytest.approx(1.0) for r in ref)   # normalized, the last column
         ann = conn.execute(P.expand(P.ANNOTATIONS_SQL, t0, t1, values)).fetchall()
@@ -793,7 +805,7 @@ def test_strong_scaling_compares_the_same_experiment_on_the_workloads_timed_loop
     with psycopg.connect(dsn) as conn:
         values = P.all_values(conn)
         t0, t1 = _time_range(conn)
-        rows = conn.execute(P.expand(P.SCALING.panels[0].sql, t0, t1, values)).fetchall()
+        rows = conn.execute(P.expand(P.SCALING.panel("Strong scaling: speedup").sql, t0, t1, values)).fetchall()
     strong = [r for r in rows if " 24,24,16 " in r[0] and "[focus]" in r[0]]
     assert [r[1] for r in strong] == [1, 2], rows
     assert strong[0][2] == pytest.approx(1.0) and strong[1][2] == pytest.approx(t[1] / t[2], rel=1e-9)

@@ -78,6 +78,13 @@ class Dashboard:
     annotations: bool = False
     time_from: str = "now-30d"
 
+    def panel(self, title: str) -> Panel:
+        """The dashboard's panel of that title (titles are unique within a dashboard)."""
+        found = [p for p in self.panels if p.title == title]
+        if len(found) != 1:
+            raise KeyError(f"{self.uid}: {len(found)} panels titled {title!r}")
+        return found[0]
+
 
 # ---- 1. MPI time fraction over time ------------------------------------------------
 
