@@ -9,6 +9,7 @@ import json
 import os
 import re
 import shutil
+import subprocess
 from collections import defaultdict
 from pathlib import Path
 
@@ -299,3 +300,42 @@ def assert_one_clear_line(r, *needles: str, code: int | None = None) -> str:
     for n in needles:
         assert n in lines[0], (n, lines[0])
     return lines[0]
+
+
+# ---- the commscope command in this process ------------------------------------------------------------------
+
+class CommandTimeout(Exception):
+    """The in-process command ran past its timeout."""
+
+
+def cli_in_process(args, env: dict, stdin: str | None = None, timeout: float = 300,
+                   command=None) -> subprocess.CompletedProcess:
+    """`commscope ARGS` (or the click COMMAND) run by click's runner in this process, as a CompletedProcess: the
+    same command, without a Python start (0.7 s) per call. ENV replaces os.environ for the call. As in a process
+    of its own, an exception the command does not handle prints its traceback on stderr and exits 1, and a run
+    past TIMEOUT seconds fails (its traceback says where it was). For calls that are not about the process: a
+    memory limit, a signal or the start of a real interpreter need subprocess."""
+    import signal
+    import traceback
+
+    from click.testing import CliRunner
+
+    from commscope.cli import main
+
+    def expired(_signum, _frame):
+        raise CommandTimeout(f"commscope {' '.join(map(str, args))}: still running after {timeout} s")
+
+    overrides: dict = {k: None for k in os.environ if k not in env}
+    overrides.update(env)
+    previous = signal.signal(signal.SIGALRM, expired)
+    signal.setitimer(signal.ITIMER_REAL, timeout)
+    try:
+        r = CliRunner(mix_stderr=False).invoke(command or main, [str(a) for a in args], input=stdin,
+                                               env=overrides)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    stderr = r.stderr
+    if r.exception is not None and not isinstance(r.exception, SystemExit):
+        stderr += "".join(traceback.format_exception(*r.exc_info))
+    return subprocess.CompletedProcess(["commscope", *map(str, args)], r.exit_code, r.stdout, stderr)

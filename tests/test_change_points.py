@@ -23,7 +23,6 @@ import re
 import shutil
 import statistics
 import subprocess
-import sys
 from pathlib import Path
 
 import psycopg
@@ -31,15 +30,15 @@ import pytest
 
 from commscope.views import panels as P
 from conftest import grant_local
-from helpers import HISTORY, NIGHTS, focus_time
+from helpers import HISTORY, NIGHTS, cli_in_process, focus_time
 
 pytest.importorskip("otava", reason="Apache Otava is not installed: pip install -e '.[changepoints]'")
 
-CLI = [sys.executable, "-m", "commscope.cli"]
 
 
 def cli(dsn: str, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([*CLI, *args], capture_output=True, text=True, env={**os.environ, "COMMSCOPE_DB_URL": dsn})
+    """The real command, in this process (cli_in_process)."""
+    return cli_in_process(args, {**os.environ, "COMMSCOPE_DB_URL": dsn})
 
 
 def run_of(conn, name: str) -> tuple[int, int, dt.datetime]:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import psycopg
 import pytest
-from helpers import assert_one_clear_line
+from helpers import assert_one_clear_line, cli_in_process
 
 DATA = Path(__file__).parent / "data"
 PROFILE = DATA / "halo3d-overlap-n2.runtime-profile.cali"
@@ -26,12 +26,15 @@ def _cap_memory():
 
 
 def cli(dsn: str | None, *args, capped: bool = False, stdin: str | None = None, timeout: int = 300):
-    """The real command in a process of its own (under `ulimit -v 4000000` when CAPPED)."""
+    """The real command: under `ulimit -v 4000000` in a process of its own when CAPPED, else in this process
+    (cli_in_process: an unhandled exception still shows as a traceback, a hang as a failure)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("PG") and k != "COMMSCOPE_DB_URL"}
     if dsn:
         env["COMMSCOPE_DB_URL"] = dsn
+    if not capped:
+        return cli_in_process(args, env, stdin=stdin, timeout=timeout)
     return subprocess.run([*CLI, *map(str, args)], capture_output=True, text=True, env=env, timeout=timeout,
-                          input=stdin, preexec_fn=_cap_memory if capped else None)
+                          input=stdin, preexec_fn=_cap_memory)
 
 
 def counts(dsn: str) -> dict:

@@ -9,26 +9,23 @@ import os
 import re
 import socket
 import stat
-import subprocess
-import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import psycopg
 import pytest
-from helpers import assert_one_clear_line
+from helpers import assert_one_clear_line, cli_in_process
 
 DATA = Path(__file__).parent / "data"
 PROFILE = DATA / "halo3d-overlap-n2.runtime-profile.cali"
-CLI = [sys.executable, "-m", "commscope.cli"]
 
 
 def cli(dsn: str | None, *args, timeout: int = 300):
-    """The real command in a process of its own, with DSN as COMMSCOPE_DB_URL and no PG* variables."""
+    """The real command in this process (cli_in_process), with DSN as COMMSCOPE_DB_URL and no PG* variables."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("PG") and k != "COMMSCOPE_DB_URL"}
     if dsn:
         env["COMMSCOPE_DB_URL"] = dsn
-    return subprocess.run([*CLI, *map(str, args)], capture_output=True, text=True, env=env, timeout=timeout)
+    return cli_in_process(args, env, timeout=timeout)
 
 
 # ---- 1. a dump or a report goes only to a regular file ------------------------------------------------------------

@@ -6,24 +6,21 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import psycopg
 import pytest
-from helpers import assert_one_clear_line
+from helpers import assert_one_clear_line, cli_in_process
 
 DATA = Path(__file__).parent / "data"
 PROFILE = DATA / "halo3d-overlap-n2.runtime-profile.cali"
 OUTPUT = DATA / "halo3d-overlap-n2.runtime-profile.out"
-CLI = [sys.executable, "-m", "commscope.cli"]
 
 
 def cli(dsn: str, *args):
-    """The real command in a process of its own, with DSN as COMMSCOPE_DB_URL and no PG* variables."""
+    """The real command in this process (cli_in_process), with DSN as COMMSCOPE_DB_URL and no PG* variables."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("PG")} | {"COMMSCOPE_DB_URL": dsn}
-    return subprocess.run([*CLI, *map(str, args)], capture_output=True, text=True, env=env, timeout=300)
+    return cli_in_process(args, env)
 
 
 def runs(dsn: str) -> int:

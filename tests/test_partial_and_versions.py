@@ -15,13 +15,12 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import caliperreader
 import psycopg
 import pytest
+from helpers import cli_in_process
 
 from caliperreader import read_caliper_contents
 
@@ -36,7 +35,6 @@ REPEATS_WS = RAMBLE / "smoke-openmpi4-repeats"       # halo3d blocking and overl
 BARRIERS_WS = RAMBLE / "barriers-openmpi4-counts"    # cgsolve with debug barriers off and on
 PER_RANK_N4 = DATA / "halo3d-blocking-n4.per-rank"
 PER_RANK_N2 = DATA / "halo3d-blocking-n2.per-rank"
-CLI = [sys.executable, "-m", "commscope.cli"]
 TIME = "sum#sum#time.duration"
 
 # Base tables, and views that list single runs (a run_id column) or the series catalog: a partial run is in
@@ -49,7 +47,8 @@ PER_RUN = {"campaigns", "runs", "run_day", "run_windows", "node_metrics", "mpi_m
 
 
 def cli(dsn, *args):
-    return subprocess.run([*CLI, *args], capture_output=True, text=True, env={**os.environ, "COMMSCOPE_DB_URL": dsn})
+    """The real command, in this process (cli_in_process)."""
+    return cli_in_process(args, {**os.environ, "COMMSCOPE_DB_URL": dsn})
 
 
 def snapshot(conn) -> dict:

@@ -26,7 +26,7 @@ import psycopg
 import pytest
 import yaml
 
-from conftest import CALIPER_PREFIX, ROOT, stack_or_skip
+from conftest import CALIPER_PREFIX, ROOT, fresh_database, stack_or_skip
 
 STUDY = ROOT / "ramble" / "studies" / "reference"
 CLI = [sys.executable, "-m", "commscope.cli"]
@@ -335,24 +335,49 @@ def test_live_repeats_are_separate_runs_with_equal_parameters(tmp_path, dsn):
         assert {k for k in on if on[k] != off.get(k)} == {"param.debug-barriers"}, (on, off)
 
 
+# The reservoir experiments at 24^3 and 2 ranks: debugging barriers on and off, and the Allreduce methods.
+RESERVOIR_S24_N2 = ('re_search("^reservoir-(barriers-direct-barriers-o(n|ff)|allreduce-[a-z]+)-s24-", '
+                    '"{experiment_name}") and "{n_ranks}" == "2"')
+# The experiments of the machine-limit rows: the stencil's row-naive and col decompositions, the pairs graph with
+# and without the advised placement, pio independent against two-phase.
+MACHINE_ROWS = ('re_search("^stencil-decomp-(col|row-naive)-isend-", "{experiment_name}") or '
+                're_search("^placement-pairs-(default|advised)-", "{experiment_name}") or '
+                're_search("^groundwater-io-(independent|two-phase-g2)-s64-", "{experiment_name}")')
+
+
+@pytest.fixture(scope="module")
+def two_campaigns(tmp_path_factory, server):
+    """Two live `commscope run reference --caliper off` on the local site into one database, as two campaigns:
+    the first runs RESERVOIR_S24_N2 and MACHINE_ROWS, the second RESERVOIR_S24_N2 again. Yields (database,
+    [workspace of each campaign]). Each run renders the whole study, so the two tests reading it share it."""
+    if not RAMBLE_ROOT or not Path(RAMBLE_ROOT, "bin", "ramble").exists():
+        pytest.skip("Ramble is in no package registry: set RAMBLE_ROOT")
+    with fresh_database(server[0]) as dsn:
+        env = {**_home_with_builds(tmp_path_factory.mktemp("campaigns"), caliper=False), "COMMSCOPE_DB_URL": dsn}
+        env.pop("COMMSCOPE_IO_DIR", None)   # pio writes into each experiment's folder
+        workspaces = []
+        for where in (f"({RESERVOIR_S24_N2} or {MACHINE_ROWS})", RESERVOIR_S24_N2):
+            p = subprocess.run([*CLI, "run", "reference", "--where", f'({where}) and "{{interconnect}}" == "default"',
+                                "--caliper", "off"], capture_output=True, text=True, env=env, cwd=ROOT, timeout=1200)
+            assert p.returncode == 0, p.stdout + p.stderr
+            workspaces.append(Path(re.search(r"^workspace: (\S+)$", p.stdout, re.M).group(1)))
+        yield dsn, workspaces
+
+
 @needs_ramble
-def test_live_repeats_pair_one_to_one_within_and_across_campaigns(tmp_path, dsn):
+def test_live_repeats_pair_one_to_one_within_and_across_campaigns(two_campaigns):
     """The reservoir experiments at 24^3 and 2 ranks (debugging barriers on and off, the Allreduce methods) run
     for real twice, without Caliper (the MPI time is then cgsolve's own comm_time_avg), as two campaigns. Each
     condition of the report's debugging-barrier and Allreduce rows has one run per repeat and campaign, so its
     repeats pair one-to-one: in one campaign n_repeats ratios, over both 2 x n_repeats (both campaigns number
-    their repeats from 1), each the ratio of the two experiments' own printed comm_time_avg at one repeat index."""
+    their repeats from 1), each the ratio of the two experiments' own printed comm_time_avg at one repeat index.
+    The first campaign also holds the other workloads' experiments of two_campaigns: their runs join no reservoir
+    row."""
     from commscope.views import reference
-    env = {**_home_with_builds(tmp_path, caliper=False), "COMMSCOPE_DB_URL": dsn}
-    where = ('re_search("^reservoir-(barriers-direct-barriers-o(n|ff)|allreduce-[a-z]+)-s24-", "{experiment_name}") '
-             'and "{interconnect}" == "default" and "{n_ranks}" == "2"')
+    dsn, workspaces = two_campaigns
     comm: dict[tuple[int, str, int], float] = {}   # (campaign, allreduce/barriers, repeat) -> comm_time_avg
     n = repeats()
-    for attempt in (1, 2):
-        p = subprocess.run([*CLI, "run", "reference", "--where", where, "--caliper", "off"], capture_output=True,
-                           text=True, env=env, cwd=ROOT, timeout=900)
-        assert p.returncode == 0, p.stdout + p.stderr
-        ws = Path(re.search(r"^workspace: (\S+)$", p.stdout, re.M).group(1))
+    for attempt, ws in enumerate(workspaces, 1):
         for out in ws.glob("experiments/cgsolve/cgsolve/*/*.out"):
             m = re.fullmatch(r"reservoir-(?:allreduce-(\w+)|barriers-direct-barriers-(on|off))-s24-.*\.(\d+)\.out",
                              out.name)
@@ -382,10 +407,11 @@ def test_live_repeats_pair_one_to_one_within_and_across_campaigns(tmp_path, dsn)
 
 
 @needs_ramble
-def test_live_rows_say_what_the_machine_lacked(tmp_path, dsn):
+def test_live_rows_say_what_the_machine_lacked(two_campaigns):
     """The stencil's row-naive and col decompositions at 1, 2 and 4 ranks, the pairs graph with and without the
     advised placement, and pio independent against two-phase on the local disk, run for real through Ramble on the
-    local site (Caliper off) and stored as `commscope run` stores them (Ramble's n_nodes, the site's hardware.yaml).
+    local site (Caliper off; two_campaigns' first) and stored as `commscope run` stores them (Ramble's n_nodes, the
+    site's hardware.yaml).
     Where the report's rows are not or partly reproduced their reasons say, and every row's machine limits list:
     - the stencil's 12x is at 16 ranks; the cores are `nproc`'s; the trend is the median over repeats of each
       repeat's row-naive / col comm_time_avg (the outputs' FOM lines) at 1, 2 and 4 ranks; 4 ranks outnumber them;
@@ -395,16 +421,7 @@ def test_live_rows_say_what_the_machine_lacked(tmp_path, dsn):
     nproc = int(subprocess.run(["nproc", "--all"], capture_output=True, text=True, check=True).stdout)
     if nproc >= 16:
         pytest.skip(f"{nproc} cores: this machine can run the stencil study's 16 ranks one per core")
-    env = {**_home_with_builds(tmp_path, caliper=False), "COMMSCOPE_DB_URL": dsn}
-    env.pop("COMMSCOPE_IO_DIR", None)   # pio writes into each experiment's folder
-    where = ('(re_search("^stencil-decomp-(col|row-naive)-isend-", "{experiment_name}") or '
-             're_search("^placement-pairs-(default|advised)-", "{experiment_name}") or '
-             're_search("^groundwater-io-(independent|two-phase-g2)-s64-", "{experiment_name}")) '
-             'and "{interconnect}" == "default"')
-    p = subprocess.run([*CLI, "run", "reference", "--where", where, "--caliper", "off"], capture_output=True,
-                       text=True, env=env, cwd=ROOT, timeout=1200)
-    assert p.returncode == 0, p.stdout + p.stderr
-    ws = Path(re.search(r"^workspace: (\S+)$", p.stdout, re.M).group(1))
+    dsn, (ws, _second) = two_campaigns
     n = repeats()
 
     def foms(app: str, exp_start: str) -> dict[tuple[int, int], dict]:

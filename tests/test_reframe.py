@@ -15,6 +15,7 @@ from pathlib import Path
 
 import psycopg
 import pytest
+from helpers import cli_in_process
 
 from commscope.store.ingest import Provenance, ingest
 from commscope.read.records import ReadOptions
@@ -24,12 +25,12 @@ ROOT = Path(__file__).resolve().parent.parent
 DATA = Path(__file__).parent / "thirdparty" / "reframe"
 REPORTS = [DATA / "report.json", DATA / "report-one-rank.json"]
 PERFLOGS = DATA / "perflogs"
-CLI = [sys.executable, "-m", "commscope.cli"]
 FOM = re.compile(r"^FOM (\S+) (\S+) (\S+)$", re.M)
 
 
 def cli(*args, dsn):
-    return subprocess.run([*CLI, *args], capture_output=True, text=True, env={**os.environ, "COMMSCOPE_DB_URL": dsn})
+    """The real command, in this process (cli_in_process)."""
+    return cli_in_process(args, {**os.environ, "COMMSCOPE_DB_URL": dsn})
 
 
 def _store(dsn, paths, **opts):

@@ -27,7 +27,8 @@ from commscope.read import windows
 from commscope.store.ingest import Provenance, ingest, ingest_records
 from commscope.read.records import Record
 from record_live_runs import LIVE, TCP_SWITCH_NIGHTS
-from helpers import HISTORY, NIGHTS, NIGHTS_STORED, PARTIAL, SERIES, START, focus_time, reference, synthetic
+from helpers import (HISTORY, NIGHTS, NIGHTS_STORED, PARTIAL, SERIES, START, cli_in_process, focus_time, reference,
+    synthetic)
 
 CLI = [sys.executable, "-m", "commscope.cli"]
 
@@ -602,7 +603,8 @@ def test_3_real_runs_against_6_cannot_tell_and_say_what_would(dsn, tmp_path):
 # ---- which campaign: the id ingest prints, on a store other pipelines share --------------------------------
 
 def cli(*args, dsn: str) -> subprocess.CompletedProcess:
-    return subprocess.run([*CLI, *args], capture_output=True, text=True, env={**os.environ, "COMMSCOPE_DB_URL": dsn})
+    """The real command, in this process (cli_in_process)."""
+    return cli_in_process(args, {**os.environ, "COMMSCOPE_DB_URL": dsn})
 
 
 def test_ingest_prints_the_campaign_and_check_judges_it_though_another_pipeline_stored_later(dsn, tmp_path):

@@ -8,20 +8,18 @@ fallbacks are checked on copies of these files with globals renamed or changed i
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 from collections import defaultdict
 from pathlib import Path
 
 import psycopg
 import pytest
+from helpers import cli_in_process
 from caliperreader import read_caliper_contents
 
 from commscope.store.ingest import Provenance, ingest
 from commscope.read.records import ReadOptions
 
 THIRD = Path(__file__).parent / "thirdparty"
-CLI = [sys.executable, "-m", "commscope.cli"]
 TIME = ("sum#sum#time.duration", "sum#time.duration")
 AMG_KEYS = ("Problem", "Size-x", "Size-y", "Size-z", "Solver")
 # The folders of Caliper profiles (ramble-imb-preload/ is a Ramble workspace: tests/test_thirdparty_ramble.py)
@@ -31,9 +29,9 @@ SPOT = [p for p in CALI if p.name.endswith(".spot.cali")]
 
 
 def cli(*args, dsn):
+    """The real command, in this process (cli_in_process)."""
     import os
-    return subprocess.run([*CLI, *args], capture_output=True, text=True,
-                          env={**os.environ, "COMMSCOPE_DB_URL": dsn})
+    return cli_in_process(args, {**os.environ, "COMMSCOPE_DB_URL": dsn})
 
 
 def app_of(path: Path) -> str:

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import psycopg
 import pytest
+from helpers import cli_in_process
 
 from upgrade_history import CHANGE, NIGHTS, RUNS, SCENARIOS, SERIES, SLOWED, first_iters, write_nights
 
@@ -23,8 +24,8 @@ FLAGGED = ("suspect", "regression")
 
 
 def cli(dsn: str, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=600,
-                          env={**os.environ, "COMMSCOPE_DB_URL": dsn})
+    """The real command, in this process (cli_in_process)."""
+    return cli_in_process(args, {**os.environ, "COMMSCOPE_DB_URL": dsn}, timeout=600)
 
 
 def ingest_nights(dsn: str, tmp_path, scenario: str) -> list[int]:
