@@ -15,7 +15,8 @@ def printable(text) -> str:
     name from a file or the command line cannot forge or colour lines of output."""
     return "".join(c if c.isprintable() or c == " " else
                    {"\n": "\\n", "\t": "\\t", "\r": "\\r"}.get(c) or
-                   (f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}") for c in str(text))
+                   (f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}" if ord(c) < 0x10000 else
+                    f"\\U{ord(c):08x}") for c in str(text))
 
 
 def _fail(msg: str, code: int = 1):
@@ -548,7 +549,7 @@ def check_cmd(metrics, campaign, baseline, min_effect, alpha, confirm, max_undet
                                "change_points": [changepoints.as_dict(c) for c in changes],
                                "series": series}, default=str, indent=1))
     else:
-        width = max(len(f.label()) for f in findings)
+        width = max(len(printable(f.label())) for f in findings)
         for metric in metrics:
             mine = [f for f in findings if f.metric == regressions.canonical_metric(metric)]
             if not mine:
@@ -560,20 +561,20 @@ def check_cmd(metrics, campaign, baseline, min_effect, alpha, confirm, max_undet
                 fmt_v = lambda v: f"{v:12.6g}" if v is not None else f"{'-':>12}"  # noqa: E731
                 change = f"{f.effect:+8.1%}" if f.effect is not None else f"{'-':>8}"
                 p = f"{f.p_value:8.2g}" if f.p_value is not None else f"{'-':>8}"
-                click.echo(f"{f.label():<{width}}  {f.verdict:<12} {fmt_v(f.baseline_median)} {fmt_v(f.new_median)} "
+                click.echo(f"{printable(f.label()):<{width}}  {f.verdict:<12} {fmt_v(f.baseline_median)} {fmt_v(f.new_median)} "
                            f"{change} {p}  {f'{f.n_new}/{f.n_baseline}':<7} {queries.detectable(f)}")
             for line in outputs.unsure_lines(mine, alpha, min_effect):
                 click.echo(line)
             from commscope.gate.attribution import lines as attributed
             for f in mine:
                 if f.verdict in ("regression", "improvement", "suspect") and f.attribution:
-                    click.echo(f"{f.label()}: {f.verdict}")
+                    click.echo(f"{printable(f.label())}: {f.verdict}")
                     for line in attributed(f):
-                        click.echo(f"  {line}")
+                        click.echo(f"  {printable(line)}")
         for line in outputs.group_lines(groups):
             click.echo(line)
         for c in changes:
-            click.echo(f"change point: {changepoints.describe(c)}")
+            click.echo(f"change point: {printable(changepoints.describe(c))}")
         unsure = sum(f.verdict == "cannot tell" for f in findings)
         suspect = sum(f.verdict == "suspect" for f in findings)
         slower = sum(f.alert and f.verdict == "suspect" for f in findings)

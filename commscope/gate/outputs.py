@@ -17,7 +17,8 @@ def printable(text) -> str:
     name cannot forge lines of an output, nor make XML that no parser reads."""
     return "".join(c if c.isprintable() or c == " " else
                    {"\n": "\\n", "\t": "\\t", "\r": "\\r"}.get(c) or
-                   (f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}") for c in str(text))
+                   (f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}" if ord(c) < 0x10000 else
+                    f"\\U{ord(c):08x}") for c in str(text))
 
 
 def code(text, cell: bool = False) -> str:
