@@ -125,7 +125,7 @@ def main() -> None:
     args = ap.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
     cases = [("deep", d) for d in [160, 320, 640, DEEPEST_STORABLE] + sizes] + [("wide", w) for w in sizes]
-    head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
+    head = subprocess.run(["git", "-C", str(ROOT), "describe", "--always", "--dirty"], capture_output=True,
                           text=True).stdout.strip()
     rows = []
     with tempfile.TemporaryDirectory() as tmp:

@@ -561,7 +561,8 @@ def check_cmd(metrics, campaign, baseline, min_effect, alpha, confirm, max_undet
                 fmt_v = lambda v: f"{v:12.6g}" if v is not None else f"{'-':>12}"  # noqa: E731
                 change = f"{f.effect:+8.1%}" if f.effect is not None else f"{'-':>8}"
                 p = f"{f.p_value:8.2g}" if f.p_value is not None else f"{'-':>8}"
-                click.echo(f"{printable(f.label()):<{width}}  {f.verdict:<12} {fmt_v(f.baseline_median)} {fmt_v(f.new_median)} "
+                click.echo(f"{printable(f.label()):<{width}}  {f.verdict:<12} {fmt_v(f.baseline_median)} "
+                           f"{fmt_v(f.new_median)} "
                            f"{change} {p}  {f'{f.n_new}/{f.n_baseline}':<7} {queries.detectable(f)}")
             for line in outputs.unsure_lines(mine, alpha, min_effect):
                 click.echo(line)

@@ -524,7 +524,7 @@ def declare_scaling(rec: Record, opts: ReadOptions) -> Record:
 # of 0029 and 0030). The byte limits below, in UTF-8 before compression, keep every such entry within it.
 INT4, INT8 = 2**31, 2**63
 INDEX_ENTRY_BYTES = 2704   # PostgreSQL's largest B-tree index entry (8 kB pages)
-NAME_BYTES = profiles.REGION_NAME_BYTES   # one name: a region, an MPI function, a FOM's name, unit or context, the focus region
+NAME_BYTES = profiles.REGION_NAME_BYTES   # one name: a region, MPI function, FOM name, unit or context, focus region
 CALL_PATH_BYTES = profiles.CALL_PATH_BYTES   # a call path, its region names '/'-joined (nodes.path's unique index)
 LABELS_BYTES = 768         # LABELS together (shown_metrics_daily's index entry carries four of them twice)
 PARAMETERS_BYTES = 1664    # a run's parameters as JSON (comparison_daily's index entry carries them beside LABELS)
