@@ -339,3 +339,50 @@ def cli_in_process(args, env: dict, stdin: str | None = None, timeout: float = 3
     if r.exception is not None and not isinstance(r.exception, SystemExit):
         stderr += "".join(traceback.format_exception(*r.exc_info))
     return subprocess.CompletedProcess(["commscope", *map(str, args)], r.exit_code, r.stdout, stderr)
+
+
+# ---- what a renderer's output shows (tests/test_hostile_input.py, test_hostile_outputs.py, test_fuzz_renderers.py) --
+
+def plotly_strings(page: str) -> list[str]:
+    """Every string plotly is given to draw, from the Plotly.newPlot(id, data, layout) calls the report embeds,
+    read with a JSON decoder (not the report's own code)."""
+    dec = json.JSONDecoder()
+    out: list[str] = []
+
+    def walk(v, key=""):
+        if isinstance(v, str):
+            if key not in ("legendgroup", "type", "mode", "hoverinfo", "visible"):
+                out.append(v)
+        elif isinstance(v, list):
+            for x in v:
+                walk(x, key)
+        elif isinstance(v, dict):
+            for k, x in v.items():
+                walk(x, k)
+    starts = [m.end() for m in re.finditer(r'Plotly\.newPlot\(\s*"[^"]+",\s*', page)]
+    assert starts, "no plot in the report"
+    for s in starts:
+        data, end = dec.raw_decode(page, s)
+        layout, _ = dec.raw_decode(page, page.index("{", end))
+        walk(data)
+        walk(layout)
+    return out
+
+
+def outside_code_spans(line: str) -> str:
+    """LINE's text outside its Markdown code spans, as CommonMark reads them: a run of N backticks opens a span
+    that the next run of exactly N backticks closes; a run with no such closer is literal text."""
+    out, i = [], 0
+    while i < len(line):
+        if line[i] != "`":
+            out.append(line[i])
+            i += 1
+            continue
+        n = len(re.match(r"`+", line[i:])[0])
+        close = next((m.start() for m in re.finditer(r"`+", line[i + n:]) if len(m[0]) == n), None)
+        if close is None:
+            out.append(line[i:i + n])
+            i += n
+        else:
+            i += n + close + n
+    return "".join(out)

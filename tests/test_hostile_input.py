@@ -13,7 +13,7 @@ from pathlib import Path
 
 import psycopg
 import pytest
-from helpers import assert_one_clear_line, cli_in_process
+from helpers import assert_one_clear_line, cli_in_process, plotly_strings
 
 DATA = Path(__file__).parent / "data"
 PROFILE = DATA / "halo3d-overlap-n2.runtime-profile.cali"
@@ -270,33 +270,6 @@ def test_reingest_with_other_labels_is_refused_then_relabelled(dsn):
 EVIL = '<a href="https://evil.example/x">evil</a>'
 
 
-def _plotly_strings(page: str) -> list[str]:
-    """Every string plotly is given to draw, from the Plotly.newPlot(id, data, layout) calls the report embeds,
-    read with a JSON decoder (not the report's own code)."""
-    import re
-    dec = json.JSONDecoder()
-    out: list[str] = []
-
-    def walk(v, key=""):
-        if isinstance(v, str):
-            if key not in ("legendgroup", "type", "mode", "hoverinfo", "visible"):
-                out.append(v)
-        elif isinstance(v, list):
-            for x in v:
-                walk(x, key)
-        elif isinstance(v, dict):
-            for k, x in v.items():
-                walk(x, k)
-    starts = [m.end() for m in re.finditer(r'Plotly\.newPlot\(\s*"[^"]+",\s*', page)]
-    assert starts, "no plot in the report"
-    for s in starts:
-        data, end = dec.raw_decode(page, s)
-        layout, _ = dec.raw_decode(page, page.index("{", end))
-        walk(data)
-        walk(layout)
-    return out
-
-
 def test_a_name_with_a_link_shows_as_text_in_the_report(dsn, tmp_path):
     r = cli(dsn, "ingest", "-q", "--app", EVIL, PROFILE)
     assert r.returncode == 0, r.stderr
@@ -305,7 +278,7 @@ def test_a_name_with_a_link_shows_as_text_in_the_report(dsn, tmp_path):
     out = tmp_path / "report.html"
     r = cli(dsn, "report", "-o", out)
     assert r.returncode == 0, r.stderr
-    strings = _plotly_strings(out.read_text())
+    strings = plotly_strings(out.read_text())
     escaped = EVIL.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
     assert any(EVIL in s or escaped in s for s in strings), "the app's name reaches no plot: the test proves nothing"
     assert not [s for s in strings if "<a" in s], "a link plotly would render"

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import psycopg
 import pytest
-from helpers import assert_one_clear_line, cli_in_process
+from helpers import assert_one_clear_line, cli_in_process, outside_code_spans
 
 DATA = Path(__file__).parent / "data"
 PROFILE = DATA / "halo3d-overlap-n2.runtime-profile.cali"
@@ -124,25 +124,6 @@ HOSTILE = ("evil\n| **regression** | `forged` | time_s | 1 | 2 | +100% | 0 | 3 /
            "bell\x07 and escape\x1b[31m | pipe")
 
 
-def _outside_code_spans(line: str) -> str:
-    """LINE's text outside its Markdown code spans, as CommonMark reads them: a run of N backticks opens a span
-    that the next run of exactly N backticks closes; a run with no such closer is literal text."""
-    out, i = [], 0
-    while i < len(line):
-        if line[i] != "`":
-            out.append(line[i])
-            i += 1
-            continue
-        n = len(re.match(r"`+", line[i:])[0])
-        close = next((m.start() for m in re.finditer(r"`+", line[i + n:]) if len(m[0]) == n), None)
-        if close is None:
-            out.append(line[i:i + n])
-            i += n
-        else:
-            i += n + close + n
-    return "".join(out)
-
-
 def test_names_cannot_forge_lines_or_markup_in_junit_and_markdown(dsn, tmp_path):
     import json
     import random
@@ -173,12 +154,12 @@ def test_names_cannot_forge_lines_or_markup_in_junit_and_markdown(dsn, tmp_path)
     for row in rows[2:]:
         assert len(re.findall(r"(?<!\\)\|", row)) == 10, row   # nine cells, none split or added
     for line in text.splitlines():
-        assert "evil.example" not in _outside_code_spans(line), line
+        assert "evil.example" not in outside_code_spans(line), line
     assert "\x1b" not in text and "\x07" not in text
     # changepoints.markdown's section: one list item per change point, each a code span, nothing outside it
     points = md.read_text().partition("\nChange points this campaign completes")[2]
     items = [ln for ln in points.splitlines()[1:] if ln.strip()]
     assert items and all(ln.startswith("- ") for ln in items), points
     for line in items:
-        assert "evil.example" not in _outside_code_spans(line) and "\x1b" not in line, line
+        assert "evil.example" not in outside_code_spans(line) and "\x1b" not in line, line
     assert "Suspect or cannot tell:" in text and "**regression**" in text

@@ -17,7 +17,8 @@ def printable(text) -> str:
     name cannot forge lines of an output, nor make XML that no parser reads."""
     return "".join(c if c.isprintable() or c == " " else
                    {"\n": "\\n", "\t": "\\t", "\r": "\\r"}.get(c) or
-                   (f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}") for c in str(text))
+                   (f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}" if ord(c) < 0x10000 else
+                    f"\\U{ord(c):08x}") for c in str(text))
 
 
 def code(text, cell: bool = False) -> str:
@@ -278,7 +279,7 @@ def check_text(found, metrics, alpha: float, min_effect: float, fdr: float | Non
     from commscope.gate import changepoints
     from commscope.gate.regressions import canonical_metric
     out = []
-    width = max(len(f.label()) for f in found.findings)
+    width = max(len(printable(f.label())) for f in found.findings)
     for metric in metrics:
         mine = [f for f in found.findings if f.metric == canonical_metric(metric)]
         if not mine:
@@ -290,15 +291,15 @@ def check_text(found, metrics, alpha: float, min_effect: float, fdr: float | Non
             fmt_v = lambda v: f"{v:12.6g}" if v is not None else f"{'-':>12}"  # noqa: E731
             change = f"{f.effect:+8.1%}" if f.effect is not None else f"{'-':>8}"
             p = f"{f.p_value:8.2g}" if f.p_value is not None else f"{'-':>8}"
-            out.append(f"{f.label():<{width}}  {f.verdict:<12} {fmt_v(f.baseline_median)} {fmt_v(f.new_median)} "
-                       f"{change} {p}  {f'{f.n_new}/{f.n_baseline}':<7} {detectable(f)}")
+            out.append(f"{printable(f.label()):<{width}}  {f.verdict:<12} {fmt_v(f.baseline_median)} "
+                       f"{fmt_v(f.new_median)} {change} {p}  {f'{f.n_new}/{f.n_baseline}':<7} {detectable(f)}")
         out += unsure_lines(mine, alpha, min_effect)
         for f in mine:
             if f.verdict in ("regression", "improvement", "suspect") and f.attribution:
-                out.append(f"{f.label()}: {f.verdict}")
-                out += [f"  {line}" for line in attributed(f)]
+                out.append(f"{printable(f.label())}: {f.verdict}")
+                out += [f"  {printable(line)}" for line in attributed(f)]
     out += group_lines(found.groups)
-    out += [f"change point: {changepoints.describe(c)}" for c in found.changes]
+    out += [f"change point: {printable(changepoints.describe(c))}" for c in found.changes]
     findings, groups = found.findings, found.groups
     unsure = sum(f.verdict == "cannot tell" for f in findings)
     suspect = sum(f.verdict == "suspect" for f in findings)

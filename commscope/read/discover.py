@@ -9,7 +9,7 @@ import os
 from collections import defaultdict
 from pathlib import Path
 
-from commscope.read.profiles import RANK_FILE, BadProfile
+from commscope.read.profiles import RANK_FILE, BadProfile, open_regular
 
 
 READ = (".cali", ".json", ".out")   # what a run's files can be read as
@@ -18,7 +18,7 @@ READ = (".cali", ".json", ".out")   # what a run's files can be read as
 def looks_caliper_json(path: Path) -> bool:
     """In a directory, a .json is a profile only if it opens like json-split or cali-query's JSON
     (Ramble's results and other JSON files stay out)."""
-    with path.open("rb") as f:
+    with open_regular(path) as f:
         head = f.read(4096).lstrip()
     if head.startswith(b"{"):
         return b'"data"' in head[:64] or (b'"records"' in head and b'"path"' in head)
@@ -32,7 +32,7 @@ def is_ramble_workspace(path: Path) -> bool:
 def is_workload_output(path: Path) -> bool:
     """A workload's stdout (workloads/README.md): it opens with the COMMSCOPE header."""
     try:
-        with path.open("rb") as f:
+        with open_regular(path) as f:
             return f.read(20).startswith(b"COMMSCOPE workload=")
     except OSError:
         return False

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import yaml
 
-from commscope.read.profiles import BadProfile
+from commscope.read.profiles import BadProfile, open_regular
 
 MIB = 1 << 20
 JSON_LIMIT = 64 * MIB
@@ -36,7 +36,7 @@ def read_bytes(path: Path, limit: int) -> bytes:
     try:
         if not path.is_file():
             raise BadProfile(f"{path}: not a regular file; give the file itself")
-        with path.open("rb") as f:
+        with open_regular(path) as f:
             data = f.read(limit + 1)
     except OSError as e:
         raise BadProfile(f"{path}: cannot be read ({e.strerror or e})") from None

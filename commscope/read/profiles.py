@@ -13,9 +13,11 @@ Reading uses caliper-reader, the fastest of the field's readers; the numbers
 are cross-checked against Hatchet in the tests."""
 from __future__ import annotations
 
+import errno
 import functools
 import hashlib
-import json
+import os
+import stat
 import math
 import re
 from dataclasses import dataclass, field
@@ -33,6 +35,8 @@ SPOT_PREFIX = "inclusive#sum#time.duration"
 SPOT_EXCL = "scale#sum#time.duration.ns"  # spot's exclusive time, in seconds despite the name
 RANK_FILE = re.compile(r"rank-(\d+)\.cali$")
 MAX_RANKS = 2**31 - 1   # the store's rank columns are PostgreSQL integers
+CALL_PATH_BYTES = 2560  # a call path, its region names '/'-joined (nodes.path, alone in its unique index; records)
+REGION_NAME_BYTES = 1024   # one region's name (records.NAME_BYTES)
 
 
 # Caliper's comm.stats option, per comm region and rank: (our name, attribute, how ranks combine).
@@ -46,6 +50,22 @@ COMM_STATS = (("sends", "sum#sum#total.send.count", "sum"), ("recvs", "sum#sum#t
 
 class BadProfile(ValueError):
     """A profile that cannot be ingested; the message names the file."""
+
+
+def open_regular(path, mode: str = "rb", **kwargs):
+    """PATH opened for reading, if it is a regular file. A FIFO, a device, a socket or a directory is refused with
+    an OSError ("not a regular file") at once: opened without O_NONBLOCK, a FIFO with no writer would block the
+    reader for ever, and a device would be read without end. Every reader opens the files it is given here."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file (a FIFO, a device or a folder); give the file itself",
+                          str(path))
+        os.set_blocking(fd, True)
+        return open(fd, mode, **kwargs)
+    except BaseException:
+        os.close(fd)
+        raise
 
 
 @dataclass
@@ -110,7 +130,8 @@ def file_hash(paths: list[Path]) -> str:
     for p in sorted(paths):
         if len(paths) > 1:
             h.update(p.name.encode() + b"\0")
-        h.update(p.read_bytes())
+        with open_regular(p) as f:
+            h.update(f.read())
     return h.hexdigest()
 
 
@@ -155,7 +176,7 @@ class _StreamReader(caliperstreamreader.CaliperStreamReader):
     line = 0
 
     def read(self, filename_or_stream, process_record_fn=None):
-        with open(filename_or_stream, encoding="utf-8") as f:
+        with open_regular(filename_or_stream, "r", encoding="utf-8") as f:
             for self.line, text in enumerate(f, 1):
                 if text.strip():
                     self._process(text, process_record_fn)
@@ -221,7 +242,7 @@ def _stream_cali(path: Path, on_record) -> dict:
     try:
         if path.stat().st_size == 0:
             raise BadProfile(f"{path}: empty file")
-        with path.open("rb") as f:
+        with open_regular(path) as f:
             head = f.read(64)
         if not head.startswith(b"__rec="):
             raise BadProfile(f"{path}: not a Caliper .cali file (it does not start with a __rec= record)")
@@ -264,6 +285,22 @@ def _path(rec) -> tuple:
     return (p,) if p else ()
 
 
+def check_path_size(source, p) -> None:
+    """Refuses, as it is read, a call path P longer than the store holds (CALL_PATH_BYTES '/'-joined): a call
+    tree too deep to store is one line naming SOURCE as soon as its first such path is read, before the reader
+    spends time and memory on the depths below it. Its characters are a lower bound of its UTF-8 bytes, so this
+    costs one pass over P; a path of multi-byte names near the limit is refused later by records.check_storable."""
+    if len(p) > 1 and sum(map(len, p)) + len(p) - 1 > CALL_PATH_BYTES:
+        long = next((r for r in p if len(r) > REGION_NAME_BYTES), None)
+        if long is not None:   # as records.check_storable names it
+            raise BadProfile(f"{source}: region name {long[:40] + '...'!r} is {len(long.encode(errors='replace')):,} "
+                             f"bytes; the store holds names of at most {REGION_NAME_BYTES:,} bytes: shorten it")
+        joined = "/".join(p)
+        raise BadProfile(f"{source}: call path {joined[:40] + '...'!r}, {len(p):,} regions deep, is "
+                         f"{len(joined.encode(errors='replace')):,} bytes; the store holds call paths of at most "
+                         f"{CALL_PATH_BYTES:,} bytes: shorten it")
+
+
 def _time(rec) -> float | None:
     for a in TIME_ATTRS:
         if a in rec:
@@ -290,7 +327,11 @@ def _sidecar(paths: list[Path]) -> Output | None:
     for c in candidates:
         if c.exists():
             try:
-                out = parse_output(c.read_text(errors="replace"))
+                with open_regular(c, "r", errors="replace") as f:
+                    out = parse_output(f.read())
+            except OSError as e:
+                raise BadProfile(f"{c}: the workload output beside the profile cannot be read ({e.strerror or e})"
+                                 ) from None
             except BadOutput as e:
                 raise BadProfile(f"{c}: damaged workload output beside the profile, {e}") from None
             # another application's stdout has no contract lines: nothing to read from it
@@ -410,6 +451,7 @@ class _Reader:
         else:
             rank, self.unranked = 0, True
         p = _path(rec)
+        check_path_size(prof.source, p)
         if f"max#{SPOT_PREFIX}" in rec or "spot.channel" in rec:
             self.spot = True
             if f"max#{SPOT_PREFIX}" in rec and f"sum#{SPOT_PREFIX}" not in rec:
@@ -506,6 +548,8 @@ def read_files(paths: list[Path], allow_partial: bool = False, ranks: int | None
         try:
             for rec in records:
                 reader.record(rec, None)
+        except BadProfile:
+            raise
         except (ValueError, TypeError, KeyError, AttributeError) as e:
             raise BadProfile(f"{paths[0]}: damaged JSON profile: {_damage(e)} in a record") from None
     else:
@@ -598,7 +642,12 @@ def _check_tree(prof: Profile, allow_partial: bool) -> None:
     under a region but none for the region itself has lost records: the file was cut or edited. Refused, or
     with ALLOW_PARTIAL read with lost_records set."""
     for p, present in prof.present.items():
-        for i in range(1, len(p)):
+        # a rank present at every path's parent is present at every prefix (by induction), so one look at the
+        # parent per path finds every loss: linear in the paths' total length, not cubic in a path's depth
+        parent = prof.present.get(p[:-1]) if len(p) > 1 else None
+        if len(p) < 2 or (parent is not None and not (present & ~parent).any()):
+            continue
+        for i in range(1, len(p)):   # the shallowest region the ranks lost, named once
             parent = prof.present.get(p[:i])
             lost = present & ~parent if parent is not None else present
             if lost.any():
@@ -683,13 +732,10 @@ def _read_json(path: Path) -> tuple[list, dict, str]:
     """A JSON profile as caliper-reader-style records and globals, so one loop reads every format:
     Caliper's json-split (hatchet-region-profile's `output.format=json-split`, or cali-query's `format
     json-split`: call paths as a node table), and cali-query's `format json(object)` (records with
-    '/'-joined nested values, plus globals) or plain `format json` (a list of records, no globals)."""
-    try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except UnicodeDecodeError as e:
-        raise BadProfile(f"{path}: damaged JSON profile: byte {e.start} is not UTF-8 text") from None
-    except json.JSONDecodeError as e:
-        raise BadProfile(f"{path}: not JSON ({e})") from None
+    '/'-joined nested values, plus globals) or plain `format json` (a list of records, no globals). It is read
+    through read/limited: a file beyond JSON_LIMIT or nested deeper than MAX_DEPTH is refused before it is parsed."""
+    from commscope.read import limited   # here: limited raises this module's BadProfile
+    doc = limited.load_json(path)   # within limits of size and depth, like every JSON commscope reads
     try:
         if isinstance(doc, dict) and {"nodes", "columns", "data"} <= doc.keys():
             return (*_json_split_records(path, doc), "json-split")
@@ -698,6 +744,8 @@ def _read_json(path: Path) -> tuple[list, dict, str]:
                     "cali-query-json")
         if isinstance(doc, list) and all(isinstance(r, dict) for r in doc):
             return [_json_record(r) for r in doc], {}, "cali-query-json"
+    except BadProfile:
+        raise
     except (KeyError, IndexError, TypeError, ValueError, AttributeError) as e:   # _Damaged is a ValueError
         raise BadProfile(f"{path}: damaged JSON profile: {_damage(e)} in its nodes, records or data rows") from None
     raise BadProfile(f"{path}: not a Caliper JSON profile: expected json-split (nodes, columns, data) or "
@@ -740,6 +788,7 @@ def _json_split_records(path: Path, doc: dict) -> tuple[list, dict]:
     for n in doc["nodes"]:
         parent = n.get("parent")
         paths.append((node(parent, f"node {len(paths)}") if parent is not None else []) + [str(n["label"])])
+        check_path_size(path, paths[-1])
     records = []
     for row in doc["data"]:
         rec = {"sum#time.duration": row[ti]} if row[ti] is not None else {}

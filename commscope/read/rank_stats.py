@@ -46,15 +46,7 @@ def node_stats(prof: Profile) -> dict[tuple, NodeStats]:
         return _spot_stats(prof)
     columns = np.flatnonzero(prof.measured)   # the measured ranks' columns (prof.rank_ids)
     ranks = prof.rank_ids[columns]
-    # Every prefix is a node, even one that only has children.
-    incl: dict = {}
-    for p, arr in prof.excl.items():
-        for i in range(1, len(p) + 1):
-            q = p[:i]
-            if q in incl:
-                incl[q] = incl[q] + arr
-            else:
-                incl[q] = arr.copy()
+    incl = _inclusive(prof.excl)
     zero = np.zeros(len(prof.measured))
     tree = sum(prof.excl.values(), zero)[columns]
     # the slowest rank's column: the most time, the lowest rank among equals (columns follow first appearance)
@@ -76,6 +68,36 @@ def node_stats(prof: Profile) -> dict[tuple, NodeStats]:
             stats[p] = NodeStats(ex_min, ex_avg, ex_max, in_min, in_avg, in_max, prof.calls.get(p), slowest, spread,
                                  ex_on, in_on, int(ranks[at]) if at is not None else None)
     return stats
+
+
+def _inclusive(excl: dict) -> dict:
+    """Inclusive time per call path from EXCL (path -> per-rank exclusive time): every prefix is a node, even one
+    that only has children. Each path's time is added to its parent's only, deepest paths first, so the cost is
+    linear in the paths' total length (not quadratic in a path's depth, as adding it to every prefix was)."""
+    incl = {p: arr.copy() for p, arr in excl.items()}
+    for p in list(incl):   # the prefixes that have no time of their own
+        q = p[:-1]
+        while q and q not in incl:
+            incl[q] = np.zeros_like(incl[p])
+            q = q[:-1]
+    for p in sorted(incl, key=len, reverse=True):
+        if len(p) > 1:
+            incl[p[:-1]] += incl[p]
+    return {p: incl[p] for p in _first_seen(excl)}
+
+
+def _first_seen(excl: dict) -> list:
+    """Every prefix of EXCL's paths, in the order adding each path's prefixes in turn would make them."""
+    seen: dict = {}
+    for p in excl:
+        missing = []
+        q = p
+        while q and q not in seen:
+            missing.append(q)
+            q = q[:-1]
+        for q in reversed(missing):
+            seen[q] = None
+    return list(seen)
 
 
 TOP_K = 10          # the slowest ranks kept by name, per node and window

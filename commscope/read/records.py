@@ -445,7 +445,8 @@ def from_output(path) -> Record:
     MPI fraction: those need a profile."""
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        with profiles.open_regular(path, "r", encoding="utf-8") as f:
+            text = f.read()
     except UnicodeDecodeError as e:
         raise BadProfile(f"{path}: damaged workload output: byte {e.start} is not UTF-8 text") from None
     except OSError as e:
@@ -524,8 +525,8 @@ def declare_scaling(rec: Record, opts: ReadOptions) -> Record:
 # of 0029 and 0030). The byte limits below, in UTF-8 before compression, keep every such entry within it.
 INT4, INT8 = 2**31, 2**63
 INDEX_ENTRY_BYTES = 2704   # PostgreSQL's largest B-tree index entry (8 kB pages)
-NAME_BYTES = 1024          # one name: a region, an MPI function, a FOM's name, unit or context, the focus region
-CALL_PATH_BYTES = 2560     # a call path, its region names '/'-joined (nodes.path, alone in its unique index)
+NAME_BYTES = profiles.REGION_NAME_BYTES   # one name: a region, MPI function, FOM name, unit or context, focus region
+CALL_PATH_BYTES = profiles.CALL_PATH_BYTES   # a call path, its region names '/'-joined (nodes.path's unique index)
 LABELS_BYTES = 768         # LABELS together (shown_metrics_daily's index entry carries four of them twice)
 PARAMETERS_BYTES = 1664    # a run's parameters as JSON (comparison_daily's index entry carries them beside LABELS)
 MPI_LIBRARY_BYTES = 1536   # the MPI library's version string (stacks' unique name and library)
@@ -590,6 +591,23 @@ def _check_json(source: str, what: str, doc) -> None:
         _check_number(source, what, doc)
 
 
+# What Grafana rewrites in a panel's SQL after it has put the dashboards' variable values in as quoted literals
+# (views/grafana_macros): its backend replaces $__interval, $__interval_ms, $__unixEpochFrom() and $__unixEpochTo()
+# anywhere, and its macro engine expands or refuses every $name(...) anywhere, inside quotes too. A value of a
+# dashboard variable holding one would be rewritten inside its literal: every panel showing it, and the report
+# (which runs Grafana's text), would fail with a SQL error until the rows were deleted by hand.
+GRAFANA_VARIABLE_LABELS = ("app", "workload", "system", "stack", "interconnect")   # views/panels.VARIABLES
+GRAFANA_REWRITES = re.compile(r"\$(?:__\w*|\w+\()")
+
+
+def check_grafana_safe(src: str, what: str, v) -> None:
+    """Refuses V, the value of a dashboard variable (WHAT), if Grafana would rewrite part of it (GRAFANA_REWRITES)."""
+    m = GRAFANA_REWRITES.search(v) if isinstance(v, str) else None
+    if m:
+        raise BadProfile(f"{src}: {what} {_shown(v)} holds {m.group(0)!r}, which Grafana expands as a macro even "
+                         f"inside a quoted value, so no dashboard or report could show it; rename it without '$'")
+
+
 def check_labels(rec: Record) -> Record:
     """REC, whose labels and parameters the store can hold: LABELS (application, workload, variant, system, stack,
     interconnect, global size) of at most LABELS_BYTES together, the parameters at most PARAMETERS_BYTES as JSON,
@@ -598,6 +616,8 @@ def check_labels(rec: Record) -> Record:
     src = str(rec.source)
     _check_text(src, "source", src)
     sizes = {name: _check_text(src, name.replace("_", " "), getattr(rec, name)) for name in LABELS}
+    for name in GRAFANA_VARIABLE_LABELS:
+        check_grafana_safe(src, name, getattr(rec, name))
     if sum(sizes.values()) > LABELS_BYTES:
         name = max(sizes, key=sizes.get)
         raise BadProfile(f"{src}: its labels take {sum(sizes.values()):,} bytes, its {name.replace('_', ' ')} "

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Iterator
 
 from commscope.read import discover, limited
-from commscope.read.profiles import BadProfile
+from commscope.read.profiles import BadProfile, open_regular
 from commscope.read.records import ReadOptions, Record, as_int, clean
 
 # The report format this module reads: ReFrame's run report of data version 4.x (reframe-hpc 4.10.4 writes 4.2).
@@ -56,7 +56,7 @@ def is_report(path: Path) -> bool:
     if not path.is_file() or path.suffix != ".json":
         return False
     try:
-        with path.open("rb") as f:
+        with open_regular(path) as f:
             head = f.read(HEAD_BYTES).lstrip()
     except OSError:
         return False
@@ -82,7 +82,7 @@ def is_perflog(path: Path) -> bool:
     if not path.is_file() or not PERFLOG_NAME.search(path.name):
         return False
     try:
-        with path.open("r", errors="replace") as f:
+        with open_regular(path, "r", errors="replace") as f:
             return _header(f.readline(HEAD_BYTES)) is not None
     except OSError:
         return False
@@ -315,7 +315,8 @@ def _field(v: str):
 
 def perflog_records(path: Path, opts: ReadOptions) -> Iterator[Record | BadProfile]:
     try:
-        lines = path.read_text(errors="strict").splitlines()
+        with open_regular(path, "r", errors="strict") as f:
+            lines = f.read().splitlines()
     except (OSError, UnicodeDecodeError) as e:
         yield BadProfile(f"{path}: unreadable ReFrame perflog ({e})")
         return
