@@ -125,3 +125,15 @@ def test_a_spot_profile_whose_mpi_call_outlasts_the_run_is_refused(dsn, tmp_path
     r = cli(dsn, "ingest", "-q", bad)
     assert_one_clear_line(r, str(bad), "mpi_fraction_avg", "no run can have", code=2)
     assert runs(dsn) == 0
+
+
+def test_a_file_whose_name_is_not_utf8_is_refused_saying_to_rename_it(dsn, tmp_path):
+    """A name's bytes that are not UTF-8 (read as lone surrogates) cannot be stored as the run's source: one line
+    naming the file and saying to rename it, not calling the file damaged; nothing stored."""
+    folder = tmp_path / "outputs"
+    folder.mkdir()
+    (folder / os.fsdecode(b"run\xff\xfe.out")).write_bytes(OUTPUT.read_bytes())
+    r = cli(dsn, "ingest", "-q", folder)
+    line = assert_one_clear_line(r, "name is not UTF-8", "rename the file", "nothing was stored", code=2)
+    assert "damaged" not in line
+    assert runs(dsn) == 0

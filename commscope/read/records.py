@@ -553,6 +553,9 @@ def _check_text(source: str, what: str, s, limit: int | None = None, holds: str 
     try:
         size = len(s.encode())
     except UnicodeEncodeError:
+        if what == "source":   # the file's name: bytes that are not UTF-8 read as lone surrogates
+            raise BadProfile(f"{source}: the file's name is not UTF-8, which the store cannot hold; rename the "
+                             f"file") from None
         raise BadProfile(f"{source}: {what} {_shown(s)} is not valid Unicode (a lone surrogate), which the store "
                          f"cannot hold; the file is damaged") from None
     if limit is not None and size > limit:
