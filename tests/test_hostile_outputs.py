@@ -102,7 +102,9 @@ BAD_URLS = ["postgresql://alice:s3cretpw@127.0.0.1:notaport/commscope",
             "postgresql://alice:s3cret pw@127.0.0.1:1/commscope?connect_timeout=2",
             "postgresql://alice:s3cretpw@127.0.0.1:1/commscope?no_such_option=1",
             "host=127.0.0.1 port=1 user=alice password='s3cret pw",
-            "host=127.0.0.1 port=1 user=alice password=s3cretpw garbage"]
+            "host=127.0.0.1 port=1 user=alice password=s3cretpw garbage",
+            "s3cretpw",                 # a password pasted alone: neither a URI nor key=value, shown not at all
+            "alice s3cret pw"]
 
 
 @pytest.mark.parametrize("url", BAD_URLS)

@@ -399,12 +399,17 @@ def url() -> str:
 
 def parsed(dsn: str) -> dict:
     """libpq's reading of DSN ({} for none). One it cannot read, or whose port is no port, is a DBError
-    naming it with its password masked."""
+    naming it with its password masked; one that is neither a URI nor key=value settings (a password pasted
+    alone, say) is not shown at all."""
     if not dsn:
         return {}
     try:
         given = psycopg.conninfo.conninfo_to_dict(dsn)
     except psycopg.Error as e:
+        if not (_URI.match(dsn.strip()) or "=" in dsn):   # no URI, no key=value: it may be a password alone
+            raise DBError(f"the store's address ({len(dsn)} characters, not shown) is neither a postgresql:// URI "
+                          f"nor key=value settings; correct COMMSCOPE_DB_URL, e.g. "
+                          f"postgresql://user@host:5432/commscope") from None
         raise DBError(f"the store's address {masked(dsn, dsn)} is not one libpq can read "
                       f"({masked(str(e).strip().splitlines()[0], dsn)}); correct COMMSCOPE_DB_URL, e.g. "
                       f"postgresql://user@host:5432/commscope") from None
