@@ -65,6 +65,26 @@ def test_a_dump_or_report_to_anything_but_a_regular_file_is_refused_and_replaces
             assert _state(tmp_path) == before, (what, command)
 
 
+def test_check_writes_its_junit_and_markdown_only_to_regular_files(dsn, tmp_path):
+    """check's --junit and --markdown are outputs too: anything but a regular file is refused in one line before
+    anything is judged (no annotation written), and replaces nothing; a regular file is replaced whole."""
+    assert cli(dsn, "ingest", "-q", PROFILE).returncode == 0
+    targets = _not_files(tmp_path)
+    before = _state(tmp_path)
+    for what, target in targets.items():
+        for option in ("--junit", "--markdown"):
+            r = cli(dsn, "check", option, target, timeout=120)
+            assert_one_clear_line(r, str(target), "not a regular file", "nothing was written")
+            assert _state(tmp_path) == before, (what, option)
+    with psycopg.connect(dsn) as conn:
+        assert conn.execute("SELECT count(*) FROM annotations").fetchone()[0] == 0
+    junit = tmp_path / "check.xml"
+    junit.write_text("last night's")
+    r = cli(dsn, "check", "--junit", junit)
+    assert r.returncode in (0, 1), r.stderr
+    assert junit.read_text().startswith("<?xml") and not list(tmp_path.glob(".check.xml*"))
+
+
 def test_dev_null_is_refused_before_anything_is_opened(tmp_path):
     """/dev/null is checked by the refusal itself first (so the command never runs where it could replace it),
     then through the commands, whose store is unreachable: the refusal comes before any connection."""

@@ -78,9 +78,9 @@ def accept_cmd(campaign, reason, series_ids, system, app, stack, interconnect):
               help="do not write dashboard annotations or the series' detectable effects (v_noisy_series)")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True,
               help="json: one object with the campaign and every series' verdict, key and parameters")
-@click.option("--junit", type=click.Path(dir_okay=False, path_type=Path),
+@click.option("--junit", type=click.Path(path_type=Path),
               help="also write the verdicts as JUnit XML (one test case per series; a regression fails it)")
-@click.option("--markdown", type=click.Path(dir_okay=False, path_type=Path),
+@click.option("--markdown", type=click.Path(path_type=Path),
               help="also write a Markdown summary (for a merge request comment or a job summary)")
 @click.option("--fdr", type=click.FloatRange(0, 1, max_open=True), default=0.0, show_default=True,
               help="the campaign's budget: Benjamini-Hochberg at this false discovery rate over every alert "
@@ -98,6 +98,13 @@ def check_cmd(metrics, campaign, baseline, min_effect, alpha, confirm, max_undet
     but the role may not store their annotations or change points (a read-only role; 1 still wins on regressions)."""
     from commscope.gate import changepoints, outputs
     from commscope.gate.check import check_campaign
+    written = {junit: "JUnit XML", markdown: "Markdown summary"}
+    written.pop(None, None)
+    for path, what in written.items():   # only to a regular file, refused before anything is judged
+        try:
+            db.output_file(path, what)
+        except db.DBError as e:
+            fail(str(e), 2)
     try:
         with db.connect() as conn:
             found = check_campaign(conn, metrics, campaign, baseline, min_effect, alpha, confirm, max_undetectable,
@@ -112,14 +119,18 @@ def check_cmd(metrics, campaign, baseline, min_effect, alpha, confirm, max_undet
     for note in found.notes:
         click.echo(f"commscope check: {note}", err=True)
     bad = found.regressions
-    try:
+    try:   # each written whole beside its name, then put in its place
         if junit:
-            junit.write_bytes(outputs.junit_xml(found.findings, alpha, min_effect))
+            with db.replacing(junit, written[junit]) as part:
+                part.write_bytes(outputs.junit_xml(found.findings, alpha, min_effect))
         if markdown:
-            markdown.write_text(outputs.markdown(found.findings, alpha, min_effect)
+            with db.replacing(markdown, written[markdown]) as part:
+                part.write_text(outputs.markdown(found.findings, alpha, min_effect)
                                 + changepoints.markdown(found.changes))
     except OSError as e:
         fail(f"cannot write {e.filename}: {e.strerror}; the verdicts were: {len(bad)} regressions", 2)
+    except db.DBError as e:
+        fail(f"{e}; the verdicts were: {len(bad)} regressions", 2)
     if fmt == "json":
         click.echo(outputs.check_json(found, alpha, min_effect, max_undetectable, fdr or None))
     else:

@@ -448,7 +448,7 @@ def stack_findings(conn, where: str, args: list) -> list[Finding]:
     q = f"""WITH t AS (
   SELECT c.app, c.parameters, environment_but_stack(c.environment) AS env, c."window",
          c.environment->>'stack'
-           || coalesce(' (' || regexp_replace(split_part(min(c.mpi_library), ',', 1), '\s+', ' ', 'g') || ')', '')
+           || coalesce(' (' || regexp_replace(split_part(min(c.mpi_library), ',', 1), '\\s+', ' ', 'g') || ')', '')
            AS stack,
          avg(c.time_s) AS time_s, min(c.time_s) AS time_min, max(c.time_s) AS time_max, count(*) AS runs
   FROM v_run_compared_newest c JOIN v_runs v ON v.run_id = c.run_id
