@@ -30,10 +30,11 @@ class BadOutput(ValueError):
     """A contract line that does not parse; the message names the line."""
 
 
-def parse_output(text: str) -> Output:
-    """The contract's lines of TEXT; a malformed one raises BadOutput naming its line number."""
+def parse_output(text) -> Output:
+    """The contract's lines of TEXT (a string, or its lines one at a time); a malformed one raises BadOutput naming
+    its line number."""
     out = Output()
-    for n, raw in enumerate(text.splitlines(), 1):
+    for n, raw in enumerate(text.splitlines() if isinstance(text, str) else text, 1):
         m = LINE.match(raw)
         if not m:
             continue

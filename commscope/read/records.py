@@ -439,20 +439,26 @@ VARIANT_PARAMS = {"stencil2d": ("decomp", "send"), "commgraph": ("pattern",), "p
                   "cgsolve": ("allreduce",), "collsweep": ("coll",)}
 
 
+def _utf8_lines(path: Path, f):
+    """F's lines as text, one at a time (an output of any length is read in memory of its longest line); a line
+    that is not UTF-8 is a BadProfile naming it."""
+    for n, raw in enumerate(f, 1):
+        try:
+            yield raw.decode("utf-8").rstrip("\r\n")
+        except UnicodeDecodeError as e:
+            raise BadProfile(f"{path}: damaged workload output: byte {e.start} of line {n} is not UTF-8 text") from None
+
+
 def from_output(path) -> Record:
     """A run without Caliper: the workload's stdout alone. It gives FOMs, the
     VERIFY status and the wall time (FOM total_time), but no call tree and no
     MPI fraction: those need a profile."""
     path = Path(path)
     try:
-        with profiles.open_regular(path, "r", encoding="utf-8") as f:
-            text = f.read()
-    except UnicodeDecodeError as e:
-        raise BadProfile(f"{path}: damaged workload output: byte {e.start} is not UTF-8 text") from None
+        with profiles.open_regular(path, "rb") as f:
+            out = parse_output(_utf8_lines(path, f))
     except OSError as e:
         raise BadProfile(f"{path}: unreadable workload output ({e.strerror or e})") from None
-    try:
-        out = parse_output(text)
     except BadOutput as e:
         raise BadProfile(f"{path}: damaged workload output, {e}") from None
     if not out.workload or not out.ranks:
