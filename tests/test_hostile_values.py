@@ -137,3 +137,27 @@ def test_a_file_whose_name_is_not_utf8_is_refused_saying_to_rename_it(dsn, tmp_p
     line = assert_one_clear_line(r, "name is not UTF-8", "rename the file", "nothing was stored", code=2)
     assert "damaged" not in line
     assert runs(dsn) == 0
+
+
+def test_a_folder_below_an_input_that_cannot_be_read_is_said_not_skipped(tmp_path):
+    """A subfolder the user may not list is named in one line (read.discover), never left out in silence with the
+    profiles in it. Root may list any folder, so the reading runs in a process that setpriv has taken root's
+    override of file permissions from; the store's socket is out of that process's reach, so this reads only."""
+    import shutil
+    import subprocess
+    import sys
+    top = tmp_path / "outputs"
+    (top / "locked").mkdir(parents=True)
+    shutil.copy(OUTPUT, top / "one.out")
+    shutil.copy(DATA / "cgsolve-direct-n4.mpi-profile.out", top / "locked" / "two.out")
+    (top / "locked").chmod(0)
+    read = ("import sys; from pathlib import Path; from commscope.read.discover import discover; "
+            "from commscope.read.profiles import BadProfile\n"
+            "try:\n    print(discover([Path(sys.argv[1])]))\n"
+            "except BadProfile as e:\n    sys.exit(f'refused: {e}')")
+    try:
+        r = subprocess.run(["setpriv", "--bounding-set=-dac_override,-dac_read_search", sys.executable, "-c", read,
+                            str(top)], capture_output=True, text=True, timeout=120)
+    finally:
+        (top / "locked").chmod(0o755)
+    assert_one_clear_line(r, "refused:", str(top / "locked"), "cannot be read")

@@ -26,7 +26,11 @@ def looks_caliper_json(path: Path) -> bool:
 
 
 def is_ramble_workspace(path: Path) -> bool:
-    return path.is_dir() and ((path / "results.latest.json").exists() or (path / "configs" / "ramble.yaml").exists())
+    try:
+        return path.is_dir() and ((path / "results.latest.json").exists()
+                                  or (path / "configs" / "ramble.yaml").exists())
+    except PermissionError:   # a folder that cannot be searched: listing it says so (discover)
+        return False
 
 
 def is_workload_output(path: Path) -> bool:
@@ -36,6 +40,12 @@ def is_workload_output(path: Path) -> bool:
             return f.read(20).startswith(b"COMMSCOPE workload=")
     except OSError:
         return False
+
+
+def _unreadable_folder(e: OSError):
+    """A folder below an input that cannot be listed is said, never skipped in silence (os.walk's default)."""
+    raise BadProfile(f"{e.filename}: a folder that cannot be read ({e.strerror}); make it readable, or name the "
+                     f"inputs without it")
 
 
 def not_found(path: Path) -> BadProfile:
@@ -80,7 +90,7 @@ def discover(inputs: list[Path], nested_workspaces: list | None = None,
             raise not_found(inp)
         if inp.is_dir():
             files = []
-            for d, subdirs, names in os.walk(inp):
+            for d, subdirs, names in os.walk(inp, onerror=_unreadable_folder):
                 d = Path(d)
                 keep = []
                 for sd in sorted(subdirs):
