@@ -9,7 +9,8 @@ from types import SimpleNamespace
 import pytest
 from click.testing import CliRunner
 
-from commscope.workflow import commands, errors
+from commscope.commands import workflow as commands
+from commscope.workflow import errors
 from commscope.workflow.run import say_unprofiled
 from conftest import DATA
 
@@ -50,7 +51,7 @@ def test_every_profile_there_or_caliper_off_says_nothing(workspace):
 
 @pytest.mark.parametrize("allow, code", [(False, 3), (True, 0)])
 def test_run_exits_3_for_unprofiled_experiments_unless_allowed(monkeypatch, allow, code):
-    def fake_run(plan, ingest=True, allow_unprofiled=False):
+    def fake_run(plan, echo=print, ingest=True, allow_unprofiled=False):
         if not allow_unprofiled:
             raise errors.Unprofiled("1 experiments asked for a Caliper profile and wrote none")
     monkeypatch.setattr(commands, "plan_run", lambda *a, **k: SimpleNamespace())

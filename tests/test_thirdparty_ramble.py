@@ -201,7 +201,7 @@ def test_the_regression_gate_takes_a_fom_of_one_context(dsn):
             regressions.check(conn, metric="fom:Latency min")
         with pytest.raises(ValueError, match=r"no context 'Bytes: 3 \(Latency\)'"):
             regressions.check(conn, metric="fom:Latency min@Bytes: 3 (Latency)")
-        rows, direction = regressions._values(conn, "fom:Latency min@Bytes: 4096 (Latency)", {})
+        rows, direction = regressions.values(conn, "fom:Latency min@Bytes: 4096 (Latency)", {})
         assert direction == "lower"
         runs = dict(conn.execute("SELECT id, experiment FROM runs").fetchall())
     got = {runs[r[4]]: r[5] for r in rows}

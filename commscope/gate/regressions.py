@@ -184,6 +184,14 @@ def nights(rows: list[tuple]) -> dict[tuple, tuple]:
     return out
 
 
+def values(conn: psycopg.Connection, metric: str, where: dict) -> tuple[list[tuple], str]:
+    """Every row (series_id, window, campaign_id, started_at, run_id, value) of METRIC in the WHERE selection, and
+    which way is better: what the gate would compare, for inspection (check itself reads each series' window)."""
+    metric = canonical_metric(metric)
+    measured, params, fom_units = queries.measurements(conn, metric, where)
+    return queries.measured_values(conn, measured, params), direction_of(metric, fom_units)
+
+
 def check(conn: psycopg.Connection, metric: str = "time_s", campaign: int | None = None, baseline: int = 10,
           min_effect: float = 0.05, alpha: float = 0.01, confirm: int = CONFIRM,
           max_undetectable: float = MAX_UNDETECTABLE, **where) -> list[Finding]:

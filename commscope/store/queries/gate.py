@@ -62,6 +62,13 @@ def measurements(conn: psycopg.Connection, metric: str, where: dict) -> tuple[sq
     return q, params, None
 
 
+def measured_values(conn: psycopg.Connection, measured: sql.Composable, params: dict) -> list[tuple]:
+    """Every measured row (series_id, window, campaign_id, started_at, run_id, value) of MEASURED."""
+    q = sql.SQL("SELECT series_id, \"window\", campaign_id, started_at, run_id, value FROM ({}) m "
+                "WHERE value IS NOT NULL").format(measured)
+    return conn.execute(q, params).fetchall()
+
+
 def runs_of(conn: psycopg.Connection, measured: sql.Composable, params: dict, campaign: int) -> int:
     """How many ok runs of the selection the campaign has, measured or not."""
     q = sql.SQL("SELECT count(DISTINCT run_id) FROM ({}) m WHERE m.campaign_id = %(campaign)s").format(measured)
