@@ -136,10 +136,12 @@ def test_readonly_role_through_the_cli_reads_the_views_and_the_gates_tables_and_
 
 
 def _relations_read(sql_text: str) -> set[str]:
-    """The relations a query names after FROM or JOIN (not functions, subqueries or its own WITH names)."""
+    """The relations a query names after FROM or JOIN (not functions, subqueries or its own WITH names; nor the
+    operand of the comparison IS [NOT] DISTINCT FROM)."""
     import re
     ctes = {c.lower() for c in re.findall(r"(?i)\b([a-z_][a-z0-9_]*)\s+AS\s+(?:MATERIALIZED\s+)?\(", sql_text)}
-    return {m.group(1) for m in re.finditer(r"(?i)\b(?:FROM|JOIN)\s+([a-z_][a-z0-9_.]*)(\s*\()?", sql_text)
+    return {m.group(1) for m in re.finditer(r"(?i)(?<!DISTINCT )\b(?:FROM|JOIN)\s+([a-z_][a-z0-9_.]*)(\s*\()?",
+                                            sql_text)
             if not m.group(2) and m.group(1).lower() not in ctes}
 
 
@@ -171,6 +173,8 @@ def test_grafanas_dashboards_read_views_only(dsn):
     assert {n: f for n, f in read.items() if n not in views} == {}
     assert _relations_read('SELECT 1 FROM runs r JOIN v_series s ON true, generate_series(1, 2) '
                            'WHERE extract(epoch FROM "time") > 0') == {"runs", "v_series"}
+    assert _relations_read("SELECT 1 FROM v_runs WHERE a IS NOT DISTINCT FROM b JOIN runs ON true") \
+        == {"v_runs", "runs"}
 
 
 def test_a_store_made_with_trust_by_the_old_server_is_closed_on_start():
