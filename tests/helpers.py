@@ -341,6 +341,19 @@ def cli_in_process(args, env: dict, stdin: str | None = None, timeout: float = 3
     return subprocess.CompletedProcess(["commscope", *map(str, args)], r.exit_code, r.stdout, stderr)
 
 
+# ---- walking a JSON document ------------------------------------------------------------------------------------
+
+def positions(doc, path=()):
+    """(path, value) of every value in a JSON document, the document itself first."""
+    yield path, doc
+    if isinstance(doc, dict):
+        for k, v in doc.items():
+            yield from positions(v, path + (k,))
+    elif isinstance(doc, list):
+        for i, v in enumerate(doc):
+            yield from positions(v, path + (i,))
+
+
 # ---- what a renderer's output shows (tests/test_hostile_input.py, test_hostile_outputs.py, test_fuzz_renderers.py) --
 
 def plotly_strings(page: str) -> list[str]:

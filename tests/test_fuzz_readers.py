@@ -33,6 +33,7 @@ from types import SimpleNamespace
 
 import psycopg
 from hypothesis import HealthCheck, given, settings, strategies as st
+from helpers import positions
 
 DATA = Path(__file__).parent / "data"
 RAMBLE = DATA / "ramble"
@@ -77,17 +78,6 @@ hostile_json = st.one_of(
     st.integers(1, 200).map(nested),
     st.integers(1, 200).map(lambda n: {"a": nested(n, {"b": None})}),
     st.integers(1000, 100_000).map(lambda n: list(range(n))))
-
-
-def positions(doc, path=()):
-    """(path, value) of every value in a JSON document, the document itself first."""
-    yield path, doc
-    if isinstance(doc, dict):
-        for k, v in doc.items():
-            yield from positions(v, path + (k,))
-    elif isinstance(doc, list):
-        for i, v in enumerate(doc):
-            yield from positions(v, path + (i,))
 
 
 def _set(doc, path, value, delete=False):

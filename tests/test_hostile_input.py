@@ -13,7 +13,7 @@ from pathlib import Path
 
 import psycopg
 import pytest
-from helpers import assert_one_clear_line, cli_in_process, plotly_strings
+from helpers import assert_one_clear_line, cli_in_process, plotly_strings, positions
 
 DATA = Path(__file__).parent / "data"
 PROFILE = DATA / "halo3d-overlap-n2.runtime-profile.cali"
@@ -290,16 +290,9 @@ HOSTILE_LIBRARY = 'lib <script>alert(1)</script> 2.0 <a href="https://evil.examp
 DASHBOARDS = Path(__file__).parents[1] / "dashboards"
 
 
-def _strings(doc, path=()):
+def _strings(doc):
     """(path, string) of every string in a dashboard's JSON."""
-    if isinstance(doc, dict):
-        for k, v in doc.items():
-            yield from _strings(v, path + (k,))
-    elif isinstance(doc, list):
-        for i, v in enumerate(doc):
-            yield from _strings(v, path + (i,))
-    elif isinstance(doc, str):
-        yield path, doc
+    return ((path, v) for path, v in positions(doc) if isinstance(v, str))
 
 
 def test_names_show_as_text_in_grafanas_annotations_and_nowhere_else_as_html(dsn):

@@ -9,6 +9,7 @@ import statistics
 import urllib.parse
 
 from commscope.gate.attribution import lines as attributed
+from commscope.gate.metrics import canonical_metric
 from commscope.gate.stats import RUNS_A_NIGHT
 from commscope.store.queries.gate import DESCRIBE
 
@@ -277,7 +278,6 @@ def check_text(found, metrics, alpha: float, min_effect: float, fdr: float | Non
     """`commscope check`'s text: per metric a table of the findings, the cannot-tells said once where they are
     many, each moved finding's attribution; then the alerts of one cause, the change points and a summary line."""
     from commscope.gate import changepoints
-    from commscope.gate.regressions import canonical_metric
     out = []
     width = max(len(printable(f.label())) for f in found.findings)
     for metric in metrics:
