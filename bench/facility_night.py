@@ -32,31 +32,75 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 TEMPLATE = ROOT / "tests" / "data" / "halo3d-blocking-loop-n2.mpi-profile.out"
-SAMPLES = ROOT / "bench" / "results" / "regression_accuracy_samples.json"
+SAMPLES = ROOT / "bench" / "results" / "facility_night_samples.json"
+MEASURED = ("halo3d", ["--n", "48,48,48", "--iters", "200", "--variant", "blocking"])   # about 0.3 s a run alone
 CLI = [sys.executable, "-m", "commscope.cli"]
 NIGHTS, RUNS, SHIFT, SHIFTED = 16, 3, 0.25, 30
 ALERTS = ("suspect", "regression")
 
 
-def cells() -> dict[str, list[tuple[float, float]]]:
+def measure(rounds: int, out: Path, block: int = 10) -> None:
+    """ROUNDS runs of MEASURED at each level (quiet: nothing else started beside them; loaded: one busy loop
+    beside them), the levels taking turns in blocks of BLOCK rounds; the workload's own total_time and wait share
+    of each run, in measured order, written to OUT."""
+    sys.path.insert(0, str(ROOT / "ci"))
+    sys.path.insert(0, str(ROOT))
+    from commscope.workflow import stacks as mpi_stacks
+    import suite
+    stack = mpi_stacks.by_name("debian-openmpi4")
+    bdir = suite.build(stack)
+    samples, started = [], time.strftime("%Y-%m-%dT%H:%M:%S%z")
+    for first in range(0, rounds, block):
+        for level, loops in (("quiet", 0), ("loaded", 1)):
+            hogs = [subprocess.Popen(["yes"], stdout=subprocess.DEVNULL) for _ in range(loops)]
+            try:
+                for i in range(first, min(first + block, rounds)):
+                    r = suite.run(stack, bdir, MEASURED[0], MEASURED[1], 2)
+                    bad = suite.problems(r)
+                    if bad:
+                        raise SystemExit(f"{MEASURED[0]} ({level}) failed: {'; '.join(bad)}")
+                    samples.append({"level": level, "round": i, "value": r.out.foms["total_time"][0],
+                                    "runqueue_wait_share_max": r.out.foms["runqueue_wait_share_max"][0],
+                                    "load1": os.getloadavg()[0]})
+            finally:
+                for h in hogs:
+                    h.kill()
+                    h.wait()
+        print(f"rounds {first + 1}-{min(first + block, rounds)}/{rounds}", file=sys.stderr, flush=True)
+    doc = {"how": {"stack": stack.name, "ranks": 2, "cores": os.cpu_count(), "started": started,
+                   "finished": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "rounds": rounds, "block": block,
+                   "workload": MEASURED[0], "args": MEASURED[1], "fom": "total_time",
+                   "levels": {"quiet": "nothing started beside the runs", "loaded": "1 busy loop (yes) beside the runs"},
+                   "command": f"bench/facility_night.py measure --rounds {rounds}"},
+           "samples": samples}
+    tmp = out.with_suffix(".tmp")
+    tmp.write_text(json.dumps(doc, indent=1) + "\n")
+    tmp.replace(out)
+    print(f"{len(samples)} samples -> {out}")
+
+
+def cells(samples: Path = SAMPLES) -> dict[str, list[tuple[float, float]]]:
     """'quiet' and 'loaded': (total_time, wait share) of each measured run, in measured order."""
-    doc = json.loads(SAMPLES.read_text())
-    idle = [s for s in doc["samples"] if s["workload"] == "halo3d" and s["level"] == "idle"]
-    busy = [s for s in doc["samples"] if s["workload"] == "halo3d" and s["level"] == "busy1"]
-    return {"quiet": [(s["value"] * (1 - s["runqueue_wait_share_max"]), 0.0) for s in idle],
-            "loaded": [(s["value"], s["runqueue_wait_share_max"]) for s in busy]}
+    doc = json.loads(samples.read_text())
+    return {level: [(s["value"], s["runqueue_wait_share_max"]) for s in doc["samples"] if s["level"] == level]
+            for level in ("quiet", "loaded")}
 
 
-def plan(n_series: int, shifted: int = SHIFTED) -> list[dict]:
+PLATFORM_LIBRARY = "MPI_LIBRARY MPICH Version: 4.0.2"   # the platform-shift series' stack (another MPI)
+
+
+def plan(n_series: int, shifted: int = SHIFTED, platform: int = 0) -> list[dict]:
     """One entry per series: its cell, and the night its +25 % shift starts (None: unshifted). The first
-    2 x SHIFTED quiet series are shifted."""
-    out = []
+    2 x SHIFTED quiet series are shifted. PLATFORM more quiet series run on another stack (PLATFORM_LIBRARY), all
+    +25 % from night NIGHTS - 2: a platform shift."""
+    out = [{"series": n_series + k, "cell": "quiet", "shift_from": NIGHTS - 2, "platform": True}
+           for k in range(platform)]
     for s in range(n_series):
         cell = "quiet" if s % 2 == 0 else "loaded"
         k = s // 2
         start = (NIGHTS - 2 if k < shifted else NIGHTS - 5 if k < 2 * shifted else None) if cell == "quiet" else None
-        out.append({"series": s, "cell": cell, "shift_from": start})
-    return out
+        out.append({"series": s, "cell": cell, "shift_from": start, "platform": False})
+    return sorted(out, key=lambda p: p["series"])
 
 
 def output(template: str, old: float, value: float, share: float, iters: int) -> str:
@@ -77,7 +121,10 @@ def write_night(folder: Path, night: int, series: list[dict], drawn: dict, templ
         factor = 1 + SHIFT if p["shift_from"] is not None and night >= p["shift_from"] else 1.0
         for i, (value, share) in enumerate(drawn[s][night]):
             value *= factor * (1 + 1e-8 * ((night * len(series) + s) * RUNS + i))
-            (folder / f"halo3d-s{s}-r{i}.out").write_text(output(template, old, value, share, 1000 + s))
+            text = output(template, old, value, share, 1000 + s)
+            if p["platform"]:
+                text = re.sub(r"^MPI_LIBRARY .*$", PLATFORM_LIBRARY, text, flags=re.M)
+            (folder / f"halo3d-s{s}-r{i}.out").write_text(text)
 
 
 def draw(series: list[dict], seed: int, independent: bool = False) -> dict[int, list[list[tuple]]]:
@@ -129,8 +176,11 @@ def score(found: list[dict], series: list[dict]) -> dict:
     by = {int(f["parameters"]["param.iters"]) - 1000: f for f in found}
     alert = {s: by[s].get("alert", by[s]["verdict"] in ALERTS) for s in by}
     unshifted = [p["series"] for p in series if p["shift_from"] is None]
-    two = [p["series"] for p in series if p["shift_from"] == NIGHTS - 2]
+    two = [p["series"] for p in series if p["shift_from"] == NIGHTS - 2 and not p["platform"]]
     five = [p["series"] for p in series if p["shift_from"] == NIGHTS - 5]
+    platform = [p["series"] for p in series if p["platform"]]
+    leads = {s: by[s]["alert"] and (by[s]["group"] is None or by[s]["group"]["lead_series_id"] == by[s]["series_id"])
+             for s in by}
     false = sum(alert[s] for s in unshifted)
     true = sum(alert[s] for s in two + five)
     verdicts = {}
@@ -143,6 +193,11 @@ def score(found: list[dict], series: list[dict]) -> dict:
             "recall_2": sum(alert[s] for s in two) / len(two) if two else None,
             "recall_5": sum(alert[s] for s in five) / len(five) if five else None,
             "unshifted_verdicts": verdicts,
+            "alerts": sum(leads.values()),
+            "platform": {"series": len(platform), "alerting": sum(alert[s] for s in platform),
+                         "alerts": sum(leads[s] for s in platform),
+                         "groups": sorted({by[s]["group"]["label"] for s in platform if by[s]["group"]})}
+            if platform else None,
             "detectable_median": {c: statistics.median([by[p["series"]]["detectable_effect"] for p in series
                                                         if p["cell"] == c and p["shift_from"] is None
                                                         and by[p["series"]]["detectable_effect"] is not None] or [0])
@@ -181,9 +236,19 @@ def store(keep: Path | None):
 
 
 def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["measure"]:
+        mp = argparse.ArgumentParser(prog="facility_night.py measure", description=measure.__doc__)
+        mp.add_argument("--rounds", type=int, default=120)
+        mp.add_argument("--out", type=Path, default=SAMPLES)
+        a = mp.parse_args(argv[1:])
+        measure(a.rounds, a.out)
+        return 0
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--series", type=int, default=1000)
     ap.add_argument("--seed", type=int, default=45)
+    ap.add_argument("--platform", type=int, default=0,
+                    help="this many more series on another stack, all +25 %% from night NIGHTS - 2")
     ap.add_argument("--check-args", action="append", default=[],
                     help="extra arguments of one `commscope check` run (repeatable: one check each)")
     ap.add_argument("--keep", type=Path, help="keep the store's home here (and reuse nothing)")
@@ -192,7 +257,7 @@ def main(argv=None) -> int:
     ap.add_argument("--independent", action="store_true",
                     help="draw a night's runs one by one (exchangeable nights) instead of consecutive measured runs")
     args = ap.parse_args(argv)
-    series = plan(args.series)
+    series = plan(args.series, platform=args.platform)
     stop = lambda: None  # noqa: E731
     if args.url:
         url, campaigns, writing, ingesting = args.url, [args.campaign], 0.0, 0.0

@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 import psycopg
 
+from commscope.gate.campaign import FALSE_ALARMS
 from commscope.commands.common import EXIT_BAD_INPUT, EXIT_NOT_STORED, fail, not_stored, permission_denied
 from commscope.store import db
 
@@ -82,12 +83,20 @@ def accept_cmd(campaign, reason, series_ids, system, app, stack, interconnect):
               help="also write the verdicts as JUnit XML (one test case per series; a regression fails it)")
 @click.option("--markdown", type=click.Path(path_type=Path),
               help="also write a Markdown summary (for a merge request comment or a job summary)")
+@click.option("--false-alarms", type=click.FloatRange(0, min_open=True), default=FALSE_ALARMS,
+              show_default=True,
+              help="the campaign's budget: the false alarms expected in the judged campaign over every series and "
+                   "metric judged. An alert (regression, or suspect on the worse side; a group of one cause counts "
+                   "once) stands where its p is at most this over the number of findings; the others are held back "
+                   "and do not alarm. Up to --false-alarms / --alpha findings, every alert stands")
 @click.option("--fdr", type=click.FloatRange(0, 1, max_open=True), default=0.0, show_default=True,
-              help="the campaign's budget: Benjamini-Hochberg at this false discovery rate over every alert "
-                   "(regression, or suspect on the worse side) of every series and metric judged; alerts above it "
-                   "are held back and do not alarm. 0: each series judged alone at --alpha")
+              help="instead of --false-alarms: Benjamini-Hochberg at this false discovery rate over the campaign's "
+                   "alerts. 0: not used")
+@click.option("--each-series-alone", is_flag=True,
+              help="no campaign budget: every series judged alone at --alpha (a campaign of m series then expects "
+                   "m x alpha false alarms)")
 def check_cmd(metrics, campaign, baseline, min_effect, alpha, confirm, max_undetectable, system, app, stack,
-              interconnect, no_annotate, fmt, junit, markdown, fdr):
+              interconnect, no_annotate, fmt, junit, markdown, false_alarms, fdr, each_series_alone):
     """The regression gate: exit 1 if any series of the judged campaign regressed.
 
     Verdicts: regression, improvement (a shift held over the last --confirm campaigns), suspect (this campaign
@@ -108,8 +117,9 @@ def check_cmd(metrics, campaign, baseline, min_effect, alpha, confirm, max_undet
     try:
         with db.connect() as conn:
             found = check_campaign(conn, metrics, campaign, baseline, min_effect, alpha, confirm, max_undetectable,
-                                   fdr or None, not no_annotate, system=system, app=app, stack=stack,
-                                   interconnect=interconnect)
+                                   None if each_series_alone else fdr or None, not no_annotate,
+                                   None if each_series_alone or fdr else false_alarms, system=system, app=app,
+                                   stack=stack, interconnect=interconnect)
     except (ValueError, LookupError) as e:
         fail(str(e), 2)
     except db.DBError as e:
@@ -118,6 +128,7 @@ def check_cmd(metrics, campaign, baseline, min_effect, alpha, confirm, max_undet
         fail(permission_denied(e, "check", ": nothing was judged or annotated"))
     for note in found.notes:
         click.echo(f"commscope check: {note}", err=True)
+    budget = (None if each_series_alone else {"fdr": fdr} if fdr else {"false_alarms": false_alarms})
     bad = found.regressions
     try:   # each written whole beside its name, then put in its place
         if junit:
@@ -132,9 +143,9 @@ def check_cmd(metrics, campaign, baseline, min_effect, alpha, confirm, max_undet
     except db.DBError as e:
         fail(f"{e}; the verdicts were: {len(bad)} regressions", 2)
     if fmt == "json":
-        click.echo(outputs.check_json(found, alpha, min_effect, max_undetectable, fdr or None))
+        click.echo(outputs.check_json(found, alpha, min_effect, max_undetectable, budget))
     else:
-        click.echo("\n".join(outputs.check_text(found, metrics, alpha, min_effect, fdr, not no_annotate)))
+        click.echo("\n".join(outputs.check_text(found, metrics, alpha, min_effect, budget, not no_annotate)))
     denied = found.denied
     if denied:   # exit 1 still says regressions
         not_stored("check", list(denied), next(iter(denied.values())), "the verdicts above were printed but not "

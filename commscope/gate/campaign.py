@@ -4,6 +4,7 @@ both: regressions never reads attribution, and attribution never judges. Over th
 (hold) and one alert per cause (one_alert_per_cause)."""
 from __future__ import annotations
 
+import math
 import statistics
 from dataclasses import dataclass, field
 
@@ -51,27 +52,47 @@ def canaries(conn: psycopg.Connection, campaign: int, baseline: int, min_effect:
     return found
 
 
-def hold(findings: list[regressions.Finding], fdr: float | None, alpha: float) -> int:
-    """The campaign's budget (--fdr Q): Benjamini-Hochberg over every alert of the findings (regressions, and
-    suspects on the worse side; across series and metrics), on each alert's p on alpha's scale (alert_p). The
-    alerts ranked k = 1..m by that p stand up to the largest k with p <= Q k / m, where m is the number of
-    findings that could have alerted (every judged series and metric with a baseline); the others are held
-    back (Finding.held says why) and do not alarm. No Q, or Q at least alpha with one finding: every alert
-    stands, as judged alone. Returns how many were held back."""
-    if fdr is None:
+FALSE_ALARMS = 1.0   # check's budget by default: false alarms expected in one campaign over all its findings
+PLATFORM_WIDE = "platform-wide"   # the cause of a group no canary explains (one_alert_per_cause)
+
+
+def hold(findings: list[regressions.Finding], fdr: float | None, alpha: float, false_alarms: float | None = None,
+         groups: list | None = None) -> int:
+    """The campaign's budget over its alerts (regressions, and suspects on the worse side; across series and
+    metrics). The units are each group of GROUPS (one cause: one alert, its p Group.p) and each alert outside a
+    group (its alert_p, on alpha's scale); m is the number of findings that could have alerted (every judged series
+    and metric with a baseline).
+    - FALSE_ALARMS E: a unit stands where its p <= E / m, so at most E false alarms are expected in the campaign
+      (Bonferroni over the m findings, each test holding its level); where E / m >= alpha every alert stands.
+    - FDR Q (instead): Benjamini-Hochberg at Q over the units: ranked k = 1..n by p, they stand up to the largest k
+      with p <= Q k / m.
+    - Neither: every alert stands, as judged alone.
+    A held unit holds back every member (Finding.held says why). Returns how many alerts were held back."""
+    if fdr is None and false_alarms is None:
         return 0
     m = sum(f.verdict not in ("no baseline",) for f in findings)
-    raised = sorted((f for f in findings if f.alert and f.alert_p is not None), key=lambda f: f.alert_p)
-    stand = 0
-    for k, f in enumerate(raised, 1):
-        if f.alert_p <= fdr * k / m:
-            stand = k
-    for k, f in enumerate(raised, 1):
+    grouped = [g for g in groups or [] if g.members]
+    inside = {id(f) for g in grouped for f in g.members}
+    units = [(g.p, g.members) for g in grouped] + [
+        (f.alert_p, [f]) for f in findings if f.alert and f.alert_p is not None and id(f) not in inside]
+    units.sort(key=lambda u: u[0])
+    if fdr is not None:
+        stand = max((k for k, (p, _) in enumerate(units, 1) if p <= fdr * k / m), default=0)
+        why = lambda k, p: (f"ranks {k} of {len(units)} alerts over {m} findings, above Benjamini-Hochberg's "  # noqa: E731
+                            f"{fdr:g} x {k}/{m} = {fdr * k / m:.2g} (--fdr {fdr:g})")
+    else:
+        level = false_alarms / m if m else math.inf
+        stand = sum(p <= level for p, _ in units) if level < alpha else len(units)
+        why = lambda k, p: (f"is above {false_alarms:g} / {m} = {level:.2g}, the level that keeps the "  # noqa: E731
+                            f"campaign's {m} findings to {false_alarms:g} false alarm{'s' if false_alarms != 1 else ''} "
+                            f"expected (--false-alarms {false_alarms:g})")
+    held = 0
+    for k, (p, members) in enumerate(units, 1):
         if k > stand:
-            f.held = (f"held back by the campaign's budget: its p {f.alert_p:.2g} (on alpha={alpha:g}'s scale) "
-                      f"ranks {k} of {len(raised)} alerts over {m} findings, above Benjamini-Hochberg's "
-                      f"{fdr:g} x {k}/{m} = {fdr * k / m:.2g} (--fdr {fdr:g})")
-    return len(raised) - stand
+            for f in members:
+                f.held = f"held back by the campaign's budget: its p {p:.2g} (on alpha={alpha:g}'s scale) {why(k, p)}"
+                held += 1
+    return held
 
 
 @dataclass
@@ -82,6 +103,15 @@ class Group:
     where: dict
     versions: tuple = ()
     members: list = field(default_factory=list)
+    p_platform: float | None = None   # platform-wide: the sign test's p over the platform's findings
+
+    @property
+    def p(self) -> float:
+        """The group's p as one alert (campaign.hold): the sign test's for a platform-wide group, else its
+        members' smallest alert_p."""
+        if self.p_platform is not None:
+            return self.p_platform
+        return min(f.alert_p for f in self.members if f.alert_p is not None)
 
     def label(self) -> str:
         where = " ".join(str(v) for v in self.where.values())
@@ -93,11 +123,17 @@ class Group:
                 f"{spread}")
 
 
-def one_alert_per_cause(findings: list[regressions.Finding]) -> list[Group]:
+def one_alert_per_cause(findings: list[regressions.Finding], min_effect: float | None = None,
+                        alpha: float | None = None) -> list[Group]:
     """Alerts (Finding.alert) of the same cause become one alert: those whose attribution says platform on the
     same system, stack and interconnect (the canary among them), or version change with the same versions on the
-    same system and stack, and moved the same way. A cause shared by two or more alerts is a Group; each member's
-    Finding.group names it, the first (largest effect, regressions first) leads it. Other alerts stand alone."""
+    same system and stack, and moved the same way. Then, given MIN_EFFECT and ALPHA, the remaining alerts of one
+    system, stack, interconnect and metric that moved one way are one platform-wide alert where that platform's
+    findings (every series judged there with a baseline, alerting or not) moved that way as a whole: their median
+    effect is at least MIN_EFFECT that way, and more of them moved that way than not by a sign test at p < ALPHA.
+    A few series that regressed each for its own reason leave the platform's median where it was. A cause shared by
+    two or more alerts is a Group; each member's Finding.group names it, the first (largest effect, regressions
+    first) leads it. Other alerts stand alone."""
     keyed: dict[tuple, Group] = {}
     for f in findings:
         cause = (f.attribution or {}).get("cause")
@@ -113,8 +149,39 @@ def one_alert_per_cause(findings: list[regressions.Finding]) -> list[Group]:
         key = (cause, f.way, tuple(where.values()), versions)
         keyed.setdefault(key, Group(cause, where, versions)).members.append(f)
     groups = [g for g in keyed.values() if len(g.members) > 1]
+    if min_effect is not None and alpha is not None:
+        taken = {id(f) for g in groups for f in g.members}
+        groups += _platform_wide([f for f in findings if f.alert and id(f) not in taken], findings, min_effect, alpha)
     for g in groups:
         g.members.sort(key=lambda f: (f.verdict != "regression", -(f.effect or 0), f.series["series_id"]))
         for f in g.members:
             f.group = g
     return groups
+
+
+def _platform_wide(alerts: list, findings: list, min_effect: float, alpha: float) -> list[Group]:
+    """The platform-wide groups of one_alert_per_cause among ALERTS, judged on all FINDINGS of each platform."""
+    from scipy.stats import binomtest
+    def platform(f):
+        return (f.metric, *(f.series.get(k) for k in attribution.MATCH))
+    effects: dict[tuple, list[float]] = {}
+    for f in findings:
+        if f.verdict != "no baseline" and f.effect is not None and math.isfinite(f.effect):
+            effects.setdefault(platform(f), []).append(f.effect)
+    out = []
+    for way in ("worse", "better"):
+        sign = 1.0 if way == "worse" else -1.0
+        mine: dict[tuple, list] = {}
+        for f in alerts:
+            if f.moved == way:
+                mine.setdefault(platform(f), []).append(f)
+        for key, members in mine.items():
+            signed = [sign * e for e in effects.get(key, [])]
+            if len(members) < 2 or statistics.median(signed) < min_effect:
+                continue
+            p = binomtest(sum(e > 0 for e in signed), sum(e != 0 for e in signed), 0.5,
+                          alternative="greater").pvalue
+            if p < alpha:
+                where = dict(zip(attribution.MATCH, key[1:]))
+                out.append(Group(PLATFORM_WIDE, where, members=members, p_platform=float(p)))
+    return out

@@ -1,5 +1,6 @@
-"""`commscope check`'s sequence over one campaign: judge each metric (campaign.check), hold the campaign's budget
-(campaign.hold), group the alerts by cause (campaign.one_alert_per_cause), annotate and record the detectable
+"""`commscope check`'s sequence over one campaign: judge each metric (campaign.check), group the alerts by cause
+(campaign.one_alert_per_cause), hold the campaign's budget over the groups and the other alerts (campaign.hold),
+annotate and record the detectable
 effects, then recompute the change points of the judged series and list those the campaign completes. A role that
 may not store annotations, detectable effects or change points still gets every verdict: `denied` names what was
 not stored."""
@@ -32,8 +33,9 @@ class Checked:
 
 def check_campaign(conn: psycopg.Connection, metrics, judged: int | None, baseline: int, min_effect: float,
                    alpha: float, confirm: int, max_undetectable: float, fdr: float | None, annotate: bool,
-                   **where) -> Checked:
-    """JUDGED is the campaign to judge (None: the newest, where that is unambiguous). Raises LookupError when no
+                   false_alarms: float | None = None, **where) -> Checked:
+    """JUDGED is the campaign to judge (None: the newest, where that is unambiguous). FDR or FALSE_ALARMS: the
+    campaign's budget (campaign.hold; neither: each series alone). Raises LookupError when no
     metric was measured (and ValueError, LookupError as regressions.check does)."""
     found = Checked([])
     unmeasured = []
@@ -47,8 +49,13 @@ def check_campaign(conn: psycopg.Connection, metrics, judged: int | None, baseli
     if not found.findings and unmeasured:
         raise LookupError("; ".join(unmeasured))
     found.notes += unmeasured
-    found.held = campaign.hold(found.findings, fdr, alpha)
-    found.groups = campaign.one_alert_per_cause(found.findings)
+    groups = campaign.one_alert_per_cause(found.findings, min_effect, alpha)
+    found.held = campaign.hold(found.findings, fdr, alpha, false_alarms, groups)
+    found.groups = [g for g in groups if g.members[0].held is None]
+    for g in groups:
+        if g not in found.groups:
+            for f in g.members:
+                f.group = None
     try:
         if annotate:
             found.noted = queries.annotate(conn, [

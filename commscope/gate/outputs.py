@@ -256,9 +256,10 @@ def cannot_tell_summary(unsure: list, total: int) -> str:
     return "; ".join(parts) + ". Each series' figures: --format json, and the dashboards' Series too noisy to gate."
 
 
-def check_json(found, alpha: float, min_effect: float, max_undetectable: float, fdr: float | None) -> str:
-    """`commscope check --format json`: the campaign's figures, its groups and change points, and each finding
-    (as_dict) with the change points of its series and metric."""
+def check_json(found, alpha: float, min_effect: float, max_undetectable: float, budget: dict | None) -> str:
+    """`commscope check --format json`: the campaign's figures, its budget ({"false_alarms": E} or {"fdr": Q};
+    None: each series alone), its groups and change points, and each finding (as_dict) with the change points of
+    its series and metric."""
     from commscope.gate import changepoints
     series = [as_dict(f, alpha, min_effect) for f in found.findings]
     for f, d in zip(found.findings, series):
@@ -266,7 +267,7 @@ def check_json(found, alpha: float, min_effect: float, max_undetectable: float, 
                               if (c["series_id"], c["metric"]) == (f.series["series_id"], f.metric)]
     return json.dumps({"campaigns": sorted({f.campaign for f in found.findings}), "alpha": alpha,
                        "min_effect": min_effect, "max_undetectable": max_undetectable,
-                       "fdr": fdr, "alerts": sum(f.leads for f in found.findings),
+                       "budget": budget, "fdr": (budget or {}).get("fdr"), "alerts": sum(f.leads for f in found.findings),
                        "series_alerting": sum(f.alert for f in found.findings), "held_back": found.held,
                        "groups": [group_dict(g) for g in found.groups],
                        "regressions": len(found.regressions), "annotations": found.noted,
@@ -274,7 +275,7 @@ def check_json(found, alpha: float, min_effect: float, max_undetectable: float, 
                        "series": series}, default=str, indent=1)
 
 
-def check_text(found, metrics, alpha: float, min_effect: float, fdr: float | None, annotated: bool) -> list[str]:
+def check_text(found, metrics, alpha: float, min_effect: float, budget: dict | None, annotated: bool) -> list[str]:
     """`commscope check`'s text: per metric a table of the findings, the cannot-tells said once where they are
     many, each moved finding's attribution; then the alerts of one cause, the change points and a summary line."""
     from commscope.gate import changepoints
@@ -306,7 +307,9 @@ def check_text(found, metrics, alpha: float, min_effect: float, fdr: float | Non
     slower = sum(f.alert and f.verdict == "suspect" for f in findings)
     out.append(f"{len(findings)} series, {len(found.regressions)} regressions"
                + (f", {suspect} suspect ({slower} on the worse side)" if suspect else "")
-               + (f", {found.held} alerts held back by --fdr {fdr:g}" if found.held else "")
+               + (f", {found.held} alerts held back by the campaign's budget ("
+                  + ", ".join(f"--{k.replace('_', '-')} {v:g}" for k, v in budget.items()) + ")"
+                  if found.held and budget else "")
                + (f"; {sum(len(g.members) for g in groups)} of the alerting series are {len(groups)} alert"
                   f"{'s' if len(groups) > 1 else ''} of one cause each" if groups else "")
                + (f", {unsure} cannot tell" if unsure else "")

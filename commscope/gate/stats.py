@@ -35,6 +35,17 @@ DRAWS = 400               # resampled campaigns per detectable effect
 RUNS_A_NIGHT = (3, 4, 5, 6, 8, 10, 15, 20, 30, 50)   # run counts a "cannot tell" looks at
 
 
+def _variance(values) -> float:
+    """The sample variance (n - 1) in floats, the sums by math.fsum: statistics.variance's figure to rounding,
+    without its exact fractions, which cost more than the gate's tests on the many series a check judges; 0 exactly
+    where all values are equal."""
+    xs = list(values)
+    if all(x == xs[0] for x in xs):
+        return 0.0
+    mean = math.fsum(xs) / len(xs)
+    return math.fsum((x - mean) ** 2 for x in xs) / (len(xs) - 1)
+
+
 def _unchecked(name: str):
     """scipy.stats' test NAME without the wrapper that checks its inputs and handles NaN (the same arithmetic, its
     p-values equal): the gate's values are finite 1-D lists, and the wrapper costs more than the test."""
@@ -97,7 +108,7 @@ def campaign_p(new_median: float, base_medians: list[float]) -> float:
     from scipy.stats import t as student_t
     y = _monotone([new_median, *base_medians])
     base = y[1:]
-    sd = statistics.stdev(base)
+    sd = math.sqrt(_variance(base))
     if sd == 0:
         return 0.0 if y[0] > base[0] else 1.0
     k = len(base)
@@ -110,7 +121,7 @@ def mean_night_p(new_medians: list[float], base_medians: list[float]) -> float:
     from scipy.stats import t as student_t
     y = _monotone([*new_medians, *base_medians])
     new, base = y[:len(new_medians)], y[len(new_medians):]
-    sd = statistics.stdev(base)
+    sd = math.sqrt(_variance(base))
     if sd == 0:
         return 0.0 if min(new) > base[0] else 1.0
     k = len(base)
@@ -376,9 +387,9 @@ def night_spread(base: list[list[float]]) -> dict | None:
     logs = [[math.log(abs(v)) for v in c] for c in base if all(v != 0 for v in c)]
     if len(logs) < 2 or len({v > 0 for c in base for v in c}) > 1:
         return None
-    within = statistics.fmean(statistics.variance(c) for c in logs)
+    within = statistics.fmean(_variance(c) for c in logs)
     size = statistics.fmean(len(c) for c in logs)
-    between = max(0.0, statistics.variance([statistics.fmean(c) for c in logs]) - within / size)
+    between = max(0.0, _variance([statistics.fmean(c) for c in logs]) - within / size)
     return {"between": math.expm1(math.sqrt(between)), "within": math.expm1(math.sqrt(within))}
 
 
@@ -418,7 +429,7 @@ def _campaign_threshold(base_medians: tuple, level: float) -> tuple[float, float
     from scipy.stats import t as student_t
     y = _monotone(list(base_medians))
     k = len(y)
-    sd = statistics.stdev(y)
+    sd = math.sqrt(_variance(y))
     return statistics.fmean(y) + float(student_t.isf(level, k - 1)) * sd * math.sqrt(1 + 1 / k), sd
 
 
@@ -567,13 +578,24 @@ def runs_a_night(base: list[list[float]], min_effect: float, level: float, poole
                  max_undetectable: float) -> int | None:
     """The fewest runs a night (RUNS_A_NIGHT, above N_NEW) whose campaigns would show a shift of max_undetectable
     against this baseline; None when none would (nights that differ this much need quieter nights, not more
-    runs)."""
-    for n in RUNS_A_NIGHT:
-        if n > n_new:
-            least = detectable(n, base, min_effect, level, pooled, bound=True)
-            if least is None or least > max_undetectable:   # the figure is at least this: no need to compute it
-                continue
-            d = detectable(n, base, min_effect, level, pooled, upto=max_undetectable)
-            if d is not None and d <= max_undetectable:
-                return n
-    return None
+    runs). More runs a night never need a larger shift, so the largest count is tried first (None where it would
+    not show it) and the others by bisection."""
+    counts = [n for n in RUNS_A_NIGHT if n > n_new]
+
+    def shows(n: int) -> bool:
+        least = detectable(n, base, min_effect, level, pooled, bound=True)
+        if least is None or least > max_undetectable:   # the figure is at least this: no need to compute it
+            return False
+        d = detectable(n, base, min_effect, level, pooled, upto=max_undetectable)
+        return d is not None and d <= max_undetectable
+
+    if not counts or not shows(counts[-1]):
+        return None
+    lo, hi = 0, len(counts) - 1   # counts[hi] shows the shift
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if shows(counts[mid]):
+            hi = mid
+        else:
+            lo = mid + 1
+    return counts[hi]
