@@ -1,7 +1,8 @@
 """The gate at facility scale (issue 45): a suspect says which way it moved and only the worse way alerts; a
-campaign's alerts are held to one budget (--fdr, Benjamini-Hochberg across series and metrics) that leaves a
-series judged alone as it was; many cannot tells are said once, with what would change them. Expected values come
-from the synthetic plan (which series moved, which way) and from Benjamini-Hochberg's rule written out here."""
+campaign's alerts are held to one budget (--false-alarms E by default, Bonferroni over the campaign's findings; or
+--fdr, Benjamini-Hochberg) that leaves a series judged alone as it was; a platform whose series moved as a whole is
+one alert without a canary; many cannot tells are said once, with what would change them. Expected values come
+from the synthetic plan (which series moved, which way) and from the budgets' rules written out here."""
 from __future__ import annotations
 
 import json
@@ -105,3 +106,52 @@ def test_many_cannot_tells_are_said_once_with_what_would_change_them():
     assert len(few) == 3 and all("could not show shifts below" in ln for ln in few)
     md = outputs.markdown(judged, 0.01, 0.05).splitlines()
     assert [ln for ln in md if ln.startswith("- ")] == ["- " + lines[0]]
+
+
+def test_the_default_budget_keeps_a_large_campaign_to_its_expected_false_alarms():
+    """Bonferroni over the campaign's m findings, written out: with --false-alarms E an alert stands where its p is at
+    most E / m; a campaign of m findings with E / m at least alpha keeps every alert."""
+    ps = [1e-5, 5e-4, 9.9e-4, 1.5e-3, 5e-3]
+    alerts = [finding(i, "suspect" if i % 2 else "regression", p, "worse") for i, p in enumerate(ps)]
+    findings = alerts + [finding(100 + i, "cannot tell") for i in range(995)]
+    held = campaign.hold(findings, None, 0.01, false_alarms=1.0)
+    assert {i for i, f in enumerate(alerts) if f.alert} == {i for i, p in enumerate(ps) if p <= 1.0 / len(findings)}
+    assert held == 2 and all("--false-alarms 1" in f.held for f in alerts[3:])
+    small = [finding(i, "regression", p, "worse") for i, p in enumerate(ps)] + \
+        [finding(100 + i, "cannot tell") for i in range(45)]
+    assert campaign.hold(small, None, 0.01, false_alarms=1.0) == 0   # 1 / 50 >= alpha: each judged as alone
+
+
+@pytest.fixture
+def platform_moved(dsn):
+    """40 series, 3 runs a night with 3 % noise: 20 on stack-b all 30 % slower on the last night (their platform
+    moved); 20 on stack-a, of which 'solo1' and 'solo2' are 30 % slower on the last night, each for itself."""
+    rnd = random.Random(450)
+    series = [(f"b{i}", "stack-b", 1.30) for i in range(20)] + [(f"a{i}", "stack-a", 1.0) for i in range(18)] + \
+        [("solo1", "stack-a", 1.30), ("solo2", "stack-a", 1.30)]
+    with psycopg.connect(dsn) as conn:
+        for night in range(NIGHTS):
+            recs = []
+            for app, stack, level in series:
+                for i in range(3):
+                    rec = synthetic(app, night, i, 10.0 * (level if night == NIGHTS - 1 else 1.0)
+                                    * (1 + rnd.gauss(0, 0.03)))
+                    rec.stack = stack
+                    recs.append(rec)
+            ingest_records(conn, iter(recs), Provenance(), f"night {night}")
+    return dsn
+
+
+def test_a_platform_that_moved_as_a_whole_is_one_alert_without_a_canary(platform_moved):
+    r = check(platform_moved, "--format", "json")
+    doc = json.loads(r.stdout)
+    by = {s["app"]: s for s in doc["series"]}
+    moved_b = [by[f"b{i}"] for i in range(20)]
+    assert all(s["alert"] for s in moved_b) and by["solo1"]["alert"] and by["solo2"]["alert"], r.stdout[-3000:]
+    (group,) = doc["groups"]
+    assert group["cause"] == "platform-wide" and group["where"]["stack"] == "stack-b"
+    assert sorted(group["members"]) == sorted(s["series_id"] for s in moved_b)
+    assert by["solo1"]["group"] is None and by["solo2"]["group"] is None   # stack-a as a whole did not move
+    assert doc["alerts"] == 3 and doc["series_alerting"] == 22
+    text = check(platform_moved).stdout
+    assert "one alert: platform-wide on testbox stack-b shm: 20 series slower together" in text, text[-2000:]
