@@ -6,6 +6,7 @@ from pathlib import Path
 
 import click
 
+from commscope.commands.common import fail
 from commscope.workflow.caliper import KINDS as CALIPER_KINDS
 from commscope.workflow.errors import WorkflowError
 from commscope.workflow.plan import CALIPER_MODES, plan_run
@@ -16,11 +17,6 @@ from commscope.workflow.spack_envs import spack_install
 
 def _split(s: str | None) -> list[str] | None:
     return [x for x in s.split(",") if x] if s else None
-
-
-def _fail(msg: str, code: int = 2):
-    click.echo(f"commscope: error: {msg}", err=True)
-    sys.exit(code)
 
 
 @click.command("setup")
@@ -47,22 +43,22 @@ def setup_cmd(stacks, caliper_prefixes, sources, imb, no_build, caliper_kinds, s
     for cp in caliper_prefixes:
         stack, sep, prefix = cp.partition("=")
         if not sep or not prefix:
-            _fail(f"--caliper-prefix {cp!r}: expected STACK=PREFIX")
+            fail(f"--caliper-prefix {cp!r}: expected STACK=PREFIX", 2)
         prefixes[stack] = prefix
     if sources is not None and not sources.is_dir():
-        _fail(f"--source-mirror {sources}: not a folder; give the folder that holds versions.yaml's archives")
+        fail(f"--source-mirror {sources}: not a folder; give the folder that holds versions.yaml's archives", 2)
     try:
         res = setup(_split(stacks), prefixes, build=not no_build, log=click.echo, spack_mirror=spack_source_mirror,
                     sources=sources, imb=imb, caliper_kinds=tuple(caliper_kinds) or CALIPER_KINDS)
     except (WorkflowError, KeyError) as e:
-        _fail(str(e).strip('"'), 1)
+        fail(str(e).strip('"'), 1)
     for m in res["missing"]:
         click.echo(f"missing: {m}", err=True)
     if spack_install_site:
         try:
             spack_install(spack_install_site, _split(stacks), log=click.echo)
         except WorkflowError as e:
-            _fail(str(e), e.exit_code)
+            fail(str(e), e.exit_code)
     if res["ramble"] is None:
         sys.exit(1)
 
@@ -95,4 +91,4 @@ def run_cmd(study, site, stacks, interconnects, where, caliper, spack, dry_run, 
         plan = plan_run(study, site, _split(stacks), _split(interconnects), caliper, where, dry_run, spack=spack)
         run(plan, echo=click.echo, ingest=not no_ingest, allow_unprofiled=allow_unprofiled)
     except WorkflowError as e:
-        _fail(str(e), e.exit_code)
+        fail(str(e), e.exit_code)
