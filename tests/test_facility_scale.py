@@ -155,3 +155,13 @@ def test_a_platform_that_moved_as_a_whole_is_one_alert_without_a_canary(platform
     assert doc["alerts"] == 3 and doc["series_alerting"] == 22
     text = check(platform_moved).stdout
     assert "one alert: platform-wide on testbox stack-b shm: 20 series slower together" in text, text[-2000:]
+
+
+def test_the_budget_weighs_an_alert_by_its_nights_not_its_runs_alone():
+    """A night's runs are not independent draws: an alert whose runs' test is strong (alert_p 1e-5) but whose test
+    with nights as units is not (nights_alert_p 4e-3) is held back at 1 / 1,000; one whose nights agree stands."""
+    runs_only = finding(1, "suspect", 1e-5, "worse", nights_alert_p=4e-3)
+    nights_too = finding(2, "suspect", 1e-5, "worse", nights_alert_p=5e-4)
+    findings = [runs_only, nights_too] + [finding(100 + i, "cannot tell") for i in range(998)]
+    assert campaign.hold(findings, None, 0.01, false_alarms=1.0) == 1
+    assert not runs_only.alert and "0.004" in runs_only.held and nights_too.alert

@@ -56,6 +56,12 @@ FALSE_ALARMS = 1.0   # check's budget by default: false alarms expected in one c
 PLATFORM_WIDE = "platform-wide"   # the cause of a group no canary explains (one_alert_per_cause)
 
 
+def budget_p(f: regressions.Finding) -> float | None:
+    """What the budget weighs an alert by: its p with nights as units too (nights_alert_p), where the series has
+    the nights for that test, else its alert_p."""
+    return f.nights_alert_p if f.nights_alert_p is not None else f.alert_p
+
+
 def hold(findings: list[regressions.Finding], fdr: float | None, alpha: float, false_alarms: float | None = None,
          groups: list | None = None) -> int:
     """The campaign's budget over its alerts (regressions, and suspects on the worse side; across series and
@@ -74,7 +80,7 @@ def hold(findings: list[regressions.Finding], fdr: float | None, alpha: float, f
     grouped = [g for g in groups or [] if g.members]
     inside = {id(f) for g in grouped for f in g.members}
     units = [(g.p, g.members) for g in grouped] + [
-        (f.alert_p, [f]) for f in findings if f.alert and f.alert_p is not None and id(f) not in inside]
+        (budget_p(f), [f]) for f in findings if f.alert and budget_p(f) is not None and id(f) not in inside]
     units.sort(key=lambda u: u[0])
     if fdr is not None:
         stand = max((k for k, (p, _) in enumerate(units, 1) if p <= fdr * k / m), default=0)
@@ -108,10 +114,10 @@ class Group:
     @property
     def p(self) -> float:
         """The group's p as one alert (campaign.hold): the sign test's for a platform-wide group, else its
-        members' smallest alert_p."""
+        members' smallest budget_p."""
         if self.p_platform is not None:
             return self.p_platform
-        return min(f.alert_p for f in self.members if f.alert_p is not None)
+        return min(budget_p(f) for f in self.members if budget_p(f) is not None)
 
     def label(self) -> str:
         where = " ".join(str(v) for v in self.where.values())

@@ -68,6 +68,7 @@ class Finding:
     baseline_campaign: int | None = None  # the last baseline night's campaign (outputs.diff_url compares with it)
     moved: str | None = None             # regression, improvement, suspect: "worse" or "better" (stats._raise)
     alert_p: float | None = None         # the p of the test that raised it, on alpha's scale (stats._raise)
+    nights_alert_p: float | None = None  # that p with nights as units too (stats._raise): what a budget weighs
     direction: str = "lower"             # the metric's better side: "lower" or "higher"
     held: str | None = None              # why an alert is held back by the campaign's budget (campaign.hold)
     group: object = None                 # the campaign.Group of alerts with one cause this alert is part of
@@ -253,7 +254,8 @@ def check(conn: psycopg.Connection, metric: str = "time_s", campaign: int | None
                     night=(date.fromordinal(tonight[1]) if tonight[1] else None),
                     runs={"baseline": [r for n in base_nights for r in ids[key][n]], "new": ids[key][tonight]},
                     baseline_campaign=base_nights[-1][0] if base_nights else None,
-                    moved=j.moved, alert_p=j.alert_p, direction=direction)
+                    moved=j.moved, alert_p=j.alert_p, nights_alert_p=j.nights_alert_p,
+                    direction=direction)
         signed = [[sign * v for v in by_night[n]] for n in base_nights]
         f.night_spread = night_spread(signed)
         if j.verdict != "no baseline":

@@ -200,6 +200,8 @@ class Judgement:
     detectable: float | None = None    # the smallest shift flagged with POWER (detectable); None: none is
     moved: str | None = None        # regression, improvement, suspect: which way, "worse" or "better"
     alert_p: float | None = None    # the p of the test that raised it, on alpha's scale (_raise)
+    nights_alert_p: float | None = None   # the same evidence with nights as units, on alpha's scale (_raise)
+    two_nights_units_p: float | None = None   # the two nights' mean median against the nights before (mean_night_p)
 
 
 def confirm_level(alpha: float, summaries: tuple[str, ...] = tuple(CAMPAIGN_SUMMARIES)) -> float:
@@ -310,12 +312,14 @@ def judge(new: list[float], earlier: list[list[float]], min_effect: float, alpha
         bm = statistics.median(_flat(before))
         each = all(abs(statistics.median(c) - bm) >= min_effect * abs(bm) and (statistics.median(c) > bm) ==
                    (y["effect"] > 0) for c in (earlier[-1], new))
-        if held is not None and not pooled and len(before) >= MIN_CAMPAIGNS:   # nights as units: their medians too
+        if held is not None and len(before) >= MIN_CAMPAIGNS:   # nights as units: their medians too
             sign = 1.0 if held == "worse" else -1.0
             p2 = mean_night_p([sign * statistics.median(c) for c in (earlier[-1], new)],
                               [sign * statistics.median(c) for c in before])
-            j.two_night_p = max(j.two_night_p, p2)
-            held = held if p2 < alpha * TWO_NIGHTS_ALPHA else None
+            j.two_nights_units_p = p2
+            if not pooled:
+                j.two_night_p = max(j.two_night_p, p2)
+                held = held if p2 < alpha * TWO_NIGHTS_ALPHA else None
         if moved is None and held is not None and each:
             moved = held
     if len(earlier) >= 2 and len(earlier[:-1][-baseline:]) >= MIN_CAMPAIGNS:
@@ -343,13 +347,23 @@ def _raise(j: Judgement, shift: str | None, moved: str | None, alone: bool, alph
     """J's verdict from the confirmed SHIFT (regression, improvement) or the night's move (suspect), its direction
     (worse or better) and its alert p: the p of the test that raised it on alpha's scale (the night alone's p times
     alpha over its level, the two nights' over TWO_NIGHTS_ALPHA, the confirmation's as it is), so that an alert
-    is raised where alert_p < alpha and a campaign's alerts can be held to one budget (campaign.hold)."""
+    is raised where alert_p < alpha and a campaign's alerts can be held to one budget (campaign.hold). Its
+    nights_alert_p is the larger of alert_p and the same move's test with nights as units (the night's median
+    against the baseline nights' medians, the two nights' mean median, or the confirmation's rank test): the runs
+    of one night are not independent draws, so at the small levels a budget asks for, only the nights' test holds
+    its level."""
     if shift is not None:
         j.verdict, j.moved = ("regression" if shift == "worse" else "improvement"), shift
         j.alert_p = j.confirm_p if j.confirm_p is not None else j.p_value
+        units = j.confirm_p if j.confirm_p is not None else j.campaign_p
     elif moved is not None:
         j.verdict, j.moved = "suspect", moved
         j.alert_p = (j.p_value * alpha / j.level if alone else j.two_night_p / TWO_NIGHTS_ALPHA)
+        units = ((j.campaign_p * alpha / j.level if j.campaign_p is not None else None) if alone else
+                 (j.two_nights_units_p / TWO_NIGHTS_ALPHA if j.two_nights_units_p is not None else None))
+    else:
+        return
+    j.nights_alert_p = max(j.alert_p, units) if units is not None else None
 
 
 def compare(new: list[float], earlier: list[list[float]], min_effect: float, alpha: float,
