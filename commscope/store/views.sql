@@ -254,6 +254,31 @@ SELECT k.key_id, s.system, s.app, s.workload, s.variant, s.stack, s.interconnect
        k.function, k.first_day, k.last_day, k.runs_total, k.time_total, k.calls_total, k.calls_days
 FROM routines_keys k JOIN run_series s ON s.id = k.series_id;
 
+-- One SQL statement, STABLE, so the planner inlines it and a panel's WHERE on the series columns and the function
+-- reaches the keys before any probe. A range that ends after the key's last night takes the key's totals; one
+-- that starts before its first night subtracts nothing (each probe sits behind that test, as in 0008).
+DROP FUNCTION IF EXISTS routines_between(timestamptz, timestamptz);
+CREATE FUNCTION routines_between(t_from timestamptz, t_to timestamptz)
+RETURNS TABLE (system text, app text, workload text, variant text, stack text, interconnect text, ranks integer,
+               series_label text, function text, runs bigint, time_total double precision, calls numeric)
+LANGUAGE sql STABLE AS $$
+SELECT k.system, k.app, k.workload, k.variant, k.stack, k.interconnect, k.ranks, k.series_label, k.function,
+       coalesce(e.runs_cum, k.runs_total) - coalesce(b.runs_cum, 0),
+       coalesce(e.time_cum, k.time_total) - coalesce(b.time_cum, 0),
+       CASE WHEN coalesce(e.calls_days_cum, k.calls_days) > coalesce(b.calls_days_cum, 0)
+            THEN coalesce(e.calls_cum, k.calls_total) - coalesce(b.calls_cum, 0) END
+FROM v_routines_keys k
+LEFT JOIN LATERAL (SELECT c.runs_cum, c.time_cum, c.calls_cum, c.calls_days_cum FROM v_routines_cum c
+                   WHERE k.last_day > t_to AND c.key_id = k.key_id AND c.day <= t_to
+                   ORDER BY c.day DESC LIMIT 1) e ON true
+LEFT JOIN LATERAL (SELECT c.runs_cum, c.time_cum, c.calls_cum, c.calls_days_cum FROM v_routines_cum c
+                   WHERE k.first_day <= t_from - interval '1 day' AND c.key_id = k.key_id
+                     AND c.day <= t_from - interval '1 day'
+                   ORDER BY c.day DESC LIMIT 1) b ON true
+WHERE k.last_day > t_from - interval '1 day' AND k.first_day <= t_to
+  AND coalesce(e.runs_cum, k.runs_total) > coalesce(b.runs_cum, 0)
+$$;
+
 -- Readers get the running totals through views (the read-only role reads views only).
 CREATE VIEW v_collectives_series AS
 SELECT c.series_id, s.system, s.app, s.workload, s.variant, s.stack, s.interconnect, s.ranks,
@@ -262,6 +287,33 @@ FROM collectives_series c JOIN run_series s ON s.id = c.series_id;
 
 CREATE VIEW v_collectives_series_cum AS
 SELECT series_id, day, n_cum, value_cum FROM collectives_series_cum;
+
+-- One SQL statement, STABLE, so the planner inlines it and a panel's WHERE on the series columns reaches the
+-- series before any probe, and its WHERE on the key (stat, collective) the unnested keys. A range that ends
+-- after the series' last night takes its totals; one that starts before its first night subtracts nothing (each
+-- probe sits behind that test, as in 0008). unnest pads arrays shorter than the keys with NULL: no rows then.
+DROP FUNCTION IF EXISTS collectives_between(timestamptz, timestamptz);
+CREATE FUNCTION collectives_between(t_from timestamptz, t_to timestamptz)
+RETURNS TABLE (system text, app text, workload text, variant text, stack text, interconnect text, ranks integer,
+               collective text, algorithm text, bytes bigint, stat text, n bigint, value_sum double precision)
+LANGUAGE sql STABLE AS $$
+SELECT k.system, k.app, k.workload, k.variant, k.stack, k.interconnect, k.ranks,
+       u.collective, u.algorithm, u.bytes, u.stat,
+       u.n_end - coalesce(u.n_start, 0), u.value_end - coalesce(u.value_start, 0)
+FROM v_collectives_series k
+LEFT JOIN LATERAL (SELECT c.n_cum, c.value_cum FROM v_collectives_series_cum c
+                   WHERE k.last_day > t_to AND c.series_id = k.series_id AND c.day <= t_to
+                   ORDER BY c.day DESC LIMIT 1) e ON true
+LEFT JOIN LATERAL (SELECT c.n_cum, c.value_cum FROM v_collectives_series_cum c
+                   WHERE k.first_day <= t_from - interval '1 day' AND c.series_id = k.series_id
+                     AND c.day <= t_from - interval '1 day'
+                   ORDER BY c.day DESC LIMIT 1) b ON true
+CROSS JOIN LATERAL unnest(k.collective, k.algorithm, k.bytes, k.stat,
+                          coalesce(e.n_cum, k.n_total), coalesce(e.value_cum, k.value_total), b.n_cum, b.value_cum)
+      AS u(collective, algorithm, bytes, stat, n_end, value_end, n_start, value_start)
+WHERE k.last_day > t_from - interval '1 day' AND k.first_day <= t_to
+  AND u.n_end > coalesce(u.n_start, 0)
+$$;
 
 -- Text FOMs: a FOM that Ramble reports without a number (HPCG's "Status VALID", the workloads' MPI library and
 -- VERIFY results) is kept in runs.metadata.ramble_text_foms. v_text_foms shows each as a row with the run's
