@@ -18,7 +18,7 @@ SELECT system || ' ' || app || coalesce(' ' || nullif(nullif(workload, app), '')
        || coalesce(' ' || global_size, '') || ' #' || series_id
 $$;
 
--- The same columns in the same order as 0002's v_runs: the run's own hardware.
+-- Each run with its system, stack, campaign and the hardware it ran on.
 CREATE VIEW v_runs AS
 SELECT r.id AS run_id, r.started_at, r.status, r.app, r.workload, r.variant, r.decomposition,
        coalesce(r.interconnect, 'default') AS interconnect, r.ranks, r.nodes,
@@ -161,7 +161,7 @@ FROM v_run_metrics m
 WHERE m.status = 'ok' AND m.series_id IS NOT NULL
 ORDER BY m.run_id, m."window" = 'focus' DESC;
 
--- v_foms as migration 0002 made it, plus the context.
+-- Each numeric FOM with its run's selection columns, unit, repeat and Ramble context.
 CREATE VIEW v_foms AS
 SELECT v.run_id, v.started_at AS "time", v.system, v.app, v.workload, v.variant, v.stack, v.interconnect, v.ranks,
        v.experiment, v.status, f.name, f.repeat, f.value, f.unit, f.context
@@ -196,13 +196,9 @@ SELECT m.month, h.table_name, h.per_rank,
        m.per_rank_dropped_at
 FROM run_months m CROSS JOIN history_tables h;
 
--- Measurement model version 4 (docs/measurement-model.md, "Model versions"). From version 4 a one-rank spot
--- profile's windows carry the slowest rank's figures (its one rank is the mean rank and the slowest): time,
--- MPI max, the slowest rank's MPI fraction and the POP efficiencies, which version 3 left NULL as for any spot
--- profile; and pio's PARAM dir and file (where the run put its files) are no longer parameters, which made
--- every run folder a series of its own. Runs of version 3 are listed for re-ingest only where that changes
--- them: one rank and a window without its time, or those parameters. The version here must equal
--- ingest.MODEL_VERSION.
+-- The runs an older measurement model version measured differently (docs/measurement-model.md, "Model
+-- versions"), each with the reason; runs of version 3 only where version 4 changes them (one rank and a window
+-- without its time, or pio's dir and file parameters). The newest version here must equal ingest.MODEL_VERSION.
 CREATE VIEW v_runs_needing_reingest AS
 SELECT id AS run_id, source, started_at, model_version,
        CASE WHEN model_version IS NULL
@@ -246,7 +242,7 @@ CREATE VIEW v_shown_metrics_daily AS SELECT * FROM shown_metrics_daily;
 CREATE VIEW v_routines_cum AS
 SELECT key_id, day, runs_cum, time_cum, calls_cum, calls_days_cum FROM routines_cum;
 
--- The key's series columns and label as v_mpi_routines_daily gives them (0017).
+-- The key's series columns and label as v_mpi_routines_daily gives them.
 CREATE VIEW v_routines_keys AS
 SELECT k.key_id, s.system, s.app, s.workload, s.variant, s.stack, s.interconnect, s.ranks,
        series_label(s.system, s.app, s.workload, s.variant, s.stack, s.interconnect, s.ranks, k.global_size,
@@ -256,7 +252,7 @@ FROM routines_keys k JOIN run_series s ON s.id = k.series_id;
 
 -- One SQL statement, STABLE, so the planner inlines it and a panel's WHERE on the series columns and the function
 -- reaches the keys before any probe. A range that ends after the key's last night takes the key's totals; one
--- that starts before its first night subtracts nothing (each probe sits behind that test, as in 0008).
+-- that starts before its first night subtracts nothing (each probe sits behind that test).
 DROP FUNCTION IF EXISTS routines_between(timestamptz, timestamptz);
 CREATE FUNCTION routines_between(t_from timestamptz, t_to timestamptz)
 RETURNS TABLE (system text, app text, workload text, variant text, stack text, interconnect text, ranks integer,
@@ -291,7 +287,7 @@ SELECT series_id, day, n_cum, value_cum FROM collectives_series_cum;
 -- One SQL statement, STABLE, so the planner inlines it and a panel's WHERE on the series columns reaches the
 -- series before any probe, and its WHERE on the key (stat, collective) the unnested keys. A range that ends
 -- after the series' last night takes its totals; one that starts before its first night subtracts nothing (each
--- probe sits behind that test, as in 0008). unnest pads arrays shorter than the keys with NULL: no rows then.
+-- probe sits behind that test). unnest pads arrays shorter than the keys with NULL: no rows then.
 DROP FUNCTION IF EXISTS collectives_between(timestamptz, timestamptz);
 CREATE FUNCTION collectives_between(t_from timestamptz, t_to timestamptz)
 RETURNS TABLE (system text, app text, workload text, variant text, stack text, interconnect text, ranks integer,
