@@ -10,9 +10,10 @@
 -- A series as the dashboards name it: system, application, its workload where that is not the application's own
 -- name (a Ramble application's input), its variant (an application's parameters when it has no variant), stack,
 -- interconnect, rank count, global size, and the series id, which makes the label unique whatever else is alike.
+-- STABLE, as its body is (a number joined to text): so the planner inlines it into each view.
 CREATE OR REPLACE FUNCTION series_label(system text, app text, workload text, variant text, stack text,
                                         interconnect text, ranks bigint, global_size text, series_id bigint)
-RETURNS text LANGUAGE sql IMMUTABLE AS $$
+RETURNS text LANGUAGE sql STABLE AS $$
 SELECT system || ' ' || app || coalesce(' ' || nullif(nullif(workload, app), ''), '')
        || coalesce(' ' || nullif(variant, ''), '') || ' ' || stack || ' ' || interconnect || ' n' || ranks
        || coalesce(' ' || global_size, '') || ' #' || series_id
