@@ -9,10 +9,9 @@ _DAY_SERIES = ("date_trunc('day', r.started_at, 'UTC') AS \"time\", r.system, r.
                "coalesce(r.variant, '') AS variant, r.stack, r.interconnect, r.ranks")
 _DAY_SERIES_OF = ("date_trunc('day', \"time\", 'UTC') AS \"time\", system, app, workload, "
                   "coalesce(variant, '') AS variant, stack, interconnect, ranks")
-# v_run_metrics_daily's series_label, from v_runs' columns (0017's rollups name series so).
-_OTF_LABEL = ("coalesce(system, 'unknown') || ' ' || app || coalesce(' ' || nullif(variant, ''), '') || ' ' "
-              "|| coalesce(stack, 'unknown') || ' ' || interconnect || ' n' || ranks || coalesce(' ' || {gs}, '') "
-              "|| ' #' || {sid}")
+# v_run_metrics_daily's series_label, from v_runs' columns: the store's one label rule (views.sql).
+_OTF_LABEL = ("series_label(coalesce(system, 'unknown'), app, workload, variant, coalesce(stack, 'unknown'), "
+              "interconnect, ranks, {gs}, {sid})")
 ON_THE_FLY_VIEWS = [
     # 0013's (0027's) run_metrics_daily, from v_run_metrics and v_runs.
     """CREATE OR REPLACE VIEW v_run_metrics_daily AS
@@ -38,8 +37,8 @@ GROUP BY 1, 2, 3   -- one row per series, day and window; its labels the least o
 )
 SELECT d.*, (d."window" = 'focus' OR NOT EXISTS (
            SELECT 1 FROM d f WHERE f.day = d.day AND f.series_id = d.series_id AND f."window" = 'focus')) AS shown,
-       d.system || ' ' || d.app || coalesce(' ' || nullif(d.variant, ''), '') || ' ' || d.stack || ' ' || d.interconnect
-         || ' n' || d.ranks || coalesce(' ' || d.global_size, '') || ' #' || d.series_id AS series_label
+       series_label(d.system, d.app, d.workload, d.variant, d.stack, d.interconnect, d.ranks, d.global_size,
+                    d.series_id) AS series_label
 FROM d""",
     # 0029's shown_metrics_daily: the shown row of each series and day, from the view above.
     """CREATE OR REPLACE VIEW v_shown_metrics_daily AS

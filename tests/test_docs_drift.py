@@ -10,8 +10,8 @@ constant the docs test shares with the docs.
   "The commands" table, and every command that table names exists.
 - Store: the tables commscope/README.md's "Tables" list names are the base tables the migrations create (CREATE
   TABLE in a migration file, less those a later migration drops or renames; tables made by a function at run time,
-  the monthly partitions, do not count), plus `schema_version`, which store/db.py makes; its "Views" list names the
-  views they leave.
+  the monthly partitions, do not count), plus the bookkeeping tables store/db.py makes; its "Views" list names the
+  views commscope/store/views.sql defines.
 - No history in READMEs. A README may name a migration (its number, `migration 0024` or `0024_name.sql`) only as
   where something is defined. So, in any paragraph, list item or table row that names one: no sentence opens with
   the migration ("Migration 0006 adds ...": a changelog entry), no word that tells a before and after ("before",
@@ -32,6 +32,7 @@ import click
 
 ROOT = Path(__file__).resolve().parent.parent
 MIGRATIONS = ROOT / "commscope" / "store" / "migrations"
+VIEWS_SQL = ROOT / "commscope" / "store" / "views.sql"
 PANELS = ROOT / "commscope" / "views" / "panels.py"
 DB = ROOT / "commscope" / "store" / "db.py"
 NUMBER_WORDS = {w: i for i, w in enumerate(
@@ -100,12 +101,12 @@ def _ident(name: str) -> str:
 
 
 def schema_objects() -> tuple[set[str], set[str]]:
-    """(base tables, views) the migrations leave, statement by statement in file order. A name written by a
-    function at run time (`format('CREATE TABLE %I ...')`: the monthly partitions) is no identifier, so it does not
-    match; TEMP tables do not match either."""
+    """(base tables, views) the migrations and then views.sql leave, statement by statement in file order. A name
+    written by a function at run time (`format('CREATE TABLE %I ...')`: the monthly partitions) is no identifier, so
+    it does not match; TEMP tables do not match either."""
     tables: set[str] = set()
     views: set[str] = set()
-    for _, path in migration_files():
+    for path in [p for _, p in migration_files()] + [VIEWS_SQL]:
         text = re.sub(r"--[^\n]*", "", path.read_text())
         for m in SQL_OBJECTS.finditer(text):
             if m["create"]:

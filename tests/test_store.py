@@ -4,6 +4,7 @@ idempotence, atomicity, bad input, views and the read-only role."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -252,6 +253,45 @@ def test_readonly_role_is_granted_views_that_later_migrations_add(dsn):
         assert c.execute("SELECT count(*) FROM v_system_comparison").fetchone()[0] == 0
         with pytest.raises(psycopg.errors.InsufficientPrivilege):
             c.execute("SELECT count(*) FROM readonly_roles")
+
+
+VIEW_DEFINED = re.compile(r"\bCREATE\s+(?:OR\s+REPLACE\s+)?VIEW\s+(\w+)", re.IGNORECASE)
+# The one view a versioned migration creates: 0029's backfill and shown_metrics_daily's trigger function read it
+# while later migrations run; views.sql replaces it after them.
+READ_WHILE_MIGRATING = {("0013_run_metrics_daily.sql", "v_run_metrics_daily")}
+
+
+def test_every_view_is_defined_once_in_views_sql_and_the_migrations_create_none(dsn):
+    text, _ = db.views_sql()
+    defined = VIEW_DEFINED.findall(re.sub(r"--[^\n]*", "", text))
+    in_migrations = {(name, v) for _, name, sql in db.migrations()
+                     for v in VIEW_DEFINED.findall(re.sub(r"--[^\n]*", "", sql))}
+    assert in_migrations == READ_WHILE_MIGRATING
+    with psycopg.connect(dsn) as conn:
+        views = {r[0] for r in conn.execute("SELECT table_name FROM information_schema.views "
+                                            "WHERE table_schema = 'public'")}
+    assert sorted(defined) == sorted(set(defined)) == sorted(views)
+
+
+def test_views_sql_is_applied_again_when_it_differs_and_read_only_roles_read_every_view(dsn):
+    """A store whose views.sql is not this one (its checksum differs): migrate drops every view and creates them
+    from views.sql, each with the rows it had, and a read-only role granted before reads every one of them."""
+    ro = grant_local(dsn, "grafana_ro3")
+    with psycopg.connect(dsn) as conn:
+        ingest(conn, [DATA / "halo3d-overlap-n2.runtime-profile.cali"], Provenance())
+        views = [r[0] for r in conn.execute("SELECT table_name FROM information_schema.views "
+                                            "WHERE table_schema = 'public' ORDER BY 1")]
+        before = {v: sorted(map(repr, conn.execute(f"SELECT * FROM {v}").fetchall())) for v in views}
+        conn.execute("UPDATE schema_repeatable SET checksum = 'another views.sql'")
+        conn.commit()
+        assert db.migrate(conn) == [db.VIEWS_FILE]
+        assert db.migrate(conn) == []
+        assert conn.execute("SELECT checksum FROM schema_repeatable").fetchone()[0] == db.views_sql()[1]
+        after = {v: sorted(map(repr, conn.execute(f"SELECT * FROM {v}").fetchall())) for v in views}
+    assert after == before and any(before.values())
+    with psycopg.connect(ro, autocommit=True) as c:
+        for v in views:
+            c.execute(f"SELECT * FROM {v} LIMIT 1")
 
 
 def test_embedded_server_runs_on_the_binaries_pgserver_bundles(monkeypatch):

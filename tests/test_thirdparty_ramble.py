@@ -319,19 +319,10 @@ def test_a_live_ramble_run_of_imb_is_stored_with_imb_s_numbers(dsn, tmp_path):
     check_store(dsn, ws)
 
 
-@pytest.mark.skipif(not RAMBLE_ROOT or not os.environ.get("COMMSCOPE_CALIPER_NOGOTCHA_PREFIX"),
-                    reason="needs RAMBLE_ROOT (a checkout of GoogleCloudPlatform/ramble at versions.yaml's commit) and "
-                           "COMMSCOPE_CALIPER_NOGOTCHA_PREFIX (a Caliper 2.14 built with -DWITH_GOTCHA=OFF against Debian "
-                           "Open MPI 4.1, tests/thirdparty/README.md); neither is in a package registry")
-def test_a_live_ramble_run_profiles_the_unannotated_imb_with_a_preloaded_caliper(dsn, tmp_path):
-    """The committed preload config, pointed at this machine's IMB, no-GOTCHA Caliper and this repository's
-    Ramble repo, run through Ramble and ingested: profiles attached, checked against their records."""
-    stack_or_skip("debian-openmpi4")
-    prefix = imb_prefix()
-    if not prefix or not (prefix / "bin" / "IMB-MPI1").exists():
-        pytest.skip("no Intel MPI Benchmarks here: build IMB-MPI1 2021.11 with mpicc.openmpi "
-                    "(tests/thirdparty/ramble-imb/README.md) and set COMMSCOPE_IMB_PREFIX to its prefix or put it on PATH")
-    conf = yaml.safe_load((PRELOAD_WS / "configs" / "ramble.yaml").read_text())
+def run_preloaded(conf: dict, prefix: Path, tmp_path: Path) -> Path:
+    """The Ramble config CONF (ramble-imb-preload's shape), pointed at this machine's IMB (PREFIX), no-GOTCHA
+    Caliper and this repository's Ramble repo, run through Ramble (create, setup, on, analyze): its workspace,
+    every experiment of it a success."""
     conf["ramble"]["variables"]["intel-mpi-benchmarks_path"] = str(prefix)
     conf["ramble"]["variables"]["caliper_preload_prefix"] = os.environ["COMMSCOPE_CALIPER_NOGOTCHA_PREFIX"]
     cfg = tmp_path / "ramble.yaml"
@@ -347,6 +338,62 @@ def test_a_live_ramble_run_profiles_the_unannotated_imb_with_a_preloaded_caliper
         p = subprocess.run([*ramble, "-D", str(ws), *args], capture_output=True, text=True, env=env, timeout=300, cwd=ROOT)
         assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     assert all(e["RAMBLE_STATUS"] == "SUCCESS" for e in experiments(ws))
+    return ws
+
+
+# Every view that names a series by series_label.
+LABEL_VIEWS = ("v_run_metrics_daily", "v_shown_metrics_daily", "v_mpi_routines_daily", "v_routines_keys")
+
+
+@pytest.mark.skipif(not RAMBLE_ROOT or not os.environ.get("COMMSCOPE_CALIPER_NOGOTCHA_PREFIX"),
+                    reason="needs RAMBLE_ROOT (a checkout of GoogleCloudPlatform/ramble at versions.yaml's commit) and "
+                           "COMMSCOPE_CALIPER_NOGOTCHA_PREFIX (a Caliper 2.14 built with -DWITH_GOTCHA=OFF against Debian "
+                           "Open MPI 4.1, tests/thirdparty/README.md); neither is in a package registry")
+def test_two_workloads_with_equal_variables_have_labels_that_name_their_workload(dsn, tmp_path):
+    """IMB's pingpong and exchange workloads run by Ramble with the same variables (the PingPong type set for the
+    whole workspace, as a site's shared variables do): two series, whose labels differ in more than their ids
+    and each name the workload Ramble's results say the run was."""
+    stack_or_skip("debian-openmpi4")
+    prefix = imb_prefix()
+    if not prefix or not (prefix / "bin" / "IMB-MPI1").exists():
+        pytest.skip("no Intel MPI Benchmarks here: build IMB-MPI1 2021.11 with mpicc.openmpi "
+                    "(tests/thirdparty/ramble-imb/README.md) and set COMMSCOPE_IMB_PREFIX to its prefix or put it on PATH")
+    conf = yaml.safe_load((PRELOAD_WS / "configs" / "ramble.yaml").read_text())
+    conf["ramble"]["variables"]["pingpong_type"] = "PingPong"
+    conf["ramble"]["applications"][APP]["workloads"] = {
+        "pingpong": {"experiments": {"pingpong-n{n_ranks}": {}}},
+        "exchange": {"experiments": {"exchange-n{n_ranks}": {}}}}
+    ws = run_preloaded(conf, prefix, tmp_path)
+    workload_of = {e["name"]: e["workload_name"] for e in experiments(ws)}
+    assert sorted(workload_of.values()) == ["exchange", "pingpong"]
+    with psycopg.connect(dsn) as conn:
+        assert len(ingest(conn, [ws], Provenance()).inserted) == 2
+        conn.commit()
+        series = dict(conn.execute("SELECT experiment, series_id FROM runs"))
+        assert len(set(series.values())) == 2
+        for view in LABEL_VIEWS:
+            labels = dict(conn.execute(f"SELECT DISTINCT series_label, series_label FROM {view}"))
+            named = {int(lab.rsplit(" #", 1)[1]): lab.rsplit(" #", 1)[0] for lab in labels}
+            assert set(named) == set(series.values()), (view, labels)
+            assert len(set(named.values())) == 2, (view, labels)   # unique without the id
+            for exp, sid in series.items():
+                assert f" {workload_of[exp]} " in named[sid] + " ", (view, exp, named[sid])
+
+
+@pytest.mark.skipif(not RAMBLE_ROOT or not os.environ.get("COMMSCOPE_CALIPER_NOGOTCHA_PREFIX"),
+                    reason="needs RAMBLE_ROOT (a checkout of GoogleCloudPlatform/ramble at versions.yaml's commit) and "
+                           "COMMSCOPE_CALIPER_NOGOTCHA_PREFIX (a Caliper 2.14 built with -DWITH_GOTCHA=OFF against Debian "
+                           "Open MPI 4.1, tests/thirdparty/README.md); neither is in a package registry")
+def test_a_live_ramble_run_profiles_the_unannotated_imb_with_a_preloaded_caliper(dsn, tmp_path):
+    """The committed preload config, pointed at this machine's IMB, no-GOTCHA Caliper and this repository's
+    Ramble repo, run through Ramble and ingested: profiles attached, checked against their records."""
+    stack_or_skip("debian-openmpi4")
+    prefix = imb_prefix()
+    if not prefix or not (prefix / "bin" / "IMB-MPI1").exists():
+        pytest.skip("no Intel MPI Benchmarks here: build IMB-MPI1 2021.11 with mpicc.openmpi "
+                    "(tests/thirdparty/ramble-imb/README.md) and set COMMSCOPE_IMB_PREFIX to its prefix or put it on PATH")
+    conf = yaml.safe_load((PRELOAD_WS / "configs" / "ramble.yaml").read_text())
+    ws = run_preloaded(conf, prefix, tmp_path)
     with psycopg.connect(dsn) as conn:
         assert len(ingest(conn, [ws], Provenance()).inserted) == 2
     check_store(dsn, ws, profiled=True)

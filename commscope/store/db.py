@@ -25,6 +25,7 @@ because PostgreSQL refuses to run as root; binaries that user cannot reach
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import json
 import os
 import pwd
@@ -482,7 +483,8 @@ def insert_advice(conn: psycopg.Connection, kind: str, run_id: int | None, sourc
 # ---- migrations -------------------------------------------------------------
 
 def migrations() -> list[tuple[int, str, str]]:
-    """(version, name, sql) of every migrations/NNNN_name.sql, in order."""
+    """(version, name, sql) of every migrations/NNNN_name.sql, in order: the tables, indexes, triggers and data
+    changes (VIEWS_FILE holds the views)."""
     out = []
     for f in resources.files("commscope.store").joinpath("migrations").iterdir():
         if f.name.endswith(".sql"):
@@ -502,13 +504,52 @@ def migrate(conn: psycopg.Connection) -> list[str]:
                       f"'commscope db migrate' as the schema's owner") from None
 
 
+# Every view of the store and the SQL functions only views use, one definition each (commscope/store/views.sql).
+VIEWS_FILE = "views.sql"
+
+
+def views_sql() -> tuple[str, str]:
+    """(the text of VIEWS_FILE, its SHA-256 in hex)."""
+    text = resources.files("commscope.store").joinpath(VIEWS_FILE).read_text()
+    return text, hashlib.sha256(text.encode()).hexdigest()
+
+
+# Every view in public, dependents first: each view before any view it reads.
+_VIEWS_DEPENDENTS_FIRST = """
+WITH RECURSIVE v AS (
+    SELECT c.oid FROM pg_class c WHERE c.relnamespace = 'public'::regnamespace AND c.relkind = 'v'
+), reads AS (
+    SELECT DISTINCT r.ev_class AS reader, d.refobjid AS read
+    FROM pg_depend d JOIN pg_rewrite r ON r.oid = d.objid AND d.classid = 'pg_rewrite'::regclass
+    WHERE r.ev_class IN (SELECT oid FROM v) AND d.refobjid IN (SELECT oid FROM v) AND d.refobjid <> r.ev_class
+), depth(oid, lvl) AS (
+    SELECT oid, 0 FROM v
+    UNION ALL
+    SELECT reads.read, depth.lvl + 1 FROM depth JOIN reads ON reads.reader = depth.oid
+)
+SELECT oid::regclass::text FROM depth GROUP BY oid ORDER BY max(lvl), 1"""
+
+
+def _apply_views(conn: psycopg.Connection, text: str, checksum: str) -> None:
+    """Drops every view (dependents first) and creates them from TEXT, recording CHECKSUM."""
+    for (name,) in conn.execute(_VIEWS_DEPENDENTS_FIRST).fetchall():
+        conn.execute(f"DROP VIEW {name}")
+    conn.execute(text)
+    conn.execute("INSERT INTO schema_repeatable (name, checksum) VALUES (%s, %s) ON CONFLICT (name) DO UPDATE "
+                 "SET checksum = excluded.checksum, applied_at = now()", (VIEWS_FILE, checksum))
+
+
 def _migrate(conn: psycopg.Connection) -> list[str]:
+    """The pending versioned migrations in order, then VIEWS_FILE when they ran or its checksum differs from the
+    one the store holds; the names of what was applied."""
     applied = []
     with conn.transaction():
         writer_session(conn)
         take_write_lock(conn, "commscope.migrate")
         conn.execute("CREATE TABLE IF NOT EXISTS schema_version ("
                      "version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())")
+        conn.execute("CREATE TABLE IF NOT EXISTS schema_repeatable ("
+                     "name text PRIMARY KEY, checksum text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())")
         done = {r[0] for r in conn.execute("SELECT version FROM schema_version")}
         for version, name, sql in migrations():
             if version in done:
@@ -516,6 +557,11 @@ def _migrate(conn: psycopg.Connection) -> list[str]:
             conn.execute(sql)
             conn.execute("INSERT INTO schema_version (version, name) VALUES (%s, %s)", (version, name))
             applied.append(name)
+        text, checksum = views_sql()
+        stored = conn.execute("SELECT checksum FROM schema_repeatable WHERE name = %s", (VIEWS_FILE,)).fetchone()
+        if applied or stored is None or stored[0] != checksum:
+            _apply_views(conn, text, checksum)
+            applied.append(VIEWS_FILE)
         if conn.execute("SELECT to_regclass('readonly_roles')").fetchone()[0]:
             for (role,) in conn.execute("SELECT name FROM readonly_roles").fetchall():
                 _grant_views(conn, role)

@@ -34,7 +34,7 @@ BATCH = 64            # runs per round of COPYs
 WRITE_LOCK = "commscope.store.ingest"
 # runs.model_version: the version of docs/measurement-model.md a run was measured under. 2: runs' legacy
 # columns and rank_metrics are the run window (nothing left out by name, time outside regions counted) and
-# MPI calls outside every region are kept; v_runs_needing_reingest (migrations 0020, 0023, 0026) lists the runs
+# MPI calls outside every region are kept; v_runs_needing_reingest (store/views.sql) lists the runs
 # below it that the later versions measure differently, with the reason (docs/measurement-model.md).
 MODEL_VERSION = 4
 RUN_COLUMNS = ("content_hash, campaign_id, system_id, stack_id, status, profile_kind, app, workload, variant, "

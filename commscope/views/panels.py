@@ -35,9 +35,6 @@ COLLECTIVES_IN_RANGE = "collectives_between($__timeFrom(), $__timeTo())"
 COLLECTIVES_LABEL = "system || ' ' || app || ' ' || stack || ' ' || interconnect || ' n' || ranks"
 
 
-SERIES_LABEL = "system || ' ' || app || coalesce(' ' || nullif(variant, ''), '') || ' ' || stack || ' ' || interconnect || ' n' || ranks"
-
-
 @dataclass
 class Panel:
     title: str

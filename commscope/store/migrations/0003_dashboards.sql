@@ -24,10 +24,6 @@ CREATE TABLE annotations (
 );
 CREATE INDEX annotations_time ON annotations ("time");
 
-CREATE VIEW v_annotations AS
-SELECT id, "time", time_end, system, app, workload, variant, stack, interconnect, ranks, text, tags
-FROM annotations;
-
 -- The distinct series, kept by a trigger as runs arrive, so the template
 -- variables' queries read a few hundred rows instead of every run.
 CREATE TABLE run_series (
@@ -61,9 +57,6 @@ SELECT DISTINCT coalesce(s.name, 'unknown'), r.app, r.workload, coalesce(r.varia
        coalesce(st.name, 'unknown'), coalesce(r.interconnect, 'default'), r.ranks
 FROM runs r LEFT JOIN systems s ON s.id = r.system_id LEFT JOIN stacks st ON st.id = r.stack_id
 ON CONFLICT DO NOTHING;
-
-CREATE VIEW v_series AS
-SELECT system, app, workload, variant, stack, interconnect, ranks FROM run_series;
 
 -- The workloads' own FOMs, pivoted once as they arrive: collective latency per
 -- algorithm and message size (collsweep, the reservoir study), halo exchange
@@ -166,29 +159,6 @@ CREATE TEMP TABLE foms_before AS SELECT * FROM foms;
 DELETE FROM foms;
 INSERT INTO foms SELECT * FROM foms_before;
 DROP TABLE foms_before;
-
-CREATE VIEW v_collectives AS
-SELECT v.run_id, v.started_at AS "time", v.system, v.app, v.workload, v.variant, v.stack, v.interconnect, v.ranks,
-       c.repeat, c.algorithm, c.collective, c.bytes, c.stat, c.value, c.unit
-FROM collective_latency c JOIN v_runs v ON v.run_id = c.run_id
-WHERE v.status = 'ok';
-
--- skew = slowest / average communication; imbalance = slowest / average
--- compute; exposed = slowest-rank communication / total time.
-CREATE VIEW v_halo AS
-SELECT v.run_id, v.started_at AS "time", v.system, v.app, v.workload, v.variant, v.stack, v.interconnect, v.ranks,
-       h.repeat, h.comm_time_avg, h.comm_time_max, h.compute_time_avg, h.compute_time_max, h.total_time,
-       h.comm_time_max / nullif(h.comm_time_avg, 0) AS skew,
-       h.compute_time_max / nullif(h.compute_time_avg, 0) AS imbalance,
-       h.comm_time_max / nullif(h.total_time, 0) AS exposed_fraction
-FROM halo_times h JOIN v_runs v ON v.run_id = h.run_id
-WHERE v.status = 'ok';
-
-CREATE VIEW v_io AS
-SELECT v.run_id, v.started_at AS "time", v.system, v.app, v.workload, v.variant, v.stack, v.interconnect, v.ranks,
-       b.repeat, b.method, b.group_size, b.write_mbs, b.read_mbs, b.io_time_avg, b.io_time_max
-FROM io_bandwidth b JOIN v_runs v ON v.run_id = b.run_id
-WHERE v.status = 'ok';
 
 -- Panel queries select a time range first, then series keys.
 CREATE INDEX runs_started_at ON runs (started_at);

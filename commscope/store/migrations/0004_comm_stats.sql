@@ -19,8 +19,3 @@ CREATE TABLE comm_stats (
     irecv_gap_max double precision,
     PRIMARY KEY (run_id, node_id)
 );
-
-CREATE VIEW v_comm_stats AS
-SELECT c.run_id, n.path AS region, c.sends, c.recvs, c.bytes_sent, c.bytes_recv, c.max_message, c.dest_ranks,
-       c.src_ranks, c.collectives, c.irecv_gap_min, c.irecv_gap_avg, c.irecv_gap_max
-FROM comm_stats c JOIN nodes n ON n.id = c.node_id;

@@ -10,8 +10,3 @@ CREATE TABLE advice (
     text          text NOT NULL             -- the advice in one paragraph
 );
 CREATE INDEX advice_kind ON advice (kind, created_at);
-
-CREATE VIEW v_advice AS
-SELECT a.id, a.created_at, a.kind, a.run_id, v.system, v.app, v.workload, v.variant, v.stack, v.interconnect, v.ranks,
-       a.source, a.summary, a.text
-FROM advice a LEFT JOIN v_runs v ON v.run_id = a.run_id;

@@ -103,37 +103,3 @@ SELECT collectives_cum_rebuild(sids, days)
 FROM (SELECT array_agg(series_id) AS sids, array_agg(day) AS days
       FROM (SELECT DISTINCT series_id, day FROM collectives_daily) g) a
 WHERE sids IS NOT NULL;
-
--- Readers get the running totals through views (the read-only role is granted
--- SELECT on views only), and collectives_between reads those views.
-CREATE VIEW v_collectives_cum AS
-SELECT key_id, day, n_cum, value_cum FROM collectives_cum;
-
-CREATE VIEW v_collectives_keys AS
-SELECT k.key_id, s.system, s.app, s.workload, s.variant, s.stack, s.interconnect, s.ranks,
-       k.collective, k.algorithm, k.bytes, k.stat, k.first_day, k.last_day, k.n_total, k.value_total
-FROM collectives_keys k JOIN run_series s ON s.id = k.series_id;
-
--- One SQL statement, STABLE: the planner inlines it, so a panel's WHERE on the
--- series columns and stat reaches the keys before any probe. Each probe sits
--- behind a test on the key's days (a one-time filter): the end of a range after
--- the key's last night is its totals, and a range starting before its first
--- night subtracts nothing.
-CREATE FUNCTION collectives_between(t_from timestamptz, t_to timestamptz)
-RETURNS TABLE (system text, app text, workload text, variant text, stack text, interconnect text, ranks integer,
-               collective text, algorithm text, bytes bigint, stat text, n bigint, value_sum double precision)
-LANGUAGE sql STABLE AS $$
-SELECT k.system, k.app, k.workload, k.variant, k.stack, k.interconnect, k.ranks,
-       k.collective, k.algorithm, k.bytes, k.stat,
-       coalesce(e.n_cum, k.n_total) - coalesce(b.n_cum, 0), coalesce(e.value_cum, k.value_total) - coalesce(b.value_cum, 0)
-FROM v_collectives_keys k
-LEFT JOIN LATERAL (SELECT c.n_cum, c.value_cum FROM v_collectives_cum c
-                   WHERE k.last_day > t_to AND c.key_id = k.key_id AND c.day <= t_to
-                   ORDER BY c.day DESC LIMIT 1) e ON true
-LEFT JOIN LATERAL (SELECT c.n_cum, c.value_cum FROM v_collectives_cum c
-                   WHERE k.first_day <= t_from - interval '1 day' AND c.key_id = k.key_id
-                     AND c.day <= t_from - interval '1 day'
-                   ORDER BY c.day DESC LIMIT 1) b ON true
-WHERE k.last_day > t_from - interval '1 day' AND k.first_day <= t_to
-  AND coalesce(e.n_cum, k.n_total) > coalesce(b.n_cum, 0)
-$$;

@@ -43,22 +43,3 @@ CREATE TABLE run_windows (
     ranks_measured integer,
     PRIMARY KEY (run_id, "window")
 );
-
-CREATE VIEW v_run_metrics AS
-SELECT r.id AS run_id, r.series_id, r.started_at, r.app, r.ranks, r.nodes, w."window", w.focus_region,
-       w.time_s, w.mpi_time_avg_s, w.mpi_time_max_s, w.mpi_fraction_avg, w.mpi_fraction_slowest,
-       w.user_time_avg_s, w.mpi_sync_time_avg_s, w.load_balance, w.communication_efficiency,
-       w.parallel_efficiency, w.ranks_measured, s.parameters, s.environment, r.status, r.campaign_id,
-       r.profile_kind
-FROM runs r
-JOIN run_windows w ON w.run_id = r.id
-LEFT JOIN series s ON s.id = r.series_id;
-
-CREATE VIEW v_experiment_series AS
-SELECT s.id AS series_id, s.app, s.parameters, s.environment, count(r.id) AS runs,
-       min(r.started_at) AS first_run, max(r.started_at) AS last_run
-FROM series s LEFT JOIN runs r ON r.series_id = s.id
-GROUP BY s.id;
-
-CREATE VIEW v_runs_needing_reingest AS
-SELECT id AS run_id, source, started_at FROM runs WHERE model_version IS NULL;

@@ -7,9 +7,3 @@
 ALTER TABLE foms ADD COLUMN context text;
 ALTER TABLE foms DROP CONSTRAINT foms_pkey;
 CREATE UNIQUE INDEX foms_run_name_repeat_context ON foms (run_id, name, repeat, context) NULLS NOT DISTINCT;
-
--- v_foms as migration 0002 made it, plus the context.
-CREATE OR REPLACE VIEW v_foms AS
-SELECT v.run_id, v.started_at AS "time", v.system, v.app, v.workload, v.variant, v.stack, v.interconnect, v.ranks,
-       v.experiment, v.status, f.name, f.repeat, f.value, f.unit, f.context
-FROM foms f JOIN v_runs v ON v.run_id = f.run_id;

@@ -96,20 +96,3 @@ SELECT routines_daily_rebuild(sids, days), halo_daily_rebuild(sids, days)
 FROM (SELECT array_agg(series_id) AS sids, array_agg(day) AS days
       FROM (SELECT DISTINCT series_id, day FROM run_day) g) a
 WHERE sids IS NOT NULL;
-
--- series_id is the measurement model's series; series_label names it as v_run_metrics_daily does.
-CREATE OR REPLACE VIEW v_mpi_routines_daily AS
-SELECT d.day AS "time", s.system, s.app, s.workload, s.variant, s.stack, s.interconnect, s.ranks,
-       d.function, d.runs, d.time_total, d.calls, d.group_runs, d.model_series_id AS series_id, d.global_size,
-       s.system || ' ' || s.app || coalesce(' ' || nullif(s.variant, ''), '') || ' ' || s.stack || ' ' || s.interconnect
-         || ' n' || s.ranks || coalesce(' ' || d.global_size, '') || ' #' || d.model_series_id AS series_label
-FROM routines_daily d JOIN run_series s ON s.id = d.series_id;
-
-CREATE OR REPLACE VIEW v_halo_daily AS
-SELECT d.day AS "time", s.system, s.app, s.workload, s.variant, s.stack, s.interconnect, s.ranks,
-       d.n, d.comm_time_avg_sum, d.comm_time_max_n, d.comm_time_max_sum, d.skew_n, d.skew_sum,
-       d.imbalance_n, d.imbalance_sum, d.exposed_fraction_n, d.exposed_fraction_sum,
-       d.model_series_id AS series_id, d.global_size,
-       s.system || ' ' || s.app || coalesce(' ' || nullif(s.variant, ''), '') || ' ' || s.stack || ' ' || s.interconnect
-         || ' n' || s.ranks || coalesce(' ' || d.global_size, '') || ' #' || d.model_series_id AS series_label
-FROM halo_daily d JOIN run_series s ON s.id = d.series_id;

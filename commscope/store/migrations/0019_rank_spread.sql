@@ -23,8 +23,3 @@ CREATE TABLE rank_spread (
     CHECK (("window" IS NULL) <> (node_id IS NULL))
 );
 CREATE INDEX rank_spread_run ON rank_spread (run_id);
-
-CREATE VIEW v_rank_spread AS
-SELECT s.run_id, s."window", n.path AS node, s.quantity, s.ranks, s.min, s.mean, s.max, s.p50, s.p90, s.p99,
-       s.hist_lo, s.hist_hi, s.hist_counts, s.top_ranks, s.top_values
-FROM rank_spread s LEFT JOIN nodes n ON n.id = s.node_id;

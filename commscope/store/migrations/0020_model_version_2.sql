@@ -1,21 +1,4 @@
--- Measurement model version 2 (docs/measurement-model.md, "Model versions"). From version 2 the legacy
--- columns on runs (wall_time, mpi_time_avg, mpi_time_max, mpi_fraction_avg, mpi_fraction_slowest) and each
--- rank's rank_metrics are the run window's numbers: nothing left out by name (version 1 dropped any region
--- named `verify`), the time outside every region counted, USER/MPI NULL when MPI was not measured; and MPI
--- calls made outside every region are kept in mpi_metrics. Runs measured under version 1 kept the older
--- definitions in those places, and their profiles are not in the store, so they cannot be recomputed here:
--- they are listed for re-ingest beside the runs stored before the model (model_version NULL), with the
--- reason. Re-ingesting their files replaces them (ingest.Writer deletes a run of an older version with the
--- same content hash). The version here must equal ingest.MODEL_VERSION.
-CREATE OR REPLACE VIEW v_runs_needing_reingest AS
-SELECT id AS run_id, source, started_at, model_version,
-       CASE WHEN model_version IS NULL
-            THEN 'stored before the measurement model: no windows and no series'
-            ELSE 'measured under model version ' || model_version || ': its wall_time, MPI columns on runs and '
-                 'rank_metrics leave out regions named verify and the time outside every region, and MPI calls '
-                 'outside every region are missing from mpi_metrics'
-       END AS reason
-FROM runs WHERE model_version IS NULL OR model_version < 2;
+
 
 -- The communication-matrix panels show a selection's newest traced run (runs_daily.last_traced_run). Like
 -- every other rollup it counts only runs with status 'ok': a partial run's matrix lacks the missing ranks'

@@ -153,11 +153,4 @@ END $$;
 CREATE TRIGGER runs_month_partitions BEFORE INSERT OR UPDATE OF started_at ON runs
     FOR EACH ROW EXECUTE FUNCTION runs_month_partitions();
 
--- Every month's partition of every history table; partition is NULL where retention dropped it.
-CREATE VIEW v_history_partitions AS
-SELECT m.month, h.table_name, h.per_rank,
-       to_regclass(h.table_name || to_char(m.month AT TIME ZONE 'UTC', '"_y"YYYY"m"MM'))::text AS partition,
-       m.per_rank_dropped_at
-FROM run_months m CROSS JOIN history_tables h;
-
 ANALYZE node_metrics, mpi_metrics, rank_spread, rank_metrics, comm_matrix;

@@ -43,20 +43,3 @@ CREATE TABLE change_point_state (
     computed_at   timestamptz NOT NULL DEFAULT now(),
     PRIMARY KEY (series_id, metric)
 );
-
--- For the dashboards (annotations and the change points table) and the report: each change point with its
--- series' dashboard variables (as v_series spells them) and label.
-CREATE VIEW v_change_points AS
-SELECT cp.series_id, cp.metric, cp."window", cp.run_id, cp.campaign_id, cp."time", cp.previous_time,
-       cp.n_before, cp.n_after, cp.mean_before, cp.mean_after, cp.stddev_before, cp.stddev_after, cp.change,
-       cp.direction, cp.p_value, cp.method, cp.detected_at, cp.detected_campaign,
-       coalesce(s.name, 'unknown') AS system, r.app, r.workload, coalesce(r.variant, '') AS variant,
-       coalesce(st.name, 'unknown') AS stack, coalesce(r.interconnect, 'default') AS interconnect, r.ranks,
-       r.global_size,
-       coalesce(s.name, 'unknown') || ' ' || r.app || coalesce(' ' || nullif(r.variant, ''), '') || ' '
-         || coalesce(st.name, 'unknown') || ' ' || coalesce(r.interconnect, 'default') || ' n' || r.ranks
-         || coalesce(' ' || r.global_size, '') || ' #' || cp.series_id AS series_label
-FROM change_points cp
-JOIN runs r ON r.id = cp.run_id
-LEFT JOIN systems s ON s.id = r.system_id
-LEFT JOIN stacks st ON st.id = r.stack_id;

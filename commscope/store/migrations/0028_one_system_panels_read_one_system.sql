@@ -8,20 +8,6 @@
 -- rollups; every panel selects a system and an application.
 CREATE INDEX run_metrics_daily_by_system ON run_metrics_daily (system, app, day);
 
--- `shown` asks, per row, whether its series has a focus window that day. The planner hashed that question for the
--- whole table (every focus window of the history, 191k rows at 10 systems) whenever the hash looked cheaper than
--- a probe per row read, and building it took most of the panel's time (about 100 ms, against 7 ms of probes).
--- The added condition on the outer row alone changes no result (where it is false the OR is already true), but
--- a correlated test that is not an equality cannot be hashed: each row read is one probe of the key instead.
-CREATE OR REPLACE VIEW v_run_metrics_daily AS
-SELECT d.*, (d."window" = 'focus' OR NOT EXISTS (
-           SELECT 1 FROM run_metrics_daily f
-           WHERE f.day = d.day AND f.series_id = d.series_id AND f."window" = 'focus'
-             AND d."window" <> 'focus')) AS shown,
-       d.system || ' ' || d.app || coalesce(' ' || nullif(d.variant, ''), '') || ' ' || d.stack || ' ' || d.interconnect
-         || ' n' || d.ranks || coalesce(' ' || d.global_size, '') || ' #' || d.series_id AS series_label
-FROM run_metrics_daily d;
-
 -- routines_daily had 0009's (series_id, day), but a series' rows lie one per night across the table (it fills
 -- night by night), so fetching them from the heap looked dearer than scanning every series' rows of the range,
 -- and the routines panels did that (765k rows to keep 13k). Carrying the columns the panels read

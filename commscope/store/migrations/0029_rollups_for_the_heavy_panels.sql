@@ -121,12 +121,6 @@ CREATE TRIGGER comparison_daily_clear AFTER TRUNCATE ON runs FOR EACH STATEMENT 
 SELECT comparison_daily_rebuild(array_agg(series_id), array_agg(day), NULL)
 FROM (SELECT DISTINCT series_id, date_trunc('day', started_at, 'UTC') AS day FROM runs WHERE series_id IS NOT NULL) g;
 
--- What the procurement panels read: "time" is the day's start.
-CREATE VIEW v_comparison_daily AS
-SELECT day AS "time", series_id, system, stack, interconnect, app, ranks, parameters, "window",
-       runs, time_sum, time_min, time_max
-FROM comparison_daily;
-
 -- 2. The MPI-fraction panels and USER / MPI / MPI_SYNC. They read v_run_metrics_daily, both windows of every
 -- selected series and day (6,658 rows for one system's halo3d over 30 days), each run-window row probing for a
 -- focus row of its day (`shown`), and built a label per row: 47-55 ms alone at a million runs, 169-188 ms under
@@ -229,5 +223,3 @@ SELECT day, series_id, "window", system, app, workload, stack, interconnect, ran
        communication_efficiency_n, communication_efficiency_sum, user_time_avg_n, user_time_avg_sum,
        mpi_time_avg_n, mpi_time_avg_sum, mpi_sync_time_avg_n, mpi_sync_time_avg_sum
 FROM v_run_metrics_daily WHERE shown;
-
-CREATE VIEW v_shown_metrics_daily AS SELECT * FROM shown_metrics_daily;

@@ -140,39 +140,3 @@ CREATE TRIGGER routines_cum_clear AFTER TRUNCATE ON routines_daily
 SELECT routines_cum_rebuild(array_agg(series_id), array_agg(day))
 FROM (SELECT series_id, min(day) AS day FROM routines_daily GROUP BY 1) g
 HAVING count(*) > 0;
-
--- Readers get the running totals through views (the read-only role reads views only).
-CREATE VIEW v_routines_cum AS
-SELECT key_id, day, runs_cum, time_cum, calls_cum, calls_days_cum FROM routines_cum;
-
--- The key's series columns and label as v_mpi_routines_daily gives them (0017).
-CREATE VIEW v_routines_keys AS
-SELECT k.key_id, s.system, s.app, s.workload, s.variant, s.stack, s.interconnect, s.ranks,
-       s.system || ' ' || s.app || coalesce(' ' || nullif(s.variant, ''), '') || ' ' || s.stack || ' ' || s.interconnect
-         || ' n' || s.ranks || coalesce(' ' || k.global_size, '') || ' #' || k.model_series_id AS series_label,
-       k.function, k.first_day, k.last_day, k.runs_total, k.time_total, k.calls_total, k.calls_days
-FROM routines_keys k JOIN run_series s ON s.id = k.series_id;
-
--- One SQL statement, STABLE, so the planner inlines it and a panel's WHERE on the series columns and the function
--- reaches the keys before any probe. A range that ends after the key's last night takes the key's totals; one
--- that starts before its first night subtracts nothing (each probe sits behind that test, as in 0008).
-CREATE FUNCTION routines_between(t_from timestamptz, t_to timestamptz)
-RETURNS TABLE (system text, app text, workload text, variant text, stack text, interconnect text, ranks integer,
-               series_label text, function text, runs bigint, time_total double precision, calls numeric)
-LANGUAGE sql STABLE AS $$
-SELECT k.system, k.app, k.workload, k.variant, k.stack, k.interconnect, k.ranks, k.series_label, k.function,
-       coalesce(e.runs_cum, k.runs_total) - coalesce(b.runs_cum, 0),
-       coalesce(e.time_cum, k.time_total) - coalesce(b.time_cum, 0),
-       CASE WHEN coalesce(e.calls_days_cum, k.calls_days) > coalesce(b.calls_days_cum, 0)
-            THEN coalesce(e.calls_cum, k.calls_total) - coalesce(b.calls_cum, 0) END
-FROM v_routines_keys k
-LEFT JOIN LATERAL (SELECT c.runs_cum, c.time_cum, c.calls_cum, c.calls_days_cum FROM v_routines_cum c
-                   WHERE k.last_day > t_to AND c.key_id = k.key_id AND c.day <= t_to
-                   ORDER BY c.day DESC LIMIT 1) e ON true
-LEFT JOIN LATERAL (SELECT c.runs_cum, c.time_cum, c.calls_cum, c.calls_days_cum FROM v_routines_cum c
-                   WHERE k.first_day <= t_from - interval '1 day' AND c.key_id = k.key_id
-                     AND c.day <= t_from - interval '1 day'
-                   ORDER BY c.day DESC LIMIT 1) b ON true
-WHERE k.last_day > t_from - interval '1 day' AND k.first_day <= t_to
-  AND coalesce(e.runs_cum, k.runs_total) > coalesce(b.runs_cum, 0)
-$$;

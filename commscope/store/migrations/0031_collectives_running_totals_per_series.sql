@@ -120,40 +120,5 @@ SELECT collectives_cum_rebuild(array_agg(series_id), array_agg(day))
 FROM (SELECT series_id, min(day) AS day FROM collectives_daily GROUP BY 1) g
 HAVING count(*) > 0;
 
--- Readers get the running totals through views (the read-only role reads views only).
-CREATE VIEW v_collectives_series AS
-SELECT c.series_id, s.system, s.app, s.workload, s.variant, s.stack, s.interconnect, s.ranks,
-       c.collective, c.algorithm, c.bytes, c.stat, c.first_day, c.last_day, c.n_total, c.value_total
-FROM collectives_series c JOIN run_series s ON s.id = c.series_id;
-
-CREATE VIEW v_collectives_series_cum AS
-SELECT series_id, day, n_cum, value_cum FROM collectives_series_cum;
-
--- One SQL statement, STABLE, so the planner inlines it and a panel's WHERE on the series columns reaches the
--- series before any probe, and its WHERE on the key (stat, collective) the unnested keys. A range that ends
--- after the series' last night takes its totals; one that starts before its first night subtracts nothing (each
--- probe sits behind that test, as in 0008). unnest pads arrays shorter than the keys with NULL: no rows then.
-CREATE OR REPLACE FUNCTION collectives_between(t_from timestamptz, t_to timestamptz)
-RETURNS TABLE (system text, app text, workload text, variant text, stack text, interconnect text, ranks integer,
-               collective text, algorithm text, bytes bigint, stat text, n bigint, value_sum double precision)
-LANGUAGE sql STABLE AS $$
-SELECT k.system, k.app, k.workload, k.variant, k.stack, k.interconnect, k.ranks,
-       u.collective, u.algorithm, u.bytes, u.stat,
-       u.n_end - coalesce(u.n_start, 0), u.value_end - coalesce(u.value_start, 0)
-FROM v_collectives_series k
-LEFT JOIN LATERAL (SELECT c.n_cum, c.value_cum FROM v_collectives_series_cum c
-                   WHERE k.last_day > t_to AND c.series_id = k.series_id AND c.day <= t_to
-                   ORDER BY c.day DESC LIMIT 1) e ON true
-LEFT JOIN LATERAL (SELECT c.n_cum, c.value_cum FROM v_collectives_series_cum c
-                   WHERE k.first_day <= t_from - interval '1 day' AND c.series_id = k.series_id
-                     AND c.day <= t_from - interval '1 day'
-                   ORDER BY c.day DESC LIMIT 1) b ON true
-CROSS JOIN LATERAL unnest(k.collective, k.algorithm, k.bytes, k.stat,
-                          coalesce(e.n_cum, k.n_total), coalesce(e.value_cum, k.value_total), b.n_cum, b.value_cum)
-      AS u(collective, algorithm, bytes, stat, n_end, value_end, n_start, value_start)
-WHERE k.last_day > t_from - interval '1 day' AND k.first_day <= t_to
-  AND u.n_end > coalesce(u.n_start, 0)
-$$;
-
-DROP VIEW v_collectives_keys, v_collectives_cum;
+DROP VIEW IF EXISTS v_collectives_keys, v_collectives_cum;
 DROP TABLE collectives_cum, collectives_keys;

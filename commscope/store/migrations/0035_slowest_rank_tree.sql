@@ -6,9 +6,3 @@
 ALTER TABLE node_metrics ADD COLUMN excl_slowest double precision,
                          ADD COLUMN incl_slowest double precision,
                          ADD COLUMN slowest_rank integer;
-
-CREATE OR REPLACE VIEW v_node_metrics AS
-SELECT nm.run_id, n.path, n.name, n.depth, n.is_mpi, nm.excl_min, nm.excl_avg, nm.excl_max,
-       nm.incl_min, nm.incl_avg, nm.incl_max, nm.calls, nm.imbalance, nm.incl_max_rank,
-       nm.excl_slowest, nm.incl_slowest, nm.slowest_rank
-FROM node_metrics nm JOIN nodes n ON n.id = nm.node_id;

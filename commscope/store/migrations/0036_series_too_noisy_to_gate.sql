@@ -21,18 +21,3 @@ CREATE TABLE gate_detectable (
     PRIMARY KEY (series_id, metric, "window")
 );
 CREATE INDEX gate_detectable_time ON gate_detectable ("time");
-
-CREATE VIEW v_noisy_series AS
-SELECT g.series_id, g.metric, g."window", g.campaign_id, g.run_id, g."time", g.verdict, g.detectable,
-       g.max_undetectable, g.runs_a_night, g.n_new, g.n_baseline, g.reason, g.checked_at,
-       coalesce(s.name, 'unknown') AS system, r.app, r.workload, coalesce(r.variant, '') AS variant,
-       coalesce(st.name, 'unknown') AS stack, coalesce(r.interconnect, 'default') AS interconnect, r.ranks,
-       r.global_size,
-       coalesce(s.name, 'unknown') || ' ' || r.app || coalesce(' ' || nullif(r.variant, ''), '') || ' '
-         || coalesce(st.name, 'unknown') || ' ' || coalesce(r.interconnect, 'default') || ' n' || r.ranks
-         || coalesce(' ' || r.global_size, '') || ' #' || g.series_id AS series_label
-FROM gate_detectable g
-JOIN runs r ON r.id = g.run_id
-LEFT JOIN systems s ON s.id = r.system_id
-LEFT JOIN stacks st ON st.id = r.stack_id
-WHERE g.detectable IS NULL OR g.detectable > g.max_undetectable;

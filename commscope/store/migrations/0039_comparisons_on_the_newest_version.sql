@@ -12,7 +12,7 @@ SELECT mpi_family(library)
        || coalesce(' ' || (regexp_match(library, '(^|[ \t\n\r\f\v:,(])[vV]?([0-9]+(\.[0-9A-Za-z]+)*)'))[2], '')
 $$;
 
-DROP VIEW v_comparison_daily;
+DROP VIEW IF EXISTS v_comparison_daily CASCADE;
 DROP INDEX comparison_daily_by_app;
 DROP INDEX comparison_daily_by_system;
 ALTER TABLE comparison_daily ADD COLUMN mpi_library text, ADD COLUMN last_run timestamptz;
@@ -50,9 +50,3 @@ CREATE INDEX comparison_daily_by_system ON comparison_daily (system, stack, day)
 -- What the stores already hold, regrouped by library.
 SELECT comparison_daily_rebuild(array_agg(series_id), array_agg(day), NULL)
 FROM (SELECT DISTINCT series_id, date_trunc('day', started_at, 'UTC') AS day FROM runs WHERE series_id IS NOT NULL) g;
-
--- What the procurement panels read: "time" is the day's start; mpi_version the library's version as it is shown.
-CREATE VIEW v_comparison_daily AS
-SELECT day AS "time", series_id, system, stack, interconnect, app, ranks, parameters, "window",
-       runs, time_sum, time_min, time_max, mpi_library, mpi_version_label(mpi_library) AS mpi_version, last_run
-FROM comparison_daily;
