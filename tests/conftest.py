@@ -111,13 +111,13 @@ def server(tmp_path_factory):
 
 
 @contextlib.contextmanager
-def fresh_database(emb: db.Embedded):
+def fresh_database(emb: db.Embedded, template: str | None = None):
     """A fresh, migrated database on EMB, prepared as `commscope db start` prepares its own (the schema owned
     by commscope's role, which is no superuser); yields a DSN connecting as that role, and drops it after.
-    It is a copy of one database migrated once per server (migrated_template): the same schema, made in a
-    fraction of the time."""
+    It is a copy of one database migrated once per server (migrated_template), or of TEMPLATE: the same
+    schema, made in a fraction of the time."""
     name = f"t_{uuid.uuid4().hex[:12]}"
-    template = migrated_template(emb)
+    template = template or migrated_template(emb)
     with emb.admin("postgres") as c:
         c.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template}"')
     try:
@@ -146,9 +146,13 @@ def migrated_template(emb: db.Embedded) -> str:
 
 
 @pytest.fixture
-def dsn(server):
-    """A fresh, migrated database per test (fresh_database)."""
-    with fresh_database(server[0]) as url:
+def dsn(server, request):
+    """A fresh, migrated database per test (fresh_database); for a test that asks for `filled`, a fresh copy of
+    the database fill_panel_data filled once per session (filled_template)."""
+    template = None
+    if "filled" in request.fixturenames:
+        template = filled_template(server[0], request.getfixturevalue("workload_outputs"))
+    with fresh_database(server[0], template) as url:
         yield url
 
 
@@ -186,7 +190,7 @@ DATA = ROOT / "tests" / "data"
 RAMBLE_WORKSPACES = ["smoke-openmpi4-mpi", "smoke-mpich4-matrix", "smoke-openmpi4-repeats"]
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def workload_outputs(tmp_path_factory):
     """Real runs of the workloads whose panels no committed fixture feeds:
     collsweep with the default and a forced Allreduce algorithm, pio with each
@@ -214,8 +218,32 @@ def workload_outputs(tmp_path_factory):
 
 
 @pytest.fixture
-def filled(dsn, workload_outputs):
-    """The store with every kind of real data the panels read, and a read-only role."""
+def filled(dsn):
+    """The store with every kind of real data the panels read (fill_panel_data; dsn is a copy of
+    filled_template), and a read-only role."""
+    return grant_local(dsn, "grafana_ro")
+
+
+_filled: dict[tuple[str, str], str] = {}
+
+
+def filled_template(emb: db.Embedded, outputs: Path) -> str:
+    """The name of a database on EMB that fill_panel_data filled with OUTPUTS, once per server and outputs;
+    nothing connects to it afterwards, so each test that asks for `filled` gets a copy of its own."""
+    key = (str(emb.data), str(outputs))
+    if key not in _filled:
+        name = f"filled_{uuid.uuid4().hex[:12]}"
+        with emb.admin("postgres") as c:
+            c.execute(f'CREATE DATABASE "{name}" TEMPLATE "{migrated_template(emb)}"')
+        fill_panel_data(emb.url(name), outputs)
+        _filled[key] = name
+    return _filled[key]
+
+
+def fill_panel_data(dsn: str, workload_outputs: Path) -> None:
+    """Every kind of real data the panels read into the store behind DSN: tests/data's profiles and Ramble
+    workspaces, the workloads' outputs, and one regression annotation, change point and series too noisy to
+    gate."""
     with psycopg.connect(dsn) as conn:
         ingest(conn, [DATA], Provenance(system="lab-a"))
         for ws in RAMBLE_WORKSPACES:
@@ -242,7 +270,6 @@ def filled(dsn, workload_outputs):
                      "3, 30, 'cannot tell: this series could not show shifts below 45 %' FROM runs "
                      "WHERE status = 'ok' AND series_id IS NOT NULL AND campaign_id IS NOT NULL ORDER BY id LIMIT 1")
         conn.commit()
-    return grant_local(dsn, "grafana_ro")
 
 
 @pytest.fixture
