@@ -147,11 +147,16 @@ def migrated_template(emb: db.Embedded) -> str:
 
 @pytest.fixture
 def dsn(server, request):
-    """A fresh, migrated database per test (fresh_database); for a test that asks for `filled`, a fresh copy of
-    the database fill_panel_data filled once per session (filled_template)."""
+    """A fresh, migrated database per test (fresh_database); for a test that asks for `filled` or
+    `real_history`, a fresh copy of the database that fixture's data was stored into once per session
+    (filled_template, history_template)."""
     template = None
-    if "filled" in request.fixturenames:
+    wanted = {"filled", "real_history"} & set(request.fixturenames)
+    assert len(wanted) <= 1, f"{request.node.name}: filled and real_history are two stores, not one"
+    if wanted == {"filled"}:
         template = filled_template(server[0], request.getfixturevalue("workload_outputs"))
+    elif wanted == {"real_history"}:
+        template = history_template(server[0], request.getfixturevalue("tmp_path_factory"))
     with fresh_database(server[0], template) as url:
         yield url
 
@@ -224,20 +229,24 @@ def filled(dsn):
     return grant_local(dsn, "grafana_ro")
 
 
-_filled: dict[tuple[str, str], str] = {}
+_stored: dict[tuple[str, str], str] = {}
+
+
+def stored_template(emb: db.Embedded, key: str, fill) -> str:
+    """The name of a database on EMB copied from migrated_template and filled by FILL(dsn), once per server and
+    KEY; nothing connects to it afterwards, so fresh_database can copy it for each test that reads that store."""
+    if (str(emb.data), key) not in _stored:
+        name = f"stored_{uuid.uuid4().hex[:12]}"
+        with emb.admin("postgres") as c:
+            c.execute(f'CREATE DATABASE "{name}" TEMPLATE "{migrated_template(emb)}"')
+        fill(emb.url(name))
+        _stored[str(emb.data), key] = name
+    return _stored[str(emb.data), key]
 
 
 def filled_template(emb: db.Embedded, outputs: Path) -> str:
-    """The name of a database on EMB that fill_panel_data filled with OUTPUTS, once per server and outputs;
-    nothing connects to it afterwards, so each test that asks for `filled` gets a copy of its own."""
-    key = (str(emb.data), str(outputs))
-    if key not in _filled:
-        name = f"filled_{uuid.uuid4().hex[:12]}"
-        with emb.admin("postgres") as c:
-            c.execute(f'CREATE DATABASE "{name}" TEMPLATE "{migrated_template(emb)}"')
-        fill_panel_data(emb.url(name), outputs)
-        _filled[key] = name
-    return _filled[key]
+    """The database fill_panel_data filled with OUTPUTS, once per server and outputs (stored_template)."""
+    return stored_template(emb, f"filled {outputs}", lambda dsn: fill_panel_data(dsn, outputs))
 
 
 def fill_panel_data(dsn: str, workload_outputs: Path) -> None:
@@ -273,8 +282,28 @@ def fill_panel_data(dsn: str, workload_outputs: Path) -> None:
 
 
 @pytest.fixture
-def real_history(dsn, tmp_path):
-    """Nights 1-5 as five campaigns; returns the DSN and each series' night-5 series_id."""
+def real_history(dsn):
+    """Nights 1-5 as five campaigns (store_history; dsn is a copy of history_template); returns the DSN and each
+    series' night-5 series_id."""
+    with psycopg.connect(dsn) as conn:
+        sids = {s: conn.execute("SELECT series_id FROM runs WHERE source LIKE %s",
+                                (f"%{files[5]}",)).fetchone()[0] for s, files in NIGHTS.items()}
+        partial = conn.execute("SELECT status, series_id FROM runs WHERE source LIKE %s",
+                               ("%/without-rank-_/%",)).fetchall()
+    # the premise: four series, and the partial runs are stored as such, in the per-rank series
+    assert len(set(sids.values())) == 4
+    assert partial == [("partial", sids["24-per-rank"])] * 2
+    return dsn, sids
+
+
+def history_template(emb: db.Embedded, tmp_path_factory) -> str:
+    """The database store_history filled, once per server (stored_template)."""
+    return stored_template(emb, "real_history", lambda dsn: store_history(dsn, tmp_path_factory.mktemp("history")))
+
+
+def store_history(dsn: str, tmp_path: Path) -> None:
+    """Nights 1-5 of tests/gate-history into the store behind DSN as five campaigns, nights 4 and 5 each with a
+    per-rank run missing one rank's file (copied under TMP_PATH)."""
     prov = Provenance(system="ci-box", stack="debian-openmpi4")
     with psycopg.connect(dsn) as conn:
         for night in (1, 2, 3, 4, 5):
@@ -285,11 +314,3 @@ def real_history(dsn, tmp_path):
                 paths.append(partial_copy(tmp_path, 0))
             res = ingest(conn, paths, prov, allow_partial=True)
             assert len(res.inserted) == len(paths), res
-        sids = {s: conn.execute("SELECT series_id FROM runs WHERE source LIKE %s",
-                                (f"%{files[5]}",)).fetchone()[0] for s, files in NIGHTS.items()}
-        partial = conn.execute("SELECT status, series_id FROM runs WHERE source LIKE %s",
-                               ("%/without-rank-_/%",)).fetchall()
-    # the premise: four series, and the partial runs are stored as such, in the per-rank series
-    assert len(set(sids.values())) == 4
-    assert partial == [("partial", sids["24-per-rank"])] * 2
-    return dsn, sids
