@@ -138,6 +138,10 @@ ReturnToService=2
 SlurmdTimeout=60
 InactiveLimit=0
 KillWait=5
+# sbatch --wait asks for the job after 2 s, then at fourfold intervals while they stay under MinJobAge / 2
+# (the default 300 s gives 2, 8, 32 s: a 3 s job returns after 10 s). At 4 s it asks every 2 s, and an
+# ended job's record is kept 4 s at least, two of its polls.
+MinJobAge=4
 {self._node_line()}
 PartitionName={PARTITION} Nodes={self.node} Default=YES MaxTime=INFINITE State=UP
 """)

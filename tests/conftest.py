@@ -111,13 +111,13 @@ def server(tmp_path_factory):
 
 
 @contextlib.contextmanager
-def fresh_database(emb: db.Embedded):
+def fresh_database(emb: db.Embedded, template: str | None = None):
     """A fresh, migrated database on EMB, prepared as `commscope db start` prepares its own (the schema owned
     by commscope's role, which is no superuser); yields a DSN connecting as that role, and drops it after.
-    It is a copy of one database migrated once per server (migrated_template): the same schema, made in a
-    fraction of the time."""
+    It is a copy of one database migrated once per server (migrated_template), or of TEMPLATE: the same
+    schema, made in a fraction of the time."""
     name = f"t_{uuid.uuid4().hex[:12]}"
-    template = migrated_template(emb)
+    template = template or migrated_template(emb)
     with emb.admin("postgres") as c:
         c.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template}"')
     try:
@@ -146,9 +146,18 @@ def migrated_template(emb: db.Embedded) -> str:
 
 
 @pytest.fixture
-def dsn(server):
-    """A fresh, migrated database per test (fresh_database)."""
-    with fresh_database(server[0]) as url:
+def dsn(server, request):
+    """A fresh, migrated database per test (fresh_database); for a test that asks for `filled` or
+    `real_history`, a fresh copy of the database that fixture's data was stored into once per session
+    (filled_template, history_template)."""
+    template = None
+    wanted = {"filled", "real_history"} & set(request.fixturenames)
+    assert len(wanted) <= 1, f"{request.node.name}: filled and real_history are two stores, not one"
+    if wanted == {"filled"}:
+        template = filled_template(server[0], request.getfixturevalue("workload_outputs"))
+    elif wanted == {"real_history"}:
+        template = history_template(server[0], request.getfixturevalue("tmp_path_factory"))
+    with fresh_database(server[0], template) as url:
         yield url
 
 
@@ -186,7 +195,7 @@ DATA = ROOT / "tests" / "data"
 RAMBLE_WORKSPACES = ["smoke-openmpi4-mpi", "smoke-mpich4-matrix", "smoke-openmpi4-repeats"]
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def workload_outputs(tmp_path_factory):
     """Real runs of the workloads whose panels no committed fixture feeds:
     collsweep with the default and a forced Allreduce algorithm, pio with each
@@ -214,8 +223,36 @@ def workload_outputs(tmp_path_factory):
 
 
 @pytest.fixture
-def filled(dsn, workload_outputs):
-    """The store with every kind of real data the panels read, and a read-only role."""
+def filled(dsn):
+    """The store with every kind of real data the panels read (fill_panel_data; dsn is a copy of
+    filled_template), and a read-only role."""
+    return grant_local(dsn, "grafana_ro")
+
+
+_stored: dict[tuple[str, str], str] = {}
+
+
+def stored_template(emb: db.Embedded, key: str, fill) -> str:
+    """The name of a database on EMB copied from migrated_template and filled by FILL(dsn), once per server and
+    KEY; nothing connects to it afterwards, so fresh_database can copy it for each test that reads that store."""
+    if (str(emb.data), key) not in _stored:
+        name = f"stored_{uuid.uuid4().hex[:12]}"
+        with emb.admin("postgres") as c:
+            c.execute(f'CREATE DATABASE "{name}" TEMPLATE "{migrated_template(emb)}"')
+        fill(emb.url(name))
+        _stored[str(emb.data), key] = name
+    return _stored[str(emb.data), key]
+
+
+def filled_template(emb: db.Embedded, outputs: Path) -> str:
+    """The database fill_panel_data filled with OUTPUTS, once per server and outputs (stored_template)."""
+    return stored_template(emb, f"filled {outputs}", lambda dsn: fill_panel_data(dsn, outputs))
+
+
+def fill_panel_data(dsn: str, workload_outputs: Path) -> None:
+    """Every kind of real data the panels read into the store behind DSN: tests/data's profiles and Ramble
+    workspaces, the workloads' outputs, and one regression annotation, change point and series too noisy to
+    gate."""
     with psycopg.connect(dsn) as conn:
         ingest(conn, [DATA], Provenance(system="lab-a"))
         for ws in RAMBLE_WORKSPACES:
@@ -242,12 +279,31 @@ def filled(dsn, workload_outputs):
                      "3, 30, 'cannot tell: this series could not show shifts below 45 %' FROM runs "
                      "WHERE status = 'ok' AND series_id IS NOT NULL AND campaign_id IS NOT NULL ORDER BY id LIMIT 1")
         conn.commit()
-    return grant_local(dsn, "grafana_ro")
 
 
 @pytest.fixture
-def real_history(dsn, tmp_path):
-    """Nights 1-5 as five campaigns; returns the DSN and each series' night-5 series_id."""
+def real_history(dsn):
+    """Nights 1-5 as five campaigns (store_history; dsn is a copy of history_template); returns the DSN and each
+    series' night-5 series_id."""
+    with psycopg.connect(dsn) as conn:
+        sids = {s: conn.execute("SELECT series_id FROM runs WHERE source LIKE %s",
+                                (f"%{files[5]}",)).fetchone()[0] for s, files in NIGHTS.items()}
+        partial = conn.execute("SELECT status, series_id FROM runs WHERE source LIKE %s",
+                               ("%/without-rank-_/%",)).fetchall()
+    # the premise: four series, and the partial runs are stored as such, in the per-rank series
+    assert len(set(sids.values())) == 4
+    assert partial == [("partial", sids["24-per-rank"])] * 2
+    return dsn, sids
+
+
+def history_template(emb: db.Embedded, tmp_path_factory) -> str:
+    """The database store_history filled, once per server (stored_template)."""
+    return stored_template(emb, "real_history", lambda dsn: store_history(dsn, tmp_path_factory.mktemp("history")))
+
+
+def store_history(dsn: str, tmp_path: Path) -> None:
+    """Nights 1-5 of tests/gate-history into the store behind DSN as five campaigns, nights 4 and 5 each with a
+    per-rank run missing one rank's file (copied under TMP_PATH)."""
     prov = Provenance(system="ci-box", stack="debian-openmpi4")
     with psycopg.connect(dsn) as conn:
         for night in (1, 2, 3, 4, 5):
@@ -258,11 +314,3 @@ def real_history(dsn, tmp_path):
                 paths.append(partial_copy(tmp_path, 0))
             res = ingest(conn, paths, prov, allow_partial=True)
             assert len(res.inserted) == len(paths), res
-        sids = {s: conn.execute("SELECT series_id FROM runs WHERE source LIKE %s",
-                                (f"%{files[5]}",)).fetchone()[0] for s, files in NIGHTS.items()}
-        partial = conn.execute("SELECT status, series_id FROM runs WHERE source LIKE %s",
-                               ("%/without-rank-_/%",)).fetchall()
-    # the premise: four series, and the partial runs are stored as such, in the per-rank series
-    assert len(set(sids.values())) == 4
-    assert partial == [("partial", sids["24-per-rank"])] * 2
-    return dsn, sids

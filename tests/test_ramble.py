@@ -166,17 +166,25 @@ def test_slurm_cluster_spack_specs_name_its_stacks_and_externals():
 
 # ---- for real, with Ramble -------------------------------------------------------------------
 
-@needs_ramble
-def test_smoke_study_end_to_end_through_ramble(tmp_path, server, dsn):
-    """setup builds the workloads for two stacks, run smoke executes every experiment through
-    Ramble, analyze judges them, and the workspace is ingested into a real PostgreSQL."""
+@pytest.fixture(scope="module")
+def two_stack_home(tmp_path_factory):
+    """(home, setup's process) of one `commscope setup --stacks debian-openmpi4,debian-mpich4` without Spack,
+    shared by the tests that run the smoke study from it (each run gets a workspace of its own)."""
     for s in ("debian-openmpi4", "debian-mpich4"):
         stack_or_skip(s)
-    home = tmp_path / "home"
-    env = {"COMMSCOPE_DB_URL": dsn, "SPACK_ROOT": ""}
+    home = tmp_path_factory.mktemp("two-stacks") / "home"
     t0 = time.monotonic()
-    p = commscope("setup", "--stacks", "debian-openmpi4,debian-mpich4", home=home, env=env)
+    p = commscope("setup", "--stacks", "debian-openmpi4,debian-mpich4", home=home, env={"SPACK_ROOT": ""})
     print(f"[ramble] setup: {time.monotonic() - t0:.1f} s")
+    return home, p
+
+
+@needs_ramble
+def test_smoke_study_end_to_end_through_ramble(two_stack_home, server, dsn):
+    """setup builds the workloads for two stacks, run smoke executes every experiment through
+    Ramble, analyze judges them, and the workspace is ingested into a real PostgreSQL."""
+    home, p = two_stack_home
+    env = {"COMMSCOPE_DB_URL": dsn, "SPACK_ROOT": ""}
     assert p.returncode == 0 or "spack is missing" in p.stderr, p.stdout + p.stderr
     builds = {json.loads(f.read_text())["stack"] for f in home.glob("builds/*/commscope-build.json")}
     assert builds == {"debian-openmpi4", "debian-mpich4"}
@@ -242,7 +250,7 @@ def test_slurm_dry_run_renders_sbatch_and_srun_for_a_two_node_matrix(tmp_path):
 
 
 @needs_ramble
-def test_smoke_on_the_single_node_slurm_cluster(tmp_path):
+def test_smoke_on_the_single_node_slurm_cluster(tmp_path, two_stack_home):
     """slurm-local for real: every experiment is an sbatch job whose srun uses the stack's PMI;
     commscope waits for the jobs, and every experiment must report the world size it asked for
     (MPICH under the wrong PMI runs as 1-rank copies and still exits 0)."""
@@ -251,10 +259,7 @@ def test_smoke_on_the_single_node_slurm_cluster(tmp_path):
     reason = slurm_local.unavailable()
     if reason:
         pytest.skip(reason)
-    for s in ("debian-openmpi4", "debian-mpich4"):
-        stack_or_skip(s)
-    home = tmp_path / "home"
-    p = commscope("setup", "--stacks", "debian-openmpi4,debian-mpich4", home=home, env={"SPACK_ROOT": ""})
+    home, p = two_stack_home
     assert (home / "sites" / "local-generated" / "variables.yaml").exists(), p.stdout + p.stderr
     with slurm_local.running(tmp_path / "slurm") as cluster:
         t0 = time.monotonic()

@@ -27,6 +27,7 @@ from commscope.read import windows
 from commscope.store.ingest import Provenance, ingest, ingest_records
 from commscope.read.records import Record
 from record_live_runs import LIVE, TCP_SWITCH_NIGHTS
+from conftest import fresh_database, stored_template
 from helpers import (HISTORY, NIGHTS, NIGHTS_STORED, PARTIAL, SERIES, START, cli_in_process, focus_time, reference,
     synthetic)
 
@@ -34,7 +35,15 @@ CLI = [sys.executable, "-m", "commscope.cli"]
 
 
 @pytest.fixture
-def history(dsn):
+def history(server):
+    """A fresh copy, per test, of a store holding NIGHTS_STORED synthetic nights of SERIES (store_nights), stored
+    once per session."""
+    with fresh_database(server[0], stored_template(server[0], "synthetic nights", store_nights)) as url:
+        yield url
+
+
+def store_nights(dsn: str) -> None:
+    """NIGHTS_STORED nights of SERIES, each a campaign, and a newcomer series on the last night."""
     rnd = random.Random(7)
     nights = NIGHTS_STORED
     with psycopg.connect(dsn) as conn:
@@ -47,7 +56,6 @@ def history(dsn):
             if night == nights - 1:
                 recs.append(synthetic("newcomer", night, 0, 5.0))
             ingest_records(conn, iter(recs), Provenance(), f"night {night}")
-    return dsn
 
 
 def verdicts(findings) -> dict:
