@@ -26,7 +26,7 @@ import psycopg
 import pytest
 import yaml
 
-from conftest import ROOT, fresh_database, stack_or_skip
+from conftest import CALIPER_PREFIX, ROOT, fresh_database, stack_or_skip
 
 STUDY = ROOT / "ramble" / "studies" / "reference"
 CLI = [sys.executable, "-m", "commscope.cli"]
@@ -214,21 +214,23 @@ def r_at_least(g: dict, ranks: int) -> bool:
     return all(k[0] >= ranks for k in g)
 
 
-_home: list[dict] = []
+_homes: dict[bool, dict] = {}
 
 
-def _home_with_builds(tmp_path: Path) -> dict:
-    """The environment of a private COMMSCOPE_HOME with the workloads built for Debian Open MPI 4.1, set up once
-    per module: the tests' workspaces differ, the builds do not."""
+def _home_with_builds(tmp_path: Path, caliper: bool) -> dict:
+    """The environment of a private COMMSCOPE_HOME with the workloads built for Debian Open MPI 4.1 (with Caliper
+    when asked), set up once per module for each: the tests' workspaces differ, the builds do not."""
     stack_or_skip("debian-openmpi4")
-    if not _home:
+    if caliper not in _homes:
         home = Path(tempfile.mkdtemp(prefix="reference-home-", dir=tmp_path.parent))
         env = {**os.environ, "COMMSCOPE_HOME": str(home), "SPACK_ROOT": ""}
-        p = subprocess.run([*CLI, "setup", "--stacks", "debian-openmpi4"], capture_output=True, text=True, env=env,
-                           cwd=ROOT, timeout=900)
+        cmd = [*CLI, "setup", "--stacks", "debian-openmpi4"]
+        if caliper and CALIPER_PREFIX:
+            cmd += ["--caliper-prefix", f"debian-openmpi4={CALIPER_PREFIX}"]
+        p = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT, timeout=900)
         assert "built debian-openmpi4" in p.stdout + p.stderr, p.stdout + p.stderr
-        _home.append(env)
-    return dict(_home[0])
+        _homes[caliper] = env
+    return dict(_homes[caliper])
 
 
 def test_the_study_runs_on_its_own_stacks_and_interconnects_unless_told(tmp_path, monkeypatch):
@@ -259,7 +261,7 @@ def test_the_study_runs_on_its_own_stacks_and_interconnects_unless_told(tmp_path
 
 @needs_ramble
 def test_dry_run_renders_every_contrast_with_repeats(tmp_path):
-    env = _home_with_builds(tmp_path)
+    env = _home_with_builds(tmp_path, caliper=False)
     p = subprocess.run([*CLI, "run", "reference", "--dry-run"], capture_output=True, text=True, env=env, cwd=ROOT,
                        timeout=600)
     assert p.returncode == 0, p.stdout + p.stderr
@@ -284,77 +286,42 @@ def test_dry_run_renders_every_contrast_with_repeats(tmp_path):
     contrasts_present(cmds)
 
 
-# The reservoir experiments at 24^3 and 2 ranks: debugging barriers on and off, and the Allreduce methods.
-RESERVOIR_S24_N2 = ('re_search("^reservoir-(barriers-direct-barriers-o(n|ff)|allreduce-[a-z]+)-s24-", '
-                    '"{experiment_name}") and "{n_ranks}" == "2"')
-# The experiments of the machine-limit rows: the stencil's row-naive and col decompositions, the pairs graph with
-# and without the advised placement, pio independent against two-phase.
-MACHINE_ROWS = ('re_search("^stencil-decomp-(col|row-naive)-isend-", "{experiment_name}") or '
-                're_search("^placement-pairs-(default|advised)-", "{experiment_name}") or '
-                're_search("^groundwater-io-(independent|two-phase-g2)-s64-", "{experiment_name}")')
-
-
-# Debugging barriers on and off at 24^3 and 4 ranks.
-BARRIERS_S24_N4 = ('re_search("^reservoir-barriers-direct-barriers-o(n|ff)-s24-", "{experiment_name}") and '
-                   '"{n_ranks}" == "4"')
-
-
-@pytest.fixture(scope="module")
-def two_campaigns(tmp_path_factory, server):
-    """Two live `commscope run reference --caliper off` on the local site into one database, as two campaigns:
-    the first runs RESERVOIR_S24_N2, BARRIERS_S24_N4 and MACHINE_ROWS, the second RESERVOIR_S24_N2 again.
-    Yields (database, [workspace of each campaign], [stdout of each run]). Each run renders the whole study, so
-    the tests reading it share it."""
-    if not RAMBLE_ROOT or not Path(RAMBLE_ROOT, "bin", "ramble").exists():
-        pytest.skip("Ramble is in no package registry: set RAMBLE_ROOT")
-    with fresh_database(server[0]) as dsn:
-        env = {**_home_with_builds(tmp_path_factory.mktemp("campaigns")), "COMMSCOPE_DB_URL": dsn}
-        env.pop("COMMSCOPE_IO_DIR", None)   # pio writes into each experiment's folder
-        workspaces, stdouts = [], []
-        for where in (f"({RESERVOIR_S24_N2} or {BARRIERS_S24_N4} or {MACHINE_ROWS})", RESERVOIR_S24_N2):
-            p = subprocess.run([*CLI, "run", "reference", "--where", f'({where}) and "{{interconnect}}" == "default"',
-                                "--caliper", "off"], capture_output=True, text=True, env=env, cwd=ROOT, timeout=1200)
-            assert p.returncode == 0, p.stdout + p.stderr
-            workspaces.append(Path(re.search(r"^workspace: (\S+)$", p.stdout, re.M).group(1)))
-            stdouts.append(p.stdout)
-        yield dsn, workspaces, stdouts
-
-
 @needs_ramble
-def test_live_repeats_are_separate_runs_with_equal_parameters(two_campaigns):
-    """The reference experiments of two_campaigns' first run (cgsolve with and without debug barriers at 2 and 4
-    ranks and the Allreduce methods, the stencil decompositions, the pairs graph's placements, pio independent and
-    two-phase), run for real and ingested: every repeat is one run of its experiment, the repeats' parameters are
-    equal, the contrast's differ, each run's FOMs are what its own output printed, and every series' change
-    points are up to date, as `commscope ingest` leaves them."""
-    dsn, (ws, _second), (stdout, _) = two_campaigns
+def test_live_repeats_are_separate_runs_with_equal_parameters(tmp_path, dsn):
+    """A few reference experiments for real (cgsolve with and without debug barriers, and pio two-phase),
+    ingested: every repeat is one run of its experiment, the repeats' parameters are equal, the contrast's
+    differ, and each run's FOMs are what its own output printed."""
+    env = {**_home_with_builds(tmp_path, caliper=True), "COMMSCOPE_DB_URL": dsn}
+    where = ('re_search("^(reservoir-barriers-direct-barriers-o(n|ff)-s24|groundwater-io-two-phase-g2-s64)-", '
+             '"{experiment_name}") and "{interconnect}" == "default"')
+    p = subprocess.run([*CLI, "run", "reference", "--where", where], capture_output=True, text=True, env=env,
+                       cwd=ROOT, timeout=900)
+    assert p.returncode == 0, p.stdout + p.stderr
+    ws = Path(re.search(r"^workspace: (\S+)$", p.stdout, re.M).group(1))
     dirs = sorted(d for d in ws.glob("experiments/*/*/*") if d.is_dir())
     n = repeats()
+    assert len(dirs) == 5 * n, [d.name for d in dirs]   # barriers on/off at 2 and 4 ranks, one pio configuration
     # the experiments that ran, not Ramble's summary entry of each configuration's repeats
-    assert f"analyzed: {len(dirs)} SUCCESS" in stdout, stdout
+    assert f"analyzed: {len(dirs)} SUCCESS" in p.stdout, p.stdout
     with psycopg.connect(dsn) as conn:
-        (first,) = conn.execute("SELECT min(campaign_id) FROM runs").fetchone()
         rows = conn.execute("SELECT r.id, r.experiment, s.parameters, r.series_id, "
                             "r.metadata->'ramble_variables'->>'repeat_index' "
-                            "FROM runs r JOIN series s ON s.id = r.series_id WHERE r.campaign_id = %s",
-                            (first,)).fetchall()
+                            "FROM runs r JOIN series s ON s.id = r.series_id").fetchall()
         foms = conn.execute("SELECT run_id, name, repeat, value FROM foms").fetchall()
-        series = {s for (s,) in conn.execute("SELECT DISTINCT series_id FROM runs WHERE status = 'ok'")}
-        # each run's ingest brought every series' change points up to date, as `commscope ingest` does
+        # the run's ingest brought every series' change points up to date, as `commscope ingest` does
         fresh = conn.execute("SELECT s.series_id FROM (SELECT series_id, count(*) AS n, max(id) AS last FROM runs "
                              "WHERE status = 'ok' GROUP BY 1) s JOIN change_point_state c ON c.series_id = s.series_id "
                              "AND c.metric = 'time_s' AND c.runs = s.n AND c.max_run_id = s.last").fetchall()
-    assert {s for (s,) in fresh} == series, fresh
+    assert len(fresh) == len({series for _r, _e, _p, series, _rep in rows}), fresh
     by_exp = defaultdict(list)
-    for rid, exp, params, series_id, rep in rows:   # stored as Ramble names it: application.workload.experiment
-        by_exp[exp.split(".", 2)[2]].append((rid, params, series_id, rep))
+    for rid, exp, params, series, rep in rows:   # stored as Ramble names it: application.workload.experiment
+        by_exp[exp.split(".", 2)[2]].append((rid, params, series, rep))
     assert set(by_exp) == {d.name.rsplit(".", 1)[0] for d in dirs}
-    assert len(dirs) == len(by_exp) * n, [d.name for d in dirs]
     stored_fom = {(rid, name, rep): value for rid, name, rep, value in foms}
     for exp, runs in by_exp.items():
         assert len(runs) == n and len({rid for rid, *_ in runs}) == n, (exp, runs)
         # one series: the same parameters and environment
-        assert all(params == runs[0][1] and series_id == runs[0][2] for _, params, series_id, _ in runs), exp
+        assert all(params == runs[0][1] and series == runs[0][2] for _, params, series, _ in runs), exp
         assert sorted(int(rep) for *_, rep in runs) == list(range(1, n + 1)), exp
         for rid, *_, rep in runs:
             out = next(ws.glob(f"experiments/*/*/{exp}.{rep}/{exp}.{rep}.out")).read_text()
@@ -366,50 +333,73 @@ def test_live_repeats_are_separate_runs_with_equal_parameters(two_campaigns):
         on, off = (params[f"reservoir-barriers-direct-barriers-{s}-s24-debian-openmpi4-default-n{r}"]
                    for s in ("on", "off"))
         assert {k for k in on if on[k] != off.get(k)} == {"param.debug-barriers"}, (on, off)
-    assert any(exp.startswith("groundwater-io-two-phase-g2-s64-") for exp in by_exp), sorted(by_exp)
+
+
+# The reservoir experiments at 24^3 and 2 ranks: debugging barriers on and off, and the Allreduce methods.
+RESERVOIR_S24_N2 = ('re_search("^reservoir-(barriers-direct-barriers-o(n|ff)|allreduce-[a-z]+)-s24-", '
+                    '"{experiment_name}") and "{n_ranks}" == "2"')
+# The experiments of the machine-limit rows: the stencil's row-naive and col decompositions, the pairs graph with
+# and without the advised placement, pio independent against two-phase.
+MACHINE_ROWS = ('re_search("^stencil-decomp-(col|row-naive)-isend-", "{experiment_name}") or '
+                're_search("^placement-pairs-(default|advised)-", "{experiment_name}") or '
+                're_search("^groundwater-io-(independent|two-phase-g2)-s64-", "{experiment_name}")')
+
+
+@pytest.fixture(scope="module")
+def two_campaigns(tmp_path_factory, server):
+    """Two live `commscope run reference --caliper off` on the local site into one database, as two campaigns:
+    the first runs RESERVOIR_S24_N2 and MACHINE_ROWS, the second RESERVOIR_S24_N2 again. Yields (database,
+    [workspace of each campaign]). Each run renders the whole study, so the two tests reading it share it."""
+    if not RAMBLE_ROOT or not Path(RAMBLE_ROOT, "bin", "ramble").exists():
+        pytest.skip("Ramble is in no package registry: set RAMBLE_ROOT")
+    with fresh_database(server[0]) as dsn:
+        env = {**_home_with_builds(tmp_path_factory.mktemp("campaigns"), caliper=False), "COMMSCOPE_DB_URL": dsn}
+        env.pop("COMMSCOPE_IO_DIR", None)   # pio writes into each experiment's folder
+        workspaces = []
+        for where in (f"({RESERVOIR_S24_N2} or {MACHINE_ROWS})", RESERVOIR_S24_N2):
+            p = subprocess.run([*CLI, "run", "reference", "--where", f'({where}) and "{{interconnect}}" == "default"',
+                                "--caliper", "off"], capture_output=True, text=True, env=env, cwd=ROOT, timeout=1200)
+            assert p.returncode == 0, p.stdout + p.stderr
+            workspaces.append(Path(re.search(r"^workspace: (\S+)$", p.stdout, re.M).group(1)))
+        yield dsn, workspaces
 
 
 @needs_ramble
 def test_live_repeats_pair_one_to_one_within_and_across_campaigns(two_campaigns):
     """The reservoir experiments at 24^3 and 2 ranks (debugging barriers on and off, the Allreduce methods) run
-    for real twice, without Caliper (the MPI time is then cgsolve's own comm_time_avg), as two campaigns, and
-    debugging barriers on and off at 4 ranks in the first. Each condition of the report's debugging-barrier and
-    Allreduce rows has one run per repeat and campaign, so its repeats pair one-to-one: in one campaign n_repeats
-    ratios, over both 2 x n_repeats at 2 ranks (both campaigns number their repeats from 1), each the ratio of the
-    two experiments' own printed comm_time_avg at one repeat index. The first campaign also holds the other
-    workloads' experiments of two_campaigns: their runs join no reservoir row."""
+    for real twice, without Caliper (the MPI time is then cgsolve's own comm_time_avg), as two campaigns. Each
+    condition of the report's debugging-barrier and Allreduce rows has one run per repeat and campaign, so its
+    repeats pair one-to-one: in one campaign n_repeats ratios, over both 2 x n_repeats (both campaigns number
+    their repeats from 1), each the ratio of the two experiments' own printed comm_time_avg at one repeat index.
+    The first campaign also holds the other workloads' experiments of two_campaigns: their runs join no reservoir
+    row."""
     from commscope.views import reference
-    dsn, workspaces, _stdouts = two_campaigns
-    comm: dict[tuple[int, str, int, int], float] = {}   # (campaign, allreduce/barriers, ranks, repeat) -> comm_time_avg
+    dsn, workspaces = two_campaigns
+    comm: dict[tuple[int, str, int], float] = {}   # (campaign, allreduce/barriers, repeat) -> comm_time_avg
     n = repeats()
     for attempt, ws in enumerate(workspaces, 1):
         for out in ws.glob("experiments/cgsolve/cgsolve/*/*.out"):
-            m = re.fullmatch(r"reservoir-(?:allreduce-(\w+)|barriers-direct-barriers-(on|off))-s24-.*-n(\d+)\.(\d+)\.out",
+            m = re.fullmatch(r"reservoir-(?:allreduce-(\w+)|barriers-direct-barriers-(on|off))-s24-.*\.(\d+)\.out",
                              out.name)
             assert m, out.name
             name = m.group(1) or f"barriers-{m.group(2)}"
             printed = dict(re.findall(r"^FOM (\S+) (\S+) \S+$", out.read_text(), re.M))
-            comm[attempt, name, int(m.group(3)), int(m.group(4))] = float(printed["comm_time_avg"])
-    # the experiments that ran: barriers on and off, and of the Allreduce methods the two without a twin; at 4
-    # ranks barriers on and off, in the first campaign
-    ran = {"barriers-on", "barriers-off", "hierarchical", "nonblocking"}
-    assert {(a, name, r) for a, name, r, _ in comm} == (
-        {(a, name, 2) for a in (1, 2) for name in ran} | {(1, "barriers-on", 4), (1, "barriers-off", 4)}), comm
-    assert len(comm) == 2 * 4 * n + 2 * n
+            comm[attempt, name, int(m.group(3))] = float(printed["comm_time_avg"])
+    # the experiments that ran: barriers on and off, and of the Allreduce methods the two without a twin
+    assert {name for _, name, _ in comm} == {"barriers-on", "barriers-off", "hierarchical", "nonblocking"}, comm
+    assert len(comm) == 2 * 4 * n
     with psycopg.connect(dsn) as conn:
         campaigns = [c for (c,) in conn.execute("SELECT DISTINCT campaign_id FROM runs ORDER BY 1").fetchall()]
         assert len(campaigns) == 2
         one = reference.compute(conn, (campaigns[0],))
         both = reference.compute(conn)
-    contrasts = {("reservoir-debug-barriers", 2): ("barriers-on", "barriers-off"),
-                 ("reservoir-debug-barriers", 4): ("barriers-on", "barriers-off"),
-                 ("groundwater-allreduce-hierarchical", 2): ("barriers-off", "hierarchical"),
-                 ("groundwater-allreduce-nonblocking", 2): ("barriers-off", "nonblocking")}
-    for (key, ranks), (base, treat) in contrasts.items():
+    contrasts = {"reservoir-debug-barriers": ("barriers-on", "barriers-off"),
+                 "groundwater-allreduce-hierarchical": ("barriers-off", "hierarchical"),
+                 "groundwater-allreduce-nonblocking": ("barriers-off", "nonblocking")}
+    for key, (base, treat) in contrasts.items():
         for rows, attempts in ((one, (1,)), (both, (1, 2))):
-            (row,) = [r for r in rows if r.effect.key == key and f" n{ranks} " in f" {r.condition} "]
-            ratios = [comm[a, treat, ranks, i] / comm[a, base, ranks, i] for a in attempts for i in range(1, n + 1)
-                      if (a, base, ranks, i) in comm]
+            (row,) = [r for r in rows if r.effect.key == key]
+            ratios = [comm[a, treat, i] / comm[a, base, i] for a in attempts for i in range(1, n + 1)]
             assert row.paired_by == "repeat index", (key, row.paired_by, row.runs_baseline, row.runs_treatment)
             assert (row.runs_baseline, row.runs_treatment, row.pairs) == (len(ratios),) * 3, (key, row)
             assert row.ratio == pytest.approx(statistics.median(ratios), rel=1e-9), key
@@ -431,7 +421,7 @@ def test_live_rows_say_what_the_machine_lacked(two_campaigns):
     nproc = int(subprocess.run(["nproc", "--all"], capture_output=True, text=True, check=True).stdout)
     if nproc >= 16:
         pytest.skip(f"{nproc} cores: this machine can run the stencil study's 16 ranks one per core")
-    dsn, (ws, _second), _stdouts = two_campaigns
+    dsn, (ws, _second) = two_campaigns
     n = repeats()
 
     def foms(app: str, exp_start: str) -> dict[tuple[int, int], dict]:
