@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
 
+from commscope.gate import changepoints
 from commscope.store import db
 from commscope.views import panels as P
 from commscope.views import reference
@@ -521,9 +522,9 @@ LIMIT {FINDINGS_PER_KIND}"""
 
 def regression_findings(conn, t0, t1, values) -> list[Finding]:
     """What changed: what the gate recorded (commscope check --annotate writes v_annotations), the change points
-    (commscope changepoints, v_change_points) and the version changes (v_version_changes) in the selection, newest
-    first. Read from the views, so the
-    report never writes."""
+    (commscope changepoints, v_change_points), each called as check calls it (changepoints.verdict: no regression
+    without the gate's minimum runs on each side), and the version changes (v_version_changes) in the selection,
+    newest first. Read from the views, so the report never writes."""
     ann = f"""SELECT "time", coalesce(system, 'all') || ' ' || coalesce(app, 'all') || ' ' || coalesce(stack, 'all')
   || coalesce(' n' || ranks, ''), text
 FROM v_annotations
@@ -541,11 +542,14 @@ FROM v_change_points WHERE $__timeFilter("time") AND {P.SERIES}
 ORDER BY "time" DESC LIMIT {FINDINGS_PER_KIND}"""
     rows = conn.execute(P.expand(cp, t0, t1, values)).fetchall()
     keys = _series_keys(conn, [r[0] for r in rows])
+    judged = changepoints.with_verdicts(conn, [{"series_id": r[0], "metric": r[3], "direction": r[4], "run_id": r[12]}
+                                               for r in rows])
     texts = []
-    for sid, t, window, metric, direction, before, after, change, nb, na, p, campaign, run, versions in rows:
+    for (sid, t, window, metric, direction, before, after, change, nb, na, p, campaign, run, versions), c \
+            in zip(rows, judged):
         moved = f" ({float(change) * 100:+.1f}%)" if change is not None else ""
         with_versions = f"; versions changed: {versions}" if versions else ""
-        texts.append((f"Change point ({direction}): ", f"[{window}]: {metric} {float(before):.4g} → "
+        texts.append((f"Change point ({changepoints.called(c)}): ", f"[{window}]: {metric} {float(before):.4g} → "
                       f"{float(after):.4g}{moved}, means of {nb} and {na} runs, p={float(p):.2g}, {t:%Y-%m-%d}"
                       f"{with_versions}.",
                       f" (series #{sid}); at run {run} of campaign {campaign}, {t:%Y-%m-%d %H:%M} UTC"))
