@@ -59,6 +59,21 @@ def matrix(directory: Path) -> dict:
     return cells
 
 
+CALIPERS_OWN_PATH = ("MPI_Comm_dup",)   # where Caliper's own MPI call sits in a merged profile's call tree
+
+
+def calipers_own(rec, path: Path | None = None) -> bool:
+    """The record of Caliper's own MPI_Comm_dup (Caliper's src/caliper/OutputCommMpi.cpp): MPI_Comm_dup outside every
+    region in a profile Caliper merged across ranks (not a rank-N.cali file), called once per rank where the
+    record counts calls (region.count)."""
+    fn = rec.get("mpi.function")
+    where = rec.get("path")
+    where = where if isinstance(where, list) else [where] if where else []
+    calls = rec.get("sum#rc.count") or rec.get("sum#sum#rc.count")
+    return (fn == "MPI_Comm_dup" and where == ["MPI_Comm_dup"] and not (path and path.stem.startswith("rank-"))
+            and (calls is None or int(float(calls)) <= 1 or "mpi.rank" not in rec))
+
+
 TIME = ("sum#sum#time.duration", "sum#time.duration")
 SYNC = {"MPI_Barrier", "MPI_Wait", "MPI_Waitall", "MPI_Waitany", "MPI_Waitsome", "MPI_Win_wait", "MPI_Win_fence",
         "MPI_Win_complete", "MPI_Ibarrier"}
@@ -87,6 +102,8 @@ def reference(name: str, focus: str = "loop") -> dict:
                 chain.append(labels[node])
                 node = parents[node]
             fn = chain[0] if chain and chain[0].startswith("MPI_") else None
+            if chain == ["MPI_Comm_dup"]:   # Caliper's own (calipers_own), in json-split's layout
+                continue
             for w in ("run",) + (("focus",) if focus in chain else ()):
                 a = acc[w][rank]
                 a[0] += t
@@ -98,7 +115,7 @@ def reference(name: str, focus: str = "loop") -> dict:
         records, _ = read_caliper_contents(str(f))
         for r in records:
             t = next((float(r[a]) for a in TIME if a in r), None)
-            if t is None:
+            if t is None or calipers_own(r, f):
                 continue
             rank = int(r["mpi.rank"]) if "mpi.rank" in r else int(f.stem.split("-")[1])
             regions = r.get("region") or []
@@ -238,12 +255,14 @@ def out_file(ws: Path, exp: dict) -> Path:
 def profile_reference(cali: Path) -> tuple[dict[int, float], dict[int, float], dict[str, float]]:
     """(rank -> time, rank -> MPI time, MPI function -> time summed over ranks) from the profile's records
     read with caliper-reader: every record's exclusive time counts (the one without a path is the time outside
-    MPI), MPI time is the records carrying mpi.function."""
+    MPI) but Caliper's own MPI_Comm_dup (calipers_own), MPI time is the records carrying mpi.function."""
     records, _globals = read_caliper_contents(str(cali))
     total: dict = {}
     mpi: dict = {}
     per_function: dict = {}
     for r in records:
+        if calipers_own(r, cali):
+            continue
         rank, t = int(r["mpi.rank"]), float(r[PROFILE_TIME])
         total[rank] = total.get(rank, 0.0) + t
         if "mpi.function" in r:

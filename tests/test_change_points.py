@@ -115,6 +115,8 @@ def test_check_reports_the_change_point_its_campaign_completes(real_history, tmp
     assert verdicts[sids["24-mpi"]] == "suspect"
     assert [(c["series_id"], c["run_id"], c["direction"]) for c in out["change_points"]] == \
         [(sids["24-mpi"], run5, "regression")]
+    # moved worse, and called as the gate calls the campaign: one night of the new level is not yet a regression
+    assert [c["verdict"] for c in out["change_points"]] == ["suspect"]
     per_series = {s["series_id"]: [c["run_id"] for c in s["change_points"]] for s in out["series"]}
     assert per_series == {sid: ([run5] if s == "24-mpi" else []) for s, sid in sids.items()}
     assert "Change points this campaign completes" in md.read_text() and f"#{sids['24-mpi']}" in md.read_text()
@@ -156,6 +158,8 @@ def test_the_panel_the_annotations_and_the_report_show_it(real_history):
         other = dict(values, ranks=["4"])
         assert conn.execute(P.expand(P.CHANGE_POINTS_ANNOTATION_SQL, t0, t1, other)).fetchall() == []
         page = report.render(conn)
+    assert [x for x in findings_changed(page) if x.startswith("Change point")] == \
+        [x for x in findings_changed(page) if x.startswith("Change point (suspect, worse): ")] != []
     assert "<h3>Change points</h3>" in page
     section = page.split("<h3>Change points</h3>", 1)[1].split("</div>", 1)[0]
     assert f"#{sids['24-mpi']}</td>" in section and f"<td>{run5}</td>" in section
@@ -328,3 +332,61 @@ def test_ingest_recomputes_the_series_it_touched_and_equals_a_recompute_from_scr
     drop = ("detected_at",)
     assert [{k: v for k, v in c.items() if k not in drop} for c in scratch] == \
         [{k: v for k, v in c.items() if k not in drop} for c in incremental]
+
+
+# ---- findings that agree: a change point is called as check calls it ----------------------------------------
+
+def findings_changed(page: str) -> list[str]:
+    """The lines of the report's "What changed" findings, as text."""
+    import html
+    part = page.split("<h3>What changed: regressions and change points</h3>", 1)[1].split("<h3>", 1)[0]
+    return [html.unescape(re.sub(r"<[^>]+>", "", li)) for li in re.findall(r"<li.*?</li>", part, re.S)]
+
+
+def test_a_change_point_without_the_gate_s_runs_is_no_regression_in_check_or_the_report(dsn):
+    """Two series in the real store, one run-window time per run (helpers.synthetic): 'few' ran 2 runs at 1.0 s
+    then 2 at 1.5 s (one campaign each), 'many' 5 campaigns of 4 runs at 1.0 s then 5 at 1.3 s. Both have a
+    change point that moved worse. check calls few's newest campaign "no baseline" (2 earlier runs) and many's a
+    regression (the shift held over CONFIRM campaigns); the change points are called the same, in check's lines
+    and in the report's "What changed"."""
+    from commscope.gate import changepoints as cp
+    from commscope.gate.stats import CONFIRM, MIN_BASELINE
+    from commscope.store.ingest import Provenance, ingest_records
+    from commscope.views import report
+    from helpers import synthetic
+    campaigns = {}
+    with psycopg.connect(dsn) as conn:
+        for night in range(2 * CONFIRM):
+            recs = [synthetic("many", night, i, (1.3 if night >= CONFIRM else 1.0) * (1 + 0.01 * ((night + i) % 3)))
+                    for i in range(4)]
+            if night >= 2 * CONFIRM - 2:   # few: its two campaigns are the last two nights
+                recs += [synthetic("few", night, i, (1.5 if night == 2 * CONFIRM - 1 else 1.0) + 0.01 * i)
+                         for i in range(2)]
+            campaigns[night] = ingest_records(conn, iter(recs), Provenance(), f"night {night}").campaign_id
+        series = dict(conn.execute("SELECT DISTINCT app, series_id FROM runs").fetchall())
+    last = campaigns[2 * CONFIRM - 1]
+    cp_out = changepoints(dsn)
+    found = {c["series_id"]: c for c in cp_out["change_points"]}
+    # the premise: each series has one change point that moved worse, few's from 2 + 2 runs
+    assert sorted(found) == sorted(series.values()), cp_out
+    assert (found[series["few"]]["n_before"], found[series["few"]]["n_after"]) == (2, 2) and 2 < MIN_BASELINE
+    assert {c["direction"] for c in found.values()} == {"regression"}
+    r = cli(dsn, "check", "--campaign", str(last), "--no-annotate", "--format", "json")
+    out = json.loads(r.stdout)
+    verdicts = {s["series_id"]: s["verdict"] for s in out["series"]}
+    assert verdicts == {series["few"]: "no baseline", series["many"]: "regression"}, r.stdout
+    assert r.returncode == 1   # many regressed
+    text = cli(dsn, "check", "--campaign", str(last), "--no-annotate").stdout
+    lines = {sid: [x for x in text.splitlines() if x.startswith("change point:") and f"#{sid} " in x]
+             for sid in series.values()}
+    assert len(lines[series["few"]]) == 1 and "(no baseline, worse)" in lines[series["few"]][0], text
+    assert len(lines[series["many"]]) == 1 and "(regression)" in lines[series["many"]][0], text
+    with psycopg.connect(dsn) as conn:
+        changed = findings_changed(report.render(conn))
+    few = [x for x in changed if x.startswith("Change point") and "few" in x]
+    many = [x for x in changed if x.startswith("Change point") and "many" in x]
+    assert len(few) == 1 and few[0].startswith("Change point (no baseline, worse): "), changed
+    assert len(many) == 1 and many[0].startswith("Change point (regression): "), changed
+    called = {c["series_id"]: c["verdict"] for c in out["change_points"]}
+    assert called == verdicts
+    assert cp.verdict("regression", 2, 1, 1) == "no baseline"

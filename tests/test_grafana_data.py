@@ -25,6 +25,7 @@ import pytest
 from click.testing import CliRunner
 
 import conftest
+from helpers import CALIPERS_OWN_PATH, calipers_own
 import suite
 from grafana_draw import (default_variables, drawn, frames_of, grafana_transform, matrix_problems, nested_set,
                           node_or_skip, panel_problems, time_range)
@@ -189,6 +190,7 @@ def _mean_over_ranks(gf, column: str) -> dict[tuple, float]:
     total: dict = collections.defaultdict(float)
     for node, t in zip(df["node"], df[column]):
         total[tuple(n.frame["name"] for n in node.path())] += float(t)
+    total.pop(CALIPERS_OWN_PATH, None)   # Caliper's own MPI_Comm_dup (helpers.calipers_own)
     return {p: t / ranks for p, t in total.items()}
 
 
@@ -283,7 +285,7 @@ def caliper_tree(path: Path) -> dict:
     excl: dict = collections.defaultdict(lambda: [0.0] * len(ranks))
     for r in records:
         t = r.get("sum#sum#time.duration", r.get("sum#time.duration"))
-        if "path" not in r or t is None or "mpi.rank" not in r:
+        if "path" not in r or t is None or "mpi.rank" not in r or calipers_own(r, path):
             continue
         p = tuple(r["path"]) if isinstance(r["path"], list) else (r["path"],)
         excl[p][at[int(r["mpi.rank"])]] += float(t)

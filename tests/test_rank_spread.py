@@ -17,6 +17,7 @@ from caliperreader import read_caliper_contents
 from commscope.store.ingest import Provenance, ingest
 from commscope.read.records import ReadOptions
 from corpus import copy_to_ranks
+from helpers import calipers_own
 
 DATA = Path(__file__).parent / "data"
 FILE = DATA / "halo3d-overlap-n4.runtime-profile.cali"
@@ -28,7 +29,7 @@ def per_rank(path: Path) -> dict[str, dict[int, float]]:
     out = {"time": defaultdict(float), "mpi": defaultdict(float), "loop": defaultdict(float)}
     records, _ = read_caliper_contents(str(path))
     for r in records:
-        if "sum#sum#time.duration" not in r:
+        if "sum#sum#time.duration" not in r or calipers_own(r, path):
             continue
         t, rank = float(r["sum#sum#time.duration"]), int(r["mpi.rank"])
         out["time"][rank] += t

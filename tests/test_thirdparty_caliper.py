@@ -13,7 +13,7 @@ from pathlib import Path
 
 import psycopg
 import pytest
-from helpers import cli_in_process
+from helpers import calipers_own, cli_in_process
 from caliperreader import read_caliper_contents
 
 from commscope.store.ingest import Provenance, ingest
@@ -44,7 +44,7 @@ def per_rank_reference(path: Path, focus: str | None = None) -> dict[int, list[f
     acc: dict = defaultdict(lambda: [0.0, 0.0])
     for r in records:
         t = next((float(r[a]) for a in TIME if a in r), None)
-        if t is None:
+        if t is None or calipers_own(r):
             continue
         p = r.get("path") or []
         p = p if isinstance(p, list) else [p]
@@ -66,7 +66,7 @@ def spot_reference(path: Path) -> tuple[float, float]:
     total = mpi = 0.0
     for r in records:
         v = r.get("sum#scale#sum#time.duration.ns")
-        if v is None:
+        if v is None or calipers_own(r):
             continue
         total += float(v) / ranks
         if "mpi.function" in r:
@@ -166,7 +166,7 @@ def test_an_unannotated_binary_keeps_its_mpi_time_per_function(stored):
     records, _ = read_caliper_contents(str(f))
     per_function: dict = defaultdict(float)
     for r in records:
-        if "mpi.function" in r:
+        if "mpi.function" in r and not calipers_own(r):
             per_function[r["mpi.function"]] += float(r["sum#sum#time.duration"])
     with psycopg.connect(stored) as conn:
         rows = dict(conn.execute(
@@ -341,7 +341,7 @@ def cr_reference(path: Path, rounded: bool) -> dict:
     if ".spot." in path.name:
         out = {}
         for r in records:
-            if "max#inclusive#sum#time.duration" in r and _pathkey(r):
+            if "max#inclusive#sum#time.duration" in r and _pathkey(r) and not calipers_own(r):
                 out["/".join(_pathkey(r))] = {
                     "incl_min": val(r["min#inclusive#sum#time.duration"]),
                     "incl_avg": val(r["avg#inclusive#sum#time.duration"]),
@@ -353,7 +353,7 @@ def cr_reference(path: Path, rounded: bool) -> dict:
     ranks = set()
     for r in records:
         t = next((val(r[a]) for a in TIME if a in r), None)
-        if t is None:
+        if t is None or calipers_own(r):
             continue
         ranks.add(int(r["mpi.rank"]))
         excl[_pathkey(r)][int(r["mpi.rank"])] += t

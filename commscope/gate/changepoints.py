@@ -36,6 +36,7 @@ from commscope.gate.outputs import code
 from commscope.store import db
 from commscope.store.queries import gate as queries
 from commscope.gate.metrics import ALIASES, METRICS
+from commscope.gate.stats import CONFIRM, MIN_BASELINE, MIN_CAMPAIGNS, rank_test_reachable
 
 ALPHA = 0.01          # Otava's max_pvalue: the merge step's t-test level (the gate's default alpha)
 MIN_MAGNITUDE = 0.05  # Otava's min_magnitude: the smallest relative change kept (the gate's min_effect)
@@ -230,13 +231,49 @@ COLUMNS = ("series_id", "metric", "window", "run_id", "campaign_id", "time", "pr
            "detected_at", "detected_campaign", "series_label", "versions_changed")
 
 
+def verdict(direction: str, runs_before: int, campaigns_before: int, campaigns_after: int) -> str:
+    """What a change point is called, by the gate's own minimums (stats.py), so that it never says more than
+    `commscope check` would of the same runs: "no baseline" when the level before it holds fewer than MIN_BASELINE
+    runs; "cannot tell" when they come from fewer than MIN_CAMPAIGNS campaigns; "suspect" when the new level is
+    held by fewer than CONFIRM campaigns (2 where CONFIRM campaigns cannot be ranked against the level before:
+    the gate's two-campaign rule); else its direction, regression or improvement."""
+    if runs_before < MIN_BASELINE:
+        return "no baseline"
+    if campaigns_before < MIN_CAMPAIGNS:
+        return "cannot tell"
+    needed = CONFIRM if rank_test_reachable(campaigns_before, CONFIRM, ALPHA) else 2
+    return direction if campaigns_after >= needed else "suspect"
+
+
+def with_verdicts(conn: psycopg.Connection, changes: list[dict]) -> list[dict]:
+    """CHANGES (dicts with series_id, metric, run_id and direction) each with its verdict: the campaigns of the
+    levels it separates are those of the series' points between its neighbouring change points."""
+    levels: dict[tuple, tuple] = {}
+    for c in changes:
+        key = (c["series_id"], c["metric"])
+        if key not in levels:
+            _, points = series_points(conn, *key)
+            at = {p[0]: i for i, p in enumerate(points)}
+            cuts = sorted(at[r] for (r,) in conn.execute(
+                "SELECT run_id FROM v_change_points WHERE series_id = %s AND metric = %s", key) if r in at)
+            levels[key] = ([p[1] for p in points], at, [0, *cuts, len(points)])
+        campaigns, at, cuts = levels[key]
+        i = cuts.index(at[c["run_id"]]) if c["run_id"] in at else None
+        if i is None:   # its runs are gone since it was computed: nothing to call it
+            c["verdict"] = None
+            continue
+        before, after = campaigns[cuts[i - 1]:cuts[i]], campaigns[cuts[i]:cuts[i + 1]]
+        c["verdict"] = verdict(c["direction"], len(before), len(set(before)), len(set(after)))
+    return changes
+
+
 def stored(conn: psycopg.Connection, metric: str | None = None, series_ids: list[int] | None = None) -> list[dict]:
-    """The stored change points (v_change_points), by series and time."""
+    """The stored change points (v_change_points), by series and time, each with its verdict (with_verdicts)."""
     cols = sql.SQL(", ").join(sql.Identifier(c) for c in COLUMNS)
     q = sql.SQL("SELECT {} FROM v_change_points WHERE (%(metric)s::text IS NULL OR metric = %(metric)s) "
                 "AND (%(ids)s::int[] IS NULL OR series_id = ANY(%(ids)s)) ORDER BY series_id, metric, \"time\", run_id"
                 ).format(cols)
-    return [dict(zip(COLUMNS, r)) for r in conn.execute(q, {"metric": metric, "ids": series_ids})]
+    return with_verdicts(conn, [dict(zip(COLUMNS, r)) for r in conn.execute(q, {"metric": metric, "ids": series_ids})])
 
 
 def completed_by(conn: psycopg.Connection, campaign: int, metric: str, series_ids: list[int]) -> list[dict]:
@@ -258,11 +295,19 @@ def as_dict(c: dict) -> dict:
     return out
 
 
+def called(c: dict) -> str:
+    """A change point's verdict, with the way it moved where the verdict does not say it: "regression",
+    "no baseline, worse"."""
+    if c.get("verdict") == c["direction"]:
+        return c["direction"]
+    return f"{c.get('verdict') or 'not judged'}, {'worse' if c['direction'] == 'regression' else 'better'}"
+
+
 def describe(c: dict) -> str:
     """One line: series, metric, how much, from which run and campaign, how significant, and the versions that
     changed there."""
     change = f"{c['change']:+.1%}" if c["change"] is not None else "?"
-    return (f"{c['series_label']} [{c['window']}]: {c['metric']} {change} ({c['direction']}), mean "
+    return (f"{c['series_label']} [{c['window']}]: {c['metric']} {change} ({called(c)}), mean "
             f"{c['mean_before']:.6g} over {c['n_before']} runs -> {c['mean_after']:.6g} over {c['n_after']} runs, "
             f"from run {c['run_id']} of campaign {c['campaign_id']} ({c['time']:%Y-%m-%d %H:%M} UTC), "
             f"p={c['p_value']:.2g}; first found with campaign {c['detected_campaign']}"
@@ -280,5 +325,5 @@ def markdown(changes: list[dict]) -> str:
 
 def annotation_text(c: dict) -> str:
     change = f"{c['change']:+.1%}" if c["change"] is not None else "?"
-    return (f"change point ({c['direction']}): {c['metric']} [{c['window']}] {change}, "
+    return (f"change point ({called(c)}): {c['metric']} [{c['window']}] {change}, "
             f"{c['mean_before']:.4g} -> {c['mean_after']:.4g} (p={c['p_value']:.2g}) #{c['series_id']}")

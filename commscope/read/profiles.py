@@ -102,6 +102,8 @@ class Profile:
     # records missing inside the call tree (_check_tree) or repeated (_check_repeats): stored only with
     # --allow-partial, as a 'partial' run (metadata lost_records says which)
     lost_records: str | None = None
+    # Caliper's own MPI calls left out (drop_calipers_own): call path -> seconds summed over ranks
+    calipers_own: dict = field(default_factory=dict)
     output: Output | None = None                  # the workload's stdout, when kept beside the profile
     ranks_source: str = ""                        # where the rank count came from (see rank_count)
     measured: np.ndarray | None = None            # which columns' ranks have any record (bool per column)
@@ -591,6 +593,8 @@ def read_files(paths: list[Path], allow_partial: bool = False, ranks: int | None
     _check_ranks(prof, allow_partial)
     _check_tree(prof, allow_partial)
     _check_repeats(prof, reader, allow_partial)
+    if prof.mpi_profiled and not per_rank_files:
+        drop_calipers_own(prof)
     if prof.matrix:
         prof.matrix = _world_matrix(prof)
     prof.kind = ("spot" if reader.spot else "msgtrace" if reader.any_msg and not prof.excl
@@ -635,6 +639,36 @@ def _check_claim(path: Path, prof: Profile, with_data: set) -> None:
     if top >= prof.ranks:
         raise BadProfile(f"{path}: records of rank {top}, but the job had {prof.ranks} ranks ({prof.ranks_source}); "
                          f"the file is damaged, or give the job's real rank count with --ranks N")
+
+
+# Caliper's own MPI call: writing a profile merged across ranks (runtime-profile, spot, hatchet-region-profile,
+# mpi-report), it duplicates MPI_COMM_WORLD with MPI_Comm_dup inside the application's MPI_Finalize, outside
+# every region (src/caliper/OutputCommMpi.cpp, src/services/mpireport/MpiReport.cpp).
+CALIPERS_OWN = (("MPI_Comm_dup",),)
+
+
+def drop_calipers_own(prof: Profile) -> None:
+    """Leave out the MPI calls Caliper makes itself, so MPI time and run time are the application's: in a
+    profile merged across ranks with MPI wrapped, the record of MPI_Comm_dup outside every region (CALIPERS_OWN)
+    is Caliper's one call per rank, made after the application's last region, while it writes the profile. It
+    is kept whole where its call count (region.count) says a rank called it there more than once: then the
+    application did too, and its calls and Caliper's cannot be told apart. Per-rank files (use.mpi=false)
+    merge nothing and have no such call."""
+    for p in CALIPERS_OWN:
+        calls = prof.calls.get(p)
+        if p in prof.excl:
+            if calls is not None and calls > int(prof.present[p].sum()):
+                continue
+            prof.calipers_own[p] = float(prof.excl.pop(p).sum())
+            del prof.present[p]
+        elif p in prof.spot:
+            if calls is not None and calls > prof.ranks:
+                continue
+            node = prof.spot.pop(p)
+            prof.calipers_own[p] = node.get("excl_sum", node["sum"])   # a leaf: inclusive is exclusive
+        else:
+            continue
+        prof.calls.pop(p, None)
 
 
 def _check_tree(prof: Profile, allow_partial: bool) -> None:

@@ -333,7 +333,9 @@ def from_profile(prof: Profile, focus: str | None = None, opts: "ReadOptions | N
         | {"ranks_source": prof.ranks_source, "app_source": app_source, "mpi_library_source": library_source,
            "system_source": system_source}
         | ({"missing_ranks": prof.missing_ranks} if prof.missing_ranks else {})
-        | ({"lost_records": prof.lost_records} if prof.lost_records else {}),
+        | ({"lost_records": prof.lost_records} if prof.lost_records else {})
+        | ({"calipers_own_mpi_s": {"/".join(p): t for p, t in prof.calipers_own.items()}}
+           if prof.calipers_own else {}),
     )
     for p, s in stats.items():
         imb = s.excl_max / s.excl_avg if s.excl_max is not None and s.excl_avg else None

@@ -23,10 +23,12 @@ from __future__ import annotations
 import datetime as dt
 import html
 import re
+import statistics
 from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
 
+from commscope.gate import changepoints
 from commscope.store import db
 from commscope.views import panels as P
 from commscope.views import reference
@@ -299,10 +301,52 @@ def advice_html(conn, campaigns: tuple[int, ...]) -> str:
     return head + "<div class='panel advice'>" + table_html(cols, rows) + "</div>"
 
 
+# A FOM family: one run's FOMs whose name and context differ only in their numbers (a per-step residual, a
+# per-size latency). Up to FOM_FAMILY_LISTED members are listed one row each; a larger family is one row.
+FOM_FAMILY_LISTED = 64
+DIGITS = re.compile(r"\d+")
+
+
+def fom_family(name: str, context: str | None) -> tuple[str, str | None]:
+    """The family of a FOM: its name and context with every run of digits read as '#'."""
+    return DIGITS.sub("#", name), None if context is None else DIGITS.sub("#", context)
+
+
+def _steps(row: tuple) -> tuple[int, ...]:
+    """The numbers in a FOM's context and name, in order: its place in its family (step 10 after step 9)."""
+    return tuple(int(d) for d in DIGITS.findall(f"{row[6] or ''} {row[7]}"))
+
+
+def summarise_foms(rows: list[tuple]) -> list[tuple]:
+    """FOM rows (app, workload, experiment, system, ranks, time, context, name, value, text, unit, run_id), each
+    run's families of more than FOM_FAMILY_LISTED members one row: the family (numbers as '#') for context and
+    name, its last member's value or text (the highest numbers), and count, min, median and max of its values
+    (NULL for text). Smaller families are listed, count 1, in the order given."""
+    members: dict[tuple, list[tuple]] = {}
+    for r in rows:
+        members.setdefault((r[11], r[10], *fom_family(r[7], r[6])), []).append(r)
+    out, done = [], set()
+    for r in rows:
+        key = (r[11], r[10], *fom_family(r[7], r[6]))
+        family = members[key]
+        if len(family) <= FOM_FAMILY_LISTED:
+            out.append(r[:11] + (1, None, None, None))
+            continue
+        if key in done:
+            continue
+        done.add(key)
+        last = max(family, key=_steps)
+        values = sorted(float(_num(m[8])) for m in family if m[8] is not None)
+        out.append(r[:6] + (key[3], key[2], last[8], last[9], r[10], len(family),
+                            *((values[0], statistics.median(values), values[-1]) if values else (None,) * 3)))
+    return out
+
+
 def foms_html(conn, campaigns: tuple[int, ...]) -> str:
     """Every FOM of the newest run of each application and experiment (v_foms), with its context and unit:
     the one place the report shows an application that has none of commscope's own fields (a Ramble builtin
-    application, a ReFrame test), for the selected campaigns' runs, or all of them."""
+    application, a ReFrame test), for the selected campaigns' runs, or all of them. A large family of FOMs
+    (per-step values) is one row (summarise_foms), so the table stays small."""
     where, args = ("campaign_id = ANY(%s)", [list(campaigns)]) if campaigns else ("TRUE", [])
     cur = conn.execute(
         "WITH newest AS (SELECT DISTINCT ON (app, workload, coalesce(experiment, '')) run_id FROM v_runs "
@@ -311,13 +355,16 @@ def foms_html(conn, campaigns: tuple[int, ...]) -> str:
         "NULL AS text, unit FROM v_foms UNION ALL SELECT run_id, app, workload, experiment, system, ranks, time, "
         "context, name, NULL, NULL, text, unit FROM v_text_foms) "
         "SELECT f.app, f.workload, f.experiment, f.system, f.ranks, f.time, f.context, f.name, f.value, f.text, "
-        "f.unit FROM every_fom f JOIN newest n ON n.run_id = f.run_id "
+        "f.unit, f.run_id FROM every_fom f JOIN newest n ON n.run_id = f.run_id "
         "ORDER BY f.app, f.workload, f.experiment, f.repeat NULLS LAST, f.context NULLS FIRST, f.name", args)
-    cols = [c.name for c in cur.description]
-    rows = cur.fetchall()
+    cols = [c.name for c in cur.description][:11] + ["count", "min", "median", "max"]
+    rows = summarise_foms(cur.fetchall())
     head = ("<h2>Figures of merit</h2><p class='note'>The FOMs of the newest run of each application and experiment "
             "(v_foms), as the application, Ramble or ReFrame reported them, per context (e.g. message size); a FOM "
-            "without a number (v_text_foms) has its text instead of a value.</p>")
+            "without a number (v_text_foms) has its text instead of a value. FOMs of one run whose names and "
+            f"contexts differ only in their numbers (per-step values) are one row when there are more than "
+            f"{FOM_FAMILY_LISTED}: '#' stands for the numbers, value is the last one's (the highest numbers), "
+            "with their count, min, median and max.</p>")
     if not rows:
         return head + "<p class='note'>No FOMs stored for this selection.</p>"
     return head + "<div class='panel foms'>" + table_html(cols, rows, limit=1000) + "</div>"
@@ -475,9 +522,9 @@ LIMIT {FINDINGS_PER_KIND}"""
 
 def regression_findings(conn, t0, t1, values) -> list[Finding]:
     """What changed: what the gate recorded (commscope check --annotate writes v_annotations), the change points
-    (commscope changepoints, v_change_points) and the version changes (v_version_changes) in the selection, newest
-    first. Read from the views, so the
-    report never writes."""
+    (commscope changepoints, v_change_points), each called as check calls it (changepoints.verdict: no regression
+    without the gate's minimum runs on each side), and the version changes (v_version_changes) in the selection,
+    newest first. Read from the views, so the report never writes."""
     ann = f"""SELECT "time", coalesce(system, 'all') || ' ' || coalesce(app, 'all') || ' ' || coalesce(stack, 'all')
   || coalesce(' n' || ranks, ''), text
 FROM v_annotations
@@ -495,11 +542,14 @@ FROM v_change_points WHERE $__timeFilter("time") AND {P.SERIES}
 ORDER BY "time" DESC LIMIT {FINDINGS_PER_KIND}"""
     rows = conn.execute(P.expand(cp, t0, t1, values)).fetchall()
     keys = _series_keys(conn, [r[0] for r in rows])
+    judged = changepoints.with_verdicts(conn, [{"series_id": r[0], "metric": r[3], "direction": r[4], "run_id": r[12]}
+                                               for r in rows])
     texts = []
-    for sid, t, window, metric, direction, before, after, change, nb, na, p, campaign, run, versions in rows:
+    for (sid, t, window, metric, direction, before, after, change, nb, na, p, campaign, run, versions), c \
+            in zip(rows, judged):
         moved = f" ({float(change) * 100:+.1f}%)" if change is not None else ""
         with_versions = f"; versions changed: {versions}" if versions else ""
-        texts.append((f"Change point ({direction}): ", f"[{window}]: {metric} {float(before):.4g} → "
+        texts.append((f"Change point ({changepoints.called(c)}): ", f"[{window}]: {metric} {float(before):.4g} → "
                       f"{float(after):.4g}{moved}, means of {nb} and {na} runs, p={float(p):.2g}, {t:%Y-%m-%d}"
                       f"{with_versions}.",
                       f" (series #{sid}); at run {run} of campaign {campaign}, {t:%Y-%m-%d %H:%M} UTC"))
