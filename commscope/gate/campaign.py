@@ -66,7 +66,8 @@ def hold(findings: list[regressions.Finding], fdr: float | None, alpha: float, f
          groups: list | None = None) -> int:
     """The campaign's budget over its alerts (regressions, and suspects on the worse side; across series and
     metrics). The units are each group of GROUPS (one cause: one alert, its p Group.p) and each alert outside a
-    group (its alert_p, on alpha's scale); m is the number of findings that could have alerted (every judged series
+    group (its budget_p, on alpha's scale: the runs of one night are not independent draws, so the budget asks
+    the test with nights as units too); m is the number of findings that could have alerted (every judged series
     and metric with a baseline).
     - FALSE_ALARMS E: a unit stands where its p <= E / m, so at most E false alarms are expected in the campaign
       (Bonferroni over the m findings, each test holding its level); where E / m >= alpha every alert stands.
@@ -104,7 +105,8 @@ def hold(findings: list[regressions.Finding], fdr: float | None, alpha: float, f
 @dataclass
 class Group:
     """Alerts of one campaign with one cause: the platform of one system, stack and interconnect (a canary there
-    moved the same way), or the same version change on one system and stack. MEMBERS: largest effect first."""
+    moved the same way, or, platform-wide, its findings moved as a whole), or the same version change on one system
+    and stack. MEMBERS: largest effect first."""
     cause: str
     where: dict
     versions: tuple = ()
