@@ -1,18 +1,22 @@
 #!/usr/bin/env python3
 """The gate at facility scale (issue 45): SERIES halo3d series, half quiet and half loaded, NIGHTS nights of RUNS
 runs each, written as workload outputs (the real tests/data halo3d output with its total_time, and the timers
-scaled with it, drawn from the real samples in bench/results/regression_accuracy_samples.json), stored through
-`commscope ingest` one night a campaign in a fresh embedded PostgreSQL, then `commscope check` on the last night.
+scaled with it, drawn from the real samples in bench/results/facility_night_samples.json, which `measure` makes),
+stored through `commscope ingest` one night a campaign in a fresh embedded PostgreSQL, then `commscope check` on
+the last night.
 
-- quiet series: halo3d on an idle machine, each run's time less its wait for a core (the harness's quiet cell);
+- quiet series: halo3d (MEASURED) with nothing else started beside it, the times as measured;
 - loaded series: halo3d beside one busy loop, the times as measured, each with its measured wait share;
 - a night is RUNS consecutive measured samples from a random place in its cell's measured sequence;
-- SHIFTED quiet series run +25 % from night NIGHTS - 2 (two nights) and SHIFTED from night NIGHTS - 5 (five nights).
+- SHIFTED quiet series run +25 % from night NIGHTS - 2 (two nights) and SHIFTED from night NIGHTS - 5 (five nights);
+- --platform N: N more quiet series on another stack, all +25 % from night NIGHTS - 2 (a platform shift).
 
-Reported: the false alerts (suspect or regression, and `--fdr` alerts when given) among the unshifted series,
-precision, recall of each shift, the ingest's and check's wall-clock times.
+Reported: the false alerts (regressions, and suspects on the slower side, that the budget did not hold back) among
+the unshifted series, precision, recall of each shift, the platform's alerts and groups, the ingest's and check's
+wall-clock times.
 
-    .venv/bin/python bench/facility_night.py [--series 1000] [--check-args "--fdr 0.05"] [--keep DIR]
+    .venv/bin/python bench/facility_night.py measure [--rounds 120]
+    .venv/bin/python bench/facility_night.py [--series 1000] [--platform 300] [--check-args "--fdr 0.05"] [--keep DIR]
 """
 from __future__ import annotations
 
