@@ -43,44 +43,13 @@ NIGHTS, RUNS, SHIFT, SHIFTED = 16, 3, 0.25, 30
 ALERTS = ("suspect", "regression")
 
 
-def measure(rounds: int, out: Path, block: int = 10) -> None:
-    """ROUNDS runs of MEASURED at each level (quiet: nothing else started beside them; loaded: one busy loop
-    beside them), the levels taking turns in blocks of BLOCK rounds; the workload's own total_time and wait share
-    of each run, in measured order, written to OUT."""
-    sys.path.insert(0, str(ROOT / "ci"))
-    sys.path.insert(0, str(ROOT))
-    from commscope.workflow import stacks as mpi_stacks
-    import suite
-    stack = mpi_stacks.by_name("debian-openmpi4")
-    bdir = suite.build(stack)
-    samples, started = [], time.strftime("%Y-%m-%dT%H:%M:%S%z")
-    for first in range(0, rounds, block):
-        for level, loops in (("quiet", 0), ("loaded", 1)):
-            hogs = [subprocess.Popen(["yes"], stdout=subprocess.DEVNULL) for _ in range(loops)]
-            try:
-                for i in range(first, min(first + block, rounds)):
-                    r = suite.run(stack, bdir, MEASURED[0], MEASURED[1], 2)
-                    bad = suite.problems(r)
-                    if bad:
-                        raise SystemExit(f"{MEASURED[0]} ({level}) failed: {'; '.join(bad)}")
-                    samples.append({"level": level, "round": i, "value": r.out.foms["total_time"][0],
-                                    "runqueue_wait_share_max": r.out.foms["runqueue_wait_share_max"][0],
-                                    "load1": os.getloadavg()[0]})
-            finally:
-                for h in hogs:
-                    h.kill()
-                    h.wait()
-        print(f"rounds {first + 1}-{min(first + block, rounds)}/{rounds}", file=sys.stderr, flush=True)
-    doc = {"how": {"stack": stack.name, "ranks": 2, "cores": os.cpu_count(), "started": started,
-                   "finished": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "rounds": rounds, "block": block,
-                   "workload": MEASURED[0], "args": MEASURED[1], "fom": "total_time",
-                   "levels": {"quiet": "nothing started beside the runs", "loaded": "1 busy loop (yes) beside the runs"},
-                   "command": f"bench/facility_night.py measure --rounds {rounds}"},
-           "samples": samples}
-    tmp = out.with_suffix(".tmp")
-    tmp.write_text(json.dumps(doc, indent=1) + "\n")
-    tmp.replace(out)
-    print(f"{len(samples)} samples -> {out}")
+def measure(rounds: int, out: Path) -> None:
+    """ROUNDS runs of MEASURED at each level (quiet: no busy loop beside them; loaded: one), by the accuracy
+    bench's own measuring loop (bench/regression_accuracy.py measure), written to OUT."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    import regression_accuracy
+    regression_accuracy.measure(rounds, out, {MEASURED[0]: (MEASURED[1], "total_time")}, {"quiet": 0, "loaded": 1},
+                                f"bench/facility_night.py measure --rounds {rounds}")
 
 
 def cells(samples: Path = SAMPLES) -> dict[str, list[tuple[float, float]]]:

@@ -79,7 +79,10 @@ LEVELS = {"idle": 0, "busy1": 1, "busy2": 2}   # noise level -> busy loops besid
 BLOCK = 10   # rounds of one level before the next level's turn
 
 
-def measure(rounds: int, out: Path) -> None:
+def measure(rounds: int, out: Path, workloads: dict = WORKLOADS, levels: dict = LEVELS,
+            command: str | None = None) -> None:
+    """ROUNDS real runs of each of WORKLOADS (name -> (arguments, FOM)) at each of LEVELS (name -> busy loops
+    beside the runs), the levels taking turns in blocks of BLOCK rounds; the samples written atomically to OUT."""
     sys.path.insert(0, str(ROOT / "ci"))
     from commscope.workflow import stacks as mpi_stacks
     import suite
@@ -89,11 +92,11 @@ def measure(rounds: int, out: Path) -> None:
     started = datetime.now(timezone.utc).isoformat(timespec="seconds")
     for first in range(0, rounds, BLOCK):
         # levels take turns in blocks, so the shared machine's own load drifts over all levels alike
-        for level, loops in LEVELS.items():
+        for level, loops in levels.items():
             hogs = [subprocess.Popen(["yes"], stdout=subprocess.DEVNULL) for _ in range(loops)]
             try:
                 for i in range(first, min(first + BLOCK, rounds)):
-                    for w, (args, fom) in WORKLOADS.items():
+                    for w, (args, fom) in workloads.items():
                         r = suite.run(stack, bdir, w, args, RANKS)
                         bad = suite.problems(r)
                         if bad:
@@ -108,9 +111,9 @@ def measure(rounds: int, out: Path) -> None:
             print(f"{level} rounds {first + 1}-{min(first + BLOCK, rounds)}/{rounds}", file=sys.stderr, flush=True)
     doc = {"how": {"stack": STACK, "ranks": RANKS, "cores": os.cpu_count(), "started": started,
                    "finished": datetime.now(timezone.utc).isoformat(timespec="seconds"), "rounds": rounds,
-                   "workloads": {w: {"args": a, "fom": f} for w, (a, f) in WORKLOADS.items()},
-                   "levels": {lv: f"{n} busy loops (yes) beside the runs" for lv, n in LEVELS.items()}, "block": BLOCK,
-                   "command": f"bench/regression_accuracy.py measure --rounds {rounds}"},
+                   "workloads": {w: {"args": a, "fom": f} for w, (a, f) in workloads.items()},
+                   "levels": {lv: f"{n} busy loops (yes) beside the runs" for lv, n in levels.items()}, "block": BLOCK,
+                   "command": command or f"bench/regression_accuracy.py measure --rounds {rounds}"},
            "samples": samples}
     tmp = out.with_suffix(".tmp")
     tmp.write_text(json.dumps(doc, indent=1) + "\n")
