@@ -304,16 +304,7 @@ def test_a_live_ramble_run_of_imb_is_stored_with_imb_s_numbers(dsn, tmp_path):
                     "(tests/thirdparty/ramble-imb/README.md) and set COMMSCOPE_IMB_PREFIX to its prefix or put it on PATH")
     conf = yaml.safe_load((WS / "configs" / "ramble.yaml").read_text())
     conf["ramble"]["variables"]["intel-mpi-benchmarks_path"] = str(prefix)
-    cfg = tmp_path / "ramble.yaml"
-    cfg.write_text(yaml.safe_dump(conf))
-    ws = tmp_path / "ws"
-    ramble = [sys.executable, str(Path(RAMBLE_ROOT) / "bin" / "ramble")]
-    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
-    for args in (["workspace", "create", "-d", str(ws), "-c", str(cfg)], ["-D", str(ws), "workspace", "setup"],
-                 ["-D", str(ws), "on"], ["-D", str(ws), "workspace", "analyze", "-f", "json"]):
-        p = subprocess.run([*ramble, *args], capture_output=True, text=True, env=env, timeout=300, cwd=ROOT)
-        assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
-    assert all(e["RAMBLE_STATUS"] == "SUCCESS" for e in experiments(ws))
+    ws = run_workspace(conf, tmp_path)
     with psycopg.connect(dsn) as conn:
         assert len(ingest(conn, [ws], Provenance()).inserted) == 4
     check_store(dsn, ws)
@@ -325,18 +316,27 @@ def run_preloaded(conf: dict, prefix: Path, tmp_path: Path) -> Path:
     every experiment of it a success."""
     conf["ramble"]["variables"]["intel-mpi-benchmarks_path"] = str(prefix)
     conf["ramble"]["variables"]["caliper_preload_prefix"] = os.environ["COMMSCOPE_CALIPER_NOGOTCHA_PREFIX"]
+    return run_workspace(conf, tmp_path, modifier_repo=True)
+
+
+def run_workspace(conf: dict, tmp_path: Path, modifier_repo: bool = False) -> Path:
+    """The Ramble config CONF run through Ramble (workspace create, setup, on, analyze) in TMP_PATH/ws, with this
+    repository's Ramble modifiers where MODIFIER_REPO: its workspace, every experiment of it a success."""
     cfg = tmp_path / "ramble.yaml"
     cfg.write_text(yaml.safe_dump(conf))
     ws = tmp_path / "ws"
-    ramble = [sys.executable, str(Path(RAMBLE_ROOT) / "bin" / "ramble")]
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
-    p = subprocess.run([*ramble, "workspace", "create", "-d", str(ws), "-c", str(cfg)], capture_output=True,
-                       text=True, env=env, timeout=300, cwd=ROOT)
-    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
-    (ws / "configs" / "modifier_repos.yaml").write_text(yaml.safe_dump({"modifier_repos": [str(ROOT / "ramble")]}))
-    for args in (["workspace", "setup"], ["on"], ["workspace", "analyze", "-f", "json"]):
-        p = subprocess.run([*ramble, "-D", str(ws), *args], capture_output=True, text=True, env=env, timeout=300, cwd=ROOT)
+
+    def ramble(*args: str) -> None:
+        p = subprocess.run([sys.executable, str(Path(RAMBLE_ROOT) / "bin" / "ramble"), *args], capture_output=True,
+                           text=True, env=env, timeout=300, cwd=ROOT)
         assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+
+    ramble("workspace", "create", "-d", str(ws), "-c", str(cfg))
+    if modifier_repo:
+        (ws / "configs" / "modifier_repos.yaml").write_text(yaml.safe_dump({"modifier_repos": [str(ROOT / "ramble")]}))
+    for args in (["workspace", "setup"], ["on"], ["workspace", "analyze", "-f", "json"]):
+        ramble("-D", str(ws), *args)
     assert all(e["RAMBLE_STATUS"] == "SUCCESS" for e in experiments(ws))
     return ws
 
