@@ -114,12 +114,12 @@ def check_cmd(metrics, campaign, baseline, min_effect, alpha, confirm, max_undet
             db.output_file(path, what)
         except db.DBError as e:
             fail(str(e), 2)
+    budget = None if each_series_alone else {"fdr": fdr} if fdr else {"false_alarms": false_alarms}
     try:
         with db.connect() as conn:
             found = check_campaign(conn, metrics, campaign, baseline, min_effect, alpha, confirm, max_undetectable,
-                                   None if each_series_alone else fdr or None, not no_annotate,
-                                   None if each_series_alone or fdr else false_alarms, system=system, app=app,
-                                   stack=stack, interconnect=interconnect)
+                                   (budget or {}).get("fdr"), not no_annotate, (budget or {}).get("false_alarms"),
+                                   system=system, app=app, stack=stack, interconnect=interconnect)
     except (ValueError, LookupError) as e:
         fail(str(e), 2)
     except db.DBError as e:
@@ -128,7 +128,6 @@ def check_cmd(metrics, campaign, baseline, min_effect, alpha, confirm, max_undet
         fail(permission_denied(e, "check", ": nothing was judged or annotated"))
     for note in found.notes:
         click.echo(f"commscope check: {note}", err=True)
-    budget = (None if each_series_alone else {"fdr": fdr} if fdr else {"false_alarms": false_alarms})
     bad = found.regressions
     try:   # each written whole beside its name, then put in its place
         if junit:
