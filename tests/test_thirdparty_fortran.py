@@ -1,7 +1,7 @@
 """A Fortran MPI application not written here, through `commscope run STUDY --caliper mpi`: UK-MAC's CloverLeaf
-(`use mpi`), Ramble's builtin application, on Debian Open MPI 4.1 and Debian MPICH 4.0, profiled by preloading
-libcommscope-mpif and the no-GOTCHA Caliper (tests/thirdparty/cloverleaf-fortran/README.md says how the files were
-made). Each stack's workspace is ingested with `commscope ingest` into a real store: every experiment is a run with
+(`use mpi`), Ramble's builtin application, on Debian Open MPI 4.1, Debian MPICH 4.0 and Intel MPI 2021 (PyPI),
+profiled by preloading the no-GOTCHA Caliper, with libcommscope-mpif where the stack's bindings need it
+(tests/thirdparty/cloverleaf-fortran/README.md says how the files were made). Each stack's workspace is ingested with `commscope ingest` into a real store: every experiment is a run with
 its profile, none stored as "profile missing", and every MPI function's stored time and call count equal
 caliper-reader's sums over the same .cali file's records."""
 from __future__ import annotations
@@ -20,7 +20,7 @@ from caliperreader import read_caliper_contents
 from conftest import ROOT
 
 DATA = ROOT / "tests" / "thirdparty" / "cloverleaf-fortran"
-STACKS = ("debian-openmpi4", "debian-mpich4")
+STACKS = ("debian-openmpi4", "debian-mpich4", "pypi-impi2021")
 # CloverLeaf's source calls no MPI_Comm_dup (`git grep -i comm_dup` finds none): the one in each profile is the
 # preloaded Caliper's own, made when it merges the ranks' profiles in MPI_Finalize, and no call of the application.
 CALIPERS_OWN = "MPI_Comm_dup"
@@ -79,9 +79,9 @@ def test_every_cloverleaf_experiment_is_stored_with_caliper_reader_s_mpi_times_a
 
 
 def test_cloverleaf_makes_the_same_mpi_calls_through_either_stack_s_fortran_bindings(dsn, tmp_path):
-    """Open MPI's bindings reach Caliper through libcommscope-mpif, MPICH's `use mpi` calls MPI_* itself: the same
-    deterministic program then shows the same call count per function on both, and each rank's one MPI_Init and
-    MPI_Finalize, so neither route drops or doubles a call."""
+    """Open MPI's bindings reach Caliper through libcommscope-mpif, MPICH's and Intel MPI's `use mpi` call MPI_*
+    themselves: the same deterministic program then shows the same call count per function on each, and each
+    rank's one MPI_Init and MPI_Finalize, so no route drops or doubles a call."""
     for stack in STACKS:
         shutil.copytree(DATA / stack, tmp_path / stack)
         p = subprocess.run([sys.executable, "-m", "commscope.cli", "ingest", str(tmp_path / stack)], capture_output=True,
@@ -95,7 +95,7 @@ def test_cloverleaf_makes_the_same_mpi_calls_through_either_stack_s_fortran_bind
     for workload, ranks, stack, fn, calls in rows:
         by_stack[stack][(workload, ranks, fn)] = calls
     assert len(by_stack[STACKS[0]]) == 2 * (6 + 8 + 8)   # sodx and sodxy: 1 rank has no halo sends and receives
-    assert by_stack[STACKS[0]] == by_stack[STACKS[1]]
+    assert by_stack[STACKS[0]] == by_stack[STACKS[1]] == by_stack[STACKS[2]]
     for (workload, ranks, fn), calls in by_stack[STACKS[0]].items():
         if fn in ("MPI_Init", "MPI_Finalize"):
             assert calls == ranks, (workload, ranks, fn)
