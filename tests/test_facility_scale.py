@@ -165,3 +165,21 @@ def test_the_budget_weighs_an_alert_by_its_nights_not_its_runs_alone():
     findings = [runs_only, nights_too] + [finding(100 + i, "cannot tell") for i in range(998)]
     assert campaign.hold(findings, None, 0.01, false_alarms=1.0) == 1
     assert not runs_only.alert and "0.004" in runs_only.held and nights_too.alert
+
+
+def test_a_clear_five_night_shift_stands_under_a_ten_thousand_series_budget():
+    """The confirmation's rank test cannot go below 2 / C(15, 5) = 6.7e-4 with 5 recent and 10 baseline nights, so
+    at 1 false alarm over 10,000 findings (1e-4) it could never let a regression stand. A shift of +25 % held five
+    nights on series with 2 % noise must: its Student's t on the nights' summaries (log) is far below 1e-4, as
+    scipy's two-sample t-test on the same nights' best runs says by its own route."""
+    import math
+    from scipy import stats as scipy_stats
+    from commscope.gate import stats
+    rnd = random.Random(4500)
+    nights = [[10.0 * (1.25 if n >= 10 else 1.0) * (1 + rnd.gauss(0, 0.02)) for _ in range(3)] for n in range(15)]
+    j = stats.judge(nights[-1], nights[:-1], 0.05, 0.01, max_undetectable=None)
+    assert j.verdict == "regression" and j.confirm_p >= 2 / math.comb(15, 5)
+    assert j.nights_alert_p is not None and j.nights_alert_p <= 1e-4, j
+    logs = [math.log(min(c)) for c in nights]   # the best run (either summary moved; both give p << 1e-4)
+    assert scipy_stats.ttest_ind(logs[10:], logs[:10], alternative="greater").pvalue < 1e-6
+
