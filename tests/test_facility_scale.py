@@ -170,16 +170,22 @@ def test_the_budget_weighs_an_alert_by_its_nights_not_its_runs_alone():
 def test_a_clear_five_night_shift_stands_under_a_ten_thousand_series_budget():
     """The confirmation's rank test cannot go below 2 / C(15, 5) = 6.7e-4 with 5 recent and 10 baseline nights, so
     at 1 false alarm over 10,000 findings (1e-4) it could never let a regression stand. A shift of +25 % held five
-    nights on series with 2 % noise must: its Student's t on the nights' summaries (log) is far below 1e-4, as
-    scipy's two-sample t-test on the same nights' best runs says by its own route."""
+    nights on series with 2 % noise must: the budget weighs it by the same nights' Student's t there, far below
+    1e-4, as scipy's two-sample t-test on the nights' best runs says by its own route. Over 1,000 findings (1e-3)
+    the rank test reaches the level and is the one weighed."""
     import math
     from scipy import stats as scipy_stats
     from commscope.gate import stats
     rnd = random.Random(4500)
     nights = [[10.0 * (1.25 if n >= 10 else 1.0) * (1 + rnd.gauss(0, 0.02)) for _ in range(3)] for n in range(15)]
-    j = stats.judge(nights[-1], nights[:-1], 0.05, 0.01, max_undetectable=None)
-    assert j.verdict == "regression" and j.confirm_p >= 2 / math.comb(15, 5)
-    assert j.nights_alert_p is not None and j.nights_alert_p <= 1e-4, j
-    logs = [math.log(min(c)) for c in nights]   # the best run (either summary moved; both give p << 1e-4)
+    logs = [math.log(min(c)) for c in nights]
     assert scipy_stats.ttest_ind(logs[10:], logs[:10], alternative="greater").pvalue < 1e-6
-
+    j = stats.judge(nights[-1], nights[:-1], 0.05, 0.01, max_undetectable=None)
+    assert j.verdict == "regression" and j.nights_alert_p == j.confirm_p == pytest.approx(2 / math.comb(15, 5))
+    for m, weighed in ((10_000, "t"), (1_000, "rank")):
+        shifted = finding(1, "regression", j.alert_p, "worse", nights_alert_p=j.nights_alert_p,
+                          confirm_units_p=j.confirm_units_p, confirm_floor=j.confirm_floor)
+        assert campaign.hold([shifted] + [finding(100 + i, "cannot tell") for i in range(m - 1)], None, 0.01,
+                             false_alarms=1.0) == 0 and shifted.alert, shifted.held
+        assert campaign.budget_p(shifted, 1 / m) == (j.confirm_units_p if weighed == "t" else j.confirm_p)
+    assert j.confirm_units_p < 1e-5

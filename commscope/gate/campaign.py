@@ -56,9 +56,14 @@ FALSE_ALARMS = 1.0   # check's budget by default: false alarms expected in one c
 PLATFORM_WIDE = "platform-wide"   # the cause of a group no canary explains (one_alert_per_cause)
 
 
-def budget_p(f: regressions.Finding) -> float | None:
-    """What the budget weighs an alert by: its p with nights as units too (nights_alert_p), where the series has
-    the nights for that test, else its alert_p."""
+def budget_p(f: regressions.Finding, level: float) -> float | None:
+    """What a budget of LEVEL weighs an alert by: its p with nights as units too (nights_alert_p), where the series
+    has the nights for that test, else its alert_p. A regression or improvement whose confirmation rank test cannot
+    reach LEVEL (its floor above it: 5 nights against 10 cannot go below 6.7e-4) is weighed by the same nights'
+    Student's t instead (confirm_units_p). The choice rests on run counts and LEVEL, never on the values, so each
+    series is still held to one test at the budget's level."""
+    if f.confirm_floor is not None and f.confirm_floor > level and f.confirm_units_p is not None:
+        return f.confirm_units_p
     return f.nights_alert_p if f.nights_alert_p is not None else f.alert_p
 
 
@@ -80,8 +85,10 @@ def hold(findings: list[regressions.Finding], fdr: float | None, alpha: float, f
     m = sum(f.verdict not in ("no baseline",) for f in findings)
     grouped = [g for g in groups or [] if g.members]
     inside = {id(f) for g in grouped for f in g.members}
-    units = [(g.p, g.members) for g in grouped] + [
-        (budget_p(f), [f]) for f in findings if f.alert and budget_p(f) is not None and id(f) not in inside]
+    strictest = (fdr if fdr is not None else false_alarms) / m if m else math.inf   # the first unit's level
+    units = [(g.p(strictest), g.members) for g in grouped] + [
+        (budget_p(f, strictest), [f]) for f in findings
+        if f.alert and budget_p(f, strictest) is not None and id(f) not in inside]
     units.sort(key=lambda u: u[0])
     if fdr is not None:
         stand = max((k for k, (p, _) in enumerate(units, 1) if p <= fdr * k / m), default=0)
@@ -113,13 +120,12 @@ class Group:
     members: list = field(default_factory=list)
     p_platform: float | None = None   # platform-wide: the sign test's p over the platform's findings
 
-    @property
-    def p(self) -> float:
-        """The group's p as one alert (campaign.hold): the sign test's for a platform-wide group, else its
-        members' smallest budget_p."""
+    def p(self, level: float) -> float:
+        """The group's p as one alert under a budget of LEVEL (campaign.hold): the sign test's for a platform-wide
+        group, else its members' smallest budget_p."""
         if self.p_platform is not None:
             return self.p_platform
-        return min(budget_p(f) for f in self.members if budget_p(f) is not None)
+        return min(budget_p(f, level) for f in self.members if budget_p(f, level) is not None)
 
     def label(self) -> str:
         where = " ".join(str(v) for v in self.where.values())

@@ -84,7 +84,8 @@ def as_dict(f, alpha: float, min_effect: float) -> dict:
             "newest_run_started_at": f.time.isoformat() if f.time else None, "reason": f.reason(alpha, min_effect),
             "attribution": f.attribution, "baseline_campaign": f.baseline_campaign, "diff_url": diff_url(f),
             "direction": f.way, "alert": f.alert, "alert_p": _number(f.alert_p),
-            "nights_alert_p": _number(f.nights_alert_p), "held": f.held,
+            "nights_alert_p": _number(f.nights_alert_p), "confirm_units_p": _number(f.confirm_units_p),
+            "confirm_floor": _number(f.confirm_floor), "held": f.held,
             "group": group_dict(f.group) if f.group else None}
 
 

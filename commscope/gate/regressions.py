@@ -69,6 +69,8 @@ class Finding:
     moved: str | None = None             # regression, improvement, suspect: "worse" or "better" (stats._raise)
     alert_p: float | None = None         # the p of the test that raised it, on alpha's scale (stats._raise)
     nights_alert_p: float | None = None  # that p with nights as units too (stats._raise): what a budget weighs
+    confirm_units_p: float | None = None  # a regression's confirmation by Student's t, nights as units (stats)
+    confirm_floor: float | None = None   # the smallest confirm_p its run counts allow (stats._confirmed)
     direction: str = "lower"             # the metric's better side: "lower" or "higher"
     held: str | None = None              # why an alert is held back by the campaign's budget (campaign.hold)
     group: object = None                 # the campaign.Group of alerts with one cause this alert is part of
@@ -255,7 +257,8 @@ def check(conn: psycopg.Connection, metric: str = "time_s", campaign: int | None
                     runs={"baseline": [r for n in base_nights for r in ids[key][n]], "new": ids[key][tonight]},
                     baseline_campaign=base_nights[-1][0] if base_nights else None,
                     moved=j.moved, alert_p=j.alert_p, nights_alert_p=j.nights_alert_p,
-                    direction=direction)
+                    confirm_units_p=j.confirm_units_p if j.n_confirm else None,
+                    confirm_floor=j.confirm_floor if j.n_confirm else None, direction=direction)
         signed = [[sign * v for v in by_night[n]] for n in base_nights]
         f.night_spread = night_spread(signed)
         if j.verdict != "no baseline":

@@ -203,6 +203,7 @@ class Judgement:
     nights_alert_p: float | None = None   # the same evidence with nights as units, on alpha's scale (_raise)
     two_nights_units_p: float | None = None   # the two nights' mean median against the nights before (mean_night_p)
     confirm_units_p: float | None = None   # the confirmation's summary by Student's t, nights as units (_confirmed)
+    confirm_floor: float | None = None     # the smallest confirm_p its run counts allow (_confirmed)
 
 
 def confirm_level(alpha: float, summaries: tuple[str, ...] = tuple(CAMPAIGN_SUMMARIES)) -> float:
@@ -219,8 +220,8 @@ def rank_test_reachable(n_base: int, confirm: int, alpha: float,
 
 def _confirmed(recent: list[list[float]], before: list[list[float]], min_effect: float, alpha: float,
                summaries: tuple[str, ...] = tuple(CAMPAIGN_SUMMARIES), unloaded: tuple | None = None) -> tuple:
-    """('worse' | 'better' | None, p, effect, summary, units_p): whether the RECENT campaigns (the judged one last)
-    moved together against the BEFORE campaigns, by one of the SUMMARIES (CAMPAIGN_SUMMARIES): the recent campaigns'
+    """('worse' | 'better' | None, p, effect, summary, units_p, floor): whether the RECENT campaigns (the judged one
+    last) moved together against the BEFORE campaigns, by one of the SUMMARIES (CAMPAIGN_SUMMARIES): the recent campaigns'
     summaries ranked against the baseline's by confirm_p at p < confirm_level, the median of the recent ones at
     least min_effect from the baseline's, and the judged campaign's own summary at least min_effect the same way.
     UNLOADED, if given, is (recent, before) again with each run's value discounted for its wait for a core (None
@@ -228,7 +229,10 @@ def _confirmed(recent: list[list[float]], before: list[list[float]], min_effect:
     UNLOADED). P is the rank test's p times the number of summaries (capped at 1), so it is compared with alpha
     itself; it and EFFECT are those of the summary that moved (the smaller p when both did), else of the one with
     the smaller p. Campaigns of one run each without discounted values have one value to summarise, so every
-    summary is the same test: it is made once, at alpha."""
+    summary is the same test: it is made once, at alpha. UNITS_P is that summary's Student's t of the recent
+    campaigns' mean against the baseline's (mean_night_p, times the number of summaries), and FLOOR the smallest P
+    the rank test can give (1 / C(recent + baseline, recent), times the summaries): a campaign's budget over
+    thousands of series can ask for less (campaign.budget_p)."""
     told = unloaded is not None and all(v is not None for c in (*unloaded[0], *unloaded[1]) for v in c)
     if all(len(c) == 1 for c in (*recent, *before)) and not told:
         summaries = summaries[:1]
@@ -253,10 +257,11 @@ def _confirmed(recent: list[list[float]], before: list[list[float]], min_effect:
         units = mean_night_p([sign * v for v in rs], [sign * v for v in bs]) if len(bs) >= MIN_CAMPAIGNS else None
         tested.append((not moved, p, ("worse" if sign > 0 else "better") if moved else None, effect, name, units))
     if not tested:
-        return None, None, None, None, None
+        return None, None, None, None, None, None
     _, p, shift, effect, name, units = min(tested, key=lambda t: t[:2])
     return (shift, min(1.0, p * len(ranked)), effect, name,
-            min(1.0, units * len(ranked)) if units is not None else None)
+            min(1.0, units * len(ranked)) if units is not None else None,
+            min(1.0, confirm_smallest_p(len(recent), len(before)) * len(ranked)))
 
 
 def baseline_window(n_earlier: int, baseline: int, confirm: int, alpha: float,
@@ -331,7 +336,7 @@ def judge(new: list[float], earlier: list[list[float]], min_effect: float, alpha
     shift = None
     if end < len(earlier) or confirm == 1:   # the window leaves room for the campaigns the shift must hold
         both = ([*unloaded[1][end:], unloaded[0]], unloaded[1][start:end]) if unloaded is not None else None
-        shift, j.confirm_p, j.confirm_effect, j.confirm_summary, j.confirm_units_p = _confirmed(
+        shift, j.confirm_p, j.confirm_effect, j.confirm_summary, j.confirm_units_p, j.confirm_floor = _confirmed(
             [*earlier[end:], new], base, min_effect, alpha, summaries, both)
         j.n_confirm = confirm
     else:   # too little history to rank a run of campaigns: this one and the one before, each at both levels
@@ -352,17 +357,12 @@ def _raise(j: Judgement, shift: str | None, moved: str | None, alone: bool, alph
     alpha over its level, the two nights' over TWO_NIGHTS_ALPHA, the confirmation's as it is), so that an alert
     is raised where alert_p < alpha and a campaign's alerts can be held to one budget (campaign.hold). Its
     nights_alert_p is the larger of alert_p and the same move's test with nights as units (the night's median
-    against the baseline nights' medians, or the two nights' mean median): the runs of one night are not
-    independent draws, so at the small levels a budget asks for, only the nights' test holds its level. A
-    confirmed shift is weighed by the confirmation's Student's t (confirm_units_p) alone, its nights already the
-    units: its rank test cannot go below 1 / C(recent + baseline, recent), above the level of a budget over
-    thousands of series, and has already held the shift to alpha."""
+    against the baseline nights' medians, the two nights' mean median, or the confirmation's rank test): the runs
+    of one night are not independent draws, so at the small levels a budget asks for, only the nights' test holds
+    its level."""
     if shift is not None:
         j.verdict, j.moved = ("regression" if shift == "worse" else "improvement"), shift
         j.alert_p = j.confirm_p if j.confirm_p is not None else j.p_value
-        if j.confirm_units_p is not None:
-            j.nights_alert_p = j.confirm_units_p
-            return
         units = j.confirm_p if j.confirm_p is not None else j.campaign_p
     elif moved is not None:
         j.verdict, j.moved = "suspect", moved
