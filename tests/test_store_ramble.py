@@ -12,7 +12,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from commscope.read.contract import parse_output
+from commscope.read.workload_output import parse_output
 from commscope.store.ingest import Provenance, ingest
 from commscope.read.profiles import BadProfile
 

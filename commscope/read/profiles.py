@@ -27,7 +27,7 @@ import numpy as np
 from caliperreader import caliperstreamreader
 from caliperreader.metadatadb import Attribute
 
-from commscope.read.contract import NUMBER, BadOutput, Output, parse_output
+from commscope.read.workload_output import NUMBER, BadOutput, Output, parse_output
 from commscope.read.rank_stats import is_mpi, node_stats
 
 TIME_ATTRS = ("sum#sum#time.duration", "sum#time.duration", "time")

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from commscope.read import profiles, rank_stats, windows
 from commscope.read.identity import mpi_family
-from commscope.read.contract import BadOutput, parse_output
+from commscope.read.workload_output import BadOutput, parse_output
 from commscope.read.profiles import BadProfile, Profile
 
 
