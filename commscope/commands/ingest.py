@@ -72,7 +72,7 @@ def ingest_cmd(paths, system, stack, interconnect, git_commit, ci_pipeline, comp
     from tqdm import tqdm
 
     from commscope.store.ingest import Provenance
-    from commscope.read.profiles import BadProfile
+    from commscope.read.files import BadProfile
     from commscope.workflow.ingest import ingest_and_report
     from commscope.read.ramble import read_hardware
     from commscope.read.records import PARAMETERS_BYTES, ReadOptions

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from commscope.read import discover
-from commscope.read.profiles import BadProfile
+from commscope.read.files import BadProfile
 from commscope.read.records import ReadOptions, Record, read_record
 
 PARALLEL_FROM = 32    # fewer input groups than this are read in-process

@@ -16,7 +16,9 @@ from pathlib import Path
 from commscope.read import profiles, rank_stats, windows
 from commscope.read.identity import mpi_family
 from commscope.read.workload_output import BadOutput, parse_output
-from commscope.read.profiles import BadProfile, Profile
+from commscope.read.caliper_text import CALL_PATH_BYTES as PATH_BYTES, REGION_NAME_BYTES
+from commscope.read.files import BadProfile, file_hash, open_regular
+from commscope.read.profiles import Profile
 
 
 def clean(s, limit: int | None = None) -> str | None:
@@ -457,7 +459,7 @@ def from_output(path) -> Record:
     MPI fraction: those need a profile."""
     path = Path(path)
     try:
-        with profiles.open_regular(path, "rb") as f:
+        with open_regular(path, "rb") as f:
             out = parse_output(_utf8_lines(path, f))
     except OSError as e:
         raise BadProfile(f"{path}: unreadable workload output ({e.strerror or e})") from None
@@ -470,7 +472,7 @@ def from_output(path) -> Record:
     variant = "-".join(p[n] for n in names if n in p) or p.get("variant")
     total = out.foms.get("total_time")
     rec = Record(
-        content_hash=profiles.file_hash([path]), source=clean(str(path)), profile_kind="none",
+        content_hash=file_hash([path]), source=clean(str(path)), profile_kind="none",
         app=clean(out.workload), workload=clean(out.workload), ranks=out.ranks,
         started_at=dt.datetime.fromtimestamp(path.stat().st_mtime, dt.timezone.utc),
         status="failed" if not out.verify or any(st == "FAIL" for st, _ in out.verify.values()) else "ok",
@@ -533,8 +535,8 @@ def declare_scaling(rec: Record, opts: ReadOptions) -> Record:
 # of 0029 and 0030). The byte limits below, in UTF-8 before compression, keep every such entry within it.
 INT4, INT8 = 2**31, 2**63
 INDEX_ENTRY_BYTES = 2704   # PostgreSQL's largest B-tree index entry (8 kB pages)
-NAME_BYTES = profiles.REGION_NAME_BYTES   # one name: a region, MPI function, FOM name, unit or context, focus region
-CALL_PATH_BYTES = profiles.CALL_PATH_BYTES   # a call path, its region names '/'-joined (nodes.path's unique index)
+NAME_BYTES = REGION_NAME_BYTES   # one name: a region, MPI function, FOM name, unit or context, focus region
+CALL_PATH_BYTES = PATH_BYTES   # a call path, its region names '/'-joined (nodes.path's unique index)
 LABELS_BYTES = 768         # LABELS together (shown_metrics_daily's index entry carries four of them twice)
 PARAMETERS_BYTES = 1664    # a run's parameters as JSON (comparison_daily's index entry carries them beside LABELS)
 MPI_LIBRARY_BYTES = 1536   # the MPI library's version string (stacks' unique name and library)

@@ -25,7 +25,7 @@ from psycopg.types.json import Jsonb
 
 from commscope.store import db
 from commscope.read import profiles, windows
-from commscope.read.profiles import BadProfile
+from commscope.read.files import BadProfile
 from commscope.read.inputs import classify as inputs_of
 from commscope.read.records import (MPI_NOT_RECORDED, ReadOptions, Record, as_int, check_labels, check_storable,
                                      clean, declare_scaling)
