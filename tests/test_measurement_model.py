@@ -20,7 +20,7 @@ import pytest
 from caliperreader import read_caliper_contents
 
 from commscope.read.workload_output import parse_output
-from commscope.store.ingest import Provenance, ingest
+from commscope.workflow.ingest import Provenance, ingest
 from commscope.read.records import ReadOptions
 from helpers import PER_RANK_PROFILES, SYNC, TIME, calipers_own, reference
 

@@ -17,7 +17,7 @@ from commscope.store import db
 from conftest import grant_local, private_home
 from corpus import varied_copies
 from commscope.read.workload_output import parse_output
-from commscope.store.ingest import Provenance, ingest
+from commscope.workflow.ingest import Provenance, ingest
 from commscope.read.profiles import BadProfile
 
 DATA = Path(__file__).parent / "data"

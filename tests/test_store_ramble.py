@@ -13,7 +13,7 @@ import psycopg
 import pytest
 
 from commscope.read.workload_output import parse_output
-from commscope.store.ingest import Provenance, ingest
+from commscope.workflow.ingest import Provenance, ingest
 from commscope.read.profiles import BadProfile
 
 RAMBLE = Path(__file__).parent / "data" / "ramble"
