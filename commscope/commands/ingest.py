@@ -118,7 +118,8 @@ def reading_options(app, params, param_keys, rank_rows, started_at, per_rank, gl
     import datetime as dt
     import json
 
-    from commscope.read.records import PARAMETERS_BYTES, ReadOptions
+    from commscope.read.records import ReadOptions
+    from commscope.read.storable import PARAMETERS_BYTES
 
     if app is not None and not 1 <= len(app.strip()) <= APP_LIMIT:
         fail(f"--app {'is empty' if not app.strip() else f'has {len(app)} characters'}: give a name of 1 to "

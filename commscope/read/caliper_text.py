@@ -15,7 +15,7 @@ from commscope.read.files import BadProfile, open_regular
 TIME_ATTRS = ("sum#sum#time.duration", "sum#time.duration", "time")
 RANK_FILE = re.compile(r"rank-(\d+)\.cali$")
 CALL_PATH_BYTES = 2560  # a call path, its region names '/'-joined (nodes.path, alone in its unique index; records)
-REGION_NAME_BYTES = 1024   # one region's name (records.NAME_BYTES)
+REGION_NAME_BYTES = 1024   # one region's name (storable.NAME_BYTES)
 
 # split_record's stand-ins for escaped separators and backslashes (Unicode private use; a line that already
 # holds one goes the upstream way)
@@ -171,10 +171,10 @@ def check_path_size(source, p) -> None:
     """Refuses, as it is read, a call path P longer than the store holds (CALL_PATH_BYTES '/'-joined): a call
     tree too deep to store is one line naming SOURCE as soon as its first such path is read, before the reader
     spends time and memory on the depths below it. Its characters are a lower bound of its UTF-8 bytes, so this
-    costs one pass over P; a path of multi-byte names near the limit is refused later by records.check_storable."""
+    costs one pass over P; a path of multi-byte names near the limit is refused later by storable.check_storable."""
     if len(p) > 1 and sum(map(len, p)) + len(p) - 1 > CALL_PATH_BYTES:
         long = next((r for r in p if len(r) > REGION_NAME_BYTES), None)
-        if long is not None:   # as records.check_storable names it
+        if long is not None:   # as storable.check_storable names it
             raise BadProfile(f"{source}: region name {long[:40] + '...'!r} is {len(long.encode(errors='replace')):,} "
                              f"bytes; the store holds names of at most {REGION_NAME_BYTES:,} bytes: shorten it")
         joined = "/".join(p)

@@ -25,8 +25,8 @@ from psycopg.types.json import Jsonb
 from commscope.store import db
 from commscope.read import profiles, windows
 from commscope.read.files import BadProfile
-from commscope.read.records import (MPI_NOT_RECORDED, ReadOptions, Record, as_int, check_labels, check_storable,
-                                     clean, declare_scaling)
+from commscope.read.records import MPI_NOT_RECORDED, ReadOptions, Record, as_int, clean, declare_scaling
+from commscope.read.storable import check_labels, check_storable
 
 BATCH = 64            # runs per round of COPYs
 WRITE_LOCK = "commscope.store.ingest"
@@ -43,7 +43,7 @@ RUN_COLUMNS = ("content_hash, campaign_id, system_id, stack_id, status, profile_
 
 def given_label(value) -> str | None:
     """A label given to ingest (a Provenance value, a campaign's source), as stored: a NUL, which no command line
-    can carry and the store cannot hold, as U+FFFD. What a file holds is checked instead (records.check_storable)."""
+    can carry and the store cannot hold, as U+FFFD. What a file holds is checked instead (storable.check_storable)."""
     return None if value is None else clean(value).replace("\x00", "\ufffd")
 
 
