@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from commscope.gate import changepoints
-from commscope.store import db
+from commscope.store import db, files
 from commscope.views import panels as P
 from commscope.views import reference
 from commscope.views.figures import TOP_SERIES, figure, plot_value
@@ -550,10 +550,10 @@ def render(conn, campaigns: tuple[int, ...] = (), compare: tuple[str, ...] = ())
 def write(output: Path, campaigns: tuple[int, ...] = (), compare: tuple[str, ...] = ()) -> int:
     """The report of CAMPAIGNS (all when empty) written to OUTPUT whole or not at all; its size in characters.
     `commscope report` and `commscope run` both write it so. OUTPUT must be a regular file or new
-    (db.output_file): anything else is refused before the store is read."""
-    db.output_file(output, "report")
+    (files.output_file): anything else is refused before the store is read."""
+    files.output_file(output, "report")
     with db.connect() as conn:
         page = render(conn, campaigns, compare)
-    with db.replacing(output, "report") as part:
+    with files.replacing(output, "report") as part:
         part.write_text(page, encoding="utf-8")
     return len(page)
