@@ -21,7 +21,7 @@ from pathlib import Path
 import psycopg
 
 from commscope.store import db
-from commscope.store.ingest import Provenance, ingest
+from commscope.workflow.ingest import Provenance, ingest
 
 TESTS = Path(__file__).resolve().parents[1] / "tests"
 sys.path.insert(0, str(TESTS))

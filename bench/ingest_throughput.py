@@ -33,7 +33,7 @@ from pathlib import Path
 import psycopg
 
 from commscope.store import db
-from commscope.store.ingest import Provenance, ingest
+from commscope.workflow.ingest import Provenance, ingest
 from commscope.read.records import ReadOptions
 
 TESTS = Path(__file__).resolve().parents[1] / "tests"

@@ -41,7 +41,7 @@ from commscope.workflow import stacks as mpi_stacks
 import suite  # noqa: E402
 from commscope.advise import placement
 from commscope.read import discover, profiles  # noqa: E402
-from commscope.read.contract import parse_output  # noqa: E402
+from commscope.read.workload_output import parse_output  # noqa: E402
 
 DEFAULT_PROFILE = ROOT / "tests" / "data" / "commgraph-random-sparse-n16.msgtrace"
 STACK = "debian-openmpi4"

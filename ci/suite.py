@@ -6,7 +6,7 @@ and check that the VERIFY values agree across variants, rank counts and stacks.
     python3 ci/suite.py --stacks debian-mpich4 --ranks 2
 
 Builds go to build/<stack>/, outputs to build/results/<stack>/. Stdlib only.
-The output contract is parsed by commscope/read/contract.py.
+The output contract is parsed by commscope/read/workload_output.py.
 """
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))   # the checkout's commscope package
-from commscope.read.contract import Output, parse_output  # noqa: E402,F401  (one parser for CI and the readers)
+from commscope.read.workload_output import Output, parse_output  # noqa: E402,F401  (one parser for CI and the readers)
 from commscope.workflow import stacks as mpi_stacks  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent

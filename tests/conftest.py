@@ -31,7 +31,7 @@ if TOOLCHAIN_ENV.exists():
 
 from commscope.workflow import stacks as mpi_stacks
 from commscope.store import db  # noqa: E402
-from commscope.store.ingest import Provenance, ingest  # noqa: E402
+from commscope.workflow.ingest import Provenance, ingest  # noqa: E402
 from helpers import HISTORY, NIGHTS, partial_copy  # noqa: E402
 import suite  # noqa: E402
 

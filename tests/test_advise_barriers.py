@@ -17,7 +17,7 @@ import psycopg
 import pytest
 
 import suite
-from commscope.store.ingest import Provenance, ingest
+from commscope.workflow.ingest import Provenance, ingest
 
 
 DATA = Path(__file__).parent / "data"

@@ -25,7 +25,7 @@ from click.testing import CliRunner
 import suite
 from commscope.advise import collectives as ac
 from commscope.cli import main
-from commscope.store.ingest import Provenance, ingest
+from commscope.workflow.ingest import Provenance, ingest
 from conftest import stack_or_skip
 
 MPICH4_LIB = Path("/usr/lib/x86_64-linux-gnu/libmpich.so.12")

@@ -18,7 +18,7 @@ import psycopg
 import pytest
 
 import suite
-from commscope.store.ingest import Provenance, ingest
+from commscope.workflow.ingest import Provenance, ingest
 
 from conftest import competing_tasks
 from helpers import rank_of

@@ -33,7 +33,7 @@ import psycopg
 import pytest
 
 from commscope.gate import campaign as gate
-from commscope.store.ingest import Provenance, ingest
+from commscope.workflow.ingest import Provenance, ingest
 from record_live_runs import BASE_NIGHTS, LIVE, RUNS, SHM, TCP
 
 caliperreader = pytest.importorskip("caliperreader", reason="caliper-reader (pip install caliper-reader) is needed "

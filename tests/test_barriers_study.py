@@ -25,7 +25,7 @@ import pytest
 import ramble_static as rs
 import suite
 from commscope.workflow import errors, paths, plan as workflow_plan, run as workflow_run
-from commscope.store.ingest import Provenance, ingest
+from commscope.workflow.ingest import Provenance, ingest
 
 from conftest import CALIPER_PREFIX, ROOT, stack_or_skip
 

@@ -28,7 +28,7 @@ from commscope.views import grafana as D
 from commscope.views import grafana_macros as M
 from commscope.views import panels as P
 from commscope.cli import main
-from commscope.store.ingest import Provenance, ingest
+from commscope.workflow.ingest import Provenance, ingest
 import conftest
 import suite
 from grafana_shown import panel_json, shown_rows

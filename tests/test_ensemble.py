@@ -12,7 +12,7 @@ import pytest
 
 import commscope
 from commscope.read import hatchet_io
-from commscope.store.ingest import Provenance, ingest
+from commscope.workflow.ingest import Provenance, ingest
 from helpers import CALIPERS_OWN_PATH
 
 DATA = Path(__file__).parent / "data"

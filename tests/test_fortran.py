@@ -12,7 +12,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from commscope.read.contract import parse_output
+from commscope.read.workload_output import parse_output
 from commscope.workflow import caliper
 from commscope.workflow import stacks as mpi_stacks
 from conftest import ROOT, STACK_NAMES, built_once

@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from commscope.read.profiles import BadProfile
 from commscope.read.records import ReadOptions, Record
 from commscope.read.inputs import read_group
-from commscope.store.ingest import Provenance, ingest, prepared
+from commscope.workflow.ingest import Provenance, ingest, prepared
 
 DATA = Path(__file__).parent / "data"
 SEEDS = [DATA / n for n in ("halo3d-overlap-n2.runtime-profile.cali", "stencil2d-row-naive-n2.spot.cali",

@@ -32,7 +32,7 @@ import psycopg
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from commscope.read.profiles import BadProfile
-from commscope.read.records import check_labels
+from commscope.read.storable import check_labels
 from commscope.views import panels as P
 from helpers import START, outside_code_spans, plotly_strings, synthetic
 

@@ -88,9 +88,9 @@ def test_check_writes_its_junit_and_markdown_only_to_regular_files(dsn, tmp_path
 def test_dev_null_is_refused_before_anything_is_opened(tmp_path):
     """/dev/null is checked by the refusal itself first (so the command never runs where it could replace it),
     then through the commands, whose store is unreachable: the refusal comes before any connection."""
-    from commscope.store import db
+    from commscope.store import db, files
     with pytest.raises(db.DBError, match="character device"):
-        db.output_file(Path("/dev/null"), "report")
+        files.output_file(Path("/dev/null"), "report")
     nowhere = "postgresql://nobody@127.0.0.1:1/commscope?connect_timeout=2"
     for command in (["db", "dump", "/dev/null"], ["report", "-o", "/dev/null"]):
         r = cli(nowhere, *command)

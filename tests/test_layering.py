@@ -94,3 +94,28 @@ def test_only_the_command_line_imports_click():
             found += [f"commscope/{rel}:{node.lineno}: imports {n}" for n in names if n.split(".")[0] == "click"]
     assert not found, ("click outside the command line (commscope/cli.py, commscope/commands/): raise the stage's "
                        "own error and let the command say it:\n" + "\n".join(found))
+
+
+# What the store may take from read/: the record's shape (records; the columns of windows and profiles' comm.stats),
+# the checks of what it can hold (storable) and the error that names a bad input (files). The modules that open paths (inputs, discover, the format readers)
+# are read's own: workflow/ingest.py joins reading to the store.
+RECORD_SHAPE = {"records", "storable", "files", "windows", "profiles"}
+
+
+def test_the_store_takes_records_and_never_paths():
+    found = []
+    for path in sorted((PACKAGE / "store").rglob("*.py")):
+        rel = path.relative_to(PACKAGE).as_posix()
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module == "commscope.read":
+                names = [f"commscope.read.{a.name}" for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                names = [node.module]
+            else:
+                names = []
+            found += [f"commscope/{rel}:{node.lineno}: imports {n}" for n in names
+                      if n.startswith("commscope.read.") and n.split(".")[2] not in RECORD_SHAPE]
+    assert not found, ("the store reads paths (it takes a stream of records; read them in workflow/ingest.py):\n"
+                       + "\n".join(found))

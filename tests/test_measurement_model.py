@@ -19,8 +19,8 @@ import psycopg
 import pytest
 from caliperreader import read_caliper_contents
 
-from commscope.read.contract import parse_output
-from commscope.store.ingest import Provenance, ingest
+from commscope.read.workload_output import parse_output
+from commscope.workflow.ingest import Provenance, ingest
 from commscope.read.records import ReadOptions
 from helpers import PER_RANK_PROFILES, SYNC, TIME, calipers_own, reference
 

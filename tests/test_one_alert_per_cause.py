@@ -20,7 +20,7 @@ import pytest
 from click.testing import CliRunner
 
 from commscope.cli import main
-from commscope.store.ingest import Provenance, ingest
+from commscope.workflow.ingest import Provenance, ingest
 from record_live_runs import BASE_NIGHTS, LIVE
 
 NIGHTS = (*BASE_NIGHTS, "canary-first", "platform")

@@ -24,7 +24,8 @@ from helpers import calipers_own, cli_in_process
 
 from caliperreader import read_caliper_contents
 
-from commscope.store.ingest import MODEL_VERSION, Provenance, ingest
+from commscope.store.ingest import MODEL_VERSION
+from commscope.workflow.ingest import Provenance, ingest
 from commscope.read.records import ReadOptions
 
 DATA = Path(__file__).parent / "data"

@@ -406,7 +406,7 @@ def test_github_ingest_and_check_steps_judge_this_run_s_campaign(dsn, tmp_path):
         other = tmp_path / "other" / OTHER_OUTPUT.name
         other.parent.mkdir()
         shutil.copy(OTHER_OUTPUT, other)
-        from commscope.store.ingest import Provenance, ingest
+        from commscope.workflow.ingest import Provenance, ingest
         newer = ingest(conn, [other], Provenance(system="other-box")).campaign_id
     assert newer > ours
     r = subprocess.run(["bash", "-e", "-c", steps["check"]["run"]], cwd=project, env=step_env("check", outputs),

@@ -14,7 +14,7 @@ import pytest
 import suite
 from commscope.advise import placement
 from commscope.read import profiles
-from commscope.store.ingest import Provenance, ingest
+from commscope.workflow.ingest import Provenance, ingest
 from conftest import stack_or_skip
 
 DATA = Path(__file__).parent / "data"

@@ -20,7 +20,7 @@ import psycopg
 import pytest
 
 from commscope.views import panels as P
-from commscope.store.ingest import Provenance, ingest
+from commscope.workflow.ingest import Provenance, ingest
 
 WS = Path(__file__).parent / "data" / "ramble" / "smoke-mixed-caliper"
 REF = "debian-openmpi4"

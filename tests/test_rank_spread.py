@@ -14,7 +14,7 @@ import psycopg
 import pytest
 from caliperreader import read_caliper_contents
 
-from commscope.store.ingest import Provenance, ingest
+from commscope.workflow.ingest import Provenance, ingest
 from commscope.read.records import ReadOptions
 from corpus import copy_to_ranks
 from helpers import calipers_own

@@ -17,7 +17,7 @@ import psycopg
 import pytest
 
 from commscope.views import reference, report
-from commscope.store.ingest import Provenance, ingest
+from commscope.workflow.ingest import Provenance, ingest
 
 import suite
 from record_live_runs import LIVE, REFERENCE, REFERENCE_REPEATS

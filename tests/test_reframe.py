@@ -17,7 +17,7 @@ import psycopg
 import pytest
 from helpers import cli_in_process
 
-from commscope.store.ingest import Provenance, ingest
+from commscope.workflow.ingest import Provenance, ingest
 from commscope.read.records import ReadOptions
 from conftest import grant_local
 

@@ -24,7 +24,7 @@ import pytest
 from commscope.gate import regressions, stats
 from commscope.store.queries import gate as queries
 from commscope.read import windows
-from commscope.store.ingest import Provenance, ingest, ingest_records
+from commscope.workflow.ingest import Provenance, ingest, ingest_records
 from commscope.read.records import Record
 from record_live_runs import LIVE, TCP_SWITCH_NIGHTS
 from conftest import fresh_database, stored_template

@@ -223,7 +223,7 @@ def test_an_empty_panel_says_why_and_what_to_run(dsn, tmp_path):
     """Issue 17: on a store whose runs recorded no MPI time (real halo3d runs profiled without MPI wrapping,
     tests/gate-history), the MPI fraction panels are empty and say that profile.mpi is what they need and how
     to get it; every empty panel of the report says something beyond 'No data'."""
-    from commscope.store.ingest import Provenance, ingest
+    from commscope.workflow.ingest import Provenance, ingest
     history = Path(__file__).resolve().parent / "gate-history"
     files = sorted(history.glob("halo3d-blocking-24-n2.nompi.night*.cali"))
     assert files
@@ -487,7 +487,7 @@ def test_where_time_goes_reads_the_window_that_measured_mpi(dsn, tmp_path):
     """The committed smoke workspace's profiles hold their MPI records outside the focus region: their series
     are listed under where time goes on the run window (not said to be unmeasured), each share equal to
     caliper-reader's sum of MPI over time across ranks of the series' files, whose focus holds no MPI."""
-    from commscope.store.ingest import Provenance, ingest
+    from commscope.workflow.ingest import Provenance, ingest
     from helpers import reference
     with psycopg.connect(dsn) as conn:
         ingest(conn, [DATA / "ramble" / "smoke-openmpi4-mpi"], Provenance())
@@ -521,7 +521,7 @@ def test_where_time_goes_reads_the_window_that_measured_mpi(dsn, tmp_path):
 def test_a_report_of_no_reference_study_has_no_reference_table_and_one_line(dsn, tmp_path):
     """Issue 37: real halo3d runs of one variant (tests/gate-history) contrast nothing a reference study contrasts:
     the report has no reference table and says "not run" once, in one line that names the five studies."""
-    from commscope.store.ingest import Provenance, ingest
+    from commscope.workflow.ingest import Provenance, ingest
     from commscope.views import reference
     history = Path(__file__).resolve().parent / "gate-history"
     files = sorted(history.glob("halo3d-blocking-24-n2.nompi.night*.cali"))

@@ -10,7 +10,7 @@ import statistics
 
 import psycopg
 
-from commscope.store.ingest import Provenance, ingest
+from commscope.workflow.ingest import Provenance, ingest
 from commscope.views import report
 
 STEPS = 1950   # two per-step families: 3,900 FOMs

@@ -16,8 +16,8 @@ import pytest
 from commscope.store import db
 from conftest import grant_local, private_home
 from corpus import varied_copies
-from commscope.read.contract import parse_output
-from commscope.store.ingest import Provenance, ingest
+from commscope.read.workload_output import parse_output
+from commscope.workflow.ingest import Provenance, ingest
 from commscope.read.profiles import BadProfile
 
 DATA = Path(__file__).parent / "data"

@@ -17,7 +17,8 @@ import psycopg
 import pytest
 
 from commscope.store import db
-from commscope.store.ingest import MODEL_VERSION, Provenance, ingest
+from commscope.store.ingest import MODEL_VERSION
+from commscope.workflow.ingest import Provenance, ingest
 from conftest import private_home
 
 DATA = Path(__file__).parent / "data"

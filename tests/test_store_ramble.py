@@ -12,8 +12,8 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from commscope.read.contract import parse_output
-from commscope.store.ingest import Provenance, ingest
+from commscope.read.workload_output import parse_output
+from commscope.workflow.ingest import Provenance, ingest
 from commscope.read.profiles import BadProfile
 
 RAMBLE = Path(__file__).parent / "data" / "ramble"

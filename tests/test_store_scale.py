@@ -20,7 +20,7 @@ import pytest
 
 from commscope.store import db
 from commscope.views import panels as P
-from commscope.store.ingest import Provenance, ingest
+from commscope.workflow.ingest import Provenance, ingest
 from conftest import grant_local
 
 DATA = Path(__file__).parent / "data"

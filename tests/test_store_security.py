@@ -16,7 +16,7 @@ import psycopg
 import pytest
 
 from commscope.store import db
-from commscope.store.ingest import Provenance, ingest
+from commscope.workflow.ingest import Provenance, ingest
 from conftest import private_home
 
 DATA = Path(__file__).parent / "data"

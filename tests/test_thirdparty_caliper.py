@@ -16,7 +16,7 @@ import pytest
 from helpers import calipers_own, cli_in_process
 from caliperreader import read_caliper_contents
 
-from commscope.store.ingest import Provenance, ingest
+from commscope.workflow.ingest import Provenance, ingest
 from commscope.read.records import ReadOptions
 
 THIRD = Path(__file__).parent / "thirdparty"

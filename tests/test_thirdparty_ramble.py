@@ -24,7 +24,7 @@ import psycopg
 import pytest
 import yaml
 
-from commscope.store.ingest import Provenance, ingest
+from commscope.workflow.ingest import Provenance, ingest
 from conftest import ROOT, grant_local, stack_or_skip
 from helpers import calling_sequence, check_profiles, expected_foms, experiments, imb_prefix, out_file
 

@@ -23,7 +23,7 @@ import pytest
 
 from commscope.views import panels as P
 from commscope.advise import placement
-from commscope.store.ingest import Provenance, ingest
+from commscope.workflow.ingest import Provenance, ingest
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "tests" / "data"

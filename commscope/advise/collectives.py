@@ -30,7 +30,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from commscope.read import contract
+from commscope.read import workload_output
 from commscope.store import db
 from commscope.store.queries import advise as queries
 
@@ -159,7 +159,7 @@ FOM = re.compile(r"^([a-z]+)_(\d+)B_t_avg$")
 
 def points_from_output(text: str, source: str, stack: str | None = None) -> list[Point]:
     """The t_avg points of one collsweep stdout."""
-    out = contract.parse_output(text)
+    out = workload_output.parse_output(text)
     if out.workload != "collsweep":
         raise BadInput(f"{source}: not collsweep output (workload {out.workload or 'missing'})")
     family = family_of(out.mpi_library)

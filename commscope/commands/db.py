@@ -8,7 +8,7 @@ import click
 import psycopg
 
 from commscope.commands.common import fail
-from commscope.store import db
+from commscope.store import db, files
 
 
 @click.group("db")
@@ -94,7 +94,7 @@ def db_migrate():
 def db_dump(file):
     """Write the whole store to FILE (pg_dump's custom format, no owners or grants)."""
     try:
-        db.dump(db.url(), file)
+        files.dump(db.url(), file)
     except db.DBError as e:
         fail(str(e))
     click.echo(f"dumped to {file}")
@@ -106,7 +106,7 @@ def db_restore(file):
     """Restore FILE (from `db dump`) into the store in use, which must hold no runs, then migrate it.
     Moves an embedded store to a site server: dump there, set COMMSCOPE_DB_URL, restore."""
     try:
-        applied = db.restore(db.url(), file)
+        applied = files.restore(db.url(), file)
     except db.DBError as e:
         fail(str(e))
     for name in applied:

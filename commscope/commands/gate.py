@@ -10,7 +10,7 @@ import psycopg
 
 from commscope.gate.campaign import FALSE_ALARMS
 from commscope.commands.common import EXIT_BAD_INPUT, EXIT_NOT_STORED, fail, not_stored, permission_denied
-from commscope.store import db
+from commscope.store import db, files
 
 
 # ---- accept -----------------------------------------------------------------------
@@ -111,7 +111,7 @@ def check_cmd(metrics, campaign, baseline, min_effect, alpha, confirm, max_undet
     written.pop(None, None)
     for path, what in written.items():   # only to a regular file, refused before anything is judged
         try:
-            db.output_file(path, what)
+            files.output_file(path, what)
         except db.DBError as e:
             fail(str(e), 2)
     budget = None if each_series_alone else {"fdr": fdr} if fdr else {"false_alarms": false_alarms}
@@ -131,10 +131,10 @@ def check_cmd(metrics, campaign, baseline, min_effect, alpha, confirm, max_undet
     bad = found.regressions
     try:   # each written whole beside its name, then put in its place
         if junit:
-            with db.replacing(junit, written[junit]) as part:
+            with files.replacing(junit, written[junit]) as part:
                 part.write_bytes(outputs.junit_xml(found.findings, alpha, min_effect))
         if markdown:
-            with db.replacing(markdown, written[markdown]) as part:
+            with files.replacing(markdown, written[markdown]) as part:
                 part.write_text(outputs.markdown(found.findings, alpha, min_effect)
                                 + changepoints.markdown(found.changes))
     except OSError as e:

@@ -67,15 +67,59 @@ def ingest_cmd(paths, system, stack, interconnect, git_commit, ci_pipeline, comp
     """Store Caliper profiles of any application (files, directories), or one Ramble workspace, from PATHS
     as one campaign. The last line printed is the campaign's id alone (for `commscope check --campaign`): the
     new campaign, or, when every run was stored before, the campaign that holds them."""
-    import datetime as dt
-    import json
     from tqdm import tqdm
 
     from commscope.store.ingest import Provenance
-    from commscope.read.profiles import BadProfile
+    from commscope.read.files import BadProfile
     from commscope.workflow.ingest import ingest_and_report
     from commscope.read.ramble import read_hardware
-    from commscope.read.records import PARAMETERS_BYTES, ReadOptions
+
+    read, start = reading_options(app, params, param_keys, rank_rows, started_at, per_rank, global_params,
+                                  allow_partial, focus, ranks)
+    bar = None if quiet or not sys.stderr.isatty() else tqdm(desc="ingest", unit="run", file=sys.stderr)
+
+    def warn(message: str) -> None:   # the change points' note, after the bar
+        if bar:
+            bar.close()
+        click.echo(f"commscope ingest: {message}", err=True)
+    try:
+        prov = Provenance(system=system, stack=stack, interconnect=interconnect, git_commit=git_commit,
+                          ci_pipeline=ci_pipeline, compiler=compiler, spack_hash=spack_hash,
+                          kernel=kernel, hardware=read_hardware(hardware) if hardware else None,
+                          started_at=start)
+        res, _ = ingest_and_report(list(paths), prov, warn, skip_bad=skip_bad, progress=bar, read=read,
+                                   relabel=relabel)
+    except BadProfile as e:
+        fail(f"{e}; nothing was stored", 2)
+    except db.DBError as e:
+        fail(str(e))
+    except psycopg.Error as e:
+        # the server went away (killed, stopped, disk full) mid-campaign: its transaction is gone with it
+        detail = db.masked(str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__)
+        why = db.Embedded().last_failure() if db.external_dsn() is None else None
+        if why:
+            detail += f" (the server's log: {why})"
+        hint = (" Free space on the store's disk, then 'commscope db start' and ingest again."
+                if "space left on device" in str(e) + (why or "")
+                else " Check the server ('commscope db status'), then ingest again.")
+        fail(f"the store failed during ingest: {detail}. Nothing of this campaign was stored.{hint}")
+    finally:
+        if bar:
+            bar.close()
+    print_result(res, fmt, quiet)
+    if res.bad:
+        sys.exit(EXIT_SKIPPED_BAD)
+
+
+def reading_options(app, params, param_keys, rank_rows, started_at, per_rank, global_params, allow_partial, focus,
+                    ranks):
+    """The reading options ingest's flags give (records.ReadOptions) and --started-at as a time; a flag that is
+    wrong ends the command in one line naming it."""
+    import datetime as dt
+    import json
+
+    from commscope.read.records import ReadOptions
+    from commscope.read.storable import PARAMETERS_BYTES
 
     if app is not None and not 1 <= len(app.strip()) <= APP_LIMIT:
         fail(f"--app {'is empty' if not app.strip() else f'has {len(app)} characters'}: give a name of 1 to "
@@ -116,36 +160,14 @@ def ingest_cmd(paths, system, stack, interconnect, git_commit, ci_pipeline, comp
             fail(f"{flag} is empty: name the parameters, e.g. {flag} s", 2)
     read = ReadOptions(allow_partial, focus, app, ranks, tuple(pairs), keys,
                        None if rank_rows == "all" else int(rank_rows), kinds["--per-rank"], kinds["--global"])
-    bar = None if quiet or not sys.stderr.isatty() else tqdm(desc="ingest", unit="run", file=sys.stderr)
+    return read, start
 
-    def warn(message: str) -> None:   # the change points' note, after the bar
-        if bar:
-            bar.close()
-        click.echo(f"commscope ingest: {message}", err=True)
-    try:
-        prov = Provenance(system=system, stack=stack, interconnect=interconnect, git_commit=git_commit,
-                          ci_pipeline=ci_pipeline, compiler=compiler, spack_hash=spack_hash,
-                          kernel=kernel, hardware=read_hardware(hardware) if hardware else None,
-                          started_at=start)
-        res, _ = ingest_and_report(list(paths), prov, warn, skip_bad=skip_bad, progress=bar, read=read,
-                                   relabel=relabel)
-    except BadProfile as e:
-        fail(f"{e}; nothing was stored", 2)
-    except db.DBError as e:
-        fail(str(e))
-    except psycopg.Error as e:
-        # the server went away (killed, stopped, disk full) mid-campaign: its transaction is gone with it
-        detail = db.masked(str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__)
-        why = db.Embedded().last_failure() if db.external_dsn() is None else None
-        if why:
-            detail += f" (the server's log: {why})"
-        hint = (" Free space on the store's disk, then 'commscope db start' and ingest again."
-                if "space left on device" in str(e) + (why or "")
-                else " Check the server ('commscope db status'), then ingest again.")
-        fail(f"the store failed during ingest: {detail}. Nothing of this campaign was stored.{hint}")
-    finally:
-        if bar:
-            bar.close()
+
+def print_result(res, fmt: str, quiet: bool) -> None:
+    """What ingest says of its Result: the counts (or one JSON object), warnings, workspaces left out and bad
+    inputs on stderr, and the campaign's id last."""
+    import json
+
     if fmt == "json":
         click.echo(json.dumps({"campaign_id": res.campaign_id, "stored": len(res.inserted),
                                "already_stored": len(res.skipped), "already_stored_in": res.already_in,
@@ -169,5 +191,3 @@ def ingest_cmd(paths, system, stack, interconnect, git_commit, ci_pipeline, comp
                        f"the runs were stored before, in campaigns {', '.join(map(str, res.already_in))}"), err=True)
         else:
             click.echo(res.campaign_id)
-    if res.bad:
-        sys.exit(EXIT_SKIPPED_BAD)

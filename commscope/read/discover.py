@@ -9,7 +9,8 @@ import os
 from collections import defaultdict
 from pathlib import Path
 
-from commscope.read.profiles import RANK_FILE, BadProfile, open_regular
+from commscope.read.caliper_text import RANK_FILE
+from commscope.read.files import BadProfile, open_regular
 
 
 READ = (".cali", ".json", ".out")   # what a run's files can be read as

@@ -1,6 +1,6 @@
 """What a list of inputs is, as one campaign, and its records streamed by a pool of reader processes.
 
-- classify: a Ramble workspace (alone: one campaign), ReFrame reports and perflogs (on their own), or Caliper
+- read_campaign: a Ramble workspace (alone: one campaign), ReFrame reports and perflogs (on their own), or Caliper
   profiles and workload outputs, grouped into runs (discover.discover; Ramble workspaces nested in a directory
   are left out and listed). An input that does not exist, or that is neither (without --skip-bad), is refused.
 - read_records: the groups' records in input order. From PARALLEL_FROM groups on, reader processes work ahead of
@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from commscope.read import discover
-from commscope.read.profiles import BadProfile
+from commscope.read.files import BadProfile
 from commscope.read.records import ReadOptions, Record, read_record
 
 PARALLEL_FROM = 32    # fewer input groups than this are read in-process
@@ -38,7 +38,7 @@ class Inputs:
     left_out: list[Path] = field(default_factory=list)
 
 
-def classify(inputs: list[Path], opts: ReadOptions, skip_bad: bool = False,
+def read_campaign(inputs: list[Path], opts: ReadOptions, skip_bad: bool = False,
              prepare: Callable[[Record], Record] | None = None) -> Inputs:
     """The campaign INPUTS make (module docstring); BadProfile when they cannot be one."""
     from commscope.read import ramble

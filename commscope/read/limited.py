@@ -17,7 +17,7 @@ from pathlib import Path
 
 import yaml
 
-from commscope.read.profiles import BadProfile, open_regular
+from commscope.read.files import BadProfile, open_regular
 
 MIB = 1 << 20
 JSON_LIMIT = 64 * MIB

@@ -10,33 +10,28 @@ them into `path`), and the rank count comes from the first of Adiak's
 `mpi.rank` + 1, or 1 for a profile without MPI (docs/add-your-application.md).
 
 Reading uses caliper-reader, the fastest of the field's readers; the numbers
-are cross-checked against Hatchet in the tests."""
+are cross-checked against Hatchet in the tests. The file layouts are read by caliper_text (.cali) and
+caliper_json; per-rank accumulation and statistics are rank_stats'."""
 from __future__ import annotations
 
-import errno
 import functools
-import hashlib
-import os
-import stat
 import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-from caliperreader import caliperstreamreader
-from caliperreader.metadatadb import Attribute
 
-from commscope.read.contract import NUMBER, BadOutput, Output, parse_output
-from commscope.read.rank_stats import is_mpi, node_stats
+from commscope.read.caliper_json import read_json
+from commscope.read.caliper_text import (RANK_FILE, TIME_ATTRS, Damaged, check_path_size, damage, record_path,
+                                         stream_cali)
+from commscope.read.files import BadProfile, file_hash
+from commscope.read.rank_stats import PerRank, is_mpi, node_stats
+from commscope.read.workload_output import NUMBER, Output, output_beside
 
-TIME_ATTRS = ("sum#sum#time.duration", "sum#time.duration", "time")
 SPOT_PREFIX = "inclusive#sum#time.duration"
 SPOT_EXCL = "scale#sum#time.duration.ns"  # spot's exclusive time, in seconds despite the name
-RANK_FILE = re.compile(r"rank-(\d+)\.cali$")
 MAX_RANKS = 2**31 - 1   # the store's rank columns are PostgreSQL integers
-CALL_PATH_BYTES = 2560  # a call path, its region names '/'-joined (nodes.path, alone in its unique index; records)
-REGION_NAME_BYTES = 1024   # one region's name (records.NAME_BYTES)
 
 
 # Caliper's comm.stats option, per comm region and rank: (our name, attribute, how ranks combine).
@@ -46,26 +41,6 @@ COMM_STATS = (("sends", "sum#sum#total.send.count", "sum"), ("recvs", "sum#sum#t
               ("src_ranks", "max#max#total.src.ranks", "max"), ("collectives", "max#max#total.coll.count", "sum"),
               ("irecv_gap_min", "min#cs.irecv_gap.min", "min"), ("irecv_gap_avg", "avg#cs.irecv_gap.avg", "avg"),
               ("irecv_gap_max", "max#cs.irecv_gap.max", "max"))
-
-
-class BadProfile(ValueError):
-    """A profile that cannot be ingested; the message names the file."""
-
-
-def open_regular(path, mode: str = "rb", **kwargs):
-    """PATH opened for reading, if it is a regular file. A FIFO, a device, a socket or a directory is refused with
-    an OSError ("not a regular file") at once: opened without O_NONBLOCK, a FIFO with no writer would block the
-    reader for ever, and a device would be read without end. Every reader opens the files it is given here."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise OSError(errno.EINVAL, "not a regular file (a FIFO, a device or a folder); give the file itself",
-                          str(path))
-        os.set_blocking(fd, True)
-        return open(fd, mode, **kwargs)
-    except BaseException:
-        os.close(fd)
-        raise
 
 
 @dataclass
@@ -125,184 +100,6 @@ class Profile:
         return self.rank_ids[self.measured] if self.measured is not None else np.zeros(0, dtype=np.int64)
 
 
-def file_hash(paths: list[Path]) -> str:
-    """The run's identity: its bytes. Names count only in a per-rank set,
-    where they carry the rank."""
-    h = hashlib.sha256()
-    for p in sorted(paths):
-        if len(paths) > 1:
-            h.update(p.name.encode() + b"\0")
-        with open_regular(p) as f:
-            h.update(f.read())
-    return h.hexdigest()
-
-
-# split_record's stand-ins for escaped separators and backslashes (Unicode private use; a line that already
-# holds one goes the upstream way)
-_ESCAPED = {",": "\ue001", "=": "\ue002", "\\": "\ue003", "n": "\n"}
-_ESCAPE = re.compile(r"\\(.)", re.S)
-_RESTORE = str.maketrans({"\ue001": ",", "\ue002": "=", "\ue003": "\\"})
-
-
-def split_record(line: str) -> dict:
-    """caliper-reader's record splitter, with a fast path: it walks every
-    character to honour backslash escapes, the largest cost of reading a
-    profile (bench/results/ingest_throughput.md).
-    Lines split on ',' and '=' with the same result (the tests compare both on
-    every fixture line); escaped characters stand in as private-use ones while
-    the line is split. A trailing empty value goes the upstream way."""
-    line = original = line.strip()
-    escaped = "\\" in line
-    if escaped:
-        if any(c in line for c in "\ue001\ue002\ue003"):
-            return caliperstreamreader._read_cali_record(original)
-        line = _ESCAPE.sub(lambda m: _ESCAPED.get(m.group(1), m.group(1)), line)
-    if line.endswith(("=", ",")) or escaped and "\\" in line:   # or a lone backslash at the end
-        return caliperstreamreader._read_cali_record(original)
-    out = {}
-    for entry in line.split(","):
-        key, *values = entry.split("=")
-        out[key.translate(_RESTORE) if escaped else key] = [v.translate(_RESTORE) for v in values] if escaped else values
-    return out
-
-
-class _Damaged(ValueError):
-    """A .cali line that cannot be what Caliper writes; the reader adds the file and the line number."""
-
-
-class _StreamReader(caliperstreamreader.CaliperStreamReader):
-    """caliper-reader's stream reader with split_record (0.4.1's _process), blank lines skipped, and damage
-    named: a node whose parent is not defined before it, or a record that refers to an undefined node or
-    attribute, is refused instead of read into a wrong call path. LINE is the line being read."""
-
-    line = 0
-
-    def read(self, filename_or_stream, process_record_fn=None):
-        with open_regular(filename_or_stream, "r", encoding="utf-8") as f:
-            for self.line, text in enumerate(f, 1):
-                if text.strip():
-                    self._process(text, process_record_fn)
-
-    def _process(self, line, process_record_fn=None):
-        record = split_record(line)
-        if "__rec" not in record or not record["__rec"]:
-            raise _Damaged("not a Caliper record (no __rec=)")
-        kind = record["__rec"][0]
-        if kind == "node":
-            self._process_node_record(record)
-        elif kind == "ctx" and process_record_fn is not None:
-            process_record_fn(self._expand_record(record))
-        elif kind == "globals":
-            self.globals = self._expand_record(record)
-
-    def _process_node_record(self, record):
-        for key in ("id", "attr"):
-            if not record.get(key):
-                raise _Damaged(f"a node record without its {key}")
-        if "parent" in record and _int(record["parent"][0], "parent") not in self.db.nodes:
-            raise _Damaged(f"node {record['id'][0]}'s parent {record['parent'][0]} is not defined before it")
-        attr = _int(record["attr"][0], "attribute")
-        if attr not in self.db.attributes_by_id:
-            raise _Damaged(f"node {record['id'][0]}'s attribute {attr} is not defined before it")
-        if "data" in record and not record["data"]:
-            raise _Damaged(f"node {record['id'][0]} without its data")
-        if attr == Attribute.attr_attribute_id and "parent" not in record:
-            raise _Damaged(f"attribute node {record['id'][0]} without its type (no parent)")
-        super()._process_node_record(record)
-
-    def _expand_record(self, record):
-        for node_id in record.get("ref", []):
-            if _int(node_id, "node") not in self.db.nodes:
-                raise _Damaged(f"a record refers to node {node_id}, which is not defined before it")
-        if len(record.get("attr", [])) != len(record.get("data", [])):
-            raise _Damaged(f"a record with {len(record.get('attr', []))} attributes but {len(record.get('data', []))} "
-                           f"values")
-        for attr_id in record.get("attr", []):
-            if _int(attr_id, "attribute") not in self.db.attributes_by_id:
-                raise _Damaged(f"a record refers to attribute {attr_id}, which is not defined before it")
-        return super()._expand_record(record)
-
-
-def _int(text: str, what: str) -> int:
-    try:
-        return int(text)
-    except ValueError:
-        raise _Damaged(f"{what} id {text!r} is not a number") from None
-
-
-def read_caliper_contents(path: str) -> tuple[list, dict]:
-    records: list = []
-    reader = _StreamReader()
-    reader.read(path, records.append)
-    return records, reader.globals
-
-
-def _stream_cali(path: Path, on_record) -> dict:
-    """Hands each record of a .cali file to ON_RECORD as it is read (none is kept); returns the globals.
-    Damage anywhere is one BadProfile naming the file, the line and what is wrong."""
-    reader = _StreamReader()
-    try:
-        if path.stat().st_size == 0:
-            raise BadProfile(f"{path}: empty file")
-        with open_regular(path) as f:
-            head = f.read(64)
-        if not head.startswith(b"__rec="):
-            raise BadProfile(f"{path}: not a Caliper .cali file (it does not start with a __rec= record)")
-        reader.read(str(path), on_record)
-        globals_ = reader.globals
-    except BadProfile:
-        raise
-    except OSError as e:
-        raise BadProfile(f"{path}: cannot be read ({e.strerror or e})") from None
-    except UnicodeDecodeError as e:
-        raise BadProfile(f"{path}: damaged Caliper file: byte {e.start} is not UTF-8 text; copy or record the "
-                         f"profile again") from None
-    except Exception as e:  # caliper-reader and the record handlers raise bare exceptions on damage
-        raise BadProfile(f"{path}: damaged Caliper file, line {reader.line}: {_damage(e)}; copy or record the "
-                         f"profile again") from None
-    if not globals_:
-        raise BadProfile(f"{path}: no global metadata; the file is truncated or not a profile")
-    return globals_
-
-
-def _damage(e: Exception) -> str:
-    """What a reading error says about the file, in a few words."""
-    if isinstance(e, _Damaged):
-        return str(e)
-    if isinstance(e, ValueError) and ("literal" in str(e) or "convert string" in str(e)):
-        return f"a malformed number ({str(e).rsplit(': ', 1)[-1]})"
-    if isinstance(e, KeyError):
-        return f"a record without the field {e.args[0]!r} it needs"
-    if isinstance(e, IndexError):
-        return "a record shorter than its columns or fields"
-    if isinstance(e, (TypeError, AttributeError)):
-        return "a value of the wrong kind (a list, number or null where another is due)"
-    return f"{type(e).__name__}: {e}"
-
-
-def _path(rec) -> tuple:
-    p = rec.get("path")
-    if isinstance(p, list):
-        return tuple(p)
-    return (p,) if p else ()
-
-
-def check_path_size(source, p) -> None:
-    """Refuses, as it is read, a call path P longer than the store holds (CALL_PATH_BYTES '/'-joined): a call
-    tree too deep to store is one line naming SOURCE as soon as its first such path is read, before the reader
-    spends time and memory on the depths below it. Its characters are a lower bound of its UTF-8 bytes, so this
-    costs one pass over P; a path of multi-byte names near the limit is refused later by records.check_storable."""
-    if len(p) > 1 and sum(map(len, p)) + len(p) - 1 > CALL_PATH_BYTES:
-        long = next((r for r in p if len(r) > REGION_NAME_BYTES), None)
-        if long is not None:   # as records.check_storable names it
-            raise BadProfile(f"{source}: region name {long[:40] + '...'!r} is {len(long.encode(errors='replace')):,} "
-                             f"bytes; the store holds names of at most {REGION_NAME_BYTES:,} bytes: shorten it")
-        joined = "/".join(p)
-        raise BadProfile(f"{source}: call path {joined[:40] + '...'!r}, {len(p):,} regions deep, is "
-                         f"{len(joined.encode(errors='replace')):,} bytes; the store holds call paths of at most "
-                         f"{CALL_PATH_BYTES:,} bytes: shorten it")
-
-
 def _time(rec) -> float | None:
     for a in TIME_ATTRS:
         if a in rec:
@@ -317,28 +114,8 @@ def seconds(rec: dict, attr: str) -> float:
     text = raw.strip() if isinstance(raw, str) else None
     value = float(raw) if text is None or NUMBER.fullmatch(text) else math.nan
     if not math.isfinite(value) or value < 0:
-        raise _Damaged(f"{attr} is {raw!r}, not a time (a finite number of seconds, not below 0)")
+        raise Damaged(f"{attr} is {raw!r}, not a time (a finite number of seconds, not below 0)")
     return value
-
-
-def _sidecar(paths: list[Path]) -> Output | None:
-    """The workload's stdout kept beside the profile (same stem, or the one .out in a run directory)."""
-    first = paths[0]
-    candidates = [first.with_suffix(".out")] if len(paths) == 1 else []
-    candidates += sorted(first.parent.glob("*.out")) if len(paths) > 1 else []
-    for c in candidates:
-        if c.exists():
-            try:
-                with open_regular(c, "r", errors="replace") as f:
-                    out = parse_output(f.read())
-            except OSError as e:
-                raise BadProfile(f"{c}: the workload output beside the profile cannot be read ({e.strerror or e})"
-                                 ) from None
-            except BadOutput as e:
-                raise BadProfile(f"{c}: damaged workload output beside the profile, {e}") from None
-            # another application's stdout has no contract lines: nothing to read from it
-            return out if out.workload else None
-    return None
 
 
 def _int_meta(path: Path, g: dict, key: str) -> int | None:
@@ -375,51 +152,6 @@ def rank_count(path: Path, g: dict, ranks_seen: set, mpi_seen: bool, given: int 
                      f"give it with --ranks N")
 
 
-class _PerRank:
-    """Per call path, one float per rank that has a record, in the order ranks first appear (COLUMNS,
-    shared by a run's accumulators), so memory follows the data, not the rank numbers a file claims."""
-
-    def __init__(self, columns: dict[int, int]):
-        self.columns = columns          # rank -> column, shared
-        self.values: dict[tuple, np.ndarray] = {}
-        self.present: dict[tuple, np.ndarray] = {}
-
-    def has(self, path: tuple, rank: int) -> bool:
-        """Whether a record of PATH on RANK was added already."""
-        col, pres = self.columns.get(rank), self.present.get(path)
-        return col is not None and pres is not None and col < len(pres) and bool(pres[col])
-
-    def add(self, path: tuple, rank: int, t: float) -> None:
-        col = self.columns.setdefault(rank, len(self.columns))
-        arr = self.values.get(path)
-        if arr is None or col >= len(arr):
-            arr = self._grow(path, col)
-        arr[col] += t
-        self.present[path][col] = True
-
-    def _grow(self, path: tuple, col: int) -> np.ndarray:
-        old, had = self.values.get(path), self.present.get(path)
-        size = max(8, col + 1, 2 * (len(old) if old is not None else 0))
-        arr, pres = np.zeros(size), np.zeros(size, dtype=bool)
-        if old is not None:
-            arr[:len(old)], pres[:len(had)] = old, had
-        self.values[path], self.present[path] = arr, pres
-        return arr
-
-    def aligned(self, rank_ids: np.ndarray) -> tuple[dict, dict]:
-        """Every array with one column per rank of RANK_IDS (ascending, holding every rank in COLUMNS), one
-        array at a time: memory follows the ranks with data, never a claimed rank count."""
-        ranks = np.full(len(self.columns), -1, dtype=np.int64)
-        for rank, col in self.columns.items():
-            ranks[col] = rank
-        where = np.searchsorted(rank_ids, ranks)
-        for d in (self.values, self.present):
-            for p, a in d.items():
-                out = np.zeros(len(rank_ids), dtype=a.dtype)
-                m = min(len(a), len(where))
-                out[where[:m]] = a[:m]
-                d[p] = out
-        return self.values, self.present
 
 
 _AGGREGATE = re.compile(r"^(count$|scount$|(sum|min|max|avg|inclusive|scale|ratio)#)")   # Caliper's aggregate results
@@ -430,9 +162,9 @@ class _Reader:
 
     def __init__(self, prof: Profile):
         self.prof = prof
-        self.columns: dict[int, int] = {}   # rank -> column of the per-rank arrays (_PerRank)
-        self.excl = _PerRank(self.columns)
-        self.outside = _PerRank(self.columns)
+        self.columns: dict[int, int] = {}   # rank -> column of the per-rank arrays (PerRank)
+        self.excl = PerRank(self.columns)
+        self.outside = PerRank(self.columns)
         self.ranked: set[int] = set()   # ranks named by mpi.rank or a rank file
         self.unranked = False           # records that name no rank: a one-process profile, else refused
         self.spot = False
@@ -452,7 +184,7 @@ class _Reader:
             rank = file_rank
         else:
             rank, self.unranked = 0, True
-        p = _path(rec)
+        p = record_path(rec)
         check_path_size(prof.source, p)
         if f"max#{SPOT_PREFIX}" in rec or "spot.channel" in rec:
             self.spot = True
@@ -541,24 +273,24 @@ def read_files(paths: list[Path], allow_partial: bool = False, ranks: int | None
     paths = sorted(paths)
     if paths[0].suffix == ".out":
         raise BadProfile(f"{paths[0]}: a workload's output, not a profile")  # records.from_output reads these
-    prof = Profile(kind="", files=paths, content_hash=file_hash(paths), meta={}, ranks=0, output=_sidecar(paths))
+    prof = Profile(kind="", files=paths, content_hash=file_hash(paths), meta={}, ranks=0, output=output_beside(paths))
     reader = _Reader(prof)
     json_kind = None
     g: dict | None = None
     if paths[0].suffix == ".json":
-        records, g, json_kind = _read_json(paths[0])
+        records, g, json_kind = read_json(paths[0])
         try:
             for rec in records:
                 reader.record(rec, None)
         except BadProfile:
             raise
         except (ValueError, TypeError, KeyError, AttributeError) as e:
-            raise BadProfile(f"{paths[0]}: damaged JSON profile: {_damage(e)} in a record") from None
+            raise BadProfile(f"{paths[0]}: damaged JSON profile: {damage(e)} in a record") from None
     else:
         for path in paths:
             m = RANK_FILE.search(path.name)
             file_rank = int(m.group(1)) if m else None
-            globals_ = _stream_cali(path, lambda rec, fr=file_rank: reader.record(rec, fr))
+            globals_ = stream_cali(path, lambda rec, fr=file_rank: reader.record(rec, fr))
             g = g if g is not None else dict(globals_)
     prof.meta = g
     if reader.spot_unsummed:
@@ -760,79 +492,3 @@ def _mpi_profiled(g: dict, prof: Profile, paths) -> bool:
     if g.get("opts:profile.mpi") == "true" or "profile.mpi" in g.get("spot.options", "").split(","):
         return True
     return any(is_mpi(p) for p in paths) or any(is_mpi(p) for p in prof.spot)
-
-
-def _read_json(path: Path) -> tuple[list, dict, str]:
-    """A JSON profile as caliper-reader-style records and globals, so one loop reads every format:
-    Caliper's json-split (hatchet-region-profile's `output.format=json-split`, or cali-query's `format
-    json-split`: call paths as a node table), and cali-query's `format json(object)` (records with
-    '/'-joined nested values, plus globals) or plain `format json` (a list of records, no globals). It is read
-    through read/limited: a file beyond JSON_LIMIT or nested deeper than MAX_DEPTH is refused before it is parsed."""
-    from commscope.read import limited   # here: limited raises this module's BadProfile
-    doc = limited.load_json(path)   # within limits of size and depth, like every JSON commscope reads
-    try:
-        if isinstance(doc, dict) and {"nodes", "columns", "data"} <= doc.keys():
-            return (*_json_split_records(path, doc), "json-split")
-        if isinstance(doc, dict) and isinstance(doc.get("records"), list):
-            return ([_json_record(r) for r in doc["records"]], _json_globals(doc.get("globals") or {}),
-                    "cali-query-json")
-        if isinstance(doc, list) and all(isinstance(r, dict) for r in doc):
-            return [_json_record(r) for r in doc], {}, "cali-query-json"
-    except BadProfile:
-        raise
-    except (KeyError, IndexError, TypeError, ValueError, AttributeError) as e:   # _Damaged is a ValueError
-        raise BadProfile(f"{path}: damaged JSON profile: {_damage(e)} in its nodes, records or data rows") from None
-    raise BadProfile(f"{path}: not a Caliper JSON profile: expected json-split (nodes, columns, data) or "
-                     f"cali-query's json output (a list of records, or an object with 'records')")
-
-
-def _json_globals(g: dict) -> dict:
-    return {k: v if isinstance(v, list) else str(v) for k, v in g.items()
-            if k not in ("nodes", "columns", "data", "column_metadata")}
-
-
-def _json_record(r: dict) -> dict:
-    """A cali-query JSON record: nested values ('path', 'region', an application's own attribute) are
-    '/'-joined strings there, lists in caliper-reader."""
-    out = {k: v if isinstance(v, (str, list)) else str(v) for k, v in r.items()}
-    if isinstance(out.get("path"), str):
-        out["path"] = out["path"].split("/")
-    return out
-
-
-def _json_split_records(path: Path, doc: dict) -> tuple[list, dict]:
-    columns, meta = doc["columns"], doc.get("column_metadata") or [{} for _ in doc["columns"]]
-    alias = [m.get("attribute.alias", c) if isinstance(m, dict) else c for c, m in zip(columns, meta)]
-
-    def col(*names):
-        return next((i for i, (c, a) in enumerate(zip(columns, alias)) if c in names or a in names), None)
-    ti = col(*TIME_ATTRS, "time")
-    pi, ri, ci = col("path"), col("mpi.rank"), col("sum#rc.count", "rc.count", "Calls")
-    fi = col("mpi.function")
-    if ti is None or pi is None:
-        raise BadProfile(f"{path}: a json-split file without a time or a path column (columns: {columns}); "
-                         f"write it with hatchet-region-profile,output.format=json-split")
-    paths: list[list] = []
-
-    def node(i, what: str) -> list:
-        """The path of node I, which must be defined before WHAT refers to it."""
-        if type(i) is not int or not 0 <= i < len(paths):
-            raise _Damaged(f"{what} refers to node {i!r}, which is not defined before it")
-        return paths[i]
-    for n in doc["nodes"]:
-        parent = n.get("parent")
-        paths.append((node(parent, f"node {len(paths)}") if parent is not None else []) + [str(n["label"])])
-        check_path_size(path, paths[-1])
-    records = []
-    for row in doc["data"]:
-        rec = {"sum#time.duration": row[ti]} if row[ti] is not None else {}
-        if row[pi] is not None:
-            rec["path"] = node(row[pi], "a data row")
-        if ri is not None and row[ri] is not None:
-            rec["mpi.rank"] = str(row[ri])
-        if ci is not None and row[ci] is not None:
-            rec["sum#rc.count"] = str(row[ci])
-        if fi is not None and row[fi] is not None:
-            rec["mpi.function"] = row[fi]
-        records.append(rec)
-    return records, _json_globals(doc)

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Iterator
 
 from commscope.read import discover, limited
-from commscope.read.profiles import BadProfile
+from commscope.read.files import BadProfile
 from commscope.read.records import ReadOptions, Record, clean, declare_scaling, parameters_label, read_record
 
 RESULTS = "results.latest.json"

@@ -1,16 +1,13 @@
-"""Per-rank statistics of a profile read (profiles.Profile): per call path, exclusive and inclusive time over the
+"""Per-rank data of a profile: as it is read (PerRank, one float per call path and rank with data) and its statistics
+once read (prof: a profiles.Profile): per call path, exclusive and inclusive time over the
 measured ranks (min/avg/max, the slowest rank's), distributions over ranks as rank_spread stores them, and each
 rank's USER / MPI / MPI_SYNC split. Spot profiles carry only Caliper's aggregates across ranks."""
 from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
-
-if TYPE_CHECKING:
-    from commscope.read.profiles import Profile
 
 # The groundwater study's MPI_SYNC group: barrier and wait-type time.
 MPI_SYNC = {"MPI_Barrier", "MPI_Wait", "MPI_Waitall", "MPI_Waitany", "MPI_Waitsome",
@@ -38,7 +35,7 @@ def is_mpi(path: tuple) -> bool:
     return bool(path) and path[-1].startswith("MPI_")
 
 
-def node_stats(prof: Profile) -> dict[tuple, NodeStats]:
+def node_stats(prof) -> dict[tuple, NodeStats]:
     """Exclusive and inclusive time, min/avg/max over the measured ranks, per call path (a rank without
     a record at a path counts 0 there, as Hatchet zero-fills), and both on the slowest rank: the measured rank
     with the most time in the call tree (its exclusive times summed over every path), the lowest among equals."""
@@ -139,7 +136,7 @@ def _distributions(values: np.ndarray, ranks: np.ndarray) -> list[dict]:
             for mn, mean, mx, p50, p90, p99, hist, top_ranks, top_values in cols]
 
 
-def _spot_stats(prof: Profile) -> dict[tuple, NodeStats]:
+def _spot_stats(prof) -> dict[tuple, NodeStats]:
     """spot keeps min/max/avg across ranks of inclusive time and, with
     time.exclusive (an option from Caliper 2.10, the default for spot from 2.11), of exclusive time. Without
     the latter (older spot files), the exclusive avg is the node's sum less its
@@ -163,7 +160,7 @@ def _spot_stats(prof: Profile) -> dict[tuple, NodeStats]:
     return stats
 
 
-def rank_groups(prof: Profile) -> dict[str, np.ndarray]:
+def rank_groups(prof) -> dict[str, np.ndarray]:
     """Per measured rank over the run window: total, USER, MPI (not sync) and MPI_SYNC exclusive time,
     as arrays aligned with prof.measured_ranks. The total includes the time outside every region, so it
     is the rank's run-window time (docs/measurement-model.md); without MPI wrapping the MPI groups are
@@ -184,3 +181,50 @@ def rank_groups(prof: Profile) -> dict[str, np.ndarray]:
     else:
         out.update(user=None, mpi=None, sync=None)
     return out
+
+
+class PerRank:
+    """Per call path, one float per rank that has a record, in the order ranks first appear (COLUMNS,
+    shared by a run's accumulators), so memory follows the data, not the rank numbers a file claims."""
+
+    def __init__(self, columns: dict[int, int]):
+        self.columns = columns          # rank -> column, shared
+        self.values: dict[tuple, np.ndarray] = {}
+        self.present: dict[tuple, np.ndarray] = {}
+
+    def has(self, path: tuple, rank: int) -> bool:
+        """Whether a record of PATH on RANK was added already."""
+        col, pres = self.columns.get(rank), self.present.get(path)
+        return col is not None and pres is not None and col < len(pres) and bool(pres[col])
+
+    def add(self, path: tuple, rank: int, t: float) -> None:
+        col = self.columns.setdefault(rank, len(self.columns))
+        arr = self.values.get(path)
+        if arr is None or col >= len(arr):
+            arr = self._grow(path, col)
+        arr[col] += t
+        self.present[path][col] = True
+
+    def _grow(self, path: tuple, col: int) -> np.ndarray:
+        old, had = self.values.get(path), self.present.get(path)
+        size = max(8, col + 1, 2 * (len(old) if old is not None else 0))
+        arr, pres = np.zeros(size), np.zeros(size, dtype=bool)
+        if old is not None:
+            arr[:len(old)], pres[:len(had)] = old, had
+        self.values[path], self.present[path] = arr, pres
+        return arr
+
+    def aligned(self, rank_ids: np.ndarray) -> tuple[dict, dict]:
+        """Every array with one column per rank of RANK_IDS (ascending, holding every rank in COLUMNS), one
+        array at a time: memory follows the ranks with data, never a claimed rank count."""
+        ranks = np.full(len(self.columns), -1, dtype=np.int64)
+        for rank, col in self.columns.items():
+            ranks[col] = rank
+        where = np.searchsorted(rank_ids, ranks)
+        for d in (self.values, self.present):
+            for p, a in d.items():
+                out = np.zeros(len(rank_ids), dtype=a.dtype)
+                m = min(len(a), len(where))
+                out[where[:m]] = a[:m]
+                d[p] = out
+        return self.values, self.present

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Iterator
 
 from commscope.read import discover, limited
-from commscope.read.profiles import BadProfile, open_regular
+from commscope.read.files import BadProfile, open_regular
 from commscope.read.records import ReadOptions, Record, as_int, clean
 
 # The report format this module reads: ReFrame's run report of data version 4.x (reframe-hpc 4.10.4 writes 4.2).

@@ -25,7 +25,8 @@ import math
 
 import numpy as np
 
-from commscope.read.profiles import BadProfile, Profile
+from commscope.read.files import BadProfile
+from commscope.read.profiles import Profile
 from commscope.read.rank_stats import MPI_SYNC, distributions, is_mpi
 
 # The workloads' timed loop (workloads/README.md, "Caliper regions"): the `loop` region is exactly

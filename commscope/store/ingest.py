@@ -1,6 +1,6 @@
-"""Records -> PostgreSQL, streamed. Reader processes turn input groups into
-records (read/inputs.py); this process writes them, a batch at a time, inside one
-transaction per campaign. So memory stays flat however many profiles come in,
+"""Records -> PostgreSQL, streamed: this module takes a stream of records, never paths
+(workflow/ingest.py reads the inputs and hands them over), and writes them, a batch at
+a time, inside one transaction per campaign. So memory stays flat however many profiles come in,
 a bad file or a kill -9 leaves the store unchanged, and re-ingesting is a
 no-op because runs are keyed by the content hash of their files.
 
@@ -15,7 +15,6 @@ import datetime as dt
 import hashlib
 import json
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import Iterable
 
 import psycopg
@@ -25,10 +24,9 @@ from psycopg.types.json import Jsonb
 
 from commscope.store import db
 from commscope.read import profiles, windows
-from commscope.read.profiles import BadProfile
-from commscope.read.inputs import classify as inputs_of
-from commscope.read.records import (MPI_NOT_RECORDED, ReadOptions, Record, as_int, check_labels, check_storable,
-                                     clean, declare_scaling)
+from commscope.read.files import BadProfile
+from commscope.read.records import MPI_NOT_RECORDED, ReadOptions, Record, as_int, clean, declare_scaling
+from commscope.read.storable import check_labels, check_storable
 
 BATCH = 64            # runs per round of COPYs
 WRITE_LOCK = "commscope.store.ingest"
@@ -45,7 +43,7 @@ RUN_COLUMNS = ("content_hash, campaign_id, system_id, stack_id, status, profile_
 
 def given_label(value) -> str | None:
     """A label given to ingest (a Provenance value, a campaign's source), as stored: a NUL, which no command line
-    can carry and the store cannot hold, as U+FFFD. What a file holds is checked instead (records.check_storable)."""
+    can carry and the store cannot hold, as U+FFFD. What a file holds is checked instead (storable.check_storable)."""
     return None if value is None else clean(value).replace("\x00", "\ufffd")
 
 
@@ -138,14 +136,15 @@ def _array_literal(values: list) -> str:
 def copy_text(rec: Record) -> dict[str, list[tuple[str | None, bytes]]]:
     """The record's rows for each table of COPY_TABLES as (node path or None, the line's text after the
     writer's own columns), formatted by psycopg's COPY formatter. Reader processes format them
-    (_read), so the single writer process, which limits a parallel ingest, only joins bytes."""
+    (prepared), so the single writer process, which limits a parallel ingest, only joins bytes."""
     return {table: [(path, bytes(format_row_text(tail, _COPY_TX))) for path, tail in rows(rec)]
             for table, (_month, _node, _cols, rows) in COPY_TABLES.items()}
 
 
 def prepared(rec: Record) -> Record:
-    """A record with its COPY text made here, in the reader process (read.inputs.read_records); the row lists it
-    was made from are not sent back to the writer a second time."""
+    """A record with its COPY text made: workflow/ingest.py has the reader processes call it
+    (read.inputs.read_records' PREPARE); the row lists it was made from are not sent back to the writer a second
+    time."""
     return replace(rec, copy_text=copy_text(rec), node_rows=[], mpi_rows=[], comm_rows=[], spread_rows=[],
                    rank_rows=[], matrix_rows=[], fom_rows=[], window_rows=[])
 
@@ -445,22 +444,3 @@ def ingest_records(conn: psycopg.Connection, records: Iterable[Record | BadProfi
             res.campaign_id = campaign_id
     return res
 
-
-def ingest(conn: psycopg.Connection, inputs: list[Path], prov: Provenance, skip_bad: bool = False,
-           progress=None, allow_partial: bool = False, focus: str | None = None,
-           read: ReadOptions | None = None, relabel: bool = False) -> Result:
-    """Stores the campaign INPUTS make (read.inputs.classify: Caliper profiles and workload outputs in files
-    and directories, a Ramble workspace, or ReFrame results). ALLOW_PARTIAL
-    and FOCUS, or READ with every reading option (--app, --ranks, --param, --param-keys): see
-    records.ReadOptions. RELABEL: a file stored before with other labels is stored again with the new ones
-    (Writer)."""
-    opts = read or ReadOptions(allow_partial, focus)
-    found = inputs_of(inputs, opts, skip_bad, prepare=prepared)
-    if found.hardware and not prov.hardware:   # a Ramble workspace's hardware description
-        prov = replace(prov, hardware=found.hardware,
-                       system=prov.system or found.hardware.get("system") or found.hardware.get("site"))
-    if progress is not None and found.count is not None:
-        progress.total = found.count
-    res = ingest_records(conn, found.records, prov, found.source, found.kind, skip_bad, progress, relabel, opts)
-    res.left_out = [str(n) for n in found.left_out]
-    return res

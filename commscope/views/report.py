@@ -25,13 +25,13 @@ import html
 import re
 import statistics
 from dataclasses import dataclass
-from decimal import Decimal
 from pathlib import Path
 
 from commscope.gate import changepoints
-from commscope.store import db
+from commscope.store import db, files
 from commscope.views import panels as P
 from commscope.views import reference
+from commscope.views.figures import TOP_SERIES, figure, plot_value
 
 
 class ReportError(Exception):
@@ -72,135 +72,6 @@ def selection(conn, campaigns: tuple[int, ...], compare: tuple[str, ...]) -> tup
     said.append(f"runs from {row[0]:%Y-%m-%d %H:%M:%S} to {row[1]:%Y-%m-%d %H:%M:%S} UTC; procurement reference "
                 f"{ref['reference_system']} / {ref['reference_stack']} / {ref['reference_interconnect']}")
     return values, t0, t1, "; ".join(said) if said else "all runs"
-
-
-# Grafana unit ids, as an axis title says them.
-UNIT_LABELS = {"percentunit": "fraction", "MBs": "MB/s", "s": "seconds", "bytes": "bytes", "x": "speedup"}
-
-
-def _num(v):
-    return float(v) if isinstance(v, Decimal) else v
-
-
-def _time(v):
-    """Grafana reads a numeric time column as epoch seconds."""
-    if isinstance(v, (int, float, Decimal)):
-        return dt.datetime.fromtimestamp(float(v), dt.timezone.utc)
-    return v
-
-
-# At most this many series have their own legend entry; the others share one entry ("N other series", hidden
-# until clicked), so no legend grows past about 15 entries (series, the "other" entry and one per metric).
-TOP_SERIES = 10
-COLORS = ["#1F77B4", "#FF7F0E", "#2CA02C", "#D62728", "#9467BD", "#8C564B", "#E377C2", "#7F7F7F", "#BCBD22", "#17BECF"]
-DASHES = ["solid", "dash", "dot", "dashdot"]
-OTHER = "#B0B0B0"
-
-
-def _mean_of(rs, i) -> float:
-    vals = [float(_num(r[i])) for r in rs if r[i] is not None]
-    return sum(vals) / len(vals) if vals else float("-inf")
-
-
-def _text(v) -> str:
-    """A name as plotly shows it: plotly renders HTML tags (<a href>, <b>) in trace names, legends, hover text,
-    tick labels and titles, so every name from the store or a panel is HTML-escaped and shows as text."""
-    return html.escape(str(v), quote=False)
-
-
-def figure(panel: P.Panel, cols: list[str], rows: list[tuple], names: dict | None = None):
-    """The plotly figure of one panel, or None for a table. Lines: one colour and one legend entry per series, the
-    TOP_SERIES with the highest mean of the first metric named, the rest grouped under one entry; several metrics
-    of a series share its colour, one dash style each; NAMES gives a series' legend name and hover text (by default
-    its label). Bars with long or many categories lie horizontally, their labels on an axis that makes room for
-    them."""
-    import plotly.graph_objects as go
-    spec = panel.plot
-    kind = spec.get("kind")
-    idx = {c: i for i, c in enumerate(cols)}
-    fig = go.Figure()
-    ys = spec["y"] if isinstance(spec.get("y"), list) else [spec.get("y")]
-    legend_entries = 0
-    height = 380
-    if kind in ("line", "xy"):
-        xconv = _time if kind == "line" else _num
-        groups: dict = {}
-        for r in rows:
-            key = r[idx[spec["series"]]] if spec.get("series") else None
-            groups.setdefault(key, []).append(r)
-        order = sorted(groups, key=lambda k: (-_mean_of(groups[k], idx[ys[0]]), str(k)))
-        top, rest = order[:TOP_SERIES], order[TOP_SERIES:]
-        for n, key in enumerate(order):
-            rs = groups[key]
-            shown = key in top
-            group = str(key) if shown else "other"
-            for j, y in enumerate(ys):
-                first = j == 0 and (shown or key == rest[0])
-                short, hover = (names or {}).get(key, (key, key))
-                name = str(short if key is not None else y) if shown else f"{len(rest)} other series"
-                fig.add_trace(go.Scatter(
-                    x=[xconv(r[idx[spec["x"]]]) for r in rs], y=[_num(r[idx[y]]) for r in rs], mode="lines+markers",
-                    name=_text(name), legendgroup=group, showlegend=first, visible=True if shown else "legendonly",
-                    hovertext=_text(f"{hover} {y}" if len(ys) > 1 else str(hover)), hoverinfo="x+y+text",
-                    line={"color": COLORS[n % len(COLORS)] if shown else OTHER, "dash": DASHES[j % len(DASHES)]},
-                    marker={"size": 5}))
-        legend_entries = len(top) + (1 if rest else 0)
-        if len(ys) > 1:
-            # One entry per metric, saying which dash is which.
-            for j, y in enumerate(ys):
-                fig.add_trace(go.Scatter(x=[None], y=[None], mode="lines", name=_text(y), legendgroup=f"metric {y}",
-                                         line={"color": "#444", "dash": DASHES[j % len(DASHES)]}, hoverinfo="skip"))
-            legend_entries += len(ys)
-        fig.update_xaxes(title=_text(spec["x"]), type="log" if spec.get("log_x") else None)
-        fig.update_yaxes(title=_text(UNIT_LABELS.get(panel.unit, panel.unit) if len(ys) > 1 else ys[0]),
-                         type="log" if spec.get("log_y") else None)
-        days = {xconv(r[idx[spec["x"]]]) for r in rows} if kind == "line" else set()
-        if len(days) == 1:
-            # One night only (the panels plot whole days): plotly would zoom its axis to a millisecond around
-            # it; show the day before and after instead.
-            (day,) = days
-            fig.update_xaxes(range=[day - dt.timedelta(days=1), day + dt.timedelta(days=1)])
-        # The legend below the plot, one entry a line, so long series names take no width from the plot.
-        legend_height = 21 * legend_entries + 20
-        height = 400 + legend_height
-        fig.update_layout(legend={"orientation": "v", "x": 0, "xanchor": "left", "y": -70 / (height - 90),
-                                  "yanchor": "top", "maxheight": legend_height + 20, "font": {"size": 11},
-                                  "tracegroupgap": 2})
-    elif kind == "bar":
-        cats = [_text(r[idx[spec["x"]]]) for r in rows]
-        horizontal = len(cats) > 12 or max(map(len, cats)) > 14
-        for j, y in enumerate(ys):
-            vals = [_num(r[idx[y]]) for r in rows]
-            fig.add_trace(go.Bar(x=vals if horizontal else cats, y=cats if horizontal else vals, name=_text(y),
-                                 orientation="h" if horizontal else "v", marker={"color": COLORS[j % len(COLORS)]}))
-        legend_entries = len(ys)
-        fig.update_layout(barmode="stack" if spec.get("stacked") else "group")
-        unit = _text(UNIT_LABELS.get(panel.unit, panel.unit)) if UNIT_LABELS.get(panel.unit, panel.unit) else None
-        if horizontal:
-            # Categories top to bottom in the query's order, each a readable row.
-            fig.update_yaxes(type="category", autorange="reversed", automargin=True, tickfont={"size": 11})
-            fig.update_xaxes(title=unit)
-            height = max(300, 22 * len(cats) * (1 if spec.get("stacked") or len(ys) == 1 else len(ys)) + 140)
-        else:
-            fig.update_xaxes(type="category", automargin=True)
-            fig.update_yaxes(title=unit)
-        fig.update_layout(legend={"orientation": "h", "x": 0, "y": 1.02, "yanchor": "bottom"})
-    elif kind == "heatmap":
-        xs = sorted({r[idx[spec["x"]]] for r in rows})
-        yv = sorted({r[idx[spec["y"]]] for r in rows})
-        z = [[None] * len(xs) for _ in yv]
-        for r in rows:
-            z[yv.index(r[idx[spec["y"]]])][xs.index(r[idx[spec["x"]]])] = _num(r[idx[spec["z"]]])
-        fig.add_trace(go.Heatmap(x=[_text(x) for x in xs], y=[_text(y) for y in yv], z=z, colorscale="Oranges",
-                                 colorbar={"title": _text(spec["z"])}))
-        fig.update_xaxes(title=_text(spec["x"]), type="category")
-        fig.update_yaxes(title=_text(spec["y"]), type="category", autorange="reversed")
-    else:
-        return None
-    fig.update_xaxes(automargin=True)
-    fig.update_yaxes(automargin=True)
-    fig.update_layout(height=height, margin={"l": 60, "r": 20, "t": 30, "b": 60}, template="plotly_white")
-    return fig
 
 
 # A series label as the views spell it (series_label: "... #<series id>"), with the window or loop the panel adds.
@@ -249,7 +120,7 @@ def label_names(labels) -> dict:
 
 def table_html(cols: list[str], rows: list[tuple], limit: int = 200) -> str:
     def cell(v):
-        v = _num(v)
+        v = plot_value(v)
         if isinstance(v, float):
             return f"{v:.4g}"
         if isinstance(v, dt.datetime):
@@ -336,7 +207,7 @@ def summarise_foms(rows: list[tuple]) -> list[tuple]:
             continue
         done.add(key)
         last = max(family, key=_steps)
-        values = sorted(float(_num(m[8])) for m in family if m[8] is not None)
+        values = sorted(float(plot_value(m[8])) for m in family if m[8] is not None)
         out.append(r[:6] + (key[3], key[2], last[8], last[9], r[10], len(family),
                             *((values[0], statistics.median(values), values[-1]) if values else (None,) * 3)))
     return out
@@ -679,10 +550,10 @@ def render(conn, campaigns: tuple[int, ...] = (), compare: tuple[str, ...] = ())
 def write(output: Path, campaigns: tuple[int, ...] = (), compare: tuple[str, ...] = ()) -> int:
     """The report of CAMPAIGNS (all when empty) written to OUTPUT whole or not at all; its size in characters.
     `commscope report` and `commscope run` both write it so. OUTPUT must be a regular file or new
-    (db.output_file): anything else is refused before the store is read."""
-    db.output_file(output, "report")
+    (files.output_file): anything else is refused before the store is read."""
+    files.output_file(output, "report")
     with db.connect() as conn:
         page = render(conn, campaigns, compare)
-    with db.replacing(output, "report") as part:
+    with files.replacing(output, "report") as part:
         part.write_text(page, encoding="utf-8")
     return len(page)

@@ -315,7 +315,7 @@ def run(plan: Plan, echo=print, ingest: bool = True, allow_unprofiled: bool = Fa
 def say_unprofiled(plan: Plan, ws: Path, echo) -> list[str]:
     """The experiments that ran, asked for a profile and wrote none (read.ramble's profiles_missing); one line
     each naming it and the likely cause."""
-    from commscope.read.profiles import BadProfile
+    from commscope.read.files import BadProfile
     from commscope.read.ramble import read_workspace
     if plan.caliper == "off":
         return []

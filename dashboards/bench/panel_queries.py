@@ -363,7 +363,7 @@ def _ingester(url: str, fixture: str, batch: int, workdir: str, stop, out) -> No
     """A real ingest beside the readers: campaigns of BATCH fresh copies of FIXTURE (one metadata value varied,
     as tests/corpus.py does, so each is a new run) until STOP is set."""
     os.environ["COMMSCOPE_INGEST_WORKERS"] = "1"   # one reader process: the ingest host's cores are the DB's here
-    from commscope.store.ingest import Provenance, ingest
+    from commscope.workflow.ingest import Provenance, ingest
     src = Path(fixture).read_bytes()
     token = time.time_ns() // 10**6 % 10**9   # copies new to a store an earlier run (--home) already ingested into
     stored, k, t0 = 0, 0, time.monotonic()

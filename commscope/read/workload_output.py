@@ -1,11 +1,14 @@
 """The workload output contract (workloads/README.md): header, PARAM, FOM,
-VERIFY and RANK lines printed by rank 0. Stdlib only: ci/suite.py uses it
-before anything is installed."""
+VERIFY and RANK lines printed by rank 0, and the output kept beside a profile
+(output_beside). Stdlib only: ci/suite.py uses it before anything is installed."""
 from __future__ import annotations
 
 import math
 import re
 from dataclasses import dataclass, field
+from pathlib import Path
+
+from commscope.read.files import BadProfile, open_regular
 
 
 @dataclass
@@ -87,3 +90,23 @@ def _parse_line(out: Output, kind: str, rest: str) -> None:
     elif kind == "RANK":
         rank, *kvs = rest.split()
         out.rank_lines.append(dict([("rank", rank)] + [kv.split("=", 1) for kv in kvs]))
+
+
+def output_beside(paths: list[Path]) -> Output | None:
+    """The workload's stdout kept beside the profile (same stem, or the one .out in a run directory)."""
+    first = paths[0]
+    candidates = [first.with_suffix(".out")] if len(paths) == 1 else []
+    candidates += sorted(first.parent.glob("*.out")) if len(paths) > 1 else []
+    for c in candidates:
+        if c.exists():
+            try:
+                with open_regular(c, "r", errors="replace") as f:
+                    out = parse_output(f.read())
+            except OSError as e:
+                raise BadProfile(f"{c}: the workload output beside the profile cannot be read ({e.strerror or e})"
+                                 ) from None
+            except BadOutput as e:
+                raise BadProfile(f"{c}: damaged workload output beside the profile, {e}") from None
+            # another application's stdout has no contract lines: nothing to read from it
+            return out if out.workload else None
+    return None
