@@ -190,7 +190,8 @@ class Workspace:
         foms, text_foms = fom_rows(exp, repeat)
         axes = {k: clean(self._var(exp, *names)) for k, names in AXES.items()}
         ranks = int(self._var(exp, "n_ranks", default=recs[0].ranks) or recs[0].ranks)
-        nodes = int(self._var(exp, "n_nodes", default=recs[0].nodes or 1) or 1)
+        nodes = self._var(exp, "n_nodes", default=recs[0].nodes)   # unknown stays None, never 1
+        nodes = int(nodes) if nodes is not None else None
         for rec in recs:
             # The experiment's parameters: the workload's own (its PARAM lines or Adiak values), or, for any
             # other application, its Ramble variables; Ramble's workload, ranks and nodes; not its name,

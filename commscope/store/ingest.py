@@ -36,7 +36,7 @@ WRITE_LOCK = "commscope.store.ingest"
 # columns and rank_metrics are the run window (nothing left out by name, time outside regions counted) and
 # MPI calls outside every region are kept; v_runs_needing_reingest (store/views.sql) lists the runs
 # below it that the later versions measure differently, with the reason (docs/measurement-model.md).
-MODEL_VERSION = 4
+MODEL_VERSION = 5
 RUN_COLUMNS = ("content_hash, campaign_id, system_id, stack_id, status, profile_kind, app, workload, variant, "
                "decomposition, interconnect, ranks, nodes, global_size, local_size, iterations, compiler, spack_hash, "
                "caliper_version, kernel, experiment, started_at, wall_time, mpi_time_avg, mpi_time_max, "

@@ -217,9 +217,10 @@ LIMIT 200""", ["time", "series", "window", "metric", "direction", "mean_before",
     annotations=True)
 
 # ---- 2. Scaling ---------------------------------------------------------------------
-# The same experiment at other rank counts: series whose application, environment and parameters are equal once
-# the rank-dependent parameters are set aside (strong_key / weak_key, migration 0013), each on the same window.
-# Speedup and efficiency are against the smallest rank count, over the days in the time range.
+# One point per series (one experiment, as the gate's) and window, paired with the series of its experiment at
+# the smallest rank count: series equal once the rank count, a known node count and the declared sizes are set
+# aside (strong_key / weak_key, migration 0041; an unknown node count pairs only with unknown ones). Speedup and
+# efficiency are against that base, over the days in the time range.
 
 # Weak scaling keeps the grid points per rank: the product of the global grid over ranks.
 CELLS_PER_RANK = ("(CASE WHEN global_size ~ '^[0-9]+(,[0-9]+)*$' THEN round((SELECT exp(sum(ln(x::float8))) "
@@ -235,18 +236,18 @@ WEAK_SIZE = f"coalesce({CELLS_PER_RANK}, weak_size)"
 
 def _scaling_sql(key: str, size: str, value: str) -> str:
     return f"""WITH s AS (
-  SELECT {key} AS scaling_key, "window", {size} AS size, ranks,
+  SELECT {key} AS scaling_key, "window", {size} AS size, ranks, series_id,
          min(stack || ' ' || interconnect || ' ' || app || coalesce(' ' || nullif(variant, ''), '')) AS name,
          min(system) AS system, {_mean("time")} AS time_s, {_mean("parallel_efficiency")} AS pop_parallel_efficiency,
          {_mean("load_balance")} AS pop_load_balance, {_mean("communication_efficiency")} AS pop_communication_efficiency
   FROM v_run_metrics_daily LEFT JOIN v_scaling_declared USING (series_id)
   WHERE {SHOWN}
-  GROUP BY 1, 2, 3, 4
+  GROUP BY 1, 2, 3, 4, 5
   HAVING sum(time_n) > 0
 ), b AS (
   SELECT DISTINCT ON (scaling_key, "window", size) scaling_key, "window", size, ranks AS base_ranks, time_s AS base_time,
          count(*) OVER (PARTITION BY scaling_key, "window", size) AS points
-  FROM s ORDER BY scaling_key, "window", size, ranks
+  FROM s ORDER BY scaling_key, "window", size, ranks, series_id
 )
 SELECT s.name || coalesce(' ' || s.size, '') || CASE WHEN s.system <> '' THEN ' @' || s.system ELSE '' END
          || ' [' || s."window" || '] ' || left(s.scaling_key, 6) AS series,
