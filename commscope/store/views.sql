@@ -454,7 +454,7 @@ WHERE o.previous IS DISTINCT FROM o.value AND o.previous IS NOT NULL;
 CREATE VIEW v_change_points AS
 SELECT cp.series_id, cp.metric, cp."window", cp.run_id, cp.campaign_id, cp."time", cp.previous_time,
        cp.n_before, cp.n_after, cp.mean_before, cp.mean_after, cp.stddev_before, cp.stddev_after, cp.change,
-       cp.direction, cp.p_value, cp.method, cp.detected_at, cp.detected_campaign,
+       cp.direction, cp.p_value, cp.method, cp.detected_at, cp.detected_campaign, cp.verdict,
        coalesce(s.name, 'unknown') AS system, r.app, r.workload, coalesce(r.variant, '') AS variant,
        coalesce(st.name, 'unknown') AS stack, coalesce(r.interconnect, 'default') AS interconnect, r.ranks,
        r.global_size,
