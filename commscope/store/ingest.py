@@ -360,15 +360,16 @@ class Unlabelled:
     def __init__(self):
         self.no_params: dict[str, int] = {}
         self.hosts: dict[str, int] = {}
-        self.no_mpi = 0
+        self.no_mpi = self.no_stack = 0
 
     def add(self, rec: Record, prov: Provenance) -> None:
         if rec.metadata.get("parameters_missing"):
             self.no_params[rec.app] = self.no_params.get(rec.app, 0) + 1
         if rec.metadata.get("system_source") == "ingesting host" and not prov.system:
             self.hosts[rec.system] = self.hosts.get(rec.system, 0) + 1
-        if rec.stack == MPI_NOT_RECORDED and not prov.stack:
+        if rec.mpi_library == "unknown":
             self.no_mpi += 1
+            self.no_stack += rec.stack == MPI_NOT_RECORDED and not prov.stack
 
     def warnings(self) -> list[str]:
         out = [f"{n} run{'s' * (n > 1)} of {app} record no command line, Adiak values or parameters, so all its "
@@ -377,8 +378,9 @@ class Unlabelled:
         out += [f"{n} run{'s' * (n > 1)} name no system (no Adiak cluster or hostname): stored as this host, "
                 f"{host}; give --system NAME if they ran elsewhere" for host, n in sorted(self.hosts.items())]
         if self.no_mpi:
-            out.append(f"{self.no_mpi} run{'s' * (self.no_mpi > 1)} record no MPI library: stack "
-                       f"{MPI_NOT_RECORDED}; give --stack NAME (e.g. debian-openmpi4)")
+            out.append(f"{self.no_mpi} run{'s' * (self.no_mpi > 1)} record no MPI library: " + (
+                f"stack {MPI_NOT_RECORDED}; give --stack NAME (e.g. debian-openmpi4)" if self.no_stack else
+                "its version is stored as unknown (`commscope run` records it for preloaded runs)"))
         return out
 
 
