@@ -9,8 +9,10 @@ References: caliper-reader's records of the same files, the workloads' own total
 pg_restore gives it, read without commscope's code."""
 from __future__ import annotations
 
+import datetime as dt
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -63,8 +65,8 @@ def old_store(server):
         db.Embedded(home).stop()
 
 
-def test_series_and_their_runs_are_kept_and_scaling_pools_no_two_series(old_store):
-    url, _, before = old_store
+def test_series_and_their_runs_are_kept_and_scaling_pools_no_two_series(old_store, tmp_path):
+    url, env, before = old_store
     (alone,) = [run for run in before["runs"] if run[4].endswith(Path(ALONE).name)]
     (ramble,) = [run for run in before["runs"] if run[4] == IMPI_OVERLAP]
     # the premise: the same experiment, its node count unknown in one series and 1 in the other
@@ -95,6 +97,23 @@ def test_series_and_their_runs_are_kept_and_scaling_pools_no_two_series(old_stor
         keys = dict(c.execute("SELECT DISTINCT series_id, strong_key FROM run_metrics_daily WHERE series_id = ANY(%s)",
                               ([alone[2], ramble[2]],)).fetchall())
         assert len(keys) == 2 and keys[alone[2]] != keys[ramble[2]]
+
+    # The Strong scaling panel, once the experiment of unknown node count also ran at 4 ranks (the fixture's
+    # 4-rank output, ingested alone with the same labels): its line starts from its own 2-rank run, not from the
+    # mean of that run and the 1-node series' run.
+    n4 = tmp_path / "halo3d-overlap-n4.runtime-profile.out"
+    shutil.copy(ROOT / "tests" / "data" / n4.name, n4)
+    r = subprocess.run([*CLI, "ingest", "--system", "local", "--stack", "pypi-impi2021", "--interconnect",
+                        "impi2021/default", "--param", "ramble_workload=halo3d", str(n4)],
+                       capture_output=True, text=True, env=env, cwd=ROOT)
+    assert r.returncode == 0, r.stdout + r.stderr
+    with psycopg.connect(url) as c:
+        from commscope.views import panels as P
+        t0, t1 = dt.datetime(2000, 1, 1, tzinfo=dt.timezone.utc), dt.datetime(2100, 1, 1, tzinfo=dt.timezone.utc)
+        rows = c.execute(P.expand(P.SCALING.panel("Strong scaling: speedup").sql, t0, t1, P.all_values(c))).fetchall()
+    line = sorted((ranks, speedup) for series, ranks, speedup in rows if series.startswith("pypi-impi2021"))
+    assert [x for x, _ in line] == [2, 4], rows
+    assert line[1][1] == pytest.approx(total_time(ROOT / ALONE) / total_time(n4), rel=1e-9), line
 
 
 def test_calipers_own_call_is_listed_for_reingest_and_reingest_leaves_it_out(old_store):
