@@ -144,16 +144,17 @@ def test_the_panel_the_annotations_and_the_report_show_it(real_history):
         cur = conn.execute(P.expand(panel.sql, t0, t1, values))
         rows = [dict(zip([c.name for c in cur.description], r)) for r in cur.fetchall()]
         assert [c.name for c in cur.description] == panel.columns
-        assert [(r["run"], r["campaign"], r["direction"], r["time"]) for r in rows] == \
-            [(run5, campaign5, "regression", start5)]
+        # called as check and the report call it (below): its new level is held by one campaign so far
+        assert [(r["run"], r["campaign"], r["verdict"], r["time"]) for r in rows] == \
+            [(run5, campaign5, "suspect, worse", start5)]
         assert rows[0]["series"].endswith(f"#{sids['24-mpi']}")
         cur = conn.execute(P.expand(P.CHANGE_POINTS_ANNOTATION_SQL, t0, t1, values))
         ann = cur.fetchall()
         assert len(ann) == 1
         t, t_end, text, tags = ann[0]
         assert (float(t), float(t_end)) == (start4.timestamp() * 1000, start5.timestamp() * 1000)
-        assert text.startswith("change point (regression):") and "time_s" in text
-        assert tags.split(",") == ["commscope-changepoint", "time_s", "regression", f"series:{sids['24-mpi']}"]
+        assert text.startswith("change point (suspect, worse):") and "time_s" in text
+        assert tags.split(",") == ["commscope-changepoint", "time_s", "suspect", f"series:{sids['24-mpi']}"]
         # a selection without the series shows nothing
         other = dict(values, ranks=["4"])
         assert conn.execute(P.expand(P.CHANGE_POINTS_ANNOTATION_SQL, t0, t1, other)).fetchall() == []
@@ -348,7 +349,8 @@ def test_a_change_point_without_the_gate_s_runs_is_no_regression_in_check_or_the
     then 2 at 1.5 s (one campaign each), 'many' 5 campaigns of 4 runs at 1.0 s then 5 at 1.3 s. Both have a
     change point that moved worse. check calls few's newest campaign "no baseline" (2 earlier runs) and many's a
     regression (the shift held over CONFIRM campaigns); the change points are called the same, in check's lines
-    and in the report's "What changed"."""
+    and in the report's "What changed", and in the dashboards: the change-point table drawn through Grafana's own
+    @grafana/data from the committed dashboard, and the annotation layer's texts and tags."""
     from commscope.gate import changepoints as cp
     from commscope.gate.stats import CONFIRM, MIN_BASELINE
     from commscope.store.ingest import Provenance, ingest_records
@@ -390,3 +392,25 @@ def test_a_change_point_without_the_gate_s_runs_is_no_regression_in_check_or_the
     called = {c["series_id"]: c["verdict"] for c in out["change_points"]}
     assert called == verdicts
     assert cp.verdict("regression", 2, 1, 1) == "no baseline"
+
+    from grafana_draw import default_variables, frames_of, grafana_transform, node_or_skip, time_range
+    node_or_skip()
+    doc = json.loads((Path(__file__).resolve().parent.parent / "dashboards" / "json" /
+                      "commscope-mpi-fraction.json").read_text())
+    panel = next(p for p in doc["panels"] if p["title"] == "Change points")
+    layer = next(a for a in doc["annotations"]["list"] if a["name"] == "Change points")
+    with psycopg.connect(grant_local(dsn, "grafana_ro")) as conn:
+        t0, t1 = time_range(conn)
+        values = default_variables(conn, doc, t0, t1)
+        frames, n = frames_of(conn, panel["targets"][0], values, t0, t1)
+        notes = conn.execute(P.expand(layer["target"]["rawSql"], t0, t1, values)).fetchall()
+    res = grafana_transform([{"key": "cp", "transformations": panel.get("transformations", []), "frames": frames}])
+    (frame,) = res["cp"]["frames"]
+    shown = {f["name"]: f["values"] for f in frame["fields"]}
+    table = {int(label.rsplit("#", 1)[1]): v for label, v in zip(shown["series"], shown["verdict"])}
+    said = {sid: re.search(r"\((no baseline, worse|regression)\)", lines[sid][0]).group(1) for sid in series.values()}
+    assert n == 2 and table == said == {series["few"]: "no baseline, worse", series["many"]: "regression"}, table
+    drawn = {int(tags.rsplit(":", 1)[1]): (text, tags.split(",")[2]) for _, _, text, tags in notes}
+    assert {sid: (text.split(": ", 1)[0], tag) for sid, (text, tag) in drawn.items()} == {
+        series["few"]: ("change point (no baseline, worse)", "no baseline"),
+        series["many"]: ("change point (regression)", "regression")}, notes

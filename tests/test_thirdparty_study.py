@@ -214,7 +214,8 @@ def test_commscope_run_imb_profiles_it_by_preloading_the_stacks_no_gotcha_calipe
     """`commscope setup` (the toolchain's cached Caliper builds, shared into a fresh home) then `commscope run` of
     the imb study copied to a folder outside the package, with its default Caliper mode: the run says it preloads
     the no-GOTCHA Caliper, every experiment writes a profile, and each run's MPI time per function, time and MPI
-    fractions equal caliper-reader's records of that profile; IMB's own FOMs are stored as before."""
+    fractions equal caliper-reader's records of that profile; IMB's own FOMs are stored as before. The preloaded
+    profiles record no MPI library: each run's is the stack's, as Open MPI's own ompi_info spells its parts."""
     stack_or_skip("debian-openmpi4")
     prefix = imb_prefix()
     if not prefix or not (prefix / "bin" / "IMB-MPI1").exists():
@@ -245,8 +246,24 @@ def test_commscope_run_imb_profiles_it_by_preloading_the_stacks_no_gotcha_calipe
                     "SELECT context, name, value, unit FROM v_foms WHERE run_id = %s", (run_id,))}
                 expected = {k: v for k, (v, _u) in expected_foms(out_file(ws, exp)).items()}
                 assert stored == pytest.approx(expected), exp["name"]
+            libraries = conn.execute("SELECT v.mpi_library, r.metadata->>'mpi_library_source', count(*) "
+                                     "FROM v_run_versions v JOIN runs r ON r.id = v.run_id GROUP BY 1, 2").fetchall()
+        assert libraries == [(ompi_info_library(), "commscope run probe", 2)], libraries
+        assert f"MPI library on debian-openmpi4: {ompi_info_library()}" in p.stdout, p.stdout
     finally:
         shutil.rmtree(home, ignore_errors=True)
+
+
+def ompi_info_library() -> str:
+    """Debian Open MPI's MPI_Get_library_version string as Open MPI composes it (ompi/mpi/c/get_library_version.c:
+    "Open MPI v<version>, package: <package>, ident: <ident>, repo rev: <repo>, <release date>"), from the parts
+    its own ompi_info prints."""
+    p = subprocess.run(["ompi_info", "--parsable"], capture_output=True, text=True, check=True,
+                       env={**os.environ, "OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"})
+    keys = ("package", "ident", "ompi:version:full", "ompi:version:repo", "ompi:version:release_date")
+    parts = {k: line[len(k) + 1:] for line in p.stdout.splitlines() for k in keys if line.startswith(f"{k}:")}
+    return (f"Open MPI v{parts['ompi:version:full']}, package: {parts['package']}, ident: {parts['ident']}, "
+            f"repo rev: {parts['ompi:version:repo']}, {parts['ompi:version:release_date']}")
 
 
 def check_workspace(dsn: str, ws: Path, home: Path, prefix: Path) -> None:

@@ -160,15 +160,17 @@ def recompute_series(conn: psycopg.Connection, series_id: int, metric: str) -> i
         worse_higher = METRICS[metric] == "lower"
         me = method()
         rows = []
-        for lv in found:
+        campaigns, cuts = [p[1] for p in points], [0, *(lv.index for lv in found), len(points)]
+        for i, lv in enumerate(found, 1):
             run_id, campaign_id, started, _ = points[lv.index]
             change = lv.mean_after / lv.mean_before - 1 if lv.mean_before else None
             up = lv.mean_after > lv.mean_before
             direction = "regression" if up == worse_higher else "improvement"
+            said = level_verdict(campaigns, cuts, i, direction)   # what check and the report call it
             first_at, first_campaign = kept.get(run_id, (None, newest_campaign))
             rows.append((window, run_id, campaign_id, started, points[lv.index - 1][2], lv.n_before, lv.n_after,
                          lv.mean_before, lv.mean_after, lv.stddev_before, lv.stddev_after, change, direction,
-                         lv.p_value, me, first_at, first_campaign))
+                         lv.p_value, me, first_at, first_campaign, said))
         queries.replace_change_points(conn, series_id, metric, rows)
         queries.save_change_point_state(conn, series_id, metric, fp, len(points), me)
     return len(found)
@@ -245,6 +247,14 @@ def verdict(direction: str, runs_before: int, campaigns_before: int, campaigns_a
     return direction if campaigns_after >= needed else "suspect"
 
 
+def level_verdict(campaigns: list, cuts: list[int], i: int, direction: str) -> str:
+    """The verdict of the change point that starts level I of one series: CAMPAIGNS are its points' campaigns in
+    order, CUTS [0, each level's first index, len(CAMPAIGNS)]; the levels it separates run back to the previous
+    cut and on to the next."""
+    before, after = campaigns[cuts[i - 1]:cuts[i]], campaigns[cuts[i]:cuts[i + 1]]
+    return verdict(direction, len(before), len(set(before)), len(set(after)))
+
+
 def with_verdicts(conn: psycopg.Connection, changes: list[dict]) -> list[dict]:
     """CHANGES (dicts with series_id, metric, run_id and direction) each with its verdict: the campaigns of the
     levels it separates are those of the series' points between its neighbouring change points."""
@@ -258,12 +268,10 @@ def with_verdicts(conn: psycopg.Connection, changes: list[dict]) -> list[dict]:
                 "SELECT run_id FROM v_change_points WHERE series_id = %s AND metric = %s", key) if r in at)
             levels[key] = ([p[1] for p in points], at, [0, *cuts, len(points)])
         campaigns, at, cuts = levels[key]
-        i = cuts.index(at[c["run_id"]]) if c["run_id"] in at else None
-        if i is None:   # its runs are gone since it was computed: nothing to call it
+        if c["run_id"] not in at:   # its runs are gone since it was computed: nothing to call it
             c["verdict"] = None
             continue
-        before, after = campaigns[cuts[i - 1]:cuts[i]], campaigns[cuts[i]:cuts[i + 1]]
-        c["verdict"] = verdict(c["direction"], len(before), len(set(before)), len(set(after)))
+        c["verdict"] = level_verdict(campaigns, cuts, cuts.index(at[c["run_id"]]), c["direction"])
     return changes
 
 

@@ -3,7 +3,8 @@
 A series is one experiment on one system: its application, parameters, system, the MPI stack as the site names it,
 the interconnect selection and the profiling configuration (IDENTITY). The versions it ran on (VERSIONS: the MPI
 library's version string, compiler, Spack spec hash, Caliper version, hardware description, kernel release) are
-attributes of its runs and may change along it, so an upgrade is judged against the history before it. Where only a
+attributes of its runs and may change along it, so an upgrade is judged against the history before it. The node
+count is a parameter; an unknown one (NULL) is a value of its own, for the gate and the scaling view alike. Where only a
 library string names the stack (a direct ingest), the stack is the library's family: `mpi_family`, which migration
 0038's SQL function of the same name repeats for stores made before."""
 from __future__ import annotations

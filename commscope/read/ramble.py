@@ -29,6 +29,7 @@ import functools
 import hashlib
 import json
 import re
+import dataclasses
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Iterator
@@ -46,6 +47,10 @@ AXES = {"stack": ("stack", "mpi_stack"), "interconnect": ("interconnect_name", "
 # The file in which `commscope run`'s experiment script (ramble/execute_experiment.tpl) records `uname -r`: the
 # kernel release the experiment ran on, a version of its runs.
 KERNEL_FILE = "kernel-release"
+# The file in which `commscope run` records each stack's MPI library (workflow/mpi_library.py: the first line of
+# MPI_Get_library_version, from a probe built and run with that stack): the library of the runs on that stack whose
+# profile records none (an application profiled by preloading Caliper, without Adiak).
+MPI_LIBRARIES = "mpi-libraries.json"
 # The Spack package of the workloads (packages/spack_repo/commscope): its hash is a run's spack_hash.
 APP_PACKAGE = "commscope-workloads"
 # Ramble's own keywords (ramble/keywords.py of Ramble 0.5) and the variables its pipelines add: names,
@@ -85,6 +90,7 @@ class Workspace:
     hardware: dict | None = None
     # Variables `commscope run` added from the site and its run scope (commscope-run.json): not parameters.
     run_variables: frozenset = frozenset()
+    mpi_libraries: dict = dataclasses.field(default_factory=dict)   # stack -> its library (MPI_LIBRARIES)
 
     def experiments(self) -> list[dict]:
         # A repeated experiment's base entry only summarises its repeats,
@@ -190,7 +196,8 @@ class Workspace:
         foms, text_foms = fom_rows(exp, repeat)
         axes = {k: clean(self._var(exp, *names)) for k, names in AXES.items()}
         ranks = int(self._var(exp, "n_ranks", default=recs[0].ranks) or recs[0].ranks)
-        nodes = int(self._var(exp, "n_nodes", default=recs[0].nodes or 1) or 1)
+        nodes = self._var(exp, "n_nodes", default=recs[0].nodes)   # unknown stays None, never 1
+        nodes = int(nodes) if nodes is not None else None
         for rec in recs:
             # The experiment's parameters: the workload's own (its PARAM lines or Adiak values), or, for any
             # other application, its Ramble variables; Ramble's workload, ranks and nodes; not its name,
@@ -205,6 +212,11 @@ class Workspace:
                          "ramble_variables": {k: clean(v) for k, v in exp["RAMBLE_VARIABLES"].items()}})
             if text_foms:
                 meta["ramble_text_foms"] = text_foms
+            stack = axes["stack"] or rec.stack
+            library = rec.mpi_library
+            if library == "unknown" and self.mpi_libraries.get(stack):
+                library = self.mpi_libraries[stack]
+                meta["mpi_library_source"] = "commscope run probe"
             if profile_error:
                 meta["profile_error"] = clean(profile_error)
             meta["ramble_experiment"] = clean(exp["name"])   # with its repeat index: one run per entry
@@ -219,8 +231,8 @@ class Workspace:
             yield declare_scaling(replace(
                 rec, experiment=clean(name), status="failed" if status == "failed" else rec.status,
                 app=clean(exp.get("application_name") or rec.app), workload=clean(exp.get("workload_name") or rec.workload),
-                ranks=ranks, nodes=nodes, parameters=params,
-                stack=axes["stack"] or rec.stack, interconnect=axes["interconnect"] or rec.interconnect,
+                ranks=ranks, nodes=nodes, parameters=params, mpi_library=library,
+                stack=stack, interconnect=axes["interconnect"] or rec.interconnect,
                 variant=axes["variant"] or (parameters_label(own) if own else rec.variant), fom_rows=foms or rec.fom_rows, metadata=meta,
                 spack_hash=clean(self._var(exp, "spack_hash")) or self._spack_hash(exp) or rec.spack_hash,
                 kernel=self._kernel(run_dir) or rec.kernel),
@@ -352,7 +364,8 @@ def read_workspace(root: Path) -> Workspace:
         if hw_file.exists():
             hardware = read_hardware(hw_file)
             break
-    return Workspace(root, doc, hardware, run_variables(root / "commscope-run.json"))
+    return Workspace(root, doc, hardware, run_variables(root / "commscope-run.json"),
+                     mpi_libraries(root / MPI_LIBRARIES))
 
 
 AGAIN = "run `ramble workspace analyze -f json` again, or correct the file"
@@ -427,6 +440,19 @@ def check_experiment(path: Path, i: int, exp: dict) -> None:
             for field in ("value", "units"):
                 if not isinstance(fom.get(field), SCALAR):
                     raise wrong(f"{at}.{field}", fom[field], "a string")
+
+
+def mpi_libraries(path: Path) -> dict[str, str]:
+    """Each stack's MPI library as `commscope run` recorded it (MPI_LIBRARIES); none for a workspace made
+    otherwise."""
+    if not path.exists():
+        return {}
+    doc = limited.load_json(path, what="the JSON `commscope run` writes")
+    if not isinstance(doc, dict) or not all(isinstance(k, str) and isinstance(v, str) and v.strip()
+                                            for k, v in doc.items()):
+        raise BadProfile(f"{path}: not the MPI libraries `commscope run` writes (a mapping of stack to library "
+                         f"string); remove it or run the study again")
+    return {k: clean(v.strip()) for k, v in doc.items()}
 
 
 def run_variables(path: Path) -> frozenset:

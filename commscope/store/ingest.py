@@ -34,7 +34,7 @@ WRITE_LOCK = "commscope.store.ingest"
 # columns and rank_metrics are the run window (nothing left out by name, time outside regions counted) and
 # MPI calls outside every region are kept; v_runs_needing_reingest (store/views.sql) lists the runs
 # below it that the later versions measure differently, with the reason (docs/measurement-model.md).
-MODEL_VERSION = 4
+MODEL_VERSION = 5
 RUN_COLUMNS = ("content_hash, campaign_id, system_id, stack_id, status, profile_kind, app, workload, variant, "
                "decomposition, interconnect, ranks, nodes, global_size, local_size, iterations, compiler, spack_hash, "
                "caliper_version, kernel, experiment, started_at, wall_time, mpi_time_avg, mpi_time_max, "
@@ -359,15 +359,16 @@ class Unlabelled:
     def __init__(self):
         self.no_params: dict[str, int] = {}
         self.hosts: dict[str, int] = {}
-        self.no_mpi = 0
+        self.no_mpi = self.no_stack = 0
 
     def add(self, rec: Record, prov: Provenance) -> None:
         if rec.metadata.get("parameters_missing"):
             self.no_params[rec.app] = self.no_params.get(rec.app, 0) + 1
         if rec.metadata.get("system_source") == "ingesting host" and not prov.system:
             self.hosts[rec.system] = self.hosts.get(rec.system, 0) + 1
-        if rec.stack == MPI_NOT_RECORDED and not prov.stack:
+        if rec.mpi_library == "unknown":
             self.no_mpi += 1
+            self.no_stack += rec.stack == MPI_NOT_RECORDED and not prov.stack
 
     def warnings(self) -> list[str]:
         out = [f"{n} run{'s' * (n > 1)} of {app} record no command line, Adiak values or parameters, so all its "
@@ -376,8 +377,9 @@ class Unlabelled:
         out += [f"{n} run{'s' * (n > 1)} name no system (no Adiak cluster or hostname): stored as this host, "
                 f"{host}; give --system NAME if they ran elsewhere" for host, n in sorted(self.hosts.items())]
         if self.no_mpi:
-            out.append(f"{self.no_mpi} run{'s' * (self.no_mpi > 1)} record no MPI library: stack "
-                       f"{MPI_NOT_RECORDED}; give --stack NAME (e.g. debian-openmpi4)")
+            out.append(f"{self.no_mpi} run{'s' * (self.no_mpi > 1)} record no MPI library: " + (
+                f"stack {MPI_NOT_RECORDED}; give --stack NAME (e.g. debian-openmpi4)" if self.no_stack else
+                "its version is stored as unknown (`commscope run` records it for preloaded runs)"))
         return out
 
 

@@ -199,7 +199,9 @@ FROM run_months m CROSS JOIN history_tables h;
 
 -- The runs an older measurement model version measured differently (docs/measurement-model.md, "Model
 -- versions"), each with the reason; runs of version 3 only where version 4 changes them (one rank and a window
--- without its time, or pio's dir and file parameters). The newest version here must equal ingest.MODEL_VERSION.
+-- without its time, or pio's dir and file parameters), and runs of versions 3 and 4 where version 5 does: an
+-- MPI_Comm_dup outside every region of at most one call per rank, which profiles.drop_calipers_own leaves out as
+-- Caliper's own. The newest version here must equal ingest.MODEL_VERSION.
 CREATE VIEW v_runs_needing_reingest AS
 SELECT id AS run_id, source, started_at, model_version,
        CASE WHEN model_version IS NULL
@@ -213,15 +215,26 @@ SELECT id AS run_id, source, started_at, model_version,
                  'its focus window over the timestep regions instead of the workload''s timed loop, a message '
                  'trace has none, a spot profile''s mean-rank numbers average per-node averages, and a spot profile '
                  'without exclusive time (Caliper before 2.11) subtracts its children''s means'
-            ELSE 'measured under model version ' || model_version || ': a one-rank spot profile has no time, '
+            WHEN model_version = 3 AND (ranks = 1 AND EXISTS (SELECT 1 FROM run_windows w WHERE w.run_id = r.id
+                                                             AND w.time_s IS NULL)
+                                        OR EXISTS (SELECT 1 FROM series s WHERE s.id = r.series_id
+                                                   AND s.parameters ?| '{param.dir,param.file}'))
+            THEN 'measured under model version 3: a one-rank spot profile has no time, '
                  'MPI max, slowest-rank MPI fraction or POP efficiency, which its one rank gives, and pio''s dir '
                  'and file (where a run put its files) are parameters, so each run folder is a series'
+            ELSE 'measured under model version ' || model_version || ': Caliper''s own MPI_Comm_dup (its one call '
+                 'per rank outside every region, made inside MPI_Finalize while it merges the ranks'' records) '
+                 'counts as the application''s MPI time and run time'
        END AS reason
 FROM runs r
 WHERE model_version IS NULL OR model_version < 3
    OR model_version = 3 AND (
           ranks = 1 AND EXISTS (SELECT 1 FROM run_windows w WHERE w.run_id = r.id AND w.time_s IS NULL)
-       OR EXISTS (SELECT 1 FROM series s WHERE s.id = r.series_id AND s.parameters ?| '{param.dir,param.file}'));
+       OR EXISTS (SELECT 1 FROM series s WHERE s.id = r.series_id AND s.parameters ?| '{param.dir,param.file}'))
+   OR model_version IN (3, 4) AND EXISTS (
+          SELECT 1 FROM mpi_metrics m JOIN nodes n ON n.id = m.node_id
+          WHERE m.run_id = r.id AND n.path = '(outside regions)' AND m.function = 'MPI_Comm_dup'
+            AND (m.calls IS NULL OR m.calls <= r.ranks));
 
 -- `shown` asks, per row, whether its series has a focus window that day. The planner hashed that question for the
 -- whole table (every focus window of the history, 191k rows at 10 systems) whenever the hash looked cheaper than
@@ -336,28 +349,33 @@ SELECT s.id AS series_id,
 FROM series s
 WHERE s.parameters ?| ARRAY['scaling.per_rank', 'scaling.global'];
 
+-- Scaling, one point per series (one experiment: docs/measurement-model.md) and window: its runs' mean time. A
+-- point pairs with the point of its experiment at the smallest rank count (the first series stored among several
+-- there), the experiment being the series less its rank count, its node count where known and its declared sizes
+-- (scaling_experiment_key, strong_scaling_key): an unknown node count (NULL) stays in it, so series of unknown
+-- node count pair only with each other, and no point pools runs of two series.
 CREATE VIEW v_scaling AS
 WITH per_ranks AS (
-    SELECT scaling_experiment_key(c.app, c.parameters, c.environment) AS experiment_key,
+    SELECT c.series_id, scaling_experiment_key(c.app, c.parameters, c.environment) AS experiment_key,
            strong_scaling_key(c.app, c.parameters, c.environment) AS scaling_key, c."window", c.app,
            scaling_values(c.parameters, scaling_declared(c.parameters, 'per_rank')) AS per_rank,
            scaling_values(c.parameters, scaling_declared(c.parameters, 'global')) AS global,
-           min(r.variant) AS variant, min(r.global_size) AS global_size, c.environment, c.ranks,
+           min(r.variant) AS variant, min(r.global_size) AS global_size, c.environment, c.ranks, c.nodes,
            avg(c.time_s) AS time_s, count(*) AS samples
     FROM v_run_compared c JOIN runs r ON r.id = c.run_id
     WHERE c.time_s > 0
-    GROUP BY 1, 2, 3, 4, 5, 6, 9, 10
+    GROUP BY c.series_id, 2, 3, c."window", c.app, 6, 7, c.environment, c.ranks, c.nodes
 ), weak_base AS (
     SELECT DISTINCT ON (experiment_key, "window", per_rank) experiment_key, "window", per_rank,
            ranks AS base_ranks, time_s AS base_time
-    FROM per_ranks WHERE per_rank <> '{}' ORDER BY experiment_key, "window", per_rank, ranks
+    FROM per_ranks WHERE per_rank <> '{}' ORDER BY experiment_key, "window", per_rank, ranks, series_id
 ), strong_base AS (
     SELECT DISTINCT ON (experiment_key, "window", global) experiment_key, "window", global, per_rank AS base_per_rank,
            ranks AS base_ranks, time_s AS base_time
-    FROM per_ranks WHERE global <> '{}' ORDER BY experiment_key, "window", global, ranks
+    FROM per_ranks WHERE global <> '{}' ORDER BY experiment_key, "window", global, ranks, series_id
 ), unknown_base AS (
     SELECT DISTINCT ON (scaling_key, "window") scaling_key, "window", ranks AS base_ranks
-    FROM per_ranks WHERE per_rank = '{}' AND global = '{}' ORDER BY scaling_key, "window", ranks
+    FROM per_ranks WHERE per_rank = '{}' AND global = '{}' ORDER BY scaling_key, "window", ranks, series_id
 ), pairs AS (
     SELECT 'weak' AS kind, p.*, b.base_ranks, NULL::double precision AS speedup, b.base_time / p.time_s AS efficiency
     FROM per_ranks p JOIN weak_base b USING (experiment_key, "window", per_rank)
@@ -372,7 +390,8 @@ WITH per_ranks AS (
     WHERE p.per_rank = '{}' AND p.global = '{}'
 )
 SELECT kind, scaling_key, "window", app, variant, global_size, per_rank AS per_rank_parameters,
-       global AS global_parameters, environment, ranks, time_s, samples, base_ranks, speedup, efficiency
+       global AS global_parameters, environment, ranks, time_s, samples, base_ranks, speedup, efficiency,
+       series_id, nodes
 FROM pairs;
 
 CREATE VIEW v_node_metrics AS
@@ -435,7 +454,7 @@ WHERE o.previous IS DISTINCT FROM o.value AND o.previous IS NOT NULL;
 CREATE VIEW v_change_points AS
 SELECT cp.series_id, cp.metric, cp."window", cp.run_id, cp.campaign_id, cp."time", cp.previous_time,
        cp.n_before, cp.n_after, cp.mean_before, cp.mean_after, cp.stddev_before, cp.stddev_after, cp.change,
-       cp.direction, cp.p_value, cp.method, cp.detected_at, cp.detected_campaign,
+       cp.direction, cp.p_value, cp.method, cp.detected_at, cp.detected_campaign, cp.verdict,
        coalesce(s.name, 'unknown') AS system, r.app, r.workload, coalesce(r.variant, '') AS variant,
        coalesce(st.name, 'unknown') AS stack, coalesce(r.interconnect, 'default') AS interconnect, r.ranks,
        r.global_size,

@@ -8,9 +8,9 @@ so everything outside Grafana runs the very text Grafana would.
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import dataclass, field
 
 from commscope.views import grafana_macros
+from commscope.views.panel_types import Dashboard, Panel  # the catalog's parts, as P.Panel and P.Dashboard
 
 # Template variables on every dashboard: (name, label, column of v_series).
 VARIABLES = [("system", "System", "system"), ("app", "Application", "app"), ("workload", "Workload", "workload"),
@@ -35,54 +35,6 @@ COLLECTIVES_IN_RANGE = "collectives_between($__timeFrom(), $__timeTo())"
 COLLECTIVES_LABEL = "system || ' ' || app || ' ' || stack || ' ' || interconnect || ' n' || ranks"
 
 
-@dataclass
-class Panel:
-    title: str
-    type: str                 # Grafana panel type: timeseries, barchart, table, xychart, heatmap
-    sql: str
-    columns: list[str]        # what the panel reads; the tests assert them
-    unit: str = ""
-    description: str = ""
-    # How the static report draws it: line (time, metric, value), xy (x, y per series),
-    # bar (x, y per series), table, heatmap (x, y, z).
-    plot: dict = field(default_factory=dict)
-    # Panels of one dashboard that draw different measures of the same rows share one query (Grafana's Dashboard
-    # datasource): the first is the source, and the others name it here and send no query of their own. Their sql
-    # is the source's. Each shows its `columns` of the long rows (time, metric, measures), without the rows where
-    # its first measure is NULL (not measured), split into one series per metric (grafana.py).
-    reuses: str = ""
-    long: bool = False        # a time series whose query returns long rows as a table (the shared ones)
-
-    @property
-    def format(self) -> str:
-        """The query format Grafana asks for: time series only for time series panels, except long ones."""
-        return "time_series" if self.type == "timeseries" and not self.long else "table"
-
-    @property
-    def measures(self) -> list[str]:
-        """The panel's value columns, as its plot names them."""
-        y = self.plot.get("y")
-        return y if isinstance(y, list) else [y] if y else []
-
-
-@dataclass
-class Dashboard:
-    uid: str
-    title: str
-    description: str
-    panels: list[Panel]
-    extra_variables: list[dict] = field(default_factory=list)   # {"name", "label", "query"}: single-valued
-    annotations: bool = False
-    time_from: str = "now-30d"
-
-    def panel(self, title: str) -> Panel:
-        """The dashboard's panel of that title (titles are unique within a dashboard)."""
-        found = [p for p in self.panels if p.title == title]
-        if len(found) != 1:
-            raise KeyError(f"{self.uid}: {len(found)} panels titled {title!r}")
-        return found[0]
-
-
 # ---- 1. MPI time fraction over time ------------------------------------------------
 
 def html_text(expr: str) -> str:
@@ -101,14 +53,18 @@ WHERE $__timeFilter("time")
 ORDER BY 1"""
 
 # Change points over each series' whole history (migration 0024, changepoints.py), drawn as a second
-# annotation layer: one mark at the first run of the new level, spanning back to the last run before it.
-CHANGE_POINT_TEXT = """'change point (' || direction || '): ' || series_label || ' [' || "window" || '] ' || metric || ' '
-    || coalesce(to_char(change * 100, 'SG990.0') || '%', '?') || ', p=' || to_char(p_value, '9.9EEEE')
+# annotation layer: one mark at the first run of the new level, spanning back to the last run before it. Each is
+# called by its stored verdict (migration 0043), as check, the report and `commscope changepoints` call it
+# (changepoints.called): its direction only when the gate's minimums hold on both sides.
+CHANGE_POINT_CALLED = """CASE WHEN verdict = direction THEN direction ELSE coalesce(verdict, 'not judged') || ', '
+    || CASE WHEN direction = 'regression' THEN 'worse' ELSE 'better' END END"""
+CHANGE_POINT_TEXT = f"""'change point (' || {CHANGE_POINT_CALLED} || '): ' || series_label || ' [' || "window" || '] '
+    || metric || ' ' || coalesce(to_char(change * 100, 'SG990.0') || '%', '?') || ', p=' || to_char(p_value, '9.9EEEE')
     || coalesce('; versions changed: ' || versions_changed, '')"""
 CHANGE_POINTS_ANNOTATION_SQL = f"""SELECT extract(epoch FROM coalesce(previous_time, "time")) * 1000 AS "time",
   extract(epoch FROM "time") * 1000 AS "timeEnd",
   {html_text(CHANGE_POINT_TEXT)} AS text,
-  'commscope-changepoint,' || metric || ',' || direction || ',series:' || series_id AS tags
+  'commscope-changepoint,' || metric || ',' || coalesce(verdict, 'not judged') || ',series:' || series_id AS tags
 FROM v_change_points
 WHERE $__timeFilter("time") AND {SERIES}
 ORDER BY 1"""
@@ -202,24 +158,28 @@ LIMIT 200""", ["time", "series", "window", "metric", "verdict", "detectable", "m
               "from its baseline (empty: none would); runs_a_night, the runs a night that would show "
               "max_undetectable. Their 'no change' reads 'cannot tell'. Empty until commscope check runs.",
               {"kind": "table"}),
-        Panel("Change points", "table", f"""SELECT "time", series_label AS series, "window", metric, direction,
-  mean_before, mean_after, change, n_before, n_after, p_value, campaign_id AS campaign, run_id AS run
+        Panel("Change points", "table", f"""SELECT "time", series_label AS series, "window", metric,
+  {CHANGE_POINT_CALLED} AS verdict, mean_before, mean_after, change, n_before, n_after, p_value,
+  campaign_id AS campaign, run_id AS run
 FROM v_change_points
 WHERE $__timeFilter("time") AND {SERIES}
 ORDER BY "time" DESC
-LIMIT 200""", ["time", "series", "window", "metric", "direction", "mean_before", "mean_after", "change", "n_before",
+LIMIT 200""", ["time", "series", "window", "metric", "verdict", "mean_before", "mean_after", "change", "n_before",
                "n_after", "p_value", "campaign", "run"], "",
               "Where each series' level moved over its whole history (Apache Otava's E-divisive with its t-test, "
-              "commscope changepoints or check): the run that starts the new level, the mean of the runs before and "
-              "after, the relative change and the p-value. Empty until change points are computed.",
+              "commscope changepoints or check): the run that starts the new level, what check calls it (no "
+              "baseline, cannot tell or suspect, with the way it moved, until the gate's minimum runs and "
+              "campaigns hold on both sides), the means before and after, the relative change and the p-value. "
+              "Empty until change points are computed.",
               {"kind": "table"}),
     ],
     annotations=True)
 
 # ---- 2. Scaling ---------------------------------------------------------------------
-# The same experiment at other rank counts: series whose application, environment and parameters are equal once
-# the rank-dependent parameters are set aside (strong_key / weak_key, migration 0013), each on the same window.
-# Speedup and efficiency are against the smallest rank count, over the days in the time range.
+# One point per series (one experiment, as the gate's) and window, paired with the series of its experiment at
+# the smallest rank count: series equal once the rank count, a known node count and the declared sizes are set
+# aside (strong_key / weak_key, migration 0041; an unknown node count pairs only with unknown ones). Speedup and
+# efficiency are against that base, over the days in the time range.
 
 # Weak scaling keeps the grid points per rank: the product of the global grid over ranks.
 CELLS_PER_RANK = ("(CASE WHEN global_size ~ '^[0-9]+(,[0-9]+)*$' THEN round((SELECT exp(sum(ln(x::float8))) "
@@ -235,18 +195,18 @@ WEAK_SIZE = f"coalesce({CELLS_PER_RANK}, weak_size)"
 
 def _scaling_sql(key: str, size: str, value: str) -> str:
     return f"""WITH s AS (
-  SELECT {key} AS scaling_key, "window", {size} AS size, ranks,
+  SELECT {key} AS scaling_key, "window", {size} AS size, ranks, series_id,
          min(stack || ' ' || interconnect || ' ' || app || coalesce(' ' || nullif(variant, ''), '')) AS name,
          min(system) AS system, {_mean("time")} AS time_s, {_mean("parallel_efficiency")} AS pop_parallel_efficiency,
          {_mean("load_balance")} AS pop_load_balance, {_mean("communication_efficiency")} AS pop_communication_efficiency
   FROM v_run_metrics_daily LEFT JOIN v_scaling_declared USING (series_id)
   WHERE {SHOWN}
-  GROUP BY 1, 2, 3, 4
+  GROUP BY 1, 2, 3, 4, 5
   HAVING sum(time_n) > 0
 ), b AS (
   SELECT DISTINCT ON (scaling_key, "window", size) scaling_key, "window", size, ranks AS base_ranks, time_s AS base_time,
          count(*) OVER (PARTITION BY scaling_key, "window", size) AS points
-  FROM s ORDER BY scaling_key, "window", size, ranks
+  FROM s ORDER BY scaling_key, "window", size, ranks, series_id
 )
 SELECT s.name || coalesce(' ' || s.size, '') || CASE WHEN s.system <> '' THEN ' @' || s.system ELSE '' END
          || ' [' || s."window" || '] ' || left(s.scaling_key, 6) AS series,

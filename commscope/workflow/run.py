@@ -15,6 +15,7 @@ import yaml
 
 from commscope.store import db
 from commscope.workflow.checkouts import ramble_cmd, ramble_env
+from commscope.workflow import mpi_library
 from commscope.workflow.errors import Unprofiled, WorkflowError
 from commscope.workflow.paths import RAMBLE_DIR, ROOT, SITES_DIR, git_commit, local_site_dir
 from commscope.workflow.plan import Plan, link_prefix, prefix_of
@@ -288,6 +289,7 @@ def run(plan: Plan, echo=print, ingest: bool = True, allow_unprofiled: bool = Fa
         return ws
     if ingest:
         ensure_store(echo)   # before any experiment runs, not after
+    mpi_library.record(plan.stacks, ws, echo)   # for runs whose profile records no MPI library
     _run_with_progress(ws, plan, log, echo)
     if plan.site_conf.get("scheduler") == "slurm":
         wait_for_slurm(ws, echo)

@@ -305,14 +305,14 @@ def first_detections(conn: psycopg.Connection, series_id: int, metric: str) -> d
 def replace_change_points(conn: psycopg.Connection, series_id: int, metric: str, rows: list[tuple]) -> None:
     """The series' change points of METRIC become ROWS: (window, run_id, campaign_id, time, previous_time,
     n_before, n_after, mean_before, mean_after, stddev_before, stddev_after, change, direction, p_value, method,
-    detected_at (None: now), detected_campaign)."""
+    detected_at (None: now), detected_campaign, verdict)."""
     conn.execute("DELETE FROM change_points WHERE series_id = %s AND metric = %s", (series_id, metric))
     for row in rows:
         conn.execute(
             "INSERT INTO change_points (series_id, metric, \"window\", run_id, campaign_id, \"time\", "
             "previous_time, n_before, n_after, mean_before, mean_after, stddev_before, stddev_after, change, "
-            "direction, p_value, method, detected_at, detected_campaign) VALUES (%s, %s, %s, %s, %s, %s, %s, "
-            "%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, coalesce(%s, now()), %s)", (series_id, metric, *row))
+            "direction, p_value, method, detected_at, detected_campaign, verdict) VALUES (%s, %s, %s, %s, %s, %s, "
+            "%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, coalesce(%s, now()), %s, %s)", (series_id, metric, *row))
 
 
 def save_change_point_state(conn: psycopg.Connection, series_id: int, metric: str,

@@ -1,0 +1,8 @@
+-- Measurement model version 5 (docs/measurement-model.md, "Model versions"). From version 5 the MPI calls Caliper
+-- makes itself are not the application's: in a profile merged across ranks with MPI wrapped, the MPI_Comm_dup
+-- outside every region, one call per rank, made inside MPI_Finalize while Caliper merges the ranks' records, is
+-- left out of the run's time, MPI time and mpi_metrics, and its seconds kept in runs.metadata.calipers_own_mpi_s
+-- (read/profiles.drop_calipers_own). Runs of versions 3 and 4 are listed for re-ingest where that changes them:
+-- an MPI_Comm_dup outside every region of at most one call per rank (or no call count).
+-- The runs listed for re-ingest, and why, are v_runs_needing_reingest's (commscope/store/views.sql), whose newest
+-- version must equal ingest.MODEL_VERSION.
