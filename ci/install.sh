@@ -47,9 +47,11 @@ echo "[install] MPI stacks ready in $((SECONDS - t1)) s"
 t1=$SECONDS
 if [ ! -x .venv/bin/python ]; then python3 -m venv .venv; fi
 # uv (pinned) installs the same pinned packages as pip in seconds, not minutes; pip does it where uv cannot.
-echo "[install] uv pip install -e .[$extras] into .venv"
+echo "[install] uv pip install -e .[$extras] into .venv: 1-3 min when nothing is cached, seconds after"
+# uv says what it resolved, downloaded and installed, each with its time
 if ! { .venv/bin/pip install -q --disable-pip-version-check uv==0.9.5 &&
-       .venv/bin/uv pip install -q --python .venv/bin/python -e ".[$extras]"; }; then
+       .venv/bin/uv pip install --color never --python .venv/bin/python -e ".[$extras]" 2>&1 |
+         { grep -E "^(Resolved|Prepared|Installed|Uninstalled|Audited) " || true; } | sed 's/^/[install] uv: /'; }; then
   echo "[install] uv could not install them; pip install -e .[$extras] instead"
   .venv/bin/pip install -q --disable-pip-version-check -e ".[$extras]"
 fi

@@ -81,7 +81,6 @@ def test_setup_uses_one_pinned_caliper_for_linking_and_preloading_and_a_second_s
     assert "spack" not in out.lower(), out
     linked = home / "cache" / Path(CALIPER).relative_to(cache)     # the same install, seen from this home
     assert f"with Caliper {linked}/" in out, out
-    assert sorted(p.name for p in linked.parent.iterdir() if p.is_dir()) == [linked.name]   # one build, no other
     halo3d = home / "builds" / "debian-openmpi4" / "halo3d"
     assert "libcaliper.so.2" in needed(halo3d)
     assert resolved(halo3d, "libcaliper.so.2") == (linked / "lib" / "libcaliper.so.2").resolve()
