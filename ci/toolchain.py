@@ -4,10 +4,11 @@
     .venv/bin/python ci/toolchain.py MIRROR > .venv/commscope-toolchain.env
 
 Runs `commscope setup --source-mirror MIRROR --imb` for Debian Open MPI 4.1 (Ramble extracted, Caliper and Adiak
-built in both kinds, IMB-MPI1 built, all cached under $COMMSCOPE_HOME/cache), sets up Spack and spack-packages
+built once, IMB-MPI1 built, all cached under $COMMSCOPE_HOME/cache), sets up Spack and spack-packages
 offline (packages/README.md), and prints the variables the live tests read (tests/conftest.py loads the file):
 COMMSCOPE_SOURCE_MIRROR, RAMBLE_ROOT, SPACK_ROOT, SPACK_PYTHON, SPACK_USER_CONFIG_PATH, SPACK_USER_CACHE_PATH,
-COMMSCOPE_CALIPER_PREFIX, COMMSCOPE_CALIPER_NOGOTCHA_PREFIX and COMMSCOPE_IMB_PREFIX.
+COMMSCOPE_CALIPER_PREFIX (the Caliper linked into workloads), COMMSCOPE_CALIPER_NOGOTCHA_PREFIX (the one preloaded
+into unmodified binaries: the same no-GOTCHA build, which serves both) and COMMSCOPE_IMB_PREFIX.
 Progress goes to stderr; a variable whose part could not be made is left out, so its tests skip and say why."""
 from __future__ import annotations
 
@@ -55,8 +56,8 @@ def main(mirror: Path) -> int:
     found = {
         "COMMSCOPE_SOURCE_MIRROR": mirror,
         "RAMBLE_ROOT": db.home() / "cache" / "ramble",
-        "COMMSCOPE_CALIPER_PREFIX": caliper.installed(stack, "gotcha"),
-        "COMMSCOPE_CALIPER_NOGOTCHA_PREFIX": caliper.installed(stack, "preload"),
+        "COMMSCOPE_CALIPER_PREFIX": caliper.installed(stack),
+        "COMMSCOPE_CALIPER_NOGOTCHA_PREFIX": caliper.installed(stack),
         "COMMSCOPE_IMB_PREFIX": imb.prefix(STACK) if (imb.prefix(STACK) / "bin" / "IMB-MPI1").exists() else None,
     }
     try:

@@ -31,7 +31,7 @@ def nogotcha(stack_name: str) -> Path:
     else the one `commscope setup` built under $COMMSCOPE_HOME; skips without one."""
     if stack_name == "debian-openmpi4" and NOGOTCHA:
         return Path(NOGOTCHA)
-    found = caliper.installed(mpi_stacks.by_name(stack_name), "preload")
+    found = caliper.installed(mpi_stacks.by_name(stack_name))
     if found is None:
         pytest.skip(f"no no-GOTCHA Caliper for {stack_name} (COMMSCOPE_CALIPER_NOGOTCHA_PREFIX, or `commscope setup "
                     f"--source-mirror DIR` builds one); Caliper is in no package registry")

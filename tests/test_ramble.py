@@ -198,8 +198,8 @@ def test_smoke_study_end_to_end_through_ramble(two_stack_home, server, dsn):
     ws = Path(re.search(r"^workspace: (\S+)$", p.stdout, re.M).group(1))
     res = json.loads((ws / "results.latest.json").read_text())
     exps = res["experiments"]
-    # 5 workloads (halo3d twice) x 2 rank counts x 2 stacks x 2 interconnects
-    assert len(exps) == 6 * 2 * 2 * 2
+    # 3 workloads (halo3d twice) x 2 rank counts x 2 stacks x 2 interconnects
+    assert len(exps) == 4 * 2 * 2 * 2
     bad = [e["name"] for e in exps if e["RAMBLE_STATUS"] != "SUCCESS"]
     assert not bad, bad
     for e in exps:
@@ -235,7 +235,7 @@ def test_slurm_dry_run_renders_sbatch_and_srun_for_a_two_node_matrix(tmp_path):
     finally:
         os.environ.pop("COMMSCOPE_HOME")
     dirs = workflow_run.experiment_dirs(ws)
-    assert len(dirs) == 6 * 2 * 2          # 6 experiments x n_ranks 1,2 x 2 stacks
+    assert len(dirs) == 4 * 2 * 2          # 4 experiments x n_ranks 1,2 x 2 stacks
     for d in dirs:
         ranks = int(re.search(r"-n(\d+)$", d.name).group(1))
         sbatch = (d / "slurm_experiment").read_text()
@@ -264,14 +264,14 @@ def test_smoke_on_the_single_node_slurm_cluster(tmp_path, two_stack_home):
     with slurm_local.running(tmp_path / "slurm") as cluster:
         t0 = time.monotonic()
         p = commscope("run", "smoke", "--site", "slurm-local", "--caliper", "off", "--no-ingest",
-                      "--where", '"{application_name}" in ["halo3d", "commgraph"]',
+                      "--where", '"{application_name}" in ["halo3d", "cgsolve"]',
                       home=home, env={"SPACK_ROOT": "",   # this machine's builds, even where Spack is set up
                                       **{k: v for k, v in cluster.env().items() if k in ("PATH", "SLURM_CONF")}})
         print(f"[ramble] slurm-local smoke: {time.monotonic() - t0:.1f} s\n{p.stdout}")
     assert p.returncode == 0, p.stdout + p.stderr
     ws = Path(re.search(r"^workspace: (\S+)$", p.stdout, re.M).group(1))
     exps = json.loads((ws / "results.latest.json").read_text())["experiments"]
-    assert len(exps) == 3 * 2 * 2      # halo3d x2, commgraph; 1 and 2 ranks; 2 stacks
+    assert len(exps) == 3 * 2 * 2      # halo3d x2, cgsolve; 1 and 2 ranks; 2 stacks
     assert [e["name"] for e in exps if e["RAMBLE_STATUS"] != "SUCCESS"] == []
     for d in (ws / "experiments").glob("*/*/*"):
         assert (d / "slurm-job-id").read_text().strip(), d      # it went through sbatch
@@ -344,15 +344,6 @@ def test_setup_counts_its_builds_and_says_the_time_left_at_the_pace_so_far():
                     "[setup] Caliper + Adiak builds: 2 of 4 done in 4 min; about 4 min left",
                     "[setup] Caliper + Adiak builds: 3 of 4 done in 5 min; about 2 min left",
                     "[setup] Caliper + Adiak builds: 4 of 4 done in 7 min"]
-
-
-def test_setup_counts_the_linked_caliper_it_builds_beside_another_kind():
-    """The workloads link the GOTCHA Caliper, so setup builds it whatever kinds are asked: `--caliper-kind preload`
-    alone is two builds a stack, and its progress counts both."""
-    from commscope.workflow.setup import built_kinds
-    assert built_kinds(("preload",)) == ("gotcha", "preload")
-    assert built_kinds(("gotcha",)) == ("gotcha",)
-    assert built_kinds(("preload", "gotcha")) == ("gotcha", "preload")
 
 
 def test_run_says_the_experiments_started_and_the_time_left():

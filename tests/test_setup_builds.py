@@ -56,11 +56,15 @@ def test_a_caliper_of_another_mpi_is_left_out_and_the_other_stacks_are_built(hom
     assert "without Caliper" in note and "--caliper-prefix pypi-openmpi5=" in note, note
     assert "pypi-openmpi5" in out and "without Caliper" in out
     assert (home / "sites" / "local-generated").is_dir()
-    # a GOTCHA Caliper installs its wrappers when it starts, which no preloaded library makes it do: named alone
-    # (no pinned no-GOTCHA build here), there is no Caliper to preload, and the local site says so by an empty prefix
+    # named alone (no pinned build here), the Caliper is offered for preloading only when its PMPI wrappers define
+    # MPI_Send (nm): a GOTCHA Caliper installs its wrappers when it starts, which no preloaded library makes it do,
+    # and the local site says so by an empty prefix
     import yaml
     variables = yaml.safe_load((home / "sites" / "local-generated" / "variables.yaml").read_text())["variables"]
-    assert variables["caliper_preload_prefix_debian-openmpi4"] == ""
+    exported = subprocess.run(["nm", "-D", "--defined-only", str(Path(CALIPER) / "lib" / "libcaliper.so")],
+                              capture_output=True, text=True, check=True).stdout
+    pmpi = re.search(r" T MPI_Send$", exported, re.M) is not None
+    assert variables["caliper_preload_prefix_debian-openmpi4"] == (CALIPER if pmpi else "")
 
 
 def test_a_build_configured_with_caliper_is_not_reused_once_the_caliper_search_changes(home):

@@ -225,11 +225,13 @@ def study_commands(study: str, tmp: Path, where=lambda combo: True) -> list[tupl
 
 def test_fom_regexes_and_success_criteria_match_real_output(tmp_path):
     """Runs every smoke experiment (2 ranks, Debian Open MPI), plus the collectives study's forced
-    algorithms, whose header carries the env.* and mpit.* lines."""
+    algorithms, whose header carries the env.* and mpit.* lines, and the nightly study's commgraph pairs."""
     stack, bdir = _build()
     cmds = study_commands("smoke", tmp_path)
     cmds += study_commands("collectives", tmp_path, lambda c: c.get("algorithm") == "recursive_doubling")
-    assert {a for a, _, _ in cmds} == {a for a, *_ in rs.experiments(STUDIES["smoke"])}
+    cmds += [c for c in study_commands("nightly", tmp_path, lambda c: c.get("pattern") == "pairs")
+             if c[0] == "commgraph"]
+    assert {a for a, _, _ in cmds} == {a for a, *_ in rs.experiments(STUDIES["smoke"])} | {"collsweep", "commgraph"}
     env = stack.environ({"PATH": f"{bdir}:{os.environ['PATH']}"})
     outputs: dict[str, list[str]] = {}
     for app, ranks, cmd in cmds:

@@ -1,5 +1,5 @@
 """`commscope setup` builds Caliper and Adiak itself from the pinned sources (versions.yaml) when CMake finds none:
-both kinds per MPI stack, cached under $COMMSCOPE_HOME/cache, from a source mirror whose archives are checked
+one build per MPI stack, cached under $COMMSCOPE_HOME/cache, from a source mirror whose archives are checked
 against versions.yaml's sha256. What a build links is read with binutils (readelf, nm) and the loader (ldd), not
 from commscope's records.
 
@@ -61,11 +61,13 @@ def home():
 
 
 @needs_mirror
-def test_setup_uses_both_pinned_caliper_kinds_and_a_second_setup_builds_nothing(home):
+def test_setup_uses_one_pinned_caliper_for_linking_and_preloading_and_a_second_setup_builds_nothing(home):
     """The toolchain's cache (the one ci/toolchain.py filled through `commscope setup --source-mirror`) shared
-    into a fresh home: setup builds no Caliper, links the GOTCHA kind into the workloads, and offers the
-    no-GOTCHA kind to the modifier's preload mode. Both kinds load Debian Open MPI's own libmpi; only the GOTCHA
-    kind defines GOTCHA's gotcha_wrap; only the preload kind defines the MPI wrappers (MPI_Send) itself."""
+    into a fresh home: setup builds no Caliper, links its one Caliper into the workloads and offers the same one
+    to the modifier's preload mode. That install loads Debian Open MPI's own libmpi, defines the MPI wrappers
+    itself (MPI_Send: PMPI, not GOTCHA's gotcha_wrap), and a workload linked with it writes per-function MPI time
+    (read back with caliper-reader). Spack, not asked for, is not mentioned."""
+    import caliperreader
     stack = stack_or_skip("debian-openmpi4")
     if not CALIPER:
         pytest.skip("needs COMMSCOPE_CALIPER_PREFIX, which ci/toolchain.py sets with the mirror")
@@ -76,26 +78,44 @@ def test_setup_uses_both_pinned_caliper_kinds_and_a_second_setup_builds_nothing(
     out = r.stdout + r.stderr
     assert r.returncode == 0 and "Traceback" not in out, out
     assert "building into" not in out, out          # cached: a second setup costs nothing
-    gotcha = home / "cache" / Path(CALIPER).relative_to(cache)     # the same installs, seen from this home
-    preload = gotcha.parent / "preload"
-    assert f"with Caliper {gotcha}/" in out, out
+    assert "spack" not in out.lower(), out
+    linked = home / "cache" / Path(CALIPER).relative_to(cache)     # the same install, seen from this home
+    assert f"with Caliper {linked}/" in out, out
     halo3d = home / "builds" / "debian-openmpi4" / "halo3d"
     assert "libcaliper.so.2" in needed(halo3d)
-    assert resolved(halo3d, "libcaliper.so.2") == (gotcha / "lib" / "libcaliper.so.2").resolve()
+    assert resolved(halo3d, "libcaliper.so.2") == (linked / "lib" / "libcaliper.so.2").resolve()
     own_mpi = resolved(halo3d, "libmpi.so.40")
     libdirs = subprocess.run([stack.mpicc, "--showme:libdirs"], capture_output=True, text=True, check=True).stdout
     assert own_mpi in {(Path(d) / "libmpi.so").resolve() for d in libdirs.split()}, (own_mpi, libdirs)
-    for kind in (gotcha, preload):
-        assert resolved(kind / "lib" / "libcaliper.so", "libmpi.so.40") == own_mpi, kind
-        assert (kind / "lib" / "libadiak.so").exists(), kind
-    # GOTCHA's own entry point only in the GOTCHA kind; MPI wrappers defined at link level only in the preload kind
-    assert defined(gotcha / "lib" / "libcaliper.so") >= {"gotcha_wrap"}
-    assert "MPI_Send" not in defined(gotcha / "lib" / "libcaliper.so")
-    assert "gotcha_wrap" not in defined(preload / "lib" / "libcaliper.so")
-    assert "MPI_Send" in defined(preload / "lib" / "libcaliper.so")
+    assert resolved(linked / "lib" / "libcaliper.so", "libmpi.so.40") == own_mpi
+    assert (linked / "lib" / "libadiak.so").exists()
+    assert "MPI_Send" in defined(linked / "lib" / "libcaliper.so")
+    assert "gotcha_wrap" not in defined(linked / "lib" / "libcaliper.so")
     variables = yaml.safe_load((home / "sites" / "local-generated" / "variables.yaml").read_text())["variables"]
-    assert variables["caliper_preload_prefix_debian-openmpi4"] == str(preload)
+    assert variables["caliper_preload_prefix_debian-openmpi4"] == str(linked)
     assert variables["caliper_debian-openmpi4"] == "yes"
+    env = stack.environ({"CALI_CONFIG": f"runtime-profile,profile.mpi,output={home / 'linked.cali'}"})
+    subprocess.run(stack.launch(2, [str(halo3d), "--iters", "3", "--n", "16,16,16"]), env=env, check=True,
+                   capture_output=True, timeout=300)
+    records, _ = caliperreader.read_caliper_contents(str(home / "linked.cali"))
+    functions = {rec["mpi.function"] for rec in records if "mpi.function" in rec}
+    assert {"MPI_Init", "MPI_Sendrecv", "MPI_Allreduce"} <= functions, functions
+
+
+def test_an_install_stamped_for_other_caliper_options_is_not_taken_as_built(home, monkeypatch):
+    """A prefix whose stamp names the same versions and MPI wrappers but not the same Caliper options (an install
+    of an earlier layout) is not reused."""
+    from commscope.workflow import caliper, stacks
+    monkeypatch.setenv("COMMSCOPE_HOME", str(home))
+    stack = stacks.Stack("some-mpi", "openmpi", "/usr/bin/mpicc.openmpi", "mpirun", "/usr")
+    p = caliper.prefix(stack.name)
+    (p / "lib").mkdir(parents=True)
+    (p / "lib" / "libcaliper.so").write_bytes(b"")
+    stamp = {"release": caliper.release(), "mpicc": stack.mpicc, "mpicxx": caliper.mpicxx(stack)}
+    (p / caliper.STAMP).write_text(json.dumps(stamp))
+    assert caliper.installed(stack) is None
+    (p / caliper.STAMP).write_text(json.dumps({**stamp, "options": list(caliper.OPTIONS)}))
+    assert caliper.installed(stack) == p
 
 
 @needs_mirror
@@ -132,11 +152,11 @@ def test_a_failed_build_step_is_named_with_its_log_and_leaves_no_install(home, m
     real = stack_or_skip("debian-openmpi4")
     broken = stacks.Stack("broken-mpi", real.family, str(home / "nowhere" / "mpicc"), real.mpirun, real.prefix)
     with pytest.raises(caliper.CaliperBuildError) as e:
-        caliper.ensure(broken, "gotcha", Path(MIRROR), log=lambda _msg: None)
+        caliper.ensure(broken, Path(MIRROR), log=lambda _msg: None)
     assert e.value.step == "Adiak configure", str(e.value)
     assert str(e.value.log) in str(e.value) and "nowhere" in e.value.log.read_text()
-    assert not caliper.prefix("broken-mpi", "gotcha").exists()
-    assert caliper.installed(broken, "gotcha") is None
+    assert not caliper.prefix("broken-mpi").exists()
+    assert caliper.installed(broken) is None
 
 
 def test_without_a_mirror_or_a_clone_setup_says_in_one_line_how_to_get_caliper(home):

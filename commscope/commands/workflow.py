@@ -7,7 +7,6 @@ from pathlib import Path
 import click
 
 from commscope.commands.common import fail
-from commscope.workflow.caliper import KINDS as CALIPER_KINDS
 from commscope.workflow.errors import WorkflowError
 from commscope.workflow.plan import CALIPER_MODES, plan_run
 from commscope.workflow.run import run
@@ -22,21 +21,19 @@ def _split(s: str | None) -> list[str] | None:
 @click.command("setup")
 @click.option("--stacks", help="comma-separated MPI stacks to build (default: every one installed)")
 @click.option("--caliper-prefix", "caliper_prefixes", multiple=True, metavar="STACK=PREFIX",
-              help="Caliper+Adiak install(s) built with STACK (':'-separated); else CMake's own search, else both "
-                   "Caliper kinds built from the pinned sources into $COMMSCOPE_HOME/cache")
+              help="Caliper+Adiak install(s) built with STACK (':'-separated); else CMake's own search, else one "
+                   "Caliper (PMPI wrappers: linked and preloaded) built from the pinned sources into "
+                   "$COMMSCOPE_HOME/cache")
 @click.option("--source-mirror", "sources", type=click.Path(path_type=Path), default=None, metavar="DIR",
               help="a folder with versions.yaml's source archives (checked against their sha256): Ramble, "
                    "Caliper, Adiak and IMB come from it instead of clones, for offline sites")
 @click.option("--imb", is_flag=True, help="also build Intel MPI Benchmarks (IMB-MPI1) per stack, for the imb study")
 @click.option("--no-build", is_flag=True, help="only write the local site from existing builds")
-@click.option("--caliper-kind", "caliper_kinds", multiple=True, type=click.Choice(CALIPER_KINDS),
-              help="the Caliper kinds to build from the pinned sources (repeat; default both): gotcha is linked into "
-                   "the workloads, preload profiles unmodified binaries")
 @click.option("--spack-source-mirror", type=click.Path(path_type=Path), default=None,
               help="a Spack source mirror with Caliper and Adiak, for offline sites (packages/README.md)")
 @click.option("--spack-install", "spack_install_site", metavar="SITE", default=None,
               help="also install spack.yaml per stack of SITE with Spack, as `commscope run --spack` will use it")
-def setup_cmd(stacks, caliper_prefixes, sources, imb, no_build, caliper_kinds, spack_source_mirror,
+def setup_cmd(stacks, caliper_prefixes, sources, imb, no_build, spack_source_mirror,
               spack_install_site):
     """Put Ramble/Spack in place, build the workloads per MPI stack, generate the local site."""
     prefixes = {}
@@ -49,7 +46,7 @@ def setup_cmd(stacks, caliper_prefixes, sources, imb, no_build, caliper_kinds, s
         fail(f"--source-mirror {sources}: not a folder; give the folder that holds versions.yaml's archives", 2)
     try:
         res = setup(_split(stacks), prefixes, build=not no_build, log=click.echo, spack_mirror=spack_source_mirror,
-                    sources=sources, imb=imb, caliper_kinds=tuple(caliper_kinds) or CALIPER_KINDS)
+                    sources=sources, imb=imb)
     except (WorkflowError, KeyError) as e:
         fail(str(e).strip('"'), 1)
     for m in res["missing"]:

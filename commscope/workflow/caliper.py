@@ -1,13 +1,13 @@
 """Caliper and Adiak for one MPI stack, built from the pinned sources (versions.yaml) when CMake finds none.
 
-A Caliper belongs to one MPI, so each stack gets its own install, in two kinds:
-- `gotcha`: Caliper's default build, linked into the annotated workloads;
-- `preload`: `-DWITH_GOTCHA=OFF`, whose PMPI wrappers profile an unmodified binary through LD_PRELOAD.
-Adiak and Caliper share one prefix, $COMMSCOPE_HOME/cache/caliper/<versions>/<stack>/<kind>, which is reused
-while its stamp names the same versions and MPI wrapper. A failed step raises CaliperBuildError naming the
-step and its log, and leaves no prefix behind. Where ccache is installed it compiles through one cache,
-$COMMSCOPE_HOME/cache/ccache, with paths taken relative to $COMMSCOPE_HOME/cache: only the files that see the
-MPI headers or the kind's configuration differ between builds, so every build after the first reuses the rest."""
+A Caliper belongs to one MPI, so each stack gets its own install: one build with `-DWITH_GOTCHA=OFF`, whose
+exported PMPI wrappers (MPI_Send, ...) profile MPI both in the annotated workloads that link it and in unmodified
+binaries that preload it (LD_PRELOAD). It is configured with only what commscope uses (MPI, Adiak; no tools).
+Adiak and Caliper share one prefix, $COMMSCOPE_HOME/cache/caliper/<versions>/<stack>/pmpi, which is reused while
+its stamp names the same versions, MPI wrappers and Caliper options. A failed step raises CaliperBuildError naming
+the step and its log, and leaves no prefix behind. Where ccache is installed it compiles through one cache,
+$COMMSCOPE_HOME/cache/ccache, with paths taken relative to $COMMSCOPE_HOME/cache: only the files that see the MPI
+headers differ between stacks, so every build after the first reuses the rest."""
 from __future__ import annotations
 
 import json
@@ -20,16 +20,20 @@ from pathlib import Path
 
 from commscope.store import db
 from commscope.workflow.paths import versions
+from commscope.workflow.progress import pace
 from commscope.workflow.sources import source
 
-KINDS = ("gotcha", "preload")
 STAMP = "commscope-caliper.json"
+# Caliper's CMake options besides the MPI wrappers and the prefix: PMPI wrappers instead of GOTCHA (so linking and
+# preloading both profile MPI), Adiak, and none of the tools, tests or Kokkos hooks commscope does not use.
+OPTIONS = ("-DWITH_MPI=ON", "-DWITH_GOTCHA=OFF", "-DWITH_ADIAK=ON", "-DWITH_TOOLS=OFF", "-DWITH_KOKKOS=OFF",
+           "-DBUILD_TESTING=OFF")
 
 
 class CaliperBuildError(RuntimeError):
-    def __init__(self, stack: str, kind: str, step: str, log: Path):
+    def __init__(self, stack: str, step: str, log: Path):
         self.step, self.log = step, log
-        super().__init__(f"Caliper ({kind}) for {stack}: {step} failed; see {log}")
+        super().__init__(f"Caliper for {stack}: {step} failed; see {log}")
 
 
 def release() -> str:
@@ -37,8 +41,8 @@ def release() -> str:
     return f"caliper-{v['caliper']['version']}-adiak-{v['adiak']['version']}"
 
 
-def prefix(stack_name: str, kind: str) -> Path:
-    return db.home() / "cache" / "caliper" / release() / stack_name / kind
+def prefix(stack_name: str) -> Path:
+    return db.home() / "cache" / "caliper" / release() / stack_name / "pmpi"
 
 
 def preloads(prefix: Path | str) -> bool:
@@ -53,9 +57,9 @@ def preloads(prefix: Path | str) -> bool:
 
 
 def preload_prefix(stack, named: Path | str | None = None) -> Path | None:
-    """The Caliper that profiles STACK's unmodified binaries: the pinned `preload` build, else NAMED (the prefix
-    the stack's workloads were built with, `--caliper-prefix`) when that one preloads; None otherwise."""
-    built = installed(stack, "preload")
+    """The Caliper that profiles STACK's unmodified binaries: the pinned build, else NAMED (the prefix the stack's
+    workloads were built with, `--caliper-prefix`) when that one preloads; None otherwise."""
+    built = installed(stack)
     if built is not None:
         return built
     return Path(named) if named and preloads(named) else None
@@ -67,12 +71,12 @@ def mpicxx(stack) -> str:
 
 
 def _stamp(stack) -> dict:
-    return {"release": release(), "mpicc": stack.mpicc, "mpicxx": mpicxx(stack)}
+    return {"release": release(), "mpicc": stack.mpicc, "mpicxx": mpicxx(stack), "options": list(OPTIONS)}
 
 
-def installed(stack, kind: str) -> Path | None:
-    """The prefix of a finished install of KIND for STACK, or None."""
-    p = prefix(stack.name, kind)
+def installed(stack) -> Path | None:
+    """The prefix of STACK's finished install, or None."""
+    p = prefix(stack.name)
     f = p / STAMP
     try:
         return p if json.loads(f.read_text()) == _stamp(stack) and (p / "lib" / "libcaliper.so").exists() else None
@@ -80,10 +84,10 @@ def installed(stack, kind: str) -> Path | None:
         return None
 
 
-def ensure(stack, kind: str, mirror: Path | None, log=print) -> Path | None:
-    """The prefix of KIND for STACK: the cached install, else built now. None when the pinned sources cannot be
+def ensure(stack, mirror: Path | None, log=print) -> Path | None:
+    """The prefix of STACK's Caliper: the cached install, else built now. None when the pinned sources cannot be
     had (no mirror and no network). Raises CaliperBuildError when a build step fails."""
-    done = installed(stack, kind)
+    done = installed(stack)
     if done is not None:
         return done
     srcs = {}
@@ -91,12 +95,12 @@ def ensure(stack, kind: str, mirror: Path | None, log=print) -> Path | None:
         srcs[tool] = source(tool, mirror)
         if srcs[tool] is None:
             return None
-    dest = prefix(stack.name, kind)
+    dest = prefix(stack.name)
     shutil.rmtree(dest, ignore_errors=True)
-    work = db.home() / "cache" / "caliper" / "build" / stack.name / kind
+    work = db.home() / "cache" / "caliper" / "build" / stack.name
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
-    logfile = dest.parent / f"{kind}.log"
+    logfile = dest.parent / f"{dest.name}.log"
     logfile.parent.mkdir(parents=True, exist_ok=True)
     logfile.write_text("")
     mpi = [f"-DMPI_C_COMPILER={stack.mpicc}", f"-DMPI_CXX_COMPILER={mpicxx(stack)}"]
@@ -104,10 +108,9 @@ def ensure(stack, kind: str, mirror: Path | None, log=print) -> Path | None:
               *compiler_cache()]
     adiak = ["cmake", "-S", str(srcs["adiak"]), "-B", str(work / "adiak"), *common, *mpi, "-DENABLE_MPI=ON",
              "-DENABLE_TESTS=OFF", "-DENABLE_EXAMPLES=OFF"]
-    cali = ["cmake", "-S", str(srcs["caliper"]), "-B", str(work / "caliper"), *common, *mpi, "-DWITH_MPI=ON",
-            "-DWITH_ADIAK=ON", f"-Dadiak_DIR={dest}/lib/cmake/adiak", "-DWITH_KOKKOS=OFF", "-DBUILD_TESTING=OFF",
-            *(["-DWITH_GOTCHA=OFF"] if kind == "preload" else [])]
-    what = f"Caliper {versions()['caliper']['version']} ({kind}) for {stack.name}"
+    cali = ["cmake", "-S", str(srcs["caliper"]), "-B", str(work / "caliper"), *common, *mpi, *OPTIONS,
+            f"-Dadiak_DIR={dest}/lib/cmake/adiak"]
+    what = f"Caliper {versions()['caliper']['version']} for {stack.name}"
     log(f"[setup] {what}: building into {dest} (log {logfile})")
     t0 = time.monotonic()
     try:
@@ -115,7 +118,7 @@ def ensure(stack, kind: str, mirror: Path | None, log=print) -> Path | None:
                           ("Adiak install", ["cmake", "--install", str(work / "adiak")]),
                           ("Caliper configure", cali), ("Caliper build", _build(work / "caliper")),
                           ("Caliper install", ["cmake", "--install", str(work / "caliper")])):
-            _step(stack, kind, step, cmd, logfile, lambda msg: log(f"[setup] {what}: {msg}"))
+            _step(stack, step, cmd, logfile, lambda msg: log(f"[setup] {what}: {msg}"))
     except CaliperBuildError:
         shutil.rmtree(dest, ignore_errors=True)
         raise
@@ -146,12 +149,15 @@ def _build(bdir: Path) -> list[str]:
     return ["cmake", "--build", str(bdir), "-j", "2"]
 
 
-def _step(stack, kind: str, step: str, cmd: list[str], logfile: Path, say) -> None:
-    """Runs one step with its output appended to LOGFILE; a build step reports its progress every quarter."""
+def _step(stack, step: str, cmd: list[str], logfile: Path, say) -> None:
+    """Runs one step with its output appended to LOGFILE; a build step reports its progress every quarter, with
+    the time left at its pace so far."""
     with logfile.open("a") as out:
         out.write(f"$ {' '.join(cmd)}\n")
         out.flush()
-        p = subprocess.Popen(cmd, env=stack.environ(compiler_cache_environ()), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        t0 = time.monotonic()
+        p = subprocess.Popen(cmd, env=stack.environ(compiler_cache_environ()), stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT, text=True)
         told = 0
         for line in p.stdout:
             out.write(line)
@@ -160,6 +166,7 @@ def _step(stack, kind: str, step: str, cmd: list[str], logfile: Path, say) -> No
                 quarter = 4 * int(m.group(1)) // int(m.group(2))
                 if quarter > told and quarter < 4:
                     told = quarter
-                    say(f"{step} {25 * quarter} % ({m.group(1)}/{m.group(2)})")
+                    done, total = int(m.group(1)), int(m.group(2))
+                    say(f"{step} {25 * quarter} %: {pace(done, total, time.monotonic() - t0, 'steps done')}")
         if p.wait():
-            raise CaliperBuildError(stack.name, kind, step, logfile)
+            raise CaliperBuildError(stack.name, step, logfile)

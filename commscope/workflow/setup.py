@@ -2,8 +2,9 @@
 workloads per MPI stack, the local site.
 
 A stack whose Caliper is neither named (--caliper-prefix) nor found by CMake (or found built against another MPI)
-gets both Caliper kinds built from the pinned sources (commscope.workflow.caliper); when that cannot be done the
-stack is built without Caliper and setup says why."""
+gets its Caliper built from the pinned sources (commscope.workflow.caliper): one build serves the workloads that
+link it and the unmodified binaries that preload it. When that cannot be done the stack is built without Caliper
+and setup says why."""
 from __future__ import annotations
 
 import os
@@ -24,94 +25,28 @@ from commscope.workflow.sources import source
 
 
 def setup(stacks: list[str] | None = None, caliper_prefixes: dict | None = None, build: bool = True,
-          log=print, spack_mirror: Path | None = None, sources: Path | None = None, imb: bool = False,
-          caliper_kinds: tuple[str, ...] = caliper.KINDS) -> dict:
+          log=print, spack_mirror: Path | None = None, sources: Path | None = None, imb: bool = False) -> dict:
     """Returns {"ramble": path|None, "spack": path|None, "builds": {...}, "missing": [msgs], "preload": {stack:
     prefix}, "imb": {stack: prefix}}. SOURCES is a source mirror (versions.yaml's archives): Ramble, Caliper,
-    Adiak and IMB come from it instead of clones. CALIPER_KINDS are the Caliper kinds built (both by default; the
-    main job's first stack builds the linked one alone, for a first report sooner)."""
-    missing = []
-    got = {}
-    for tool, env_var in (("ramble", "RAMBLE_ROOT"), ("spack", "SPACK_ROOT")):
-        root = checkout(tool, env_var)
-        if root is None and env_var not in os.environ:   # set means "use this one": never clone over it
-            dest = db.home() / "cache" / tool
-            if sources is not None and tool == "ramble":
-                log(f"[setup] {tool}: {env_var} not set; extracting the pinned version from {sources} into {dest}")
-                root = source(tool, sources, dest)
-            elif sources is None:
-                log(f"[setup] {tool}: {env_var} not set; cloning the pinned version into {dest}")
-                if clone(tool, dest):
-                    root = dest
-                    if tool == "spack":
-                        clone("spack-packages", db.home() / "cache" / "spack-packages")
-        if root is None and tool == "spack":   # optional: only `commscope run --spack` needs it
-            log(f"[setup] spack: not in place; only `commscope run --spack` needs it ({env_var} names a checkout: "
-                "packages/README.md)")
-        elif root is None:
-            missing.append(missing_message(tool, env_var))
-            log(f"[setup] {tool}: MISSING")
-        else:
-            log(f"[setup] {tool}: {root}")
-        got[tool] = root
+    Adiak and IMB come from it instead of clones."""
+    got, missing = _checkouts(sources, spack_mirror, log)
     log(f"[setup] pip install {' '.join(RAMBLE_PIP + (SPACK_PIP if got['spack'] else []))} into {sys.prefix}")
     pip_install(RAMBLE_PIP + (SPACK_PIP if got["spack"] else []))
-
-    wanted = [stacks_catalog.by_name(n) for n in stacks] if stacks else [s for s in stacks_catalog.catalog() if s.present()]
+    wanted = ([stacks_catalog.by_name(n) for n in stacks] if stacks
+              else [s for s in stacks_catalog.catalog() if s.present()])
     absent = [s.name for s in wanted if not s.present()]
     if absent:
         raise WorkflowError(f"MPI stacks not installed: {', '.join(absent)} (bash ci/setup.sh installs them)")
     builds = read_builds()
-    failed: dict[str, str] = {}
     prefixes = dict(caliper_prefixes or {})
-    preload: dict[str, Path] = {}
-    if build:
-        unsourced = []
-        pending = [(s.name, k) for s in wanted if s.name not in prefixes for k in built_kinds(caliper_kinds)
-                   if caliper.installed(s, k) is None]
-        progress = Progress("Caliper + Adiak builds", len(pending), log)
-        if pending:
-            log(f"[setup] {len(pending)} Caliper + Adiak builds to make ({', '.join(f'{n} {k}' for n, k in pending)}):"
-                " a few minutes each on 2 cores; cached afterwards")
-        for s in wanted:
-            if s.name in prefixes:
-                continue
-            if unsourced:   # the sources could not be had for the first stack: not for the others either
-                unsourced.append(s.name)
-                continue
-            made = _pinned_caliper(s, sources, log, progress, caliper_kinds)
-            if made == "unsourced":
-                unsourced.append(s.name)
-            elif isinstance(made, dict):
-                prefixes[s.name] = str(made["gotcha"])
-                if "preload" in made:
-                    preload[s.name] = made["preload"]
-        if unsourced:
-            log(f"[setup] no Caliper for {', '.join(unsourced)}: CMake finds none and the pinned sources cannot "
-                f"be cloned here; pass --source-mirror DIR (a folder with versions.yaml's archives) or "
-                f"--caliper-prefix STACK=PREFIX")
+    preload = _calipers(wanted, prefixes, sources, log) if build else {}
     imbs = {s.name: p for s in wanted if imb and (p := _imb(s, sources, log)) is not None}
-    if build:
-        workload_progress = Progress("workload builds", len(wanted), log)
-        for s in wanted:
-            t0 = time.monotonic()
-            try:
-                b = build_stack(s, prefixes.get(s.name), log)
-            except RuntimeError as e:   # one stack's failure never stops the others
-                failed[s.name] = str(e)
-                log(f"[setup] skipped {s.name}: its build failed: {str(e).splitlines()[0]}")
-                builds.pop(s.name, None)
-                continue
-            builds[s.name] = b
-            workload_progress.done(time.monotonic() - t0)
-            log(f"[setup] built {s.name} in {time.monotonic() - t0:.0f} s -> {b.path} "
-                f"({'with Caliper ' + b.caliper_dir if b.caliper else 'without Caliper'})")
-            if b.note:
-                log(f"[setup]   {b.note}")
+    failed = _workloads(wanted, prefixes, builds, log) if build else {}
     d = write_local_site(builds)
     log(f"[setup] local site: {d}")
     spack_scope = write_spack_externals(spack_mirror)
-    log(f"[setup] local site's Spack externals: {spack_scope}")
+    if got["spack"] or spack_mirror:
+        log(f"[setup] local site's Spack externals: {spack_scope}")
     if failed:
         raise WorkflowError("the builds of " + ", ".join(failed) + " failed (the other stacks were built and the "
                             "local site written):\n" + "\n".join(f"{k}: {v[-1500:]}" for k, v in failed.items()))
@@ -119,32 +54,108 @@ def setup(stacks: list[str] | None = None, caliper_prefixes: dict | None = None,
             "preload": preload, "imb": imbs}
 
 
-def built_kinds(kinds: tuple[str, ...]) -> tuple[str, ...]:
-    """The Caliper kinds setup builds for KINDS: the linked one always (the workloads link it), then the others."""
-    return tuple(dict.fromkeys(("gotcha", *kinds)))
+def _checkouts(sources: Path | None, spack_mirror: Path | None, log) -> tuple[dict, list[str]]:
+    """Ramble and Spack: $RAMBLE_ROOT/$SPACK_ROOT, the cached copy, else extracted from SOURCES (Ramble) or cloned
+    (no SOURCES). Returns ({tool: root|None}, [missing messages]). Spack is optional: its absence is said only
+    when it was asked for ($SPACK_ROOT, --spack-source-mirror) or a clone of it failed."""
+    missing, got = [], {}
+    for tool, env_var in (("ramble", "RAMBLE_ROOT"), ("spack", "SPACK_ROOT")):
+        root = checkout(tool, env_var)
+        tried = False
+        if root is None and env_var not in os.environ:   # set means "use this one": never clone over it
+            dest = db.home() / "cache" / tool
+            if sources is not None and tool == "ramble":
+                log(f"[setup] {tool}: {env_var} not set; extracting the pinned version from {sources} into {dest}")
+                root = source(tool, sources, dest)
+            elif sources is None:
+                log(f"[setup] {tool}: {env_var} not set; cloning the pinned version into {dest}")
+                tried = True
+                if clone(tool, dest):
+                    root = dest
+                    if tool == "spack":
+                        clone("spack-packages", db.home() / "cache" / "spack-packages")
+        if root is None and tool == "spack":   # optional: only `commscope run --spack` needs it
+            if tried or env_var in os.environ or spack_mirror is not None:
+                log(f"[setup] spack: not in place; only `commscope run --spack` needs it ({env_var} names a "
+                    "checkout: packages/README.md)")
+        elif root is None:
+            missing.append(missing_message(tool, env_var))
+            log(f"[setup] {tool}: MISSING")
+        else:
+            log(f"[setup] {tool}: {root}")
+        got[tool] = root
+    return got, missing
 
 
-def _pinned_caliper(stack, sources: Path | None, log, progress: Progress,
-                    kinds: tuple[str, ...] = caliper.KINDS) -> dict[str, Path] | str:
-    """The Caliper KINDS (the linked one always) for STACK from the pinned sources: {kind: prefix}. Else "found"
-    (CMake finds a Caliper of the stack's own MPI, which the build uses), "unsourced" (no mirror given and no clone
-    possible) or "failed" (a build step failed; said here)."""
+def _calipers(wanted: list, prefixes: dict, sources: Path | None, log) -> dict[str, Path]:
+    """The pinned Caliper of every stack of WANTED that PREFIXES does not name, built where not cached, its prefix
+    added to PREFIXES. Returns {stack: prefix} of those that preload (every one built here)."""
+    pending = [s.name for s in wanted if s.name not in prefixes and caliper.installed(s) is None]
+    progress = Progress("Caliper + Adiak builds", len(pending), log)
+    if pending:
+        log(f"[setup] {len(pending)} Caliper + Adiak builds to make ({', '.join(pending)}): a few minutes each on "
+            "2 cores; cached afterwards")
+    unsourced, preload = [], {}
+    for s in wanted:
+        if s.name in prefixes:
+            continue
+        if unsourced:   # the sources could not be had for the first stack: not for the others either
+            unsourced.append(s.name)
+            continue
+        made = _pinned_caliper(s, sources, log, progress)
+        if made == "unsourced":
+            unsourced.append(s.name)
+        elif isinstance(made, Path):
+            prefixes[s.name] = str(made)
+            preload[s.name] = made
+    if unsourced:
+        log(f"[setup] no Caliper for {', '.join(unsourced)}: CMake finds none and the pinned sources cannot "
+            f"be cloned here; pass --source-mirror DIR (a folder with versions.yaml's archives) or "
+            f"--caliper-prefix STACK=PREFIX")
+    return preload
+
+
+def _workloads(wanted: list, prefixes: dict, builds: dict, log) -> dict[str, str]:
+    """One build of the workloads per stack of WANTED, with its Caliper of PREFIXES, recorded into BUILDS.
+    Returns {stack: error} of the stacks whose build failed (one failure never stops the others)."""
+    failed = {}
+    progress = Progress("workload builds", len(wanted), log)
+    for s in wanted:
+        t0 = time.monotonic()
+        try:
+            b = build_stack(s, prefixes.get(s.name), log)
+        except RuntimeError as e:
+            failed[s.name] = str(e)
+            log(f"[setup] skipped {s.name}: its build failed: {str(e).splitlines()[0]}")
+            builds.pop(s.name, None)
+            continue
+        builds[s.name] = b
+        progress.done(time.monotonic() - t0)
+        log(f"[setup] built {s.name} in {time.monotonic() - t0:.0f} s -> {b.path} "
+            f"({'with Caliper ' + b.caliper_dir if b.caliper else 'without Caliper'})")
+        if b.note:
+            log(f"[setup]   {b.note}")
+    return failed
+
+
+def _pinned_caliper(stack, sources: Path | None, log, progress: Progress) -> Path | str:
+    """STACK's Caliper from the pinned sources: its prefix. Else "found" (CMake finds a Caliper of the stack's own
+    MPI, which the build uses), "unsourced" (no mirror given and no clone possible) or "failed" (a build step
+    failed; said here)."""
     search = os.environ.get("CMAKE_PREFIX_PATH", "")
     if caliper_library(search) is not None and caliper_mpi_clash(stack, search) is None:
         return "found"
-    made = {}
+    built = caliper.installed(stack) is None
+    t0 = time.monotonic()
     try:
-        for kind in built_kinds(kinds):
-            built = caliper.installed(stack, kind) is None
-            t0 = time.monotonic()
-            made[kind] = caliper.ensure(stack, kind, sources, log)
-            if made[kind] is None:
-                return "unsourced"
-            if built:
-                progress.done(time.monotonic() - t0)
+        made = caliper.ensure(stack, sources, log)
     except (caliper.CaliperBuildError, WorkflowError) as e:
         log(f"[setup] {stack.name}: {e}; going on without Caliper for {stack.name}")
         return "failed"
+    if made is None:
+        return "unsourced"
+    if built:
+        progress.done(time.monotonic() - t0)
     return made
 
 

