@@ -60,3 +60,14 @@ def test_fortran_stacks_are_the_stacks_whose_wrapper_builds_mpi_f08(name, tmp_pa
         assert runs, why
     else:
         assert not runs, f"{name} builds and runs mpi_f08: add it to FORTRAN_STACKS"
+
+
+def test_setup_says_why_each_stack_without_fortran_has_no_fortran_workload():
+    """Every catalog stack outside FORTRAN_STACKS has one line saying why (setup prints it after its build), and
+    the stacks inside have none."""
+    for stack in mpi_stacks.catalog():
+        why = mpi_stacks.no_fortran(stack)
+        if stack.name in mpi_stacks.FORTRAN_STACKS and stack.present():
+            assert why is None, (stack.name, why)
+        elif stack.name not in mpi_stacks.FORTRAN_STACKS:
+            assert why and "\n" not in why, stack.name

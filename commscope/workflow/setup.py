@@ -135,6 +135,8 @@ def _workloads(wanted: list, prefixes: dict, builds: dict, log) -> dict[str, str
             f"({'with Caliper ' + b.caliper_dir if b.caliper else 'without Caliper'})")
         if b.note:
             log(f"[setup]   {b.note}")
+        if (why := stacks_catalog.no_fortran(s)) is not None:
+            log(f"[setup]   {s.name}: no Fortran workload (fjacobi) or libcommscope-mpif: {why}")
     return failed
 
 

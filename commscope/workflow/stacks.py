@@ -82,6 +82,19 @@ class Stack:
 
 # The stacks whose Fortran wrapper builds the Fortran workload and libcommscope-mpif (workloads/README.md).
 FORTRAN_STACKS = ("debian-openmpi4", "debian-mpich4")
+# Why the others cannot (docs/add-your-application.md lists what each wheel ships); setup says it once per stack.
+NO_FORTRAN = {
+    "pypi-openmpi5": "the wheel has no Fortran bindings (no mpifort, mpif.h or modules; ompi_info: Fort use mpi: no)",
+    "pypi-mpich5": "the wheel has no Fortran bindings (no mpifort, no libmpifort, only C headers)",
+    "pypi-impi2021": "the wheel's mpi_f08 module is written for Intel's compilers, and gfortran cannot read it",
+}
+
+
+def no_fortran(stack: Stack) -> str | None:
+    """Why setup builds no Fortran workload for STACK (one line), None where it does."""
+    if fortran_wrapper(stack):
+        return None
+    return NO_FORTRAN.get(stack.name, f"no Fortran wrapper beside {stack.mpicc}")
 
 
 def fortran_wrapper(stack: Stack) -> str | None:
