@@ -12,7 +12,7 @@ import os
 import subprocess
 
 import suite
-from conftest import stack_or_skip
+from conftest import built_once, stack_or_skip
 from helpers import matrix, read, regions
 
 
@@ -41,7 +41,7 @@ def test_profile_has_regions_mpi_and_adiak_and_same_results(caliper_build, tmp_p
     prof = tmp_path / "p.cali"
     r = suite.run(stack, bdir, "halo3d", args, 2, env={"CALI_CONFIG": f"hatchet-region-profile,profile.mpi,output={prof}"})  # in 2.12 and 2.14
     assert not suite.problems(r), suite.problems(r)
-    plain = suite.run(stack, suite.build(stack), "halo3d", args, 2)
+    plain = suite.run(stack, built_once(stack.name)[1], "halo3d", args, 2)
     assert r.out.verify["checksum"] == plain.out.verify["checksum"]
     records, g = read(prof)
     assert g["workload"] == "halo3d" and g["variant"] == "overlap" and g["jobsize"] == "2"

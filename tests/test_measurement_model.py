@@ -513,9 +513,8 @@ def test_where_a_run_put_its_files_is_not_a_parameter(dsn, tmp_path):
     fs, checked against util-linux's findmnt). An input file is a parameter: commgraph
     runs with two different rank maps are two series."""
     import suite
-    from conftest import stack_or_skip
-    stack = stack_or_skip("debian-openmpi4")
-    bdir = suite.build(stack)
+    from conftest import built_once
+    stack, bdir = built_once("debian-openmpi4")
     outs = tmp_path / "outs"
     outs.mkdir()
     for name in ("a", "b"):

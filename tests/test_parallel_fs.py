@@ -23,7 +23,7 @@ import pytest
 
 import parallel_fs
 import suite
-from conftest import stack_or_skip
+from conftest import built_once
 
 N = (256, 128, 128)          # 32 MiB: 8 shards of 4 MiB, so a file spreads over several bricks
 BYTES = N[0] * N[1] * N[2] * 8
@@ -43,8 +43,7 @@ def expected() -> np.ndarray:
 
 @pytest.fixture(scope="module")
 def pfs():
-    stack = stack_or_skip("debian-openmpi4")
-    bdir = suite.build(stack)
+    stack, bdir = built_once("debian-openmpi4")
     root = Path(tempfile.mkdtemp(prefix="commscope-pfs-test-"))
     try:
         mnt = parallel_fs.start(root, bricks=4, layout="shard", cache=False)

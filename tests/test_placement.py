@@ -15,7 +15,7 @@ import suite
 from commscope.advise import placement
 from commscope.read import profiles
 from commscope.workflow.ingest import Provenance, ingest
-from conftest import stack_or_skip
+from conftest import built_once
 
 DATA = Path(__file__).parent / "data"
 CLI = [sys.executable, "-m", "commscope.cli"]
@@ -102,8 +102,7 @@ def test_cli_writes_launcher_files_and_a_real_commgraph_run_applies_the_rank_map
         kind, summary, text = conn.execute("SELECT kind, summary, text FROM v_advice").fetchone()
     assert kind == "placement" and summary["optimized"][0] < summary["default"][0] and "hop-bytes" in text
     # the rank map, applied by a real commgraph run: same traffic, every payload checked
-    stack = stack_or_skip("debian-openmpi4")
-    bdir = suite.build(stack)
+    stack, bdir = built_once("debian-openmpi4")
     run = suite.run(stack, bdir, "commgraph", ["--pattern", "pairs", "--iters", "3", "--rank-map", str(out / "commgraph.rank-map")], 4)
     assert not suite.problems(run), suite.problems(run)
     rank_map = [int(x) for x in (out / "commgraph.rank-map").read_text().split("\n", 1)[1].split()]

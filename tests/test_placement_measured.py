@@ -17,7 +17,7 @@ import pytest
 
 import emulated_nodes
 import suite
-from conftest import stack_or_skip
+from conftest import built_once
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
 import placement_measured  # noqa: E402
@@ -30,8 +30,7 @@ def openmpi():
     why = emulated_nodes.unavailable_reason()
     if why:
         pytest.skip(why)
-    stack = stack_or_skip("debian-openmpi4")
-    return stack, suite.build(stack)
+    return built_once("debian-openmpi4")
 
 
 def pingpong(emu, stack, bdir, tmp_path, slots_on_first: int):

@@ -21,7 +21,7 @@ from commscope.workflow.ingest import Provenance, ingest
 
 import suite
 from record_live_runs import LIVE, REFERENCE, REFERENCE_REPEATS
-from conftest import stack_or_skip
+from conftest import built_once
 
 DATA = Path(__file__).parent / "data"
 REPEATS_WS = DATA / "ramble" / "smoke-openmpi4-repeats"
@@ -253,8 +253,7 @@ def test_an_empty_selection_says_why_and_what_to_run(dsn):
 
 def test_runs_on_one_rank_are_left_out(dsn, tmp_path):
     """One rank has no halo partner: its col and row-naive runs compare nothing, so the effect is not run."""
-    stack = stack_or_skip("debian-openmpi4")
-    bdir = suite.build(stack)
+    stack, bdir = built_once("debian-openmpi4")
     for name in ("st-col-send", "st-row-send"):
         workload, args = OTHERS[name]
         r = suite.run(stack, bdir, workload, args, 1)

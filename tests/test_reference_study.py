@@ -15,6 +15,7 @@ import itertools
 import os
 import re
 import shlex
+import shutil
 import statistics
 import subprocess
 import tempfile
@@ -75,9 +76,27 @@ def expected_configurations(stacks: list[str], interconnects: list[str]) -> dict
     return out
 
 
-def repeats() -> int:
-    doc = yaml.safe_load((STUDY / "ramble.yaml").read_text())["ramble"]
+def repeats(study: Path = STUDY) -> int:
+    doc = yaml.safe_load((study / "ramble.yaml").read_text())["ramble"]
     return int((doc.get("config") or {}).get("n_repeats") or 0)
+
+
+# The live runs' repeats. The study's own n_repeats gives a spread on a real machine; 3 repeats still give every
+# experiment several runs of one series, and every contrast several pairs and a median, in 3/5 of the runs.
+LIVE_REPEATS = 3
+
+
+def live_study(parent: Path) -> Path:
+    """A copy of the reference study, run as `commscope run FOLDER`: the same experiments (its rank maps are read
+    from the checkout), LIVE_REPEATS repeats each. The folder is named reference, as the study is."""
+    study = parent / "reference"
+    shutil.copytree(STUDY, study)
+    text = (study / "ramble.yaml").read_text()
+    text, n = re.subn(r"^(\s*n_repeats:\s*)'\d+'$", rf"\g<1>'{LIVE_REPEATS}'", text, flags=re.M)
+    assert n == 1 and LIVE_REPEATS < repeats(), "the study's n_repeats is no longer one quoted line above 3"
+    (study / "ramble.yaml").write_text(text)
+    assert repeats(study) == LIVE_REPEATS
+    return study
 
 
 # ---- the rendered scripts ---------------------------------------------------------------------------------
@@ -294,12 +313,13 @@ def test_live_repeats_are_separate_runs_with_equal_parameters(tmp_path, dsn):
     env = {**_home_with_builds(tmp_path, caliper=True), "COMMSCOPE_DB_URL": dsn}
     where = ('re_search("^(reservoir-barriers-direct-barriers-o(n|ff)-s24|groundwater-io-two-phase-g2-s64)-", '
              '"{experiment_name}") and "{interconnect}" == "default"')
-    p = subprocess.run([*CLI, "run", "reference", "--where", where], capture_output=True, text=True, env=env,
+    study = live_study(tmp_path)
+    p = subprocess.run([*CLI, "run", str(study), "--where", where], capture_output=True, text=True, env=env,
                        cwd=ROOT, timeout=900)
     assert p.returncode == 0, p.stdout + p.stderr
     ws = Path(re.search(r"^workspace: (\S+)$", p.stdout, re.M).group(1))
     dirs = sorted(d for d in ws.glob("experiments/*/*/*") if d.is_dir())
-    n = repeats()
+    n = repeats(study)
     assert len(dirs) == 5 * n, [d.name for d in dirs]   # barriers on/off at 2 and 4 ranks, one pio configuration
     # the experiments that ran, not Ramble's summary entry of each configuration's repeats
     assert f"analyzed: {len(dirs)} SUCCESS" in p.stdout, p.stdout
@@ -347,21 +367,23 @@ MACHINE_ROWS = ('re_search("^stencil-decomp-(col|row-naive)-isend-", "{experimen
 
 @pytest.fixture(scope="module")
 def two_campaigns(tmp_path_factory, server):
-    """Two live `commscope run reference --caliper off` on the local site into one database, as two campaigns:
-    the first runs RESERVOIR_S24_N2 and MACHINE_ROWS, the second RESERVOIR_S24_N2 again. Yields (database,
-    [workspace of each campaign]). Each run renders the whole study, so the two tests reading it share it."""
+    """Two live `commscope run FOLDER --caliper off` of live_study on the local site into one database, as two
+    campaigns: the first runs RESERVOIR_S24_N2 and MACHINE_ROWS, the second RESERVOIR_S24_N2 again. Yields
+    (database, [workspace of each campaign], the repeats each experiment ran). Each run renders the whole study, so
+    the two tests reading it share it."""
     if not RAMBLE_ROOT or not Path(RAMBLE_ROOT, "bin", "ramble").exists():
         pytest.skip("Ramble is in no package registry: set RAMBLE_ROOT")
     with fresh_database(server[0]) as dsn:
         env = {**_home_with_builds(tmp_path_factory.mktemp("campaigns"), caliper=False), "COMMSCOPE_DB_URL": dsn}
         env.pop("COMMSCOPE_IO_DIR", None)   # pio writes into each experiment's folder
         workspaces = []
+        study = live_study(tmp_path_factory.mktemp("study"))
         for where in (f"({RESERVOIR_S24_N2} or {MACHINE_ROWS})", RESERVOIR_S24_N2):
-            p = subprocess.run([*CLI, "run", "reference", "--where", f'({where}) and "{{interconnect}}" == "default"',
+            p = subprocess.run([*CLI, "run", str(study), "--where", f'({where}) and "{{interconnect}}" == "default"',
                                 "--caliper", "off"], capture_output=True, text=True, env=env, cwd=ROOT, timeout=1200)
             assert p.returncode == 0, p.stdout + p.stderr
             workspaces.append(Path(re.search(r"^workspace: (\S+)$", p.stdout, re.M).group(1)))
-        yield dsn, workspaces
+        yield dsn, workspaces, repeats(study)
 
 
 @needs_ramble
@@ -374,9 +396,8 @@ def test_live_repeats_pair_one_to_one_within_and_across_campaigns(two_campaigns)
     The first campaign also holds the other workloads' experiments of two_campaigns: their runs join no reservoir
     row."""
     from commscope.views import reference
-    dsn, workspaces = two_campaigns
+    dsn, workspaces, n = two_campaigns
     comm: dict[tuple[int, str, int], float] = {}   # (campaign, allreduce/barriers, repeat) -> comm_time_avg
-    n = repeats()
     for attempt, ws in enumerate(workspaces, 1):
         for out in ws.glob("experiments/cgsolve/cgsolve/*/*.out"):
             m = re.fullmatch(r"reservoir-(?:allreduce-(\w+)|barriers-direct-barriers-(on|off))-s24-.*\.(\d+)\.out",
@@ -421,8 +442,7 @@ def test_live_rows_say_what_the_machine_lacked(two_campaigns):
     nproc = int(subprocess.run(["nproc", "--all"], capture_output=True, text=True, check=True).stdout)
     if nproc >= 16:
         pytest.skip(f"{nproc} cores: this machine can run the stencil study's 16 ranks one per core")
-    dsn, (ws, _second) = two_campaigns
-    n = repeats()
+    dsn, (ws, _second), n = two_campaigns
 
     def foms(app: str, exp_start: str) -> dict[tuple[int, int], dict]:
         """(ranks, repeat) -> the FOMs printed by each run of the experiments starting with exp_start."""

@@ -116,9 +116,15 @@ def load(page: Path, width: int = 1300):
         return {id: p.id, traces: (p._fullData || []).length,
                 marks: p.querySelectorAll('.scatterlayer .point, .scatterlayer .js-line, .barlayer .point, .hm image, .heatmaplayer image').length,
                 x: r.left + window.scrollX, y: r.top + window.scrollY, w: r.width, h: r.height}; })""")
+    # The viewport made as tall as the page, at the same width, so the screenshot is the page as laid out at WIDTH:
+    # captureBeyondViewport would lay it out again at its content's size in the middle of the capture, and the
+    # responsive plots would redraw at that passing size. Plotly redraws a responsive plot 100 ms after a resize
+    # (Plots.resize, debounced); awaiting each plot's own resize waits for that redraw, however long it takes.
     height = b.evaluate("document.documentElement.scrollHeight")
     b.call("Emulation.setDeviceMetricsOverride", width=width, height=int(height), deviceScaleFactor=1, mobile=False)
-    shot = b.call("Page.captureScreenshot", format="png", captureBeyondViewport=True)
+    b.evaluate("Promise.all(window.Plotly ? [...document.querySelectorAll('.plotly-graph-div')]"
+               ".filter(p => p.offsetParent && p._fullLayout).map(p => Plotly.Plots.resize(p)) : []).then(() => true)")
+    shot = b.call("Page.captureScreenshot", format="png", captureBeyondViewport=False)
     img = Image.open(io.BytesIO(base64.b64decode(shot["data"]))).convert("L")
     return b, b.errors(), facts, img
 
@@ -569,9 +575,7 @@ def test_at_1400px_every_plot_has_few_legend_entries_and_no_label_sticks_out(fil
     try:
         assert errors == [], errors
         assert facts and all(f["traces"] > 0 and f["marks"] > 0 for f in facts), facts
-        # load() resized the viewport for its screenshot, and responsive plots redraw on a resize: measure once
-        # that redraw is done.
-        b.evaluate("new Promise(done => setTimeout(() => requestAnimationFrame(() => done(true)), 1000))")
+        # load() waited for the responsive plots' redraw after it resized the viewport for its screenshot
         layout = b.evaluate(_LAYOUT_FACTS)
     finally:
         b.close()

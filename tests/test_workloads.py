@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import suite
-from conftest import STACK_NAMES, competing_tasks, stack_or_skip
+from conftest import STACK_NAMES, built_once, competing_tasks, stack_or_skip
 
 RANKS = (1, 2, 4)
 WORKLOADS = ("halo3d", "stencil2d", "commgraph", "collsweep", "cgsolve", "pio")
@@ -106,8 +106,7 @@ def test_verify_agrees_across_stacks(workload):
 
 
 def _first_built():
-    stack = stack_or_skip("debian-openmpi4")
-    return stack, suite.build(stack)
+    return built_once("debian-openmpi4")
 
 
 def test_halo3d_weak_scaling_keeps_the_per_rank_grid():
@@ -164,15 +163,24 @@ def test_commgraph_rank_map_changes_placement_not_traffic(tmp_path):
     assert [x["bytes_sent"] for x in ident.out.rank_lines] == [x["bytes_sent"] for x in mapped.out.rank_lines]
 
 
+@pytest.fixture(scope="module")
+def dropped_halo_face_build(tmp_path_factory):
+    """The workloads built for Debian Open MPI 4.1 with one halo face never exchanged
+    (-DCOMMSCOPE_DROP_HALO_FACE), once for the module: halo3d and stencil2d both read it."""
+    stack = stack_or_skip("debian-openmpi4")
+    return suite.build(stack, build_dir=tmp_path_factory.mktemp("faulty") / "build",
+                       extra=["-DCMAKE_C_FLAGS=-DCOMMSCOPE_DROP_HALO_FACE"])
+
+
 @pytest.mark.parametrize("workload,args", [
     ("halo3d", suite.HALO3D + ["--variant", "overlap"]),
     ("stencil2d", suite.STENCIL2D + ["--decomp", "cart"]),
 ])
-def test_verification_catches_a_dropped_halo_face(tmp_path, workload, args):
+def test_verification_catches_a_dropped_halo_face(dropped_halo_face_build, workload, args):
     """A build that skips one halo face must FAIL its VERIFY: the check can fail."""
-    stack = stack_or_skip("debian-openmpi4")
-    good = suite.run(stack, suite.build(stack), workload, args, 2)
-    bdir = suite.build(stack, build_dir=tmp_path / "faulty", extra=["-DCMAKE_C_FLAGS=-DCOMMSCOPE_DROP_HALO_FACE"])
+    stack, built = built_once("debian-openmpi4")
+    good = suite.run(stack, built, workload, args, 2)
+    bdir = dropped_halo_face_build
     bad = suite.run(stack, bdir, workload, args, 2)
     assert bad.returncode == 0
     assert bad.out.verify["checksum"][0] == "FAIL"
@@ -242,8 +250,7 @@ def test_collsweep_header_echoes_controls_from_environment():
      ["--coll", "allreduce", "--sizes", "8", "--iters", "20"]),
 ])
 def test_collsweep_forced_algorithm_is_the_one_that_runs(name, env, args):
-    stack = stack_or_skip(name)
-    bdir = suite.build(stack)
+    stack, bdir = built_once(name)
     two = suite.run(stack, bdir, "collsweep", args, 2, env=env)
     four = suite.run(stack, bdir, "collsweep", args, 4, env=env, timeout=60)
     if stack.family == "openmpi":
@@ -266,8 +273,7 @@ def test_collsweep_verification_catches_a_wrong_reduction(tmp_path):
 # two apart: every collective still verifies, and the header says how it ran.
 @pytest.mark.parametrize("name", STACK_NAMES)
 def test_collsweep_float_payload_in_mpi_alloc_mem_verifies(name):
-    stack = stack_or_skip(name)
-    bdir = suite.build(stack)
+    stack, bdir = built_once(name)
     r = suite.run(stack, bdir, "collsweep", ["--sizes", "8,4K,12K", "--iters", "20", "--datatype", "float",
                                              "--alloc", "mpi"], 3, timeout=120)
     assert not suite.problems(r), suite.problems(r)
