@@ -159,6 +159,8 @@ def test_recipe_variants_are_the_cmake_options():
     deps = {(_const(c.args[0]), _const(next((k.value for k in c.keywords if k.arg == "when"), None)))
             for c in _calls(cls, "depends_on")}
     assert ("mpi", None) in deps
+    # The Fortran workload: a Fortran compiler, and the same MPI's Fortran wrapper where it has one.
+    assert ("fortran", None) in deps and "MPI_Fortran_COMPILER" in defined and "'mpifc'" in src
     assert ("caliper+adiak+mpi", "+caliper") in deps and ("adiak+mpi", "+caliper") in deps
     # Nothing to download: no url/git, one develop version.
     assigned = {t.id for n in cls.body if isinstance(n, ast.Assign) for t in n.targets if isinstance(t, ast.Name)}

@@ -2,13 +2,15 @@
 # checkout: spack.yaml at the repository root marks the package as `develop` with
 # path workloads/, so Spack builds the local source and downloads nothing.
 
+import os
+
 from spack_repo.builtin.build_systems.cmake import CMakePackage
 
 from spack.package import *
 
 
 class CommscopeWorkloads(CMakePackage):
-    """C11 MPI mini-apps that exercise halo exchange, collectives and I/O patterns,
+    """C11 MPI mini-apps that exercise halo exchange, collectives and I/O patterns, and a Fortran one,
     optionally annotated with Caliper regions and Adiak metadata."""
 
     # No url or git: the only version is the local source, given by `develop:`.
@@ -22,6 +24,8 @@ class CommscopeWorkloads(CMakePackage):
     )
 
     depends_on("c", type="build")
+    # fjacobi and libcommscope-mpif (workloads/CMakeLists.txt), built where the MPI has Fortran bindings.
+    depends_on("fortran", type="build")
     depends_on("cmake@3.18:", type="build")
     depends_on("mpi")
     # The annotations need the MPI services of Caliper (profile.mpi, comm.stats)
@@ -38,6 +42,11 @@ class CommscopeWorkloads(CMakePackage):
             # produce unannotated binaries under an annotated spec.
             self.define("COMMSCOPE_WITH_CALIPER", "ON" if self.spec.satisfies("+caliper") else "OFF"),
         ]
+        # The Fortran workload with the same MPI's Fortran wrapper; an MPI without one (the PyPI wheels' Open MPI
+        # 5 and MPICH 5) builds the C workloads alone, as setup does.
+        mpifc = getattr(self.spec["mpi"], "mpifc", None)
+        if mpifc and os.path.exists(mpifc):
+            args.append(self.define("MPI_Fortran_COMPILER", mpifc))
         if self.spec.satisfies("+caliper"):
             # Caliper installs its CMake package under share/, Adiak under lib/.
             args.append(self.define("caliper_DIR", self.spec["caliper"].prefix.share.cmake.caliper))
