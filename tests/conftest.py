@@ -265,11 +265,13 @@ def fill_panel_data(dsn: str, workload_outputs: Path) -> None:
                      "VALUES (%s, %s, %s, %s, %s, %s, %s, 'regression: mpi_fraction_avg +12%%', "
                      "'{commscope-check,mpi_fraction_avg}')", run)
         # One change point, as changepoints.py stores them, on a real run (tests/data's series are too short to
-        # have one: test_change_points.py finds them on the real gate history).
+        # have one: test_change_points.py finds them on the real gate history). It sits on its series' first run,
+        # with no runs before it, so changepoints.verdict calls it "no baseline", as stored here.
         conn.execute("INSERT INTO change_points (series_id, metric, \"window\", run_id, campaign_id, \"time\", "
                      "n_before, n_after, mean_before, mean_after, stddev_before, stddev_after, change, direction, "
-                     "p_value, method) SELECT series_id, 'time_s', 'run', id, campaign_id, started_at, 4, 1, 1.0, 1.12, "
-                     "0.01, 0, 0.12, 'regression', 0.003, 'test' FROM runs WHERE status = 'ok' "
+                     "p_value, method, verdict) SELECT series_id, 'time_s', 'run', id, campaign_id, started_at, 4, 1, "
+                     "1.0, 1.12, 0.01, 0, 0.12, 'regression', 0.003, 'test', 'no baseline' FROM runs "
+                     "WHERE status = 'ok' "
                      "AND series_id IS NOT NULL ORDER BY id LIMIT 1")
         # One series too noisy to gate, as `commscope check` records it (store/queries/gate.record_detectable);
         # tests/data's series are too short for the gate to have a baseline.

@@ -169,7 +169,7 @@ def test_names_cannot_forge_lines_or_markup_in_junit_and_markdown(dsn, tmp_path)
     assert len(cases) == len(series)
     for case in cases:
         assert case.get("name").isprintable(), case.get("name")
-    # outputs.markdown's part; the change points' section after it is changepoints.markdown's
+    # outputs.markdown's part; the change points' section after it is outputs.change_points_markdown's
     text = md.read_text().split("\nChange points this campaign completes")[0]
     rows = [ln for ln in text.splitlines() if ln.startswith("|")]
     assert len(rows) == 2 + len(series), rows   # the header, its rule, one row per series: none forged
@@ -178,7 +178,7 @@ def test_names_cannot_forge_lines_or_markup_in_junit_and_markdown(dsn, tmp_path)
     for line in text.splitlines():
         assert "evil.example" not in outside_code_spans(line), line
     assert "\x1b" not in text and "\x07" not in text
-    # changepoints.markdown's section: one list item per change point, each a code span, nothing outside it
+    # outputs.change_points_markdown's section: one list item per change point, each a code span, nothing outside it
     points = md.read_text().partition("\nChange points this campaign completes")[2]
     items = [ln for ln in points.splitlines()[1:] if ln.strip()]
     assert items and all(ln.startswith("- ") for ln in items), points

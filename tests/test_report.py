@@ -339,8 +339,8 @@ def test_the_report_opens_with_findings_whose_numbers_the_sources_confirm(filled
 
     # Regressions: the gate's annotation and the change point the fixture stored (+12%, p=0.003, 4 runs before).
     assert any(x.startswith("Gate, ") and "regression: mpi_fraction_avg +12%" in x for x in lines), lines
-    # the fixture's change point sits on its series' first run: no runs before it, so the gate's minimums call it
-    # no baseline, whatever its stored levels say (changepoints.verdict)
+    # the fixture's change point sits on its series' first run, stored with the verdict changepoints.verdict gives
+    # it there (no baseline, whatever its levels say): the report shows the stored verdict, as the dashboards do
     (cp,) = [x for x in lines if x.startswith("Change point (no baseline, worse)")]
     assert "time_s 1 → 1.12 (+12.0%), means of 4 and 1 runs, p=0.003" in cp, cp
 

@@ -105,7 +105,7 @@ def check_cmd(metrics, campaign, baseline, min_effect, alpha, confirm, max_undet
     --alpha with these runs; it says what it could have seen and what runs or campaigns would do).
     Exit 2 on bad arguments or when it cannot tell which campaign to judge; exit 4 when the verdicts were printed
     but the role may not store their annotations or change points (a read-only role; 1 still wins on regressions)."""
-    from commscope.gate import changepoints, outputs
+    from commscope.gate import outputs
     from commscope.gate.check import check_campaign
     written = {junit: "JUnit XML", markdown: "Markdown summary"}
     written.pop(None, None)
@@ -136,7 +136,7 @@ def check_cmd(metrics, campaign, baseline, min_effect, alpha, confirm, max_undet
         if markdown:
             with files.replacing(markdown, written[markdown]) as part:
                 part.write_text(outputs.markdown(found.findings, alpha, min_effect)
-                                + changepoints.markdown(found.changes))
+                                + outputs.change_points_markdown(found.changes))
     except OSError as e:
         fail(f"cannot write {e.filename}: {e.strerror}; the verdicts were: {len(bad)} regressions", 2)
     except db.DBError as e:

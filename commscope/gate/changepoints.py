@@ -32,7 +32,6 @@ from importlib import metadata
 import psycopg
 from psycopg import sql
 
-from commscope.gate.outputs import code
 from commscope.store import db
 from commscope.store.queries import gate as queries
 from commscope.gate.metrics import ALIASES, METRICS
@@ -320,15 +319,6 @@ def describe(c: dict) -> str:
             f"from run {c['run_id']} of campaign {c['campaign_id']} ({c['time']:%Y-%m-%d %H:%M} UTC), "
             f"p={c['p_value']:.2g}; first found with campaign {c['detected_campaign']}"
             + (f"; versions changed: {c['versions_changed']}" if c.get("versions_changed") else ""))
-
-
-def markdown(changes: list[dict]) -> str:
-    """A section for check's Markdown summary."""
-    if not changes:
-        return ""
-    lines = ["", "Change points this campaign completes (Apache Otava E-divisive over each series' history):", ""]
-    lines += [f"- {code(describe(c))}" for c in changes]
-    return "\n".join(lines) + "\n"
 
 
 def annotation_text(c: dict) -> str:

@@ -8,6 +8,7 @@ import re
 import statistics
 import urllib.parse
 
+from commscope.gate import changepoints
 from commscope.gate.attribution import lines as attributed
 from commscope.gate.metrics import canonical_metric
 from commscope.gate.stats import RUNS_A_NIGHT
@@ -258,11 +259,19 @@ def cannot_tell_summary(unsure: list, total: int) -> str:
     return "; ".join(parts) + ". Each series' figures: --format json, and the dashboards' Series too noisy to gate."
 
 
+def change_points_markdown(changes: list[dict]) -> str:
+    """The change points' section of check's Markdown summary: one list item per change point, a code span each."""
+    if not changes:
+        return ""
+    lines = ["", "Change points this campaign completes (Apache Otava E-divisive over each series' history):", ""]
+    lines += [f"- {code(changepoints.describe(c))}" for c in changes]
+    return "\n".join(lines) + "\n"
+
+
 def check_json(found, alpha: float, min_effect: float, max_undetectable: float, budget: dict | None) -> str:
     """`commscope check --format json`: the campaign's figures, its budget ({"false_alarms": E} or {"fdr": Q};
     None: each series alone), its groups and change points, and each finding (as_dict) with the change points of
     its series and metric."""
-    from commscope.gate import changepoints
     series = [as_dict(f, alpha, min_effect) for f in found.findings]
     for f, d in zip(found.findings, series):
         d["change_points"] = [changepoints.as_dict(c) for c in found.changes
@@ -280,7 +289,6 @@ def check_json(found, alpha: float, min_effect: float, max_undetectable: float, 
 def check_text(found, metrics, alpha: float, min_effect: float, budget: dict | None, annotated: bool) -> list[str]:
     """`commscope check`'s text: per metric a table of the findings, the cannot-tells said once where they are
     many, each moved finding's attribution; then the alerts of one cause, the change points and a summary line."""
-    from commscope.gate import changepoints
     out = []
     width = max(len(printable(f.label())) for f in found.findings)
     for metric in metrics:

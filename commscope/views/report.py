@@ -27,7 +27,6 @@ import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
-from commscope.gate import changepoints
 from commscope.store import db, files
 from commscope.views import panels as P
 from commscope.views import reference
@@ -393,9 +392,9 @@ LIMIT {FINDINGS_PER_KIND}"""
 
 def regression_findings(conn, t0, t1, values) -> list[Finding]:
     """What changed: what the gate recorded (commscope check --annotate writes v_annotations), the change points
-    (commscope changepoints, v_change_points), each called as check calls it (changepoints.verdict: no regression
-    without the gate's minimum runs on each side), and the version changes (v_version_changes) in the selection,
-    newest first. Read from the views, so the report never writes."""
+    (commscope changepoints, v_change_points), each called by its stored verdict as check calls it (no regression
+    without the gate's minimum runs on each side; the dashboards' P.CHANGE_POINT_CALLED), and the version changes
+    (v_version_changes) in the selection, newest first. Read from the views, so the report never writes."""
     ann = f"""SELECT "time", coalesce(system, 'all') || ' ' || coalesce(app, 'all') || ' ' || coalesce(stack, 'all')
   || coalesce(' n' || ranks, ''), text
 FROM v_annotations
@@ -407,20 +406,17 @@ ORDER BY "time" DESC LIMIT {FINDINGS_PER_KIND}"""
     for t, what, text in conn.execute(P.expand(ann, t0, t1, values)):
         line = f"Gate, {t:%Y-%m-%d %H:%M} UTC, {what}: {text}."
         out.append(Finding(_clip(line, FINDING_LIMIT), line if len(line) > FINDING_LIMIT else ""))
-    cp = f"""SELECT series_id, "time", "window", metric, direction, mean_before, mean_after, change, n_before, n_after,
-  p_value, campaign_id, run_id, versions_changed
+    cp = f"""SELECT series_id, "time", "window", metric, {P.CHANGE_POINT_CALLED}, mean_before, mean_after, change,
+  n_before, n_after, p_value, campaign_id, run_id, versions_changed
 FROM v_change_points WHERE $__timeFilter("time") AND {P.SERIES}
 ORDER BY "time" DESC LIMIT {FINDINGS_PER_KIND}"""
     rows = conn.execute(P.expand(cp, t0, t1, values)).fetchall()
     keys = _series_keys(conn, [r[0] for r in rows])
-    judged = changepoints.with_verdicts(conn, [{"series_id": r[0], "metric": r[3], "direction": r[4], "run_id": r[12]}
-                                               for r in rows])
     texts = []
-    for (sid, t, window, metric, direction, before, after, change, nb, na, p, campaign, run, versions), c \
-            in zip(rows, judged):
+    for sid, t, window, metric, called, before, after, change, nb, na, p, campaign, run, versions in rows:
         moved = f" ({float(change) * 100:+.1f}%)" if change is not None else ""
         with_versions = f"; versions changed: {versions}" if versions else ""
-        texts.append((f"Change point ({changepoints.called(c)}): ", f"[{window}]: {metric} {float(before):.4g} → "
+        texts.append((f"Change point ({called}): ", f"[{window}]: {metric} {float(before):.4g} → "
                       f"{float(after):.4g}{moved}, means of {nb} and {na} runs, p={float(p):.2g}, {t:%Y-%m-%d}"
                       f"{with_versions}.",
                       f" (series #{sid}); at run {run} of campaign {campaign}, {t:%Y-%m-%d %H:%M} UTC"))
