@@ -66,7 +66,23 @@ def clone(tool: str, dest: Path) -> bool:
     return True
 
 
+def installed_pins(pkgs: list[str]) -> bool:
+    """Whether every NAME==VERSION of PKGS is installed at that version in this Python (importlib.metadata)."""
+    from importlib import metadata
+    for pin in pkgs:
+        name, _, version = pin.partition("==")
+        try:
+            if not version or metadata.version(name) != version:
+                return False
+        except metadata.PackageNotFoundError:
+            return False
+    return True
+
+
 def pip_install(pkgs: list[str]) -> None:
+    """pip-installs the pinned PKGS into this Python, unless each is installed at its pin already."""
+    if installed_pins(pkgs):
+        return
     p = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--disable-pip-version-check", *pkgs],
                        capture_output=True, text=True)
     if p.returncode:

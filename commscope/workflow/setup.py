@@ -17,7 +17,8 @@ from commscope.store import db
 from commscope.workflow import stacks as stacks_catalog
 from commscope.workflow import caliper, imb as imb_build
 from commscope.workflow.builds import build_stack, caliper_mpi_clash, caliper_library, read_builds
-from commscope.workflow.checkouts import RAMBLE_PIP, SPACK_PIP, checkout, clone, missing_message, pip_install
+from commscope.workflow.checkouts import (RAMBLE_PIP, SPACK_PIP, checkout, clone, installed_pins, missing_message,
+                                          pip_install)
 from commscope.workflow.errors import WorkflowError
 from commscope.workflow.progress import Progress
 from commscope.workflow.sites import write_spack_externals, write_local_site
@@ -30,8 +31,10 @@ def setup(stacks: list[str] | None = None, caliper_prefixes: dict | None = None,
     prefix}, "imb": {stack: prefix}}. SOURCES is a source mirror (versions.yaml's archives): Ramble, Caliper,
     Adiak and IMB come from it instead of clones."""
     got, missing = _checkouts(sources, spack_mirror, log)
-    log(f"[setup] pip install {' '.join(RAMBLE_PIP + (SPACK_PIP if got['spack'] else []))} into {sys.prefix}")
-    pip_install(RAMBLE_PIP + (SPACK_PIP if got["spack"] else []))
+    pins = RAMBLE_PIP + (SPACK_PIP if got["spack"] else [])
+    if not installed_pins(pins):
+        log(f"[setup] pip install {' '.join(pins)} into {sys.prefix}")
+        pip_install(pins)
     wanted = ([stacks_catalog.by_name(n) for n in stacks] if stacks
               else [s for s in stacks_catalog.catalog() if s.present()])
     absent = [s.name for s in wanted if not s.present()]
