@@ -19,6 +19,7 @@ import psycopg
 import pytest
 from caliperreader import read_caliper_contents
 
+from conftest import fresh_database
 from helpers import CALIPERS_OWN_PATH, calipers_own
 
 THIRD = Path(__file__).parent / "thirdparty"
@@ -133,15 +134,16 @@ def _stored(dsn) -> dict:
     return {"/".join(Path(r["source"]).parts[-2:]): (r, windows[i], nodes[i]) for i, r in runs.items()}
 
 
-@pytest.fixture
-def stored(dsn):
+@pytest.fixture(scope="module")
+def stored(server):
     """Every profile stored by the commands a user types: the workload's with no flags, Caliper's test program's
-    with --app (it records no name)."""
-    r = cli("ingest", *map(str, HALO3D), dsn=dsn)
-    assert r.returncode == 0, r.stderr
-    r = cli("ingest", "--app", CI_APP, str(THIRD / "caliper-2.3.0" / "ci-mpi"), dsn=dsn)
-    assert r.returncode == 0, r.stderr
-    return _stored(dsn)
+    with --app (it records no name); stored once in a fresh database for the module, whose tests only read it."""
+    with fresh_database(server[0]) as dsn:
+        r = cli("ingest", *map(str, HALO3D), dsn=dsn)
+        assert r.returncode == 0, r.stderr
+        r = cli("ingest", "--app", CI_APP, str(THIRD / "caliper-2.3.0" / "ci-mpi"), dsn=dsn)
+        assert r.returncode == 0, r.stderr
+        yield _stored(dsn)
 
 
 def test_the_fixtures_are_what_the_readmes_say():
