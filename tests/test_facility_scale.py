@@ -189,3 +189,16 @@ def test_a_clear_five_night_shift_stands_under_a_ten_thousand_series_budget():
                              false_alarms=1.0) == 0 and shifted.alert, shifted.held
         assert campaign.budget_p(shifted, 1 / m) == (j.confirm_units_p if weighed == "t" else j.confirm_p)
     assert j.confirm_units_p < 1e-5
+
+
+def test_a_suspect_is_never_weighed_by_the_confirmation_s_t():
+    """A night that moved alone (a suspect) raised its alert by the night's own tests: the budget weighs it by those
+    (nights_alert_p), never by the confirmation's t, which only a confirmed shift carries."""
+    from commscope.gate import stats
+    rnd = random.Random(4502)
+    nights = [[10.0 * (1.40 if n == 14 else 1.0) * (1 + rnd.gauss(0, 0.02)) for _ in range(3)] for n in range(15)]
+    j = stats.judge(nights[-1], nights[:-1], 0.05, 0.01, max_undetectable=None)
+    assert j.verdict == "suspect" and j.confirm_units_p is None and j.confirm_floor is not None
+    suspect = finding(1, "suspect", j.alert_p, "worse", nights_alert_p=j.nights_alert_p,
+                      confirm_units_p=j.confirm_units_p, confirm_floor=j.confirm_floor)
+    assert campaign.budget_p(suspect, 1e-4) == j.nights_alert_p

@@ -86,9 +86,8 @@ def hold(findings: list[regressions.Finding], fdr: float | None, alpha: float, f
     grouped = [g for g in groups or [] if g.members]
     inside = {id(f) for g in grouped for f in g.members}
     strictest = (fdr if fdr is not None else false_alarms) / m if m else math.inf   # the first unit's level
-    units = [(g.p(strictest), g.members) for g in grouped] + [
-        (budget_p(f, strictest), [f]) for f in findings
-        if f.alert and budget_p(f, strictest) is not None and id(f) not in inside]
+    alone = [(budget_p(f, strictest), [f]) for f in findings if f.alert and id(f) not in inside]
+    units = [(g.p(strictest), g.members) for g in grouped] + [u for u in alone if u[0] is not None]
     units.sort(key=lambda u: u[0])
     if fdr is not None:
         stand = max((k for k, (p, _) in enumerate(units, 1) if p <= fdr * k / m), default=0)

@@ -221,18 +221,18 @@ def rank_test_reachable(n_base: int, confirm: int, alpha: float,
 def _confirmed(recent: list[list[float]], before: list[list[float]], min_effect: float, alpha: float,
                summaries: tuple[str, ...] = tuple(CAMPAIGN_SUMMARIES), unloaded: tuple | None = None) -> tuple:
     """('worse' | 'better' | None, p, effect, summary, units_p, floor): whether the RECENT campaigns (the judged one
-    last) moved together against the BEFORE campaigns, by one of the SUMMARIES (CAMPAIGN_SUMMARIES): the recent campaigns'
-    summaries ranked against the baseline's by confirm_p at p < confirm_level, the median of the recent ones at
-    least min_effect from the baseline's, and the judged campaign's own summary at least min_effect the same way.
-    UNLOADED, if given, is (recent, before) again with each run's value discounted for its wait for a core (None
-    where the run did not say): when every run of both has one, the best run is taken on these (the summary
+    last) moved together against the BEFORE campaigns, by one of the SUMMARIES (CAMPAIGN_SUMMARIES): the recent
+    campaigns' summaries ranked against the baseline's by confirm_p at p < confirm_level, the median of the recent
+    ones at least min_effect from the baseline's, and the judged campaign's own summary at least min_effect the same
+    way. UNLOADED, if given, is (recent, before) again with each run's value discounted for its wait for a core
+    (None where the run did not say): when every run of both has one, the best run is taken on these (the summary
     UNLOADED). P is the rank test's p times the number of summaries (capped at 1), so it is compared with alpha
     itself; it and EFFECT are those of the summary that moved (the smaller p when both did), else of the one with
-    the smaller p. Campaigns of one run each without discounted values have one value to summarise, so every
-    summary is the same test: it is made once, at alpha. UNITS_P is that summary's Student's t of the recent
-    campaigns' mean against the baseline's (mean_night_p, times the number of summaries), and FLOOR the smallest P
-    the rank test can give (1 / C(recent + baseline, recent), times the summaries): a campaign's budget over
-    thousands of series can ask for less (campaign.budget_p)."""
+    the smaller p. Campaigns of one run each without discounted values have one value to summarise, so every summary
+    is the same test: it is made once, at alpha. UNITS_P, for a shift only, is that summary's Student's t of the
+    recent campaigns' mean against the baseline's (mean_night_p, times the number of summaries), and FLOOR the
+    smallest P the rank test can give (1 / C(recent + baseline, recent), times the summaries): a campaign's budget
+    over thousands of series can ask for less (campaign.budget_p)."""
     told = unloaded is not None and all(v is not None for c in (*unloaded[0], *unloaded[1]) for v in c)
     if all(len(c) == 1 for c in (*recent, *before)) and not told:
         summaries = summaries[:1]
@@ -252,15 +252,16 @@ def _confirmed(recent: list[list[float]], before: list[list[float]], min_effect:
         effect = (statistics.median(rs) - base) / abs(base)
         last = (rs[-1] - base) / abs(base)
         sign = 1.0 if effect >= 0 else -1.0
-        p = confirm_p([sign * v for v in rs], [sign * v for v in bs])
+        signed = ([sign * v for v in rs], [sign * v for v in bs])
+        p = confirm_p(*signed)
         moved = p < level and abs(effect) >= min_effect and sign * last >= min_effect
-        units = mean_night_p([sign * v for v in rs], [sign * v for v in bs]) if len(bs) >= MIN_CAMPAIGNS else None
-        tested.append((not moved, p, ("worse" if sign > 0 else "better") if moved else None, effect, name, units))
+        tested.append((not moved, p, ("worse" if sign > 0 else "better") if moved else None, effect, name, signed))
     if not tested:
         return None, None, None, None, None, None
-    _, p, shift, effect, name, units = min(tested, key=lambda t: t[:2])
-    return (shift, min(1.0, p * len(ranked)), effect, name,
-            min(1.0, units * len(ranked)) if units is not None else None,
+    _, p, shift, effect, name, (signed_recent, signed_base) = min(tested, key=lambda t: t[:2])
+    units = (min(1.0, mean_night_p(signed_recent, signed_base) * len(ranked))
+             if shift is not None and len(signed_base) >= MIN_CAMPAIGNS else None)
+    return (shift, min(1.0, p * len(ranked)), effect, name, units,
             min(1.0, confirm_smallest_p(len(recent), len(before)) * len(ranked)))
 
 
