@@ -20,7 +20,7 @@ from pathlib import Path
 
 from commscope.store import db
 from commscope.workflow import caliper, imb, stacks
-from commscope.workflow.checkouts import SPACK_PIP
+from commscope.workflow.checkouts import SPACK_PIP, pip_install
 from commscope.workflow.errors import WorkflowError
 from commscope.workflow.sources import source
 
@@ -38,8 +38,7 @@ def spack(mirror: Path) -> dict[str, Path]:
     env["SPACK_USER_CONFIG_PATH"].mkdir(parents=True, exist_ok=True)
     (env["SPACK_USER_CONFIG_PATH"] / "repos.yaml").write_text(
         f"repos:\n  builtin: {recipes / 'repos' / 'spack_repo' / 'builtin'}\n")
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--disable-pip-version-check", *SPACK_PIP],
-                   check=True, stdout=sys.stderr)
+    pip_install(SPACK_PIP, log=lambda line: print(line, file=sys.stderr))
     run_env = {**os.environ, **{k: str(v) for k, v in env.items()}}
     listed = subprocess.run([str(root / "bin" / "spack"), "bootstrap", "list"], env=run_env, capture_output=True,
                             text=True, check=True).stdout

@@ -79,10 +79,11 @@ def installed_pins(pkgs: list[str]) -> bool:
     return True
 
 
-def pip_install(pkgs: list[str]) -> None:
-    """pip-installs the pinned PKGS into this Python, unless each is installed at its pin already."""
+def pip_install(pkgs: list[str], log=print) -> None:
+    """pip-installs the pinned PKGS into this Python, saying so, unless each is installed at its pin already."""
     if installed_pins(pkgs):
         return
+    log(f"[setup] pip install {' '.join(pkgs)} into {sys.prefix}")
     p = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--disable-pip-version-check", *pkgs],
                        capture_output=True, text=True)
     if p.returncode:

@@ -8,7 +8,6 @@ and setup says why."""
 from __future__ import annotations
 
 import os
-import sys
 import time
 from pathlib import Path
 
@@ -17,8 +16,7 @@ from commscope.store import db
 from commscope.workflow import stacks as stacks_catalog
 from commscope.workflow import caliper, imb as imb_build
 from commscope.workflow.builds import build_stack, caliper_mpi_clash, caliper_library, read_builds
-from commscope.workflow.checkouts import (RAMBLE_PIP, SPACK_PIP, checkout, clone, installed_pins, missing_message,
-                                          pip_install)
+from commscope.workflow.checkouts import RAMBLE_PIP, SPACK_PIP, checkout, clone, missing_message, pip_install
 from commscope.workflow.errors import WorkflowError
 from commscope.workflow.progress import Progress
 from commscope.workflow.sites import write_spack_externals, write_local_site
@@ -31,10 +29,7 @@ def setup(stacks: list[str] | None = None, caliper_prefixes: dict | None = None,
     prefix}, "imb": {stack: prefix}}. SOURCES is a source mirror (versions.yaml's archives): Ramble, Caliper,
     Adiak and IMB come from it instead of clones."""
     got, missing = _checkouts(sources, spack_mirror, log)
-    pins = RAMBLE_PIP + (SPACK_PIP if got["spack"] else [])
-    if not installed_pins(pins):
-        log(f"[setup] pip install {' '.join(pins)} into {sys.prefix}")
-        pip_install(pins)
+    pip_install(RAMBLE_PIP + (SPACK_PIP if got["spack"] else []), log)
     wanted = ([stacks_catalog.by_name(n) for n in stacks] if stacks
               else [s for s in stacks_catalog.catalog() if s.present()])
     absent = [s.name for s in wanted if not s.present()]
