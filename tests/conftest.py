@@ -127,6 +127,23 @@ def fresh_database(emb: db.Embedded, template: str | None = None):
             c.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
 
 
+@contextlib.contextmanager
+def pg_restored(emb: db.Embedded, dump: Path):
+    """DUMP restored by PostgreSQL's own pg_restore into a scratch database on EMB, no commscope code: the
+    reference a migration test reads the old store from. Yields a superuser DSN, and drops it after."""
+    name = f"reference_{uuid.uuid4().hex[:12]}"
+    with emb.admin("postgres") as a:
+        a.execute(f'CREATE DATABASE "{name}"')
+    try:
+        ref = emb.url(name, db.SUPERUSER)
+        subprocess.run([emb.bin("pg_restore"), "--no-owner", "--no-acl", f"--dbname={ref}", str(dump)], check=True,
+                       capture_output=True)
+        yield ref
+    finally:
+        with emb.admin("postgres") as a:
+            a.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
+
+
 _templates: dict[str, str] = {}
 
 

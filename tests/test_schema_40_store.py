@@ -20,7 +20,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from conftest import ROOT, private_home
+from conftest import ROOT, pg_restored, private_home
 from helpers import TIME, calipers_own, read
 
 DUMP = Path(__file__).parent / "stores" / "schema-40-model-4-nodes.dump"
@@ -40,19 +40,11 @@ def old_store(server):
     `commscope db restore`, which migrates it."""
     from commscope.store import db
     emb, _ = server
-    with emb.admin("postgres") as a:
-        a.execute("DROP DATABASE IF EXISTS schema40_reference WITH (FORCE)")
-        a.execute("CREATE DATABASE schema40_reference")
-    ref = emb.url("schema40_reference", db.SUPERUSER)
-    subprocess.run([emb.bin("pg_restore"), "--no-owner", "--no-acl", f"--dbname={ref}", str(DUMP)], check=True,
-                   capture_output=True)
-    with psycopg.connect(ref) as c:
+    with pg_restored(emb, DUMP) as ref, psycopg.connect(ref) as c:
         assert c.execute("SELECT max(version) FROM schema_version").fetchone()[0] == 40
         before = {"runs": c.execute("SELECT id, content_hash, series_id, nodes, source, model_version FROM runs "
                                     "ORDER BY id").fetchall(),
                   "series": c.execute("SELECT id, key, app, parameters, environment FROM series ORDER BY id").fetchall()}
-    with emb.admin("postgres") as a:
-        a.execute("DROP DATABASE schema40_reference WITH (FORCE)")
     home = private_home()
     env = {k: v for k, v in os.environ.items() if not k.startswith("PG") and k != "COMMSCOPE_DB_URL"}
     env["COMMSCOPE_HOME"] = str(home)

@@ -19,7 +19,7 @@ import pytest
 from commscope.store import db
 from commscope.store.ingest import MODEL_VERSION
 from commscope.workflow.ingest import Provenance, ingest
-from conftest import private_home
+from conftest import pg_restored, private_home
 
 DATA = Path(__file__).parent / "data"
 OLD_DUMP = Path(__file__).parent / "stores" / "schema-9-fixtures.dump"
@@ -117,17 +117,13 @@ def test_the_schema_9_store_migrates_with_every_run_intact(homes, tmp_path, serv
     """The committed dump (tests/stores/README.md) into today's schema: the migrations since run."""
     # Reference: PostgreSQL's own pg_restore of the same dump into a scratch database, no commscope code.
     emb, _ = server
-    with emb.admin("postgres") as a:
-        a.execute("DROP DATABASE IF EXISTS schema9_reference WITH (FORCE)")
-        a.execute("CREATE DATABASE schema9_reference")
-    ref = emb.url("schema9_reference", db.SUPERUSER)
-    subprocess.run([emb.bin("pg_restore"), "--no-owner", "--no-acl", f"--dbname={ref}", str(OLD_DUMP)], check=True,
-                   capture_output=True)
-    expected = snapshot(ref)
-    with psycopg.connect(ref) as c:
-        assert c.execute("SELECT max(version) FROM schema_version").fetchone()[0] == 9
-        from_data = {h for (h,) in c.execute("SELECT r.content_hash FROM runs r JOIN campaigns k ON k.id = r.campaign_id "
-                                             "WHERE k.kind = 'ingest'")}   # the tests/data groups of that day
+    with pg_restored(emb, OLD_DUMP) as ref:
+        expected = snapshot(ref)
+        with psycopg.connect(ref) as c:
+            assert c.execute("SELECT max(version) FROM schema_version").fetchone()[0] == 9
+            # the tests/data groups of that day
+            from_data = {h for (h,) in c.execute("SELECT r.content_hash FROM runs r JOIN campaigns k "
+                                                 "ON k.id = r.campaign_id WHERE k.kind = 'ingest'")}
     assert expected["runs"] == 65
 
     home = homes()
@@ -152,8 +148,6 @@ def test_the_schema_9_store_migrates_with_every_run_intact(homes, tmp_path, serv
         remeasured = {h for (h,) in c.execute("SELECT content_hash FROM runs WHERE model_version = %s",
                                               (MODEL_VERSION,))}
         assert from_data <= remeasured
-    with emb.admin("postgres") as a:
-        a.execute("DROP DATABASE schema9_reference WITH (FORCE)")
 
 
 def test_a_file_that_is_not_a_dump_is_refused_and_changes_nothing(homes, tmp_path):

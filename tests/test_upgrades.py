@@ -124,18 +124,12 @@ def test_the_schema_37_store_merges_the_upgrade_into_one_series_keeping_every_ru
     """tests/stores/README.md: the MPI scenario stored by schema 37's code, which split each series at the upgrade.
     Reference: PostgreSQL's own pg_restore of the dump, read without commscope's code."""
     from commscope.store import db
-    from conftest import private_home
+    from conftest import pg_restored, private_home
     from rollup_oracle import ON_THE_FLY_VIEWS
     emb, _ = server
-    with emb.admin("postgres") as a:
-        a.execute("DROP DATABASE IF EXISTS schema37_reference WITH (FORCE)")
-        a.execute("CREATE DATABASE schema37_reference")
-    ref = emb.url("schema37_reference", db.SUPERUSER)
-    subprocess.run([emb.bin("pg_restore"), "--no-owner", "--no-acl", f"--dbname={ref}", str(OLD_DUMP)], check=True,
-                   capture_output=True)
     runs_q = ("SELECT r.content_hash, r.started_at, r.wall_time, r.status, r.campaign_id, st.library FROM runs r "
               "JOIN stacks st ON st.id = r.stack_id ORDER BY 1")
-    with psycopg.connect(ref) as c:
+    with pg_restored(emb, OLD_DUMP) as ref, psycopg.connect(ref) as c:
         assert c.execute("SELECT max(version) FROM schema_version").fetchone()[0] == 37
         old_runs = c.execute(runs_q).fetchall()
         # the old store's series, and the experiments they are (their iteration count): two series each
@@ -177,8 +171,6 @@ def test_the_schema_37_store_merges_the_upgrade_into_one_series_keeping_every_ru
         assert changes == [("MPI library", SCENARIOS["mpi"][2][0], SCENARIOS["mpi"][2][1])]
     finally:
         db.Embedded(home).stop()
-        with emb.admin("postgres") as a:
-            a.execute("DROP DATABASE schema37_reference WITH (FORCE)")
 
 
 def test_one_line_per_experiment_with_the_version_change_drawn(history):
