@@ -363,3 +363,24 @@ def test_pio_disk_full_exits_2_on_every_rank_and_removes_the_file(built, tmp_pat
     assert f"pio: error: --dir {tmp_path}:" in r.stderr, r.stderr[-2000:]
     assert not r.out.verify and "write_bandwidth" not in r.out.foms
     assert not target.exists() and not target.is_symlink()
+
+
+def test_intel_mpi_ranks_are_started_by_intels_own_launcher():
+    """Intel's `mpirun` is a script that execs the first mpiexec.hydra on PATH, which is Debian MPICH's where that
+    is installed. That launcher mapped each rank to a node of its own: Intel MPI left shared memory for libfabric,
+    and Caliper-linked workloads hung in MPI_Init. As commscope launches the stack, the process that starts each rank
+    is the hydra proxy in the stack's own prefix (read from /proc, not from commscope), and a 2-rank run is one node
+    in Intel MPI's own start-up report (I_MPI_DEBUG): shared memory, no multi-node fallback, no libfabric."""
+    import subprocess
+    stack, bdir = built_once("pypi-impi2021")
+    proxies = subprocess.run(stack.launch(2, ["sh", "-c", 'readlink -f /proc/$PPID/exe']), env=stack.environ(),
+                             capture_output=True, text=True, timeout=120)
+    assert proxies.returncode == 0, proxies.stderr[-2000:]
+    started_by = set(proxies.stdout.split())
+    assert started_by == {str(Path(stack.prefix, "bin", "hydra_pmi_proxy").resolve())}, started_by
+    r = suite.run(stack, bdir, "pingpong", ["--iters", "10"], 2, env={"I_MPI_DEBUG": "5", "I_MPI_FABRICS": "shm"})
+    report = r.stdout + r.stderr
+    assert r.returncode == 0, report[-2000:]
+    assert "multi node launch is detected" not in report, report[-2000:]
+    assert "libfabric provider:" not in report, report[-2000:]
+    assert "Load tuning file:" in report and "_shm.dat" in report, report[-2000:]

@@ -140,7 +140,11 @@ def catalog() -> list[Stack]:
         if family == "impi":
             # The wheel's mpicc carries a literal I_MPI_SUBSTITUTE_INSTALLDIR placeholder.
             env = {"I_MPI_ROOT": str(venv)}
-        stacks.append(Stack(name, family, str(venv / "bin" / "mpicc"), str(venv / "bin" / "mpirun"),
+        # Intel's mpirun is a script that execs the first mpiexec.hydra on PATH, which is Debian MPICH's
+        # wherever that is installed: a launcher that maps each rank to its own node, so Intel MPI leaves shared
+        # memory for TCP and fails at MPI_Init now and then. Launch with Intel's own hydra.
+        launcher = "mpiexec.hydra" if family == "impi" else "mpirun"
+        stacks.append(Stack(name, family, str(venv / "bin" / "mpicc"), str(venv / "bin" / launcher),
                             str(venv), env, over))
     return stacks
 
