@@ -332,6 +332,12 @@ def test_cli_db_lifecycle_under_its_own_home():
         assert r.returncode == 0, r.stderr
         url = r.stdout.strip().splitlines()[-1]
         assert url.startswith("postgresql://") and str(home) in url
+        # a new store says so in one line, naming the newest migration (read from the store itself), not one
+        # line per migration
+        with psycopg.connect(url) as c:
+            names = [n for (n,) in c.execute("SELECT name FROM schema_version ORDER BY name")]
+        assert r.stdout.strip().splitlines()[:-1] == [
+            f"new store: {len(names)} migrations and the views applied, up to {names[-1]}"]
         assert run("db", "url").stdout.strip().splitlines()[-1] == url
         assert "running" in run("db", "status").stdout
         r = run("ingest", "-q", str(DATA / "halo3d-overlap-n2.runtime-profile.cali"))

@@ -32,8 +32,13 @@ def db_start(listen, port):
             applied = db.migrate(conn)
     except db.DBError as e:
         fail(str(e))
-    for name in applied:
-        click.echo(f"applied {name}")
+    migrated = [a for a in applied if a != db.VIEWS_FILE]
+    if migrated and len(migrated) == len(db.migrations()):
+        # a new store: one line, not one per migration (an existing store's upgrade lists what it applied)
+        click.echo(f"new store: {len(migrated)} migrations and the views applied, up to {migrated[-1]}")
+    else:
+        for name in applied:
+            click.echo(f"applied {name}")
     click.echo(url)
 
 
