@@ -247,6 +247,38 @@ def test_an_empty_panel_says_why_and_what_to_run(dsn, tmp_path):
     assert notes and all(len(n) > len("No data for this selection.") + 20 for n in notes), notes
 
 
+
+def test_the_gate_panels_say_no_check_ran_not_that_mpi_was_unprofiled(dsn, tmp_path):
+    """A store whose one run has MPI time (a real halo3d Caliper profile.mpi run and its output, caliper-reader's
+    reading) and no check yet: the MPI fraction panels are drawn, and the gate's empty panels (regressions, too noisy, change
+    points) name the step that fills them instead of blaming profiling."""
+    import caliperreader
+    from commscope.views import panels as P
+    from commscope.workflow.ingest import Provenance, ingest
+    cali = Path(__file__).resolve().parent / "data" / "halo3d-blocking-loop-n2.mpi-profile.cali"
+    r = caliperreader.CaliperReader()
+    r.read(str(cali))
+    assert any("mpi.function" in rec for rec in r.records)   # the file itself wrapped MPI
+    with psycopg.connect(dsn) as conn:
+        ingest(conn, [cali, cali.with_suffix(".out")], Provenance(system="gate-panels-box"))
+        conn.commit()
+        (campaign,) = {c for (c,) in conn.execute("SELECT r.campaign_id FROM runs r JOIN systems s "
+                                                  "ON s.id = r.system_id WHERE s.name = 'gate-panels-box'")}
+    out = tmp_path / "gate.html"
+    res = _report(dsn, out, "--campaign", str(campaign))
+    assert res.exit_code == 0, res.output
+    page = out.read_text()
+    board = P.MPI_FRACTION
+    for panel in board.panels:
+        block = page.split(f"<h3>{panel.title}</h3>", 1)[1].split("</div>", 1)[0]
+        if panel.title in ("Regressions", "Series too noisy to gate", "Change points"):
+            assert "No data for this selection" in block and "profile.mpi" not in block, (panel.title, block)
+            assert "commscope check" in block or "commscope changepoints" in block, (panel.title, block)
+        elif panel.title.startswith("MPI time fraction"):
+            assert "No data for this selection" not in block, (panel.title, block)
+    titles = {(b.uid, p.title) for b in P.DASHBOARDS for p in b.panels}
+    assert set(P.WHY_EMPTY_PANEL) <= titles, set(P.WHY_EMPTY_PANEL) - titles
+
 # ---- issue 17: findings first, legends a reader can read, labels inside their plot ----------------------------
 
 DATA = Path(__file__).resolve().parent / "data"

@@ -621,9 +621,7 @@ WHY_EMPTY = {
     MPI_FRACTION.uid: "These panels need runs whose Caliper profile wrapped MPI (profile.mpi). Runs without a "
                       "profile, or profiled without MPI wrapping, have no MPI time (NULL, not 0). commscope setup "
                       "builds Caliper per MPI stack (offline: --source-mirror DIR), and commscope run then profiles "
-                      "with --caliper mpi, an application without Caliper by preloading it. Regressions and change "
-                      "points appear once commscope check and commscope changepoints have seen several campaigns "
-                      "of a series.",
+                      "with --caliper mpi, an application without Caliper by preloading it.",
     SCALING.uid: "Scaling needs the same experiment at two or more rank counts (strong: the same global problem; "
                  "weak: the same problem per rank), as the smoke study runs at 1 and 2 ranks.",
     ROUTINES.uid: "Routine tables need Caliper profiles with MPI wrapping (--caliper mpi); call counts need "
@@ -639,6 +637,23 @@ WHY_EMPTY = {
     PROCUREMENT.uid: "The comparison needs the same experiment (application and parameters) on two or more "
                      "systems or stacks; name the systems with commscope report --compare.",
 }
+
+# Panels empty for a reason of their own, not their dashboard's: (dashboard uid, panel title) -> why.
+WHY_EMPTY_PANEL = {
+    (MPI_FRACTION.uid, "Regressions"): "commscope check --annotate writes them when it judges a campaign whose "
+                                       "series have earlier campaigns to compare with; no check has written one "
+                                       "for this selection.",
+    (MPI_FRACTION.uid, "Series too noisy to gate"): "commscope check lists them when it judges a campaign; no "
+                                                    "check has judged one in this selection.",
+    (MPI_FRACTION.uid, "Change points"): "Computed over each series' history (commscope changepoints, and at "
+                                         "ingest): none in this selection, where finding one takes several runs "
+                                         "on each side of a move.",
+}
+
+
+def why_empty(board: Dashboard, panel: Panel) -> str:
+    """What an empty panel of the static report says: its own reason, else its dashboard's."""
+    return WHY_EMPTY_PANEL.get((board.uid, panel.title)) or WHY_EMPTY.get(board.uid, "")
 
 
 def variable_query(column: str) -> str:

@@ -510,7 +510,7 @@ def render(conn, campaigns: tuple[int, ...] = (), compare: tuple[str, ...] = ())
             parts.append(f"<div class='panel'><h3>{html.escape(panel.title)}</h3>"
                          f"<p class='note'>{html.escape(panel.description)}</p>")
             if not rows:
-                why = P.WHY_EMPTY.get(board.uid, "")
+                why = P.why_empty(board, panel)
                 parts.append(f"<p class='note empty'>No data for this selection. {html.escape(why)}</p></div>")
                 continue
             series = panel.plot.get("series")
