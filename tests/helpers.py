@@ -20,6 +20,8 @@ from caliperreader import read_caliper_contents
 
 from commscope.read import windows
 from commscope.read.records import Record
+from commscope.workflow import caliper
+from commscope.workflow import stacks as mpi_stacks
 
 DATA = Path(__file__).parent / "data"
 HISTORY = Path(__file__).parent / "gate-history"
@@ -418,3 +420,30 @@ def outside_code_spans(line: str) -> str:
         else:
             i += n + close + n
     return "".join(out)
+
+
+# ---- Fortran MPI profiled by the preload route (libcommscope-mpif and a no-GOTCHA Caliper) -------------------
+
+NOGOTCHA = os.environ.get("COMMSCOPE_CALIPER_NOGOTCHA_PREFIX", "")
+
+# The Fortran calls fjacobi makes: its mpi_f08 ones, and mpif.h's Gather and Gatherv (Comm_rank and Comm_size too,
+# which Caliper's profile.mpi leaves out).
+FORTRAN_CALLS = {"MPI_Init", "MPI_Bcast", "MPI_Barrier", "MPI_Irecv", "MPI_Isend", "MPI_Waitall", "MPI_Allreduce",
+                 "MPI_Reduce", "MPI_Gather", "MPI_Gatherv", "MPI_Finalize"}
+
+
+def nogotcha(stack_name: str) -> Path:
+    """The no-GOTCHA Caliper for the stack: COMMSCOPE_CALIPER_NOGOTCHA_PREFIX for Debian Open MPI (ci/toolchain.py),
+    else the one `commscope setup` built under $COMMSCOPE_HOME; skips without one."""
+    if stack_name == "debian-openmpi4" and NOGOTCHA:
+        return Path(NOGOTCHA)
+    found = caliper.installed(mpi_stacks.by_name(stack_name))
+    if found is None:
+        pytest.skip(f"no no-GOTCHA Caliper for {stack_name} (COMMSCOPE_CALIPER_NOGOTCHA_PREFIX, or `commscope setup "
+                    f"--source-mirror DIR` builds one); Caliper is in no package registry")
+    return found
+
+
+def fortran_preload(bdir: Path, prefix: Path) -> str:
+    """The documented preload for a Fortran application (docs/add-your-application.md)."""
+    return f"{bdir / 'libcommscope-mpif.so'}:{prefix / 'lib' / 'libcaliper.so'}"

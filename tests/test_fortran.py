@@ -7,40 +7,14 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import psycopg
 import pytest
 
 from commscope.read.workload_output import parse_output
-from commscope.workflow import caliper
 from commscope.workflow import stacks as mpi_stacks
 from conftest import ROOT, STACK_NAMES, built_once
-from helpers import profile_reference
-
-NOGOTCHA = os.environ.get("COMMSCOPE_CALIPER_NOGOTCHA_PREFIX", "")
-
-# The Fortran calls fjacobi makes: its mpi_f08 ones, and mpif.h's Gather and Gatherv (Comm_rank and Comm_size too,
-# which Caliper's profile.mpi leaves out).
-FORTRAN_CALLS = {"MPI_Init", "MPI_Bcast", "MPI_Barrier", "MPI_Irecv", "MPI_Isend", "MPI_Waitall", "MPI_Allreduce",
-                 "MPI_Reduce", "MPI_Gather", "MPI_Gatherv", "MPI_Finalize"}
-
-
-def nogotcha(stack_name: str) -> Path:
-    """The no-GOTCHA Caliper for the stack: COMMSCOPE_CALIPER_NOGOTCHA_PREFIX for Debian Open MPI (ci/toolchain.py),
-    else the one `commscope setup` built under $COMMSCOPE_HOME; skips without one."""
-    if stack_name == "debian-openmpi4" and NOGOTCHA:
-        return Path(NOGOTCHA)
-    found = caliper.installed(mpi_stacks.by_name(stack_name))
-    if found is None:
-        pytest.skip(f"no no-GOTCHA Caliper for {stack_name} (COMMSCOPE_CALIPER_NOGOTCHA_PREFIX, or `commscope setup "
-                    f"--source-mirror DIR` builds one); Caliper is in no package registry")
-    return found
-
-
-def preload(bdir: Path, prefix: Path) -> str:
-    """The documented preload for a Fortran application (docs/add-your-application.md)."""
-    return f"{bdir / 'libcommscope-mpif.so'}:{prefix / 'lib' / 'libcaliper.so'}"
+from helpers import FORTRAN_CALLS, fortran_preload, nogotcha, profile_reference
 
 
 @pytest.mark.parametrize("stack_name", STACK_NAMES)
@@ -52,7 +26,7 @@ def test_fortran_mpi_calls_are_profiled_and_ingested_as_caliper_reader_reads_the
     stack, bdir = built_once(stack_name)
     assert (bdir / "fjacobi").exists(), f"the {stack_name} build has its Fortran workload (FORTRAN_STACKS)"
     out, cali = tmp_path / "fjacobi-n2.out", tmp_path / "fjacobi-n2.cali"
-    env = stack.environ({"LD_PRELOAD": preload(bdir, prefix), "CALI_CONFIG": f"runtime-profile,profile.mpi,output={cali}"})
+    env = stack.environ({"LD_PRELOAD": fortran_preload(bdir, prefix), "CALI_CONFIG": f"runtime-profile,profile.mpi,output={cali}"})
     p = subprocess.run(stack.launch(2, [str(bdir / "fjacobi"), "--n", "4000", "--iters", "300"]), env=env,
                        capture_output=True, text=True, timeout=120)
     assert p.returncode == 0, p.stdout + p.stderr
