@@ -17,6 +17,21 @@ wall-clock times.
 
     .venv/bin/python bench/facility_night.py measure [--rounds 120]
     .venv/bin/python bench/facility_night.py [--series 1000] [--platform 300] [--check-args "--fdr 0.05"] [--keep DIR]
+    .venv/bin/python bench/facility_night.py --url URL --campaign 16 [--replicate 10000] [--check-args ...]
+
+--replicate N (check's time at facility scale, without hours of ingest: 10,000 series through `commscope ingest`
+take about 2 hours here): before checking, the store's series are copied at the SQL level until it holds N series.
+Copy k of a series is the same rows under a new identity: a new system (the original's name + "-rK", every other
+column the same), a new series (its environment's system that name, its key recomputed by the store's
+series_key), and its runs (every run of the series, ok or not, in the same campaigns, new ids in the same order,
+content_hash + ":rK") with their run_windows, FOMs and call-tree rows (node_metrics, mpi_metrics, rank_spread,
+comm_stats where the store has them), its change points and their state (so check finds them up to date, as after an
+ingest) and its accepted levels. The store's own triggers keep the rollups. These are REPLICATED ROWS, not
+measured ones: every copy's values equal its original's, so its verdict is its original's, while whether it
+alerts can differ (the campaign's budget is over N findings, and a platform-wide group is per system); they are
+fit for timing check on N series, not for its accuracy. It writes into the store at --url, which must not hold
+replicas already: copy the kept store's home first (server stopped: `cp -a /tmp/fac1300 /tmp/fac10k`) and start
+the copy.
 """
 from __future__ import annotations
 
@@ -208,6 +223,109 @@ def store(keep: Path | None):
     return url, stop
 
 
+# Per-run tables copied with each replicated run (those the store has), besides runs itself.
+REPLICATED_RUN_TABLES = ("run_windows", "foms", "node_metrics", "mpi_metrics", "rank_spread", "comm_stats")
+
+
+def _copied_columns(conn, table: str, mapped: tuple[str, ...]) -> list[str]:
+    """TABLE's columns that a copy takes as they are: not MAPPED (given by the copy), not generated."""
+    return [r[0] for r in conn.execute(
+        "SELECT a.attname FROM pg_attribute a WHERE a.attrelid = %s::regclass AND a.attnum > 0 "
+        "AND NOT a.attisdropped AND a.attidentity = '' AND a.attgenerated = '' ORDER BY a.attnum", (table,))
+        if r[0] not in mapped]
+
+
+def replicate(url: str, target: int) -> dict:
+    """Copy the store's series at the SQL level until it holds TARGET series (see the module's --replicate): copy
+    k = 1, 2, ... of every series in id order, the last copy only as many as are missing. Returns what it made."""
+    import psycopg
+    from psycopg import sql
+    t0 = time.perf_counter()
+    with psycopg.connect(url) as conn:
+        ids = [r[0] for r in conn.execute("SELECT DISTINCT series_id FROM runs WHERE series_id IS NOT NULL "
+                                          "ORDER BY 1")]
+        if not ids:
+            raise SystemExit("--replicate: the store has no series")
+        tables = [t for t in REPLICATED_RUN_TABLES
+                  if conn.execute("SELECT to_regclass(%s)", (t,)).fetchone()[0] is not None]
+        made, k = {"series": 0, "runs": 0}, 0
+        if len(ids) < target and conn.execute("SELECT 1 FROM systems WHERE name ~ '-r[0-9]+$' LIMIT 1").fetchone():
+            raise SystemExit("--replicate: this store holds replicas already; replicate a copy of the ingested store")
+        while len(ids) + made["series"] < target:
+            k += 1
+            chosen = ids[:target - len(ids) - made["series"]]
+            suffix = f"-r{k}"
+            with conn.transaction():
+                conn.execute("DROP TABLE IF EXISTS system_map, series_map, run_map")
+                other = _copied_columns(conn, "systems", ("id", "name"))
+                cols = sql.SQL(", ").join(map(sql.Identifier, other))
+                conn.execute(sql.SQL(
+                    "INSERT INTO systems (name, {cols}) SELECT name || %(suffix)s, {cols} FROM systems "
+                    "WHERE id IN (SELECT DISTINCT system_id FROM runs WHERE series_id = ANY(%(ids)s)) "
+                    "ON CONFLICT (name) DO NOTHING").format(cols=cols), {"suffix": suffix, "ids": chosen})
+                conn.execute("CREATE TEMP TABLE system_map AS SELECT o.id AS old, n.id AS new FROM systems o "
+                             "JOIN systems n ON n.name = o.name || %s", (suffix,))
+                conn.execute("CREATE TEMP TABLE series_map AS SELECT id AS old, (SELECT max(id) FROM series) "
+                             "+ row_number() OVER (ORDER BY id) AS new FROM series WHERE id = ANY(%s)", (chosen,))
+                other = _copied_columns(conn, "series", ("id", "key", "environment"))
+                cols = sql.SQL(", ").join(map(sql.Identifier, other))
+                scols = sql.SQL(", ").join(sql.SQL("s.{}").format(sql.Identifier(c)) for c in other)
+                conn.execute(sql.SQL(
+                    "INSERT INTO series (id, key, environment, {cols}) OVERRIDING SYSTEM VALUE "
+                    "SELECT m.new, series_key(s.app, s.parameters, e.env), e.env, {scols} "
+                    "FROM series s JOIN series_map m ON m.old = s.id CROSS JOIN LATERAL (SELECT CASE "
+                    "WHEN s.environment ? 'system' THEN jsonb_set(s.environment, '{{system}}', "
+                    "to_jsonb(coalesce(s.environment->>'system', 'unknown') || %(suffix)s)) "
+                    "ELSE s.environment || jsonb_build_object('replica', %(k)s::int) END AS env) e"
+                ).format(cols=cols, scols=scols), {"suffix": suffix, "k": k})
+                conn.execute("SELECT setval(pg_get_serial_sequence('series', 'id'), (SELECT max(id) FROM series))")
+                conn.execute("CREATE TEMP TABLE run_map AS SELECT id AS old, (SELECT max(id) FROM runs) "
+                             "+ row_number() OVER (ORDER BY id) AS new FROM runs WHERE series_id = ANY(%s)",
+                             (chosen,))
+                conn.execute("CREATE INDEX ON run_map (old)")
+                other = _copied_columns(conn, "runs", ("id", "content_hash", "series_id", "system_id"))
+                cols = sql.SQL(", ").join(map(sql.Identifier, other))
+                rcols = sql.SQL(", ").join(sql.SQL("r.{}").format(sql.Identifier(c)) for c in other)
+                n = conn.execute(sql.SQL(
+                    "INSERT INTO runs (id, content_hash, series_id, system_id, {cols}) "
+                    "SELECT m.new, r.content_hash || %(tag)s, sm.new, sy.new, {rcols} FROM runs r "
+                    "JOIN run_map m ON m.old = r.id JOIN series_map sm ON sm.old = r.series_id "
+                    "LEFT JOIN system_map sy ON sy.old = r.system_id ORDER BY m.new"
+                ).format(cols=cols, rcols=rcols), {"tag": f":r{k}"}).rowcount
+                conn.execute("SELECT setval(pg_get_serial_sequence('runs', 'id'), (SELECT max(id) FROM runs))")
+                for table in tables:
+                    other = _copied_columns(conn, table, ("run_id",))
+                    cols = sql.SQL(", ").join(map(sql.Identifier, other))
+                    tcols = sql.SQL(", ").join(sql.SQL("t.{}").format(sql.Identifier(c)) for c in other)
+                    conn.execute(sql.SQL("INSERT INTO {table} (run_id, {cols}) SELECT m.new, {tcols} FROM {table} t "
+                                         "JOIN run_map m ON m.old = t.run_id").format(
+                        table=sql.Identifier(table), cols=cols, tcols=tcols))
+                for table, by_run in (("change_point_state", "max_run_id"), ("change_points", "run_id")):
+                    other = _copied_columns(conn, table, ("series_id", by_run))
+                    cols = sql.SQL(", ").join(map(sql.Identifier, other))
+                    tcols = sql.SQL(", ").join(sql.SQL("t.{}").format(sql.Identifier(c)) for c in other)
+                    conn.execute(sql.SQL("INSERT INTO {table} (series_id, {by_run}, {cols}) "
+                                         "SELECT sm.new, m.new, {tcols} FROM {table} t "
+                                         "JOIN series_map sm ON sm.old = t.series_id "
+                                         "JOIN run_map m ON m.old = t.{by_run}").format(
+                        table=sql.Identifier(table), by_run=sql.Identifier(by_run), cols=cols, tcols=tcols))
+                other = _copied_columns(conn, "accepted_levels", ("series_id",))
+                cols = sql.SQL(", ").join(map(sql.Identifier, other))
+                tcols = sql.SQL(", ").join(sql.SQL("t.{}").format(sql.Identifier(c)) for c in other)
+                conn.execute(sql.SQL("INSERT INTO accepted_levels (series_id, {cols}) SELECT sm.new, {tcols} "
+                                     "FROM accepted_levels t JOIN series_map sm ON sm.old = t.series_id").format(
+                    cols=cols, tcols=tcols))
+                conn.execute("DROP TABLE system_map, series_map, run_map")
+            made["series"] += len(chosen)
+            made["runs"] += n
+            print(f"  replica {k}: {len(chosen)} series, {n} runs ({time.perf_counter() - t0:.0f} s)",
+                  file=sys.stderr, flush=True)
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("ANALYZE")
+    made.update(copies=k, series_now=len(ids) + made["series"], seconds=time.perf_counter() - t0)
+    return made
+
+
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["measure"]:
@@ -227,6 +345,9 @@ def main(argv=None) -> int:
     ap.add_argument("--keep", type=Path, help="keep the store's home here (and reuse nothing)")
     ap.add_argument("--url", help="an existing store built by an earlier --keep run: check only")
     ap.add_argument("--campaign", type=int, help="with --url: the campaign to judge")
+    ap.add_argument("--replicate", type=int, metavar="N",
+                    help="before checking, copy the store's series at the SQL level until it holds N (replicated "
+                         "rows, for check's time only: see above); writes into the store")
     ap.add_argument("--independent", action="store_true",
                     help="draw a night's runs one by one (exchangeable nights) instead of consecutive measured runs")
     args = ap.parse_args(argv)
@@ -243,9 +364,18 @@ def main(argv=None) -> int:
             print(f"store: {url} last campaign {campaigns[-1]}", file=sys.stderr)
         print(f"{args.series} series, {NIGHTS} nights x {RUNS} runs; files written in {writing:.1f} s, "
               f"`commscope ingest` {ingesting:.1f} s in all ({ingesting / NIGHTS:.1f} s a night)")
+        if args.replicate:
+            made = replicate(url, args.replicate)
+            print(f"replicated: {made['copies']} copies, {made['series']} series and {made['runs']} runs added "
+                  f"in {made['seconds']:.0f} s: {made['series_now']} series", flush=True)
         for extra in args.check_args or [""]:
             doc, took, _ = check(url, campaigns[-1], shlex.split(extra))
-            s = score(doc["series"], series)
+            found = [f for f in doc["series"] if not re.search(r"-r\d+$", f.get("system") or "")]   # the originals
+            s = score(found, series)
+            if args.replicate:
+                s["all_series"] = {"judged": len(doc["series"]), "alerts": doc["alerts"],
+                                   "series_alerting": doc["series_alerting"], "held_back": doc["held_back"],
+                                   "groups": len(doc["groups"])}
             print(f"check {extra or '(defaults)'}: {took:.1f} s; {json.dumps(s)}", flush=True)
     finally:
         stop()

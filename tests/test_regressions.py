@@ -839,6 +839,34 @@ def test_a_metric_no_run_measured_leaves_the_other_metrics_verdicts_standing(dsn
 
 # ---- what a campaign could have seen (issue 35) -------------------------------------------------------------
 
+def test_all_nights_at_once_equal_night_by_night():
+    """stats.detectable with nights as units takes every resampled campaign in one set of array operations
+    (_nights_shifts_needed); its figures equal _shifts_needed's called night by night against the other nights,
+    element for element, on nights of equal and unequal lengths, with ties, on negated (higher is better) values,
+    and for the lower bound and the at-most-UPTO figures runs_a_night asks for."""
+    import numpy as np
+    rnd = random.Random(45)
+    for trial in range(40):
+        lengths = [3] * 10 if trial % 2 else [rnd.choice([1, 2, 3, 5]) for _ in range(rnd.choice([4, 7, 11]))]
+        base = [[10.0 * rnd.lognormvariate(0, 0.1) * rnd.lognormvariate(0, 0.05) for _ in range(n)] for n in lengths]
+        if trial % 5 == 0:
+            base = [[round(v, 1) for v in c] for c in base]
+        if trial % 7 == 0:
+            base = [[-v for v in c] for c in base]
+        medians = [statistics.median(c) for c in base]
+        for n_new, kw in itertools.product((3, 5, 50), ({}, {"bound": True}, {"upto": 0.2})):
+            night, runs = stats._draws(tuple(lengths), n_new, stats.DRAWS, 0, False)
+            at_once = stats._nights_shifts_needed(base, medians, night, runs, 0.05, 0.001, kw.get("bound", False),
+                                                  kw.get("upto"))
+            assert at_once is not None
+            one_by_one = np.empty(len(night))
+            for j in sorted(set(night.tolist())):
+                one_by_one[night == j] = stats._shifts_needed(
+                    np.asarray(base[j], dtype=float)[runs[night == j]], stats._flat(base[:j] + base[j + 1:]),
+                    medians[:j] + medians[j + 1:], 0.05, 0.001, False, kw.get("bound", False), kw.get("upto"))
+            assert np.array_equal(at_once, one_by_one), (trial, n_new, kw)
+
+
 def test_the_detectable_effect_is_what_brute_force_campaigns_are_flagged_for():
     """stats.detectable is the shift a campaign is flagged for in 80 % of campaigns resampled from the baseline,
     found from each draw's test threshold. Checked here by brute force through scipy itself: fresh campaigns of

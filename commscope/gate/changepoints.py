@@ -136,10 +136,12 @@ def stale_series(conn: psycopg.Connection, metric: str, series_ids: list[int] | 
     return sorted(stale + gone)
 
 
-def series_points(conn: psycopg.Connection, series_id: int, metric: str) -> tuple[str | None, list[tuple]]:
+def series_points(conn: psycopg.Connection, series_id: int, metric: str,
+                  rows: list[tuple] | None = None) -> tuple[str | None, list[tuple]]:
     """(window, [(run_id, campaign_id, started_at, value)]) of one series: its ok runs that measured METRIC,
-    in start-time order, on its focus window when any run has one there, else its run window."""
-    rows = queries.window_values(conn, series_id, metric)
+    in start-time order, on its focus window when any run has one there, else its run window. ROWS: its
+    queries.window_values, read already."""
+    rows = queries.window_values(conn, series_id, metric) if rows is None else rows
     windows = {r[0] for r in rows}
     window = "focus" if "focus" in windows else ("run" if "run" in windows else None)
     return window, [r[1:] for r in rows if r[0] == window]
@@ -258,14 +260,19 @@ def with_verdicts(conn: psycopg.Connection, changes: list[dict]) -> list[dict]:
     """CHANGES (dicts with series_id, metric, run_id and direction) each with its verdict: the campaigns of the
     levels it separates are those of the series' points between its neighbouring change points."""
     levels: dict[tuple, tuple] = {}
+    series: dict[str, dict] = {}   # per metric, its series: their points and cuts read in two queries
+    for c in changes:
+        series.setdefault(c["metric"], {})[c["series_id"]] = None
+    for metric, ids in series.items():
+        ids = list(ids)
+        rows, runs = queries.windows_values(conn, ids, metric), queries.change_point_runs(conn, ids, metric)
+        for sid in ids:
+            _, points = series_points(conn, sid, metric, rows.get(sid, []))
+            at = {p[0]: i for i, p in enumerate(points)}
+            cuts = sorted(at[r] for r in runs.get(sid, []) if r in at)
+            levels[(sid, metric)] = ([p[1] for p in points], at, [0, *cuts, len(points)])
     for c in changes:
         key = (c["series_id"], c["metric"])
-        if key not in levels:
-            _, points = series_points(conn, *key)
-            at = {p[0]: i for i, p in enumerate(points)}
-            cuts = sorted(at[r] for (r,) in conn.execute(
-                "SELECT run_id FROM v_change_points WHERE series_id = %s AND metric = %s", key) if r in at)
-            levels[key] = ([p[1] for p in points], at, [0, *cuts, len(points)])
         campaigns, at, cuts = levels[key]
         if c["run_id"] not in at:   # its runs are gone since it was computed: nothing to call it
             c["verdict"] = None

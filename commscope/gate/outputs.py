@@ -273,9 +273,11 @@ def check_json(found, alpha: float, min_effect: float, max_undetectable: float, 
     None: each series alone), its groups and change points, and each finding (as_dict) with the change points of
     its series and metric."""
     series = [as_dict(f, alpha, min_effect) for f in found.findings]
+    changes: dict[tuple, list] = {}   # by series and metric, in found.changes' order
+    for c in found.changes:
+        changes.setdefault((c["series_id"], c["metric"]), []).append(c)
     for f, d in zip(found.findings, series):
-        d["change_points"] = [changepoints.as_dict(c) for c in found.changes
-                              if (c["series_id"], c["metric"]) == (f.series["series_id"], f.metric)]
+        d["change_points"] = [changepoints.as_dict(c) for c in changes.get((f.series["series_id"], f.metric), [])]
     return json.dumps({"campaigns": sorted({f.campaign for f in found.findings}), "alpha": alpha,
                        "min_effect": min_effect, "max_undetectable": max_undetectable,
                        "budget": budget, "fdr": (budget or {}).get("fdr"), "alerts": sum(f.leads for f in found.findings),

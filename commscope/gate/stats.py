@@ -54,10 +54,42 @@ def _unchecked(name: str):
     return getattr(test, "__wrapped__", test)
 
 
+_MWU_NULLS: dict = {}   # (smaller, larger sample size) -> scipy's exact null distribution of U, as far as built
+
+
+def _mannwhitneyu(x, y, **kw):
+    """scipy's Mann-Whitney U test (_unchecked), with the exact null distribution it builds for a pair of sample
+    sizes kept per pair: scipy keeps only the last pair's (a thread-local _MWU it rebuilds whenever the sizes
+    change), and the gate alternates between a few pairs (the night against its baseline runs, the two nights,
+    the confirmation's campaigns) for every series, so scipy rebuilt it a few times per series (a third of the
+    test's time on a 1,300-series night). The same scipy object computes the same distribution, so the p-values are
+    scipy's own, bit for bit; where this scipy keeps its state otherwise, the test is called as it is."""
+    import scipy.stats._mannwhitneyu as mwu
+    state, null = getattr(mwu, "_mwu_state", None), getattr(mwu, "_MWU", None)
+    if state is not None and null is not None:
+        sizes = (min(len(x), len(y)), max(len(x), len(y)))
+        kept = _MWU_NULLS.get(sizes)
+        if kept is None:
+            try:
+                kept = _MWU_NULLS[sizes] = null(*sizes)
+            except TypeError:
+                kept = None
+        if kept is not None:
+            previous, state.s = getattr(state, "s", None), kept
+            try:
+                return _unchecked("mannwhitneyu")(x, y, **kw)
+            finally:   # other callers of scipy's test get their own state back, and never reshape a kept one
+                if previous is None:
+                    del state.s
+                else:
+                    state.s = previous
+    return _unchecked("mannwhitneyu")(x, y, **kw)
+
+
 def _mann_whitney_greater(new: list[float], base: list[float]) -> float:
     import numpy as np
-    return float(_unchecked("mannwhitneyu")(np.asarray(new, dtype=float), np.asarray(base, dtype=float),
-                                            alternative="greater").pvalue)
+    return float(_mannwhitneyu(np.asarray(new, dtype=float), np.asarray(base, dtype=float),
+                               alternative="greater").pvalue)
 
 
 def _robust_z_p(new_med: float, base: list[float]) -> float:
@@ -102,31 +134,39 @@ def _monotone(values: list[float]) -> list[float]:
 def campaign_p(new_median: float, base_medians: list[float]) -> float:
     """One-sided p that a campaign median this large comes from the baseline campaigns' distribution: Student's t
     for one new value against a sample, the t prediction interval (what scipy.stats.ttest_ind of [new] against
-    the baseline medians gives, with len(base) - 1 degrees of freedom; computed here through scipy.stats.t,
-    without ttest_ind's input checks, which cost more than the test for the many series a check judges), on
+    the baseline medians gives, with len(base) - 1 degrees of freedom; computed here through scipy's Student's t
+    (_t_sf), without ttest_ind's input checks, which cost more than the test for the many series a check judges), on
     _monotone values."""
-    from scipy.stats import t as student_t
     y = _monotone([new_median, *base_medians])
     base = y[1:]
     sd = math.sqrt(_variance(base))
     if sd == 0:
         return 0.0 if y[0] > base[0] else 1.0
     k = len(base)
-    return float(student_t.sf((y[0] - statistics.fmean(base)) / (sd * math.sqrt(1 + 1 / k)), k - 1))
+    return _t_sf((y[0] - statistics.fmean(base)) / (sd * math.sqrt(1 + 1 / k)), k - 1)
+
+
+def _t_sf(t: float, df: int) -> float:
+    """scipy.stats.t.sf(t, df): for a finite t and df >= 1 what it computes, scipy.special.stdtr(df, -t), without
+    the distribution method's argument handling (which costs more than the function for the many series a check
+    judges); anything else through scipy.stats.t itself."""
+    if df >= 1 and math.isfinite(t):
+        from scipy.special import stdtr
+        return float(stdtr(df, -t))
+    from scipy.stats import t as student_t
+    return float(student_t.sf(t, df))
 
 
 def mean_night_p(new_medians: list[float], base_medians: list[float]) -> float:
     """campaign_p for the mean of several new nights' medians: Student's t of their mean against the baseline
     nights' medians, sd * sqrt(1 / len(new) + 1 / len(base)), on _monotone values."""
-    from scipy.stats import t as student_t
     y = _monotone([*new_medians, *base_medians])
     new, base = y[:len(new_medians)], y[len(new_medians):]
     sd = math.sqrt(_variance(base))
     if sd == 0:
         return 0.0 if min(new) > base[0] else 1.0
     k = len(base)
-    return float(student_t.sf((statistics.fmean(new) - statistics.fmean(base)) /
-                              (sd * math.sqrt(1 / len(new) + 1 / k)), k - 1))
+    return _t_sf((statistics.fmean(new) - statistics.fmean(base)) / (sd * math.sqrt(1 / len(new) + 1 / k)), k - 1)
 
 
 def _flat(campaigns: list[list[float]]) -> list[float]:
@@ -168,9 +208,9 @@ def confirm_p(recent: list[float], base: list[float]) -> float:
     import numpy as np
     order = sorted([(v, 0, i) for i, v in enumerate(recent)] + [(v, 1, i) for i, v in enumerate(base)])
     rank = {(side, i): r for r, (_, side, i) in enumerate(order)}
-    return float(_unchecked("mannwhitneyu")(np.array([rank[(0, i)] for i in range(len(recent))], dtype=float),
-                                            np.array([rank[(1, i)] for i in range(len(base))], dtype=float),
-                                            alternative="greater", method="exact").pvalue)
+    return float(_mannwhitneyu(np.array([rank[(0, i)] for i in range(len(recent))], dtype=float),
+                               np.array([rank[(1, i)] for i in range(len(base))], dtype=float),
+                               alternative="greater", method="exact").pvalue)
 
 
 def confirm_smallest_p(n_recent: int, n_base: int) -> float:
@@ -447,13 +487,20 @@ def _shift_to(x, target):
 
 
 @functools.lru_cache(maxsize=1024)
+def _t_isf(level: float, df: int) -> float:
+    """scipy's Student's t quantile above which LEVEL of its mass lies: a few (level, df) pairs serve every series,
+    so each is computed once (scipy's distribution methods cost more than the arithmetic around them)."""
+    from scipy.stats import t as student_t
+    return float(student_t.isf(level, df))
+
+
+@functools.lru_cache(maxsize=1024)
 def _campaign_threshold(base_medians: tuple, level: float) -> tuple[float, float]:
     """(threshold, sd): the _monotone value above which campaign_p of a new median falls below LEVEL."""
-    from scipy.stats import t as student_t
     y = _monotone(list(base_medians))
     k = len(y)
     sd = math.sqrt(_variance(y))
-    return statistics.fmean(y) + float(student_t.isf(level, k - 1)) * sd * math.sqrt(1 + 1 / k), sd
+    return statistics.fmean(y) + _t_isf(level, k - 1) * sd * math.sqrt(1 + 1 / k), sd
 
 
 def _larger(a, b):
@@ -560,6 +607,109 @@ def _resampled(rng, lengths: list[int], n_new: int, draws: int):
     return night.astype(np.intp), (product[:, 1:] >> np.uint64(32)).astype(np.intp)
 
 
+@functools.lru_cache(maxsize=256)
+def _draws(lengths: tuple[int, ...], n_new: int, draws: int, seed: int, pooled: bool):
+    """The resampled campaigns of detectable: pooled, DRAWS x N_NEW indices into the baseline's runs; with nights as
+    units, (night, run indices) as _resampled draws them, else as numpy draws them one after another. They depend
+    on the nights' LENGTHS only (the generator is seeded afresh), so series with nights of the same lengths share
+    them: drawn once (read-only arrays)."""
+    import numpy as np
+    if pooled:
+        drawn = (np.random.default_rng(seed).integers(0, sum(lengths), (draws, n_new)),)
+    else:
+        drawn = _resampled(np.random.default_rng(seed), list(lengths), n_new, draws)
+        if drawn is None:   # numpy's own draws, one after another
+            rng = np.random.default_rng(seed)
+            night, rows = [], []
+            for _ in range(draws):
+                night.append(int(rng.integers(len(lengths))))
+                rows.append(rng.choice(lengths[night[-1]], n_new))
+            drawn = np.asarray(night, dtype=np.intp), np.asarray(rows, dtype=np.intp)
+    for a in drawn:
+        a.flags.writeable = False
+    return drawn
+
+
+ALL_NIGHTS_AT_ONCE = 4_000_000   # (run pairs) up to which _nights_shifts_needed takes every drawn campaign at once
+
+
+def _nights_shifts_needed(base: list[list[float]], medians: list[float], night, runs, min_effect: float,
+                          level: float, bound: bool, upto: float | None):
+    """_shifts_needed of every campaign drawn with nights as units (NIGHT: the baseline night each was drawn from,
+    RUNS: its runs there) against the other nights, all campaigns in one set of array operations instead of one
+    call per night: the pairs against all baseline runs, less those against the campaign's own night (set to inf
+    before the selection, or subtracted from the counts), and each night's baseline figures (median, pairs needed,
+    campaign threshold) by row. The same figures, element for element; None where that cannot be promised (fewer
+    than MANN_WHITNEY_FROM runs, a pair's shift that is not finite, or too many pairs at once): the caller then
+    calls _shifts_needed night by night."""
+    import numpy as np
+    n_new = runs.shape[1]
+    lengths = [len(c) for c in base]
+    flat = np.asarray(_flat(base), dtype=float)
+    if n_new < MANN_WHITNEY_FROM or len(night) * n_new * len(flat) > ALL_NIGHTS_AT_ONCE:
+        return None
+    starts = np.cumsum([0, *lengths[:-1]])
+    new = flat[starts[night][:, None] + runs]
+    k = len(base)
+    floor, need, threshold, eps = (np.full(k, np.nan) for _ in range(4))
+    above, below = np.zeros(k, dtype=bool), np.zeros(k, dtype=bool)
+    raised = np.full(k, np.nan)
+    for j in sorted(set(night.tolist())):
+        rest = _flat(base[:j] + base[j + 1:])
+        bm = statistics.median(rest)
+        floor[j] = bm + min_effect * abs(bm)
+        needed = _pairs_needed(n_new, len(rest), level)
+        need[j] = math.inf if needed is None else needed
+        others = medians[:j] + medians[j + 1:]
+        threshold[j], sd = _campaign_threshold(tuple(others), level)
+        eps[j] = 1e-9 if sd == 0 else 0.0
+        if all(v > 0 for v in others):
+            above[j], raised[j] = True, math.exp(threshold[j])
+        elif all(v < 0 for v in others):
+            below[j], raised[j] = True, -math.exp(-threshold[j])
+    if np.any(need[night] < 1):
+        return None
+    never = ~np.isfinite(need[night])           # no pair count reaches LEVEL: inf (_shifts_needed)
+    own = ((np.arange(len(flat))[None, :] >= starts[night][:, None])
+           & (np.arange(len(flat))[None, :] < (starts + lengths)[night][:, None]))   # each row's own night's runs
+    if bound or upto is not None:
+        shift = np.full(len(new), -math.inf)
+        if upto is not None:   # _pairs_within: the pairs at most t, counted against all runs less the own night's
+            t = upto - 1e-9
+            while t + 1e-9 > upto:
+                t = math.nextafter(t, -math.inf)
+            while math.nextafter(t, math.inf) + 1e-9 <= upto:
+                t = math.nextafter(t, math.inf)
+            values, where = np.unique(new, return_inverse=True)
+            where = where.reshape(new.shape)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                d = (flat[None, :] - values[:, None]) / np.abs(values)[:, None]
+            per_night = np.add.reduceat((d <= t).astype(np.intp), starts, axis=1)
+            counted = per_night.sum(axis=1)[where] - per_night[where, night[:, None]]
+            within = counted.sum(axis=1) >= np.where(never, 0, need[night])
+            shift[~within] = math.inf
+    else:   # _pair_shifts: the need-th smallest (b - x) / |x| over the other nights' runs b
+        with np.errstate(divide="ignore", invalid="ignore"):
+            d = (flat[None, None, :] - new[:, :, None]) / np.abs(new)[:, :, None]
+        if not np.isfinite(d).all():
+            return None
+        d[np.broadcast_to(own[:, None, :], d.shape)] = math.inf
+        d = d.reshape(len(new), -1)
+        kth = np.where(never, 1, need[night]).astype(np.intp) - 1
+        if np.all(kth == kth[0]):
+            shift = np.partition(d, kth[0], axis=1)[:, kth[0]] + 1e-9
+        else:
+            part = np.partition(d, np.unique(kth), axis=1)
+            shift = np.take_along_axis(part, kth[:, None], axis=1)[:, 0] + 1e-9
+    shift[never] = math.inf
+    med = _medians(new)
+    shift = _larger(shift, _shifts_to(med, floor[night]))
+    target = np.where(above[night] & (med > 0), raised[night],
+                      np.where(below[night] & (med < 0), raised[night], threshold[night]))
+    shift = _larger(shift, _shifts_to(med, target) + eps[night])
+    return _larger(shift, 0.0)
+
+
 def detectable(n_new: int, base: list[list[float]], min_effect: float, level: float, pooled: bool,
                draws: int = DRAWS, seed: int = 0, bound: bool = False, upto: float | None = None) -> float | None:
     """The smallest relative shift that a campaign of N_NEW runs is flagged for in POWER of the campaigns resampled
@@ -573,26 +723,21 @@ def detectable(n_new: int, base: list[list[float]], min_effect: float, level: fl
         return None
     flat = _flat(base)
     medians = [statistics.median(c) for c in base]
+    lengths = tuple(len(c) for c in base)
     if pooled:
-        idx = np.random.default_rng(seed).integers(0, len(flat), (draws, n_new))
+        (idx,) = _draws((len(flat),), n_new, draws, seed, True)
         needed = _shifts_needed(np.asarray(flat, dtype=float)[idx], flat, medians, min_effect, level, True, bound, upto)
     else:
-        drawn = _resampled(np.random.default_rng(seed), [len(c) for c in base], n_new, draws)
-        if drawn is None:   # numpy's own draws, one after another
-            rng = np.random.default_rng(seed)
-            night, rows = [], []
-            for _ in range(draws):
-                night.append(int(rng.integers(len(base))))
-                rows.append(rng.choice(len(base[night[-1]]), n_new))
-            drawn = np.asarray(night, dtype=np.intp), np.asarray(rows, dtype=np.intp)
-        night, runs = drawn
-        parts = []
-        for j in sorted(set(night.tolist())):
-            mine = runs[night == j]
-            rest = base[:j] + base[j + 1:]
-            parts.append(_shifts_needed(np.asarray(base[j], dtype=float)[mine], _flat(rest),
-                                        medians[:j] + medians[j + 1:], min_effect, level, False, bound, upto))
-        needed = np.concatenate(parts)
+        night, runs = _draws(lengths, n_new, draws, seed, False)
+        needed = _nights_shifts_needed(base, medians, night, runs, min_effect, level, bound, upto)
+        if needed is None:   # night by night
+            parts = []
+            for j in sorted(set(night.tolist())):
+                mine = runs[night == j]
+                rest = base[:j] + base[j + 1:]
+                parts.append(_shifts_needed(np.asarray(base[j], dtype=float)[mine], _flat(rest),
+                                            medians[:j] + medians[j + 1:], min_effect, level, False, bound, upto))
+            needed = np.concatenate(parts)
     found = float(np.sort(needed)[math.ceil(POWER * draws) - 1])
     return found if math.isfinite(found) else None
 

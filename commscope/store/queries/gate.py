@@ -290,6 +290,27 @@ ORDER BY r.started_at, r.id""").format(col=sql.Identifier(metric))
     return conn.execute(q, (series_id,)).fetchall()
 
 
+def windows_values(conn: psycopg.Connection, series_ids: list[int], metric: str) -> dict[int, list[tuple]]:
+    """window_values of each of SERIES_IDS (those with no such run left out), in one query."""
+    q = sql.SQL("""SELECT r.series_id, w."window", r.id, r.campaign_id, r.started_at, w.{col}
+FROM runs r JOIN run_windows w ON w.run_id = r.id
+WHERE r.series_id = ANY(%s) AND r.status = 'ok' AND w.{col} IS NOT NULL
+ORDER BY r.series_id, r.started_at, r.id""").format(col=sql.Identifier(metric))
+    out: dict[int, list[tuple]] = {}
+    for sid, *row in conn.execute(q, (series_ids,)):
+        out.setdefault(sid, []).append(tuple(row))
+    return out
+
+
+def change_point_runs(conn: psycopg.Connection, series_ids: list[int], metric: str) -> dict[int, list[int]]:
+    """The run of each stored change point (v_change_points) of METRIC, per series of SERIES_IDS."""
+    out: dict[int, list[int]] = {}
+    for sid, run_id in conn.execute("SELECT series_id, run_id FROM v_change_points WHERE metric = %s "
+                                    "AND series_id = ANY(%s)", (metric, series_ids)):
+        out.setdefault(sid, []).append(run_id)
+    return out
+
+
 def lock_series(conn: psycopg.Connection, series_id: int) -> None:
     """Hold the series' change-point lock until the transaction ends."""
     conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s), %s)", (CHANGE_POINT_LOCK, series_id))
