@@ -40,7 +40,7 @@ import emulated_nodes  # noqa: E402
 from commscope.workflow import stacks as mpi_stacks
 import suite  # noqa: E402
 from commscope.advise import placement
-from commscope.read import discover, profiles  # noqa: E402
+from commscope.read import files, profiles  # noqa: E402
 from commscope.read.workload_output import parse_output  # noqa: E402
 
 DEFAULT_PROFILE = ROOT / "tests" / "data" / "commgraph-random-sparse-n16.msgtrace"
@@ -99,7 +99,7 @@ def graph_args(profile_dir: Path) -> list[str]:
 
 def advise(profile_dir: Path, nodes: int, rpn: int):
     """The advice `commscope advise placement PROFILE --topology (flat nodes x rpn)` gives."""
-    groups = discover.discover([profile_dir])
+    groups = files.discover([profile_dir])
     if len(groups) != 1:
         raise SystemExit(f"{profile_dir}: expected one run's message-tracing profile, found {len(groups)} runs")
     prof = profiles.read_files(groups[0])

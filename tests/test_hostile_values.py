@@ -151,7 +151,7 @@ def test_a_folder_below_an_input_that_cannot_be_read_is_said_not_skipped(tmp_pat
     shutil.copy(OUTPUT, top / "one.out")
     shutil.copy(DATA / "cgsolve-direct-n4.mpi-profile.out", top / "locked" / "two.out")
     (top / "locked").chmod(0)
-    read = ("import sys; from pathlib import Path; from commscope.read.discover import discover; "
+    read = ("import sys; from pathlib import Path; from commscope.read.files import discover; "
             "from commscope.read.profiles import BadProfile\n"
             "try:\n    print(discover([Path(sys.argv[1])]))\n"
             "except BadProfile as e:\n    sys.exit(f'refused: {e}')")

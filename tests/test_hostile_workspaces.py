@@ -179,7 +179,7 @@ def test_a_billion_laughs_hardware_yaml_is_refused_at_once(dsn, ws):
     took = time.monotonic() - t0
     assert_one_clear_line(r, str(ws / "hardware.yaml"), "aliases", "nothing was stored", code=2)
     assert runs(dsn) == before
-    from commscope.read import limited
+    from commscope.read import files as limited
     t0 = time.monotonic()
     with pytest.raises(limited.BadProfile, match="aliases"):
         limited.load_yaml(ws / "hardware.yaml")

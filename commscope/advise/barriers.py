@@ -389,9 +389,9 @@ def from_profile_path(path: str) -> Advice:
     """A profile file or per-rank directory, read directly (nothing stored needed)."""
     from pathlib import Path
 
-    from commscope.read import discover, records
+    from commscope.read import files, records
     from commscope.read.windows import COLUMNS
-    groups = discover.discover([Path(path)])
+    groups = files.discover([Path(path)])
     if len(groups) != 1:
         raise LookupError(f"{path}: expected one run's profile, found {len(groups)} runs")
     rec = records.read_record(groups[0])

@@ -339,7 +339,7 @@ def traced(source: str) -> Traced:
     """SOURCE, a stored run id or a message-tracing profile, as a Traced. The store keeps no RANK lines: for a
     stored run they are read again from its source files when these are still there and unchanged (same content
     hash). Raises profiles.BadProfile or LookupError naming what is wrong."""
-    from commscope.read import discover, profiles
+    from commscope.read import files, profiles
     from commscope.store import db
 
     def played(out, ranks: int, where: str) -> list[int] | None:
@@ -349,7 +349,7 @@ def traced(source: str) -> Traced:
             raise profiles.BadProfile(f"{where}: {e}") from None
 
     if not source.isdigit():
-        groups = discover.discover([Path(source)])
+        groups = files.discover([Path(source)])
         if len(groups) != 1:
             raise profiles.BadProfile(f"{source}: expected one run's message-tracing profile, found {len(groups)} runs")
         prof = profiles.read_files(groups[0])
@@ -361,7 +361,7 @@ def traced(source: str) -> Traced:
         out = Traced(matrix, ranks, run_id, None)
         found = False
         if matrix and Path(run_source).exists():
-            for group in discover.discover([Path(run_source)]):
+            for group in files.discover([Path(run_source)]):
                 if profiles.file_hash(group) == content_hash:
                     out.app_rank_of = played(profiles.read_files(group, allow_partial=True).output, ranks, run_source)
                     found = True

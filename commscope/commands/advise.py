@@ -43,10 +43,10 @@ def advise_placement(source, topology_file, output, no_store):
     A run traced under commgraph --rank-map gets a commgraph.rank-map composed with the application rank each world
     rank played (its RANK lines; for a stored run, read again from its source files)."""
     from commscope.advise import placement
-    from commscope.read import limited, profiles
+    from commscope.read import files, profiles
 
     try:
-        topo = placement.Topology.from_dict(limited.load_yaml(topology_file, what="a topology (YAML)"),
+        topo = placement.Topology.from_dict(files.load_yaml(topology_file, what="a topology (YAML)"),
                                             str(topology_file))
         run = placement.traced(source)
         p = placement.optimize(run.matrix, run.ranks, topo)

@@ -1,4 +1,4 @@
-"""Stage 1, profile -> records: which inputs are runs (discover), the files readers open (files), Caliper profiles
+"""Stage 1, profile -> records: what the inputs are and their bytes read safely (files), Caliper profiles
 (profiles: one run from any layout, read by caliper_text and caliper_json, with per-rank data in rank_stats),
 workload output (workload_output), Ramble workspaces (ramble) and ReFrame reports (reframe) into one record shape
 (records, versions apart from identity in identity, what the store can hold checked by storable), with the

@@ -1,13 +1,12 @@
 """Caliper's JSON layouts as caliper-reader-style records (the shape caliper_text streams): json-split
 (hatchet-region-profile's output.format=json-split, cali-query's json-split) and cali-query's json and
-json(object). Read through read/limited, within its limits of size and depth."""
+json(object). Read within the limits of size and depth of read/files.py (load_json)."""
 from __future__ import annotations
 
 from pathlib import Path
 
-from commscope.read import limited
 from commscope.read.caliper_text import TIME_ATTRS, Damaged, check_path_size, damage
-from commscope.read.files import BadProfile
+from commscope.read.files import BadProfile, load_json
 
 
 def read_json(path: Path) -> tuple[list, dict, str]:
@@ -15,16 +14,17 @@ def read_json(path: Path) -> tuple[list, dict, str]:
     Caliper's json-split (hatchet-region-profile's `output.format=json-split`, or cali-query's `format
     json-split`: call paths as a node table), and cali-query's `format json(object)` (records with
     '/'-joined nested values, plus globals) or plain `format json` (a list of records, no globals). It is read
-    through read/limited: a file beyond JSON_LIMIT or nested deeper than MAX_DEPTH is refused before it is parsed."""
-    doc = limited.load_json(path)   # within limits of size and depth, like every JSON commscope reads
+    through read/files.py: a file beyond JSON_LIMIT or nested deeper than MAX_DEPTH is refused before it is parsed."""
+    doc = load_json(path)   # within limits of size and depth, like every JSON commscope reads
+    split = isinstance(doc, dict) and {"nodes", "columns", "data"} <= doc.keys()
     try:
-        if isinstance(doc, dict) and {"nodes", "columns", "data"} <= doc.keys():
-            return (*_json_split_records(path, doc), "json-split")
-        if isinstance(doc, dict) and isinstance(doc.get("records"), list):
+        if not split and isinstance(doc, dict) and isinstance(doc.get("records"), list):
             return ([_json_record(r) for r in doc["records"]], _json_globals(doc.get("globals") or {}),
                     "cali-query-json")
         if isinstance(doc, list) and all(isinstance(r, dict) for r in doc):
             return [_json_record(r) for r in doc], {}, "cali-query-json"
+        if split:
+            return (*_json_split_records(path, doc), "json-split")
     except BadProfile:
         raise
     except (KeyError, IndexError, TypeError, ValueError, AttributeError) as e:   # Damaged is a ValueError
@@ -48,6 +48,7 @@ def _json_record(r: dict) -> dict:
 
 
 def _json_split_records(path: Path, doc: dict) -> tuple[list, dict]:
+    globals_ = _json_globals(doc)
     columns, meta = doc["columns"], doc.get("column_metadata") or [{} for _ in doc["columns"]]
     alias = [m.get("attribute.alias", c) if isinstance(m, dict) else c for c, m in zip(columns, meta)]
 
@@ -82,4 +83,4 @@ def _json_split_records(path: Path, doc: dict) -> tuple[list, dict]:
         if fi is not None and row[fi] is not None:
             rec["mpi.function"] = row[fi]
         records.append(rec)
-    return records, _json_globals(doc)
+    return records, globals_

@@ -4,6 +4,7 @@ a record's call path is held to as it is read (check_path_size). The JSON layout
 the same shape; profiles.read_files accumulates either into a run."""
 from __future__ import annotations
 
+import io
 import re
 from pathlib import Path
 
@@ -13,7 +14,6 @@ from caliperreader.metadatadb import Attribute
 from commscope.read.files import BadProfile, open_regular
 
 TIME_ATTRS = ("sum#sum#time.duration", "sum#time.duration", "time")
-RANK_FILE = re.compile(r"rank-(\d+)\.cali$")
 CALL_PATH_BYTES = 2560  # a call path, its region names '/'-joined (nodes.path, alone in its unique index; records)
 REGION_NAME_BYTES = 1024   # one region's name (storable.NAME_BYTES)
 
@@ -57,11 +57,11 @@ class _StreamReader(caliperstreamreader.CaliperStreamReader):
 
     line = 0
 
-    def read(self, filename_or_stream, process_record_fn=None):
-        with open_regular(filename_or_stream, "r", encoding="utf-8") as f:
-            for self.line, text in enumerate(f, 1):
-                if text.strip():
-                    self._process(text, process_record_fn)
+    def read(self, stream, process_record_fn=None):
+        """The records of STREAM, a .cali file open as UTF-8 text (the caller opens it: open_regular)."""
+        for self.line, text in enumerate(stream, 1):
+            if text.strip():
+                self._process(text, process_record_fn)
 
     def _process(self, line, process_record_fn=None):
         record = split_record(line)
@@ -113,7 +113,8 @@ def _int(text: str, what: str) -> int:
 def read_caliper_contents(path: str) -> tuple[list, dict]:
     records: list = []
     reader = _StreamReader()
-    reader.read(path, records.append)
+    with open_regular(path, "r", encoding="utf-8") as f:
+        reader.read(f, records.append)
     return records, reader.globals
 
 
@@ -124,11 +125,11 @@ def stream_cali(path: Path, on_record) -> dict:
     try:
         if path.stat().st_size == 0:
             raise BadProfile(f"{path}: empty file")
-        with open_regular(path) as f:
-            head = f.read(64)
-        if not head.startswith(b"__rec="):
-            raise BadProfile(f"{path}: not a Caliper .cali file (it does not start with a __rec= record)")
-        reader.read(str(path), on_record)
+        with open_regular(path) as f:   # opened once: its first bytes say what it is, then its records are read
+            if not f.read(64).startswith(b"__rec="):
+                raise BadProfile(f"{path}: not a Caliper .cali file (it does not start with a __rec= record)")
+            f.seek(0)
+            reader.read(io.TextIOWrapper(f, encoding="utf-8"), on_record)
         globals_ = reader.globals
     except BadProfile:
         raise

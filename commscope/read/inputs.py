@@ -1,8 +1,9 @@
 """What a list of inputs is, as one campaign, and its records streamed by a pool of reader processes.
 
 - read_campaign: a Ramble workspace (alone: one campaign), ReFrame reports and perflogs (on their own), or Caliper
-  profiles and workload outputs, grouped into runs (discover.discover; Ramble workspaces nested in a directory
-  are left out and listed). An input that does not exist, or that is neither (without --skip-bad), is refused.
+  profiles and workload outputs, grouped into runs, as files.plan finds them before anything is read (Ramble
+  workspaces nested in a directory are left out and listed). An input that does not exist, or that is neither
+  (without --skip-bad), is refused.
 - read_records: the groups' records in input order. From PARALLEL_FROM groups on, reader processes work ahead of
   the consumer by a bounded window, so at most a few dozen records are in memory at once; each is passed through
   PREPARE in its reader process (the store makes its COPY text there). A file that cannot be read becomes a
@@ -18,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterator
 
-from commscope.read import discover
+from commscope.read import files
 from commscope.read.files import BadProfile
 from commscope.read.records import ReadOptions, Record, read_record
 
@@ -40,38 +41,20 @@ class Inputs:
 
 def read_campaign(inputs: list[Path], opts: ReadOptions, skip_bad: bool = False,
              prepare: Callable[[Record], Record] | None = None) -> Inputs:
-    """The campaign INPUTS make (module docstring); BadProfile when they cannot be one."""
-    from commscope.read import ramble
+    """The campaign INPUTS make (module docstring; files.plan says which it is); BadProfile when they cannot be
+    one."""
     inputs = [Path(i) for i in inputs]
-    for i in inputs:
-        if not i.exists():
-            raise discover.not_found(i)
-    workspaces = [i for i in inputs if discover.is_ramble_workspace(i)]
-    if workspaces and len(inputs) > 1:
-        raise BadProfile(f"{workspaces[0]}: a Ramble workspace is one campaign; ingest it on its own")
-    if workspaces:
-        ws = ramble.read_workspace(workspaces[0])
-        return Inputs(ws.records(opts), "ramble", str(workspaces[0]), hardware=ws.hardware)
-    # ReFrame run reports and perflogs (read/reframe.py): one campaign of their own, as a workspace is.
-    from commscope.read import reframe as reframe_results
-    kinds = {i: reframe_results.classify(i) for i in inputs}
-    neither = [i for i, k in kinds.items() if k == "neither"]
-    if neither and not skip_bad:
-        raise BadProfile(reframe_results.NEITHER.format(path=neither[0]))
-    if "reframe" in kinds.values():
-        other = [i for i, k in kinds.items() if k != "reframe"]
-        if other:
-            raise BadProfile(f"{other[0]}: not ReFrame results, given with ReFrame results; ingest ReFrame reports "
-                             f"and perflogs on their own")
-        return Inputs(reframe_results.records(inputs, opts), "reframe", json.dumps([str(i) for i in inputs]))
-    nested: list[Path] = []
-    groups = discover.discover(inputs, nested)
-    if not groups:
-        raise BadProfile(f"{', '.join(map(str, inputs))}: no Caliper profiles or workload outputs found"
-                         + (f" (only Ramble workspaces, ingest each on its own: {', '.join(map(str, nested))})"
-                            if nested else ""))
-    return Inputs(read_records(groups, opts=opts, prepare=prepare), "ingest", json.dumps([str(i) for i in inputs]),
-                  count=len(groups), left_out=nested)
+    found = files.plan(inputs, skip_bad)
+    if found.kind == "ramble":
+        from commscope.read import ramble
+        ws = ramble.read_workspace(found.workspace)
+        return Inputs(ws.records(opts), "ramble", str(found.workspace), hardware=ws.hardware)
+    source = json.dumps([str(i) for i in inputs])
+    if found.kind == "reframe":   # ReFrame run reports and perflogs: one campaign of their own, as a workspace is
+        from commscope.read import reframe
+        return Inputs(reframe.records(found.reports, found.perflogs, opts), "reframe", source)
+    return Inputs(read_records(found.groups, opts=opts, prepare=prepare), "ingest", source,
+                  count=len(found.groups), left_out=found.nested)
 
 
 def read_group(group: list[Path], opts: ReadOptions = ReadOptions(),

@@ -23,9 +23,9 @@ from pathlib import Path
 import numpy as np
 
 from commscope.read.caliper_json import read_json
-from commscope.read.caliper_text import (RANK_FILE, TIME_ATTRS, Damaged, check_path_size, damage, record_path,
+from commscope.read.caliper_text import (TIME_ATTRS, Damaged, check_path_size, damage, record_path,
                                          stream_cali)
-from commscope.read.files import BadProfile, file_hash
+from commscope.read.files import RANK_FILE, BadProfile, file_hash
 from commscope.read.rank_stats import PerRank, is_mpi, node_stats
 from commscope.read.workload_output import NUMBER, Output, output_beside
 

@@ -3,7 +3,7 @@ one entry per experiment with its status, its key-level names (application_name,
 ...), RAMBLE_VARIABLES and the FOMs per context. Each experiment's run directory holds the profile the Caliper
 modifier wrote. A workspace stays inside itself: a run directory, profile or lock file that its results' names or a
 symbolic link lead outside it is refused, and so is a field of its results whose type is not the one Ramble writes;
-its JSON and YAML are read within limited's limits on size, depth and aliases.
+its JSON and YAML are read within the limits on size, depth and aliases of read/files.py.
 
 One experiment is one run, of any application (commscope's own workloads, Ramble's builtin ones such as
 intel-mpi-benchmarks, a site's own). A profiled experiment takes its metrics from the profile and its names and FOMs
@@ -34,7 +34,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Iterator
 
-from commscope.read import discover, limited
+from commscope.read import files
 from commscope.read.files import BadProfile
 from commscope.read.records import ReadOptions, Record, clean, declare_scaling, parameters_label, read_record
 
@@ -166,7 +166,7 @@ class Workspace:
         name = exp["name"]
         status = "ok" if exp["RAMBLE_STATUS"] == "SUCCESS" else "failed"
         run_dir = self._run_dir(exp)
-        groups = discover.discover([run_dir], within=self.real_root) if run_dir.is_dir() else []
+        groups = files.discover([run_dir], within=self.real_root) if run_dir.is_dir() else []
         # The focus window's region: --focus at ingest, else what the experiment declares (the Ramble application's
         # commscope_focus variable, or the study's), else the workloads' own. The application's name, for a
         # profile that records none (an application without Adiak, profiled by the Caliper modifier's preload
@@ -261,7 +261,7 @@ class Workspace:
         if not self._inside(f):
             raise BadProfile(f"{f}: leads outside the workspace (to {f.resolve()}); copy the file into the "
                              f"experiment's directory or remove the link")
-        text = limited.read_bytes(f, 256).decode("utf-8", "replace").strip()
+        text = files.read_bytes(f, 256).decode("utf-8", "replace").strip()
         if "\n" in text or not text.isprintable():
             raise BadProfile(f"{f}: not a kernel release (one line, as `uname -r` prints it); remove the file or "
                              f"write the release the experiment ran on")
@@ -279,7 +279,7 @@ class Workspace:
         if not self._inside(lock):
             raise BadProfile(f"{lock}: leads outside the workspace (to {lock.resolve()}); copy the Spack "
                              f"environment into the workspace or remove the link")
-        doc = limited.load_json(lock, what="a Spack lock file")
+        doc = files.load_json(lock, what="a Spack lock file")
         roots = doc.get("roots") if isinstance(doc, dict) else None
         if not isinstance(roots or [], list) or not all(isinstance(r, dict) for r in roots or []):
             raise BadProfile(f"{lock}: not a Spack lock file (its roots are no list of specs); remove it or "
@@ -346,7 +346,7 @@ def read_workspace(root: Path) -> Workspace:
     path = root / RESULTS
     if not path.exists():
         raise BadProfile(f"{root}: a Ramble workspace without {RESULTS}; run `ramble workspace analyze -f json` first")
-    doc = limited.load_json(path)
+    doc = files.load_json(path)
     if not isinstance(doc, dict) or not isinstance(doc.get("experiments"), list):
         raise BadProfile(f"{path}: unknown Ramble results version: no 'experiments' list "
                          f"(commscope reads the results format of Ramble 0.5)")
@@ -447,7 +447,7 @@ def mpi_libraries(path: Path) -> dict[str, str]:
     otherwise."""
     if not path.exists():
         return {}
-    doc = limited.load_json(path, what="the JSON `commscope run` writes")
+    doc = files.load_json(path, what="the JSON `commscope run` writes")
     if not isinstance(doc, dict) or not all(isinstance(k, str) and isinstance(v, str) and v.strip()
                                             for k, v in doc.items()):
         raise BadProfile(f"{path}: not the MPI libraries `commscope run` writes (a mapping of stack to library "
@@ -460,7 +460,7 @@ def run_variables(path: Path) -> frozenset:
     commscope-run.json lists them; none for a workspace made otherwise."""
     if not path.exists():
         return frozenset()
-    doc = limited.load_json(path, what="the JSON `commscope run` writes")
+    doc = files.load_json(path, what="the JSON `commscope run` writes")
     if not isinstance(doc, dict):
         raise BadProfile(f"{path}: not the JSON `commscope run` writes (not a mapping); remove it or run the study "
                          f"again")
@@ -471,8 +471,8 @@ def run_variables(path: Path) -> frozenset:
 
 
 def read_hardware(path: Path) -> dict:
-    """A site's hardware description (ramble/sites/<site>/hardware.yaml), read within limited's limits."""
-    doc = limited.load_yaml(Path(path), what="a readable hardware description")
+    """A site's hardware description (ramble/sites/<site>/hardware.yaml), read within the limits of read/files.py."""
+    doc = files.load_yaml(Path(path), what="a readable hardware description")
     hw = doc.get("hardware", doc) if isinstance(doc, dict) else None
     if not isinstance(hw, dict):
         raise BadProfile(f"{path}: a hardware description must be a mapping (cpu_model, cores_per_node, ...)")

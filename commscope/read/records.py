@@ -9,15 +9,16 @@ import hashlib
 import json
 import re
 import socket
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Iterable, Iterator
 
 from commscope.read import profiles, rank_stats, windows
 from commscope.read.identity import mpi_family
-from commscope.read.workload_output import BadOutput, parse_output
-from commscope.read.files import BadProfile, file_hash, open_regular
+from commscope.read.workload_output import read_output
+from commscope.read.files import BadProfile
 from commscope.read.profiles import Profile
-from commscope.read.storable import check_storable
+from commscope.read.storable import check_labels, check_storable
 
 
 def clean(s, limit: int | None = None) -> str | None:
@@ -307,7 +308,11 @@ def from_profile(prof: Profile, focus: str | None = None, opts: "ReadOptions | N
     library, library_source = mpi_library(prof)
     system, system_source = system_name(g)
     stats = prof.stats
+    # what other modules make of the profile first (its windows, its ranks' times, its stack's family), then the record
     window_rows, focus_source = focus_windows(prof, focus)
+    groups = rank_stats.rank_groups(prof)
+    stack = g.get("stack") or (mpi_family(str(g["mpi_library_vendor"])) if g.get("mpi_library_vendor") else
+                               mpi_family(library) if library_source != "none" else MPI_NOT_RECORDED)
     run_window = next((w for w in window_rows if w["window"] == "run"), {})
     rec = Record(
         content_hash=prof.content_hash, source=clean(prof.source), profile_kind=prof.kind,
@@ -322,8 +327,7 @@ def from_profile(prof: Profile, focus: str | None = None, opts: "ReadOptions | N
         spack_hash=clean(g.get("spack_hash")), caliper_version=clean(g.get("cali.caliper.version")),
         experiment=clean(g.get("experiment")),
         system=clean(system),
-        stack=clean(g.get("stack") or (mpi_family(str(g["mpi_library_vendor"])) if g.get("mpi_library_vendor") else
-                                       mpi_family(library) if library_source != "none" else MPI_NOT_RECORDED)),
+        stack=clean(stack),
         mpi_library=library,
         # runs' legacy columns are the run window's numbers (docs/measurement-model.md)
         summary={"wall_time": run_window.get("time_s"), "mpi_time_avg": run_window.get("mpi_time_avg_s"),
@@ -343,7 +347,6 @@ def from_profile(prof: Profile, focus: str | None = None, opts: "ReadOptions | N
         rec.node_rows.append((_join(p), s.excl_min, s.excl_avg, s.excl_max, s.incl_min, s.incl_avg, s.incl_max,
                               s.calls, imb, s.incl_max_rank, s.excl_slowest, s.incl_slowest, s.slowest_rank))
     rec.mpi_rows = _mpi_rows(prof, stats)
-    groups = rank_stats.rank_groups(prof)
     if opts.rank_rows is None or len(groups["rank"]) <= opts.rank_rows:
         cols = [groups[k].tolist() if groups[k] is not None else [None] * len(groups["rank"])
                 for k in ("rank", "total", "user", "mpi", "sync")]
@@ -457,41 +460,28 @@ VARIANT_PARAMS = {"stencil2d": ("decomp", "send"), "commgraph": ("pattern",), "p
                   "cgsolve": ("allreduce",), "collsweep": ("coll",)}
 
 
-def _utf8_lines(path: Path, f):
-    """F's lines as text, one at a time (an output of any length is read in memory of its longest line); a line
-    that is not UTF-8 is a BadProfile naming it."""
-    for n, raw in enumerate(f, 1):
-        try:
-            yield raw.decode("utf-8").rstrip("\r\n")
-        except UnicodeDecodeError as e:
-            raise BadProfile(f"{path}: damaged workload output: byte {e.start} of line {n} is not UTF-8 text") from None
-
-
 def from_output(path) -> Record:
     """A run without Caliper: the workload's stdout alone. It gives FOMs, the
     VERIFY status and the wall time (FOM total_time), but no call tree and no
     MPI fraction: those need a profile."""
     path = Path(path)
-    try:
-        with open_regular(path, "rb") as f:
-            out = parse_output(_utf8_lines(path, f))
-    except OSError as e:
-        raise BadProfile(f"{path}: unreadable workload output ({e.strerror or e})") from None
-    except BadOutput as e:
-        raise BadProfile(f"{path}: damaged workload output, {e}") from None
+    out, content_hash = read_output(path)
     if not out.workload or not out.ranks:
         raise BadProfile(f"{path}: not a commscope workload output (no COMMSCOPE header or RANKS line)")
+    # what other modules make of it first (the stack's family, the window of its timers), then the record
+    stack = mpi_family(out.mpi_library) if out.mpi_library else "unknown"
+    window_rows = windows.output_window(out.foms)
     p = out.params
     names = VARIANT_PARAMS.get(out.workload, ("variant",))
     variant = "-".join(p[n] for n in names if n in p) or p.get("variant")
     total = out.foms.get("total_time")
     rec = Record(
-        content_hash=file_hash([path]), source=clean(str(path)), profile_kind="none",
+        content_hash=content_hash, source=clean(str(path)), profile_kind="none",
         app=clean(out.workload), workload=clean(out.workload), ranks=out.ranks,
         started_at=dt.datetime.fromtimestamp(path.stat().st_mtime, dt.timezone.utc),
         status="failed" if not out.verify or any(st == "FAIL" for st, _ in out.verify.values()) else "ok",
         variant=clean(variant), interconnect=clean(p.get("interconnect")), global_size=clean(p.get("global") or p.get("n")),
-        iterations=as_int(p.get("iters")), stack=clean(mpi_family(out.mpi_library) if out.mpi_library else "unknown"),
+        iterations=as_int(p.get("iters")), stack=clean(stack),
         mpi_library=clean(out.mpi_library or "unknown"),
         metadata={"params": {k: clean(v) for k, v in p.items()},
                   "verify": {k: list(v) for k, v in out.verify.items()}},
@@ -499,7 +489,7 @@ def from_output(path) -> Record:
     if total and total[1] == "s":
         rec.summary["wall_time"] = total[0]
     rec.fom_rows = [(clean(name), 0, value, clean(unit)) for name, (value, unit) in out.foms.items()]
-    rec.window_rows = [tuple(w[c] for c in windows.COLUMNS) for w in windows.output_window(out.foms)]
+    rec.window_rows = [tuple(w[c] for c in windows.COLUMNS) for w in window_rows]
     if rec.window_rows:
         rec.metadata["focus_source"] = FOCUS_FROM_TIMERS
     rec.parameters = {"ranks": out.ranks, "nodes": None, **output_parameters(out)}
@@ -543,8 +533,62 @@ def declare_scaling(rec: Record, opts: ReadOptions) -> Record:
     return rec
 
 
+def given_label(value) -> str | None:
+    """A label given to ingest (a Provenance value, a hardware description's names), as stored: a NUL, which no command line
+    can carry and the store cannot hold, as U+FFFD. What a file holds is checked instead (storable.check_storable)."""
+    return None if value is None else clean(value).replace("\x00", "\ufffd")
+
+
+@dataclass
+class Provenance:
+    """What the profile itself cannot say, given on the command line. Set
+    values override what the profile's metadata says."""
+    system: str | None = None
+    stack: str | None = None
+    interconnect: str | None = None
+    git_commit: str | None = None
+    ci_pipeline: str | None = None
+    spack_hash: str | None = None
+    compiler: str | None = None
+    kernel: str | None = None      # --kernel: the kernel release the runs ran on, where no file recorded it
+    hardware: dict | None = None   # the site's hardware description (CPU model, cores/node, interconnect, ...)
+    started_at: dt.datetime | None = None   # --started-at: the start of runs whose files carry no time
+
+    def __post_init__(self):   # its labels as stored (given_label), so the store takes them as they are
+        for name in ("system", "stack", "interconnect", "git_commit", "ci_pipeline", "spack_hash", "compiler",
+                     "kernel"):
+            setattr(self, name, given_label(getattr(self, name)))
+
+    def apply(self, rec: Record) -> Record:
+        over = {k: v for k, v in (("system", self.system), ("stack", self.stack), ("interconnect", self.interconnect),
+                                  ("spack_hash", self.spack_hash), ("compiler", self.compiler)) if v}
+        if self.kernel and not rec.kernel:
+            over["kernel"] = self.kernel
+        if self.started_at and rec.profile_kind == "none":
+            # No profile: a workload's output (or a Ramble experiment's log) prints no time, so the reader took the
+            # file's modification time, which a copy (a CI artifact) resets; a profile keeps Adiak's launchdate.
+            over["started_at"] = self.started_at
+        return replace(rec, **over) if over else rec
+
+
+def finished(records: Iterable[Record | BadProfile], given: ReadOptions, prov: Provenance
+             ) -> Iterator[Record | BadProfile]:
+    """RECORDS as the store takes them, in order: each with the scaling kinds GIVEN declares (declare_scaling) and
+    the labels PROV gives (Provenance.apply), checked for what the store can hold (check_storable where no reader
+    process checked it, check_labels after the labels given). A record refused is passed on as its BadProfile."""
+    for rec in records:
+        if not isinstance(rec, BadProfile):
+            try:   # a value the store cannot hold is bad input, refused here before any of its SQL
+                if rec.copy_text is None:   # not checked by a reader process (read_record)
+                    check_storable(rec)
+                rec = check_labels(prov.apply(declare_scaling(rec, given)))   # with the labels given
+            except BadProfile as e:
+                rec = e
+        yield rec
+
+
 def read_record(files: list, opts: ReadOptions = ReadOptions()) -> Record:
-    """One input group (see discover.discover) to one record. Runs in the
+    """One input group (see files.discover) to one record, checked for what the store can hold. Runs in the
     reader processes; raises BadProfile naming the file."""
     if len(files) == 1 and str(files[0]).endswith(".out"):
         rec = from_output(files[0])
@@ -552,6 +596,7 @@ def read_record(files: list, opts: ReadOptions = ReadOptions()) -> Record:
             rec.app = clean(opts.app, 200)
             rec.metadata["app_source"] = "--app"
         rec.parameters.update(dict(opts.params))
-        return check_storable(rec)
-    return check_storable(from_profile(profiles.read_files(files, opts.allow_partial, opts.ranks), opts.focus,
-                                           opts))
+    else:
+        prof = profiles.read_files(files, opts.allow_partial, opts.ranks)
+        rec = from_profile(prof, opts.focus, opts)
+    return check_storable(rec)

@@ -27,119 +27,18 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
-import os
 import re
 from pathlib import Path
 from typing import Iterator
 
-from commscope.read import discover, limited
-from commscope.read.files import BadProfile, open_regular
+from commscope.read.files import PERFLOG_FIELDS, BadProfile, load_json, open_regular, perflog_header
 from commscope.read.records import ReadOptions, Record, as_int, clean
 
 # The report format this module reads: ReFrame's run report of data version 4.x (reframe-hpc 4.10.4 writes 4.2).
 DATA_VERSION_MAJOR = "4"
 STATUS = {"pass": "ok", "xfail": "ok", "fail": "failed", "xpass": "failed", "abort": "failed", "fail_deps": "failed"}
 NOT_RUN = {"skip"}
-# What a perflog header must name to be read as one, besides `name` or `display_name`: the test case's identity and
-# its result.
-PERFLOG_FIELDS = ("result", "system", "partition", "environ")
-PERFLOG_NAME = re.compile(r"\.log(\.h\d+)?$")
 PERF_SUFFIXES = ("_value", "_unit", "_ref", "_lower_thres", "_upper_thres", "_result")
-DELIMITERS = "|,;\t"
-HEAD_BYTES = 4096
-
-
-# ---- recognising ReFrame inputs ----------------------------------------------------------------
-
-def is_report(path: Path) -> bool:
-    """A JSON file that opens like ReFrame's run report (its first key is session_info)."""
-    if not path.is_file() or path.suffix != ".json":
-        return False
-    try:
-        with open_regular(path) as f:
-            head = f.read(HEAD_BYTES).lstrip()
-    except OSError:
-        return False
-    return head.startswith(b"{") and b'"session_info"' in head[:200]
-
-
-def _header(line: str) -> tuple[str, list[str]] | None:
-    """(delimiter, fields) of a perflog header line, or None when the line is not one."""
-    line = line.rstrip("\r\n")
-    counts = {d: line.count(d) for d in DELIMITERS}
-    delim = max(counts, key=counts.get)
-    if not counts[delim]:
-        return None
-    fields = line.split(delim)
-    if not all(f in fields for f in PERFLOG_FIELDS) or not ({"name", "display_name"} & set(fields)):
-        return None
-    return delim, fields
-
-
-def is_perflog(path: Path) -> bool:
-    """A file written by ReFrame's filelog handler: `<test>.log` (or `.log.h<N>`) whose first line is a header
-    naming the test case's fields."""
-    if not path.is_file() or not PERFLOG_NAME.search(path.name):
-        return False
-    try:
-        with open_regular(path, "r", errors="replace") as f:
-            return _header(f.readline(HEAD_BYTES)) is not None
-    except OSError:
-        return False
-
-
-def find(inputs: list[Path], caliper: list | None = None) -> tuple[list[Path], list[Path]]:
-    """(reports, perflogs) among INPUTS and inside the directories among them, in path order. Caliper profiles met
-    on the way are appended to CALIPER (ReFrame's own job outputs, even a workload's stdout, are not runs here)."""
-    reports, perflogs = [], []
-    for inp in inputs:
-        files = [inp] if inp.is_file() else sorted(Path(d) / n for d, _, names in os.walk(inp) for n in names)
-        for f in files:
-            if is_report(f) or (f == inp and f.suffix == ".json" and classify(f) == "reframe"):
-                reports.append(f)
-            elif is_perflog(f):
-                perflogs.append(f)
-            elif caliper is not None and (f.suffix == ".cali" or (f.suffix == ".json" and _caliper_json(f))):
-                caliper.append(f)
-    return reports, perflogs
-
-
-def _caliper_json(path: Path) -> bool:
-    """A JSON file that opens like a Caliper profile (discover.discover's own test); an unreadable one is left to
-    the profile reader, which names the error."""
-    try:
-        return discover.looks_caliper_json(path)
-    except OSError:
-        return True
-
-
-def classify(path: Path) -> str:
-    """'reframe' for a ReFrame report or perflog, or a directory holding one; 'neither' for a JSON file given by
-    name that is neither a ReFrame report nor a Caliper JSON profile; 'other' for the rest (Caliper profiles,
-    workload outputs, Ramble workspaces), which discover.discover reads."""
-    if path.is_dir():
-        caliper: list[Path] = []
-        reports, perflogs = find([path], caliper)
-        if (reports or perflogs) and caliper:
-            raise BadProfile(f"{path}: holds both ReFrame results ({(reports or perflogs)[0]}) and Caliper profiles "
-                             f"({caliper[0]}); ingest them separately")
-        return "reframe" if reports or perflogs else "other"
-    if is_report(path) or is_perflog(path):
-        return "reframe"
-    if path.is_file() and path.suffix == ".json" and not _caliper_json(path):
-        try:
-            doc = limited.load_json(path)
-        except limited.Exceeded:
-            raise
-        except BadProfile:
-            return "neither"
-        return "reframe" if isinstance(doc, dict) and "session_info" in doc else "neither"
-    return "other"
-
-
-NEITHER = ("{path}: neither a ReFrame run report (an object with session_info and runs, as `reframe --report-file` "
-           "writes) nor a Caliper JSON profile (json-split: nodes, columns, data; cali-query: a list of records); "
-           "give a report, a perflog, a profile or a directory holding them")
 
 
 # ---- one test case ------------------------------------------------------------------------------
@@ -248,7 +147,7 @@ def to_record(case: dict, perfvars: list[tuple], source: str, fallback_id: str, 
 
 def read_report(path: Path) -> dict:
     """The report, checked for what this module reads; BadProfile names the file and what is wrong."""
-    doc = limited.load_json(path, what="a readable ReFrame run report")   # within limits on size and depth
+    doc = load_json(path, what="a readable ReFrame run report")   # within limits on size and depth
     info = doc.get("session_info") if isinstance(doc, dict) else None
     if not isinstance(info, dict) or not isinstance(doc.get("runs"), list):
         raise BadProfile(f"{path}: not a ReFrame run report: expected an object with session_info and runs, "
@@ -320,7 +219,7 @@ def perflog_records(path: Path, opts: ReadOptions) -> Iterator[Record | BadProfi
     except (OSError, UnicodeDecodeError) as e:
         yield BadProfile(f"{path}: unreadable ReFrame perflog ({e})")
         return
-    head = _header(lines[0]) if lines else None
+    head = perflog_header(lines[0]) if lines else None
     if head is None:
         yield BadProfile(f"{path}: not a ReFrame perflog: its first line must be the filelog handler's header naming "
                          f"{', '.join(PERFLOG_FIELDS)} and name (ReFrame 4's filelog format)")
@@ -379,9 +278,9 @@ def _perflog_perfvars(row: dict, perf: set, fields: list, source: str) -> list[t
     return out
 
 
-def records(inputs: list[Path], opts: ReadOptions = ReadOptions()) -> Iterator[Record | BadProfile]:
-    """Every test case in the reports and perflogs among INPUTS (files, or directories holding them)."""
-    reports, perflogs = find(inputs)
+def records(reports: list[Path], perflogs: list[Path], opts: ReadOptions = ReadOptions()
+            ) -> Iterator[Record | BadProfile]:
+    """Every test case in REPORTS and PERFLOGS (files.plan finds them among the inputs)."""
     for r in reports:
         try:
             yield from report_records(r, opts)

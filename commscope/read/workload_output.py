@@ -1,6 +1,6 @@
 """The workload output contract (workloads/README.md): header, PARAM, FOM,
-VERIFY and RANK lines printed by rank 0, and the output kept beside a profile
-(output_beside). Stdlib only: ci/suite.py uses it before anything is installed."""
+VERIFY and RANK lines printed by rank 0, read from a run's own output file (read_output) or from the output kept
+beside a profile (output_beside). Stdlib only: ci/suite.py uses it before anything is installed."""
 from __future__ import annotations
 
 import math
@@ -8,7 +8,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from commscope.read.files import BadProfile, open_regular
+from commscope.read.files import BadProfile, file_hash, open_regular
 
 
 @dataclass
@@ -110,3 +110,26 @@ def output_beside(paths: list[Path]) -> Output | None:
             # another application's stdout has no contract lines: nothing to read from it
             return out if out.workload else None
     return None
+
+
+def _utf8_lines(path: Path, f):
+    """F's lines as text, one at a time (an output of any length is read in memory of its longest line); a line
+    that is not UTF-8 is a BadProfile naming it."""
+    for n, raw in enumerate(f, 1):
+        try:
+            yield raw.decode("utf-8").rstrip("\r\n")
+        except UnicodeDecodeError as e:
+            raise BadProfile(f"{path}: damaged workload output: byte {e.start} of line {n} is not UTF-8 text") from None
+
+
+def read_output(path: Path) -> tuple[Output, str]:
+    """The workload output in PATH, a run's own file, read line by line, and the run's identity (file_hash); a file
+    that cannot be read or is damaged is a BadProfile naming it."""
+    try:
+        content_hash = file_hash([path])
+        with open_regular(path, "rb") as f:
+            return parse_output(_utf8_lines(path, f)), content_hash
+    except OSError as e:
+        raise BadProfile(f"{path}: unreadable workload output ({e.strerror or e})") from None
+    except BadOutput as e:
+        raise BadProfile(f"{path}: damaged workload output, {e}") from None

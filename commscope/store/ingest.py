@@ -11,7 +11,6 @@ wait is bounded (db.writer_session): a hung ingest cannot block the others
 for ever, and the one that gives up names the session holding the lock."""
 from __future__ import annotations
 
-import datetime as dt
 import hashlib
 import json
 from dataclasses import dataclass, field, replace
@@ -25,8 +24,7 @@ from psycopg.types.json import Jsonb
 from commscope.store import db
 from commscope.read import profiles, windows
 from commscope.read.files import BadProfile
-from commscope.read.records import MPI_NOT_RECORDED, ReadOptions, Record, as_int, clean, declare_scaling
-from commscope.read.storable import check_labels, check_storable
+from commscope.read.records import MPI_NOT_RECORDED, Provenance, ReadOptions, Record, as_int, given_label
 
 BATCH = 64            # runs per round of COPYs
 WRITE_LOCK = "commscope.store.ingest"
@@ -39,40 +37,6 @@ RUN_COLUMNS = ("content_hash, campaign_id, system_id, stack_id, status, profile_
                "decomposition, interconnect, ranks, nodes, global_size, local_size, iterations, compiler, spack_hash, "
                "caliper_version, kernel, experiment, started_at, wall_time, mpi_time_avg, mpi_time_max, "
                "mpi_fraction_avg, mpi_fraction_slowest, source, metadata, hardware_id, series_id, model_version")
-
-
-def given_label(value) -> str | None:
-    """A label given to ingest (a Provenance value, a campaign's source), as stored: a NUL, which no command line
-    can carry and the store cannot hold, as U+FFFD. What a file holds is checked instead (storable.check_storable)."""
-    return None if value is None else clean(value).replace("\x00", "\ufffd")
-
-
-@dataclass
-class Provenance:
-    """What the profile itself cannot say, given on the command line. Set
-    values override what the profile's metadata says."""
-    system: str | None = None
-    stack: str | None = None
-    interconnect: str | None = None
-    git_commit: str | None = None
-    ci_pipeline: str | None = None
-    spack_hash: str | None = None
-    compiler: str | None = None
-    kernel: str | None = None      # --kernel: the kernel release the runs ran on, where no file recorded it
-    hardware: dict | None = None   # the site's hardware description (CPU model, cores/node, interconnect, ...)
-    started_at: dt.datetime | None = None   # --started-at: the start of runs whose files carry no time
-
-    def apply(self, rec: Record) -> Record:
-        over = {k: given_label(v) for k, v in (("system", self.system), ("stack", self.stack),
-                                         ("interconnect", self.interconnect), ("spack_hash", self.spack_hash),
-                                         ("compiler", self.compiler)) if v}
-        if self.kernel and not rec.kernel:
-            over["kernel"] = given_label(self.kernel)
-        if self.started_at and rec.profile_kind == "none":
-            # No profile: a workload's output (or a Ramble experiment's log) prints no time, so the reader took the
-            # file's modification time, which a copy (a CI artifact) resets; a profile keeps Adiak's launchdate.
-            over["started_at"] = self.started_at
-        return replace(rec, **over) if over else rec
 
 
 def hardware_digest(hw: dict) -> str:
@@ -386,8 +350,8 @@ class Unlabelled:
 def ingest_records(conn: psycopg.Connection, records: Iterable[Record | BadProfile], prov: Provenance,
                    source: str, kind: str = "ingest", skip_bad: bool = False, progress=None,
                    relabel: bool = False, given: ReadOptions = ReadOptions()) -> Result:
-    """Writes a stream of records as one campaign in one transaction (RELABEL and the labels GIVEN: see
-    Writer)."""
+    """Writes a stream of finished records (read.records.finished: labelled and checked, or the BadProfile that
+    refused one) as one campaign in one transaction (RELABEL and the labels GIVEN: see Writer)."""
     res = Result()
     seen: set[str] = set()
     with conn.transaction():
@@ -395,7 +359,7 @@ def ingest_records(conn: psycopg.Connection, records: Iterable[Record | BadProfi
         db.take_write_lock(conn, WRITE_LOCK)
         campaign_id = conn.execute(
             "INSERT INTO campaigns (kind, source, git_commit, ci_pipeline) VALUES (%s, %s, %s, %s) RETURNING id",
-            (kind, given_label(source), given_label(prov.git_commit), given_label(prov.ci_pipeline))).fetchone()[0]
+            (kind, source, prov.git_commit, prov.ci_pipeline)).fetchone()[0]
         writer = Writer(conn, campaign_id, prov, relabel, given)
         unlabelled = Unlabelled()
         batch: list[Record] = []
@@ -411,13 +375,6 @@ def ingest_records(conn: psycopg.Connection, records: Iterable[Record | BadProfi
         for rec in records:
             if progress:
                 progress.update(1)
-            if not isinstance(rec, BadProfile):
-                try:   # a value the store cannot hold is bad input, refused here before any of its SQL
-                    if rec.copy_text is None:   # not checked by a reader process (read.records.read_record)
-                        check_storable(rec)
-                    rec = check_labels(prov.apply(declare_scaling(rec, given)))   # with the labels given
-                except BadProfile as e:
-                    rec = e
             if isinstance(rec, BadProfile):
                 if not skip_bad:
                     raise rec  # rolls the whole campaign back

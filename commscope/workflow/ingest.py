@@ -1,8 +1,10 @@
 """Reading joined to the store, for `commscope ingest` and `commscope run` alike, in-process.
 
 - ingest: the paths given are read as one campaign (read.inputs.read_campaign, its reader processes also making
-  each record's COPY text, store.ingest.prepared) and the record stream is written by store.ingest.ingest_records
-  with the provenance the caller gives. Reading never calls the store, and the store never sees a path.
+  each record's COPY text, store.ingest.prepared), finished with the labels and provenance the caller gives
+  (read.records.finished: declared scaling kinds, Provenance, the store's limits checked) and written by
+  store.ingest.ingest_records. Reading never calls the store, the store never calls reading, and it never sees a
+  path.
 - ingest_and_report: that, then the change points of the series the campaign's runs belong to
   (gate.changepoints.refresh_after_ingest: a failure there is a note, the runs stay stored), then, when asked, the
   campaign's report (views.report.write)."""
@@ -15,9 +17,9 @@ from pathlib import Path
 import psycopg
 
 from commscope.read.inputs import read_campaign
-from commscope.read.records import ReadOptions
+from commscope.read.records import Provenance, ReadOptions, finished
 from commscope.store import db
-from commscope.store.ingest import Provenance, Result, ingest_records, prepared
+from commscope.store.ingest import Result, ingest_records, prepared
 
 
 def ingest(conn: psycopg.Connection, inputs: list[Path], prov: Provenance, skip_bad: bool = False,
@@ -35,7 +37,8 @@ def ingest(conn: psycopg.Connection, inputs: list[Path], prov: Provenance, skip_
                        system=prov.system or found.hardware.get("system") or found.hardware.get("site"))
     if progress is not None and found.count is not None:
         progress.total = found.count
-    res = ingest_records(conn, found.records, prov, found.source, found.kind, skip_bad, progress, relabel, opts)
+    records = finished(found.records, opts, prov)   # labelled as given and checked: the store only writes
+    res = ingest_records(conn, records, prov, found.source, found.kind, skip_bad, progress, relabel, opts)
     res.left_out = [str(n) for n in found.left_out]
     return res
 
