@@ -25,6 +25,7 @@ is read."""
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import math
 import time as _time
 from importlib import metadata
@@ -57,12 +58,28 @@ class MissingLibrary(RuntimeError):
     """Apache Otava is not installed."""
 
 
+def _missing(e: str) -> MissingLibrary:
+    return MissingLibrary(f"change points need Apache Otava ({e}): pip install 'commscope[changepoints]'")
+
+
 def _otava():
     try:
         from otava.analysis import compute_change_points
     except ImportError as e:
-        raise MissingLibrary(f"change points need Apache Otava ({e}): pip install 'commscope[changepoints]'") from None
+        raise _missing(str(e)) from None
     return compute_change_points
+
+
+def _require_otava() -> None:
+    """MissingLibrary unless Apache Otava is installed, found without importing its analysis: that brings
+    scipy.stats, about 2 s of every process that ingests, which a series with too few runs for a change point
+    (detect) never needs."""
+    try:
+        found = importlib.util.find_spec("otava.analysis")
+    except ImportError as e:
+        raise _missing(str(e)) from None
+    if found is None:
+        raise _missing("No module named 'otava.analysis'")
 
 
 def canonical_metric(metric: str) -> str:
@@ -206,7 +223,7 @@ def update(conn: psycopg.Connection, metrics=("time_s",), series_ids: list[int] 
 def after_ingest(conn: psycopg.Connection, campaign_id: int) -> list[Update]:
     """Recompute the change points of the series the campaign's runs belong to (those whose ok runs changed), for
     time_s and every other metric the store keeps change points of; MissingLibrary without Otava."""
-    _otava()
+    _require_otava()
     ids = queries.campaign_series(conn, campaign_id)
     if not ids:
         return []
