@@ -172,18 +172,20 @@ def test_a_billion_laughs_hardware_yaml_is_refused_at_once(dsn, ws):
     (9**10 strings) until the machine ran out of memory."""
     (ws / "hardware.yaml").write_text(BILLION_LAUGHS)
     before = runs(dsn)
-    t0 = time.monotonic()
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
     r = subprocess.run([*CLI, "ingest", "-q", str(ws)], capture_output=True, text=True, timeout=60,
                        env={k: v for k, v in os.environ.items() if not k.startswith("PG")} | {"COMMSCOPE_DB_URL": dsn},
                        preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30)))
-    took = time.monotonic() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    # CPU time, not wall-clock time: the bound holds however busy the machine is
+    took = (after.ru_utime + after.ru_stime) - (children.ru_utime + children.ru_stime)
     assert_one_clear_line(r, str(ws / "hardware.yaml"), "aliases", "nothing was stored", code=2)
     assert runs(dsn) == before
     from commscope.read import files as limited
-    t0 = time.monotonic()
+    t0 = time.thread_time()
     with pytest.raises(limited.BadProfile, match="aliases"):
         limited.load_yaml(ws / "hardware.yaml")
-    assert time.monotonic() - t0 < 0.5 and took < 20
+    assert time.thread_time() - t0 < 0.5 and took < 20
 
 
 @pytest.mark.parametrize("levels", [100, 200_000])
