@@ -106,10 +106,10 @@ def advise(profile_dir: Path, nodes: int, rpn: int):
     matrix = {k: v[1] for k, v in prof.matrix.items()}
     topo = placement.Topology.from_dict({"nodes": nodes, "ranks_per_node": rpn, "network": {"type": "flat"}})
     p = placement.optimize(matrix, prof.ranks, topo)
-    files = placement.launcher_files(p, topo)
-    if "commgraph.rank-map" not in files:
+    launcher = placement.launcher_files(p, topo)
+    if "commgraph.rank-map" not in launcher:
         raise SystemExit("the advice fills nodes unevenly; commgraph --rank-map needs every slot used")
-    return prof.ranks, matrix, topo, p, read_rank_map(files["commgraph.rank-map"])
+    return prof.ranks, matrix, topo, p, read_rank_map(launcher["commgraph.rank-map"])
 
 
 def measure(profile_dir: Path = DEFAULT_PROFILE, nodes: int = 4, rpn: int = 4, rate_mbit: float = 200,
