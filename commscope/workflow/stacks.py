@@ -86,7 +86,8 @@ FORTRAN_STACKS = ("debian-openmpi4", "debian-mpich4")
 NO_FORTRAN = {
     "pypi-openmpi5": "the wheel has no Fortran bindings (no mpifort, mpif.h or modules; ompi_info: Fort use mpi: no)",
     "pypi-mpich5": "the wheel has no Fortran bindings (no mpifort, no libmpifort, only C headers)",
-    "pypi-impi2021": "the wheel's mpi_f08 module is written for Intel's compilers, and gfortran cannot read it",
+    "pypi-impi2021": "the wheel's mpi_f08 module is written for Intel's compilers, and gfortran cannot read it "
+                     "(its mpif90 also names a module folder the wheel lacks, include/gfortran/<version>)",
 }
 
 
