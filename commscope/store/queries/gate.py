@@ -283,11 +283,7 @@ def campaign_series(conn: psycopg.Connection, campaign_id: int) -> list[int]:
 def window_values(conn: psycopg.Connection, series_id: int, metric: str) -> list[tuple]:
     """(window, run_id, campaign_id, started_at, value) of one series' ok runs that measured METRIC (a run_windows
     column), in start-time order (run id breaks ties), on every window."""
-    q = sql.SQL("""SELECT w."window", r.id, r.campaign_id, r.started_at, w.{col}
-FROM runs r JOIN run_windows w ON w.run_id = r.id
-WHERE r.series_id = %s AND r.status = 'ok' AND w.{col} IS NOT NULL
-ORDER BY r.started_at, r.id""").format(col=sql.Identifier(metric))
-    return conn.execute(q, (series_id,)).fetchall()
+    return windows_values(conn, [series_id], metric).get(series_id, [])
 
 
 def windows_values(conn: psycopg.Connection, series_ids: list[int], metric: str) -> dict[int, list[tuple]]:
