@@ -108,9 +108,8 @@ def stack_version(stack) -> str:
         return _version(_run([stack.mpicc, "--showme:version"]), r"Open MPI (\d+(?:\.\d+)+)", stack.name)
     if stack.family == "mpich":
         return _version(_run([str(bindir / "mpichversion")]), r"MPICH Version:\s*(\d+(?:\.\d+)+)", stack.name)
-    # Intel's mpirun execs the first mpiexec.hydra on PATH: put its own first.
-    env = dict(os.environ, PATH=f"{bindir}{os.pathsep}{os.environ.get('PATH', '')}", **stack.env)
-    return _version(_run([stack.mpirun, "--version"], env), r"Version (\d+(?:\.\d+)+)", stack.name)
+    # Intel MPI's launcher is its own mpiexec.hydra (stacks.catalog), whatever comes first on PATH
+    return _version(_run([stack.mpirun, "--version"], stack.environ()), r"Version (\d+(?:\.\d+)+)", stack.name)
 
 
 def stack_variants(stack, prefix: Path) -> str:
