@@ -2,6 +2,8 @@
 ! line, halo exchange with Irecv/Isend/Waitall, a residual Allreduce every --check-every steps. The field is
 ! gathered to rank 0 through gather_legacy.f (mpif.h) and compared with a serial run of the same kernel, bit for
 ! bit. Output contract: workloads/README.md.
+! Built with -DFJACOBI_USE_MPI it takes `use mpi` instead, for a stack whose mpi_f08 module gfortran cannot read
+! (Intel MPI's wheel): the same calls, each passing the error argument that `use mpi` requires and mpi_f08 allows.
 module fjacobi_io
   implicit none
   integer, parameter :: dp = kind(1.0d0)
@@ -42,24 +44,34 @@ contains
 end module fjacobi_io
 
 program fjacobi
+#ifdef FJACOBI_USE_MPI
+  use mpi
+#else
   use mpi_f08
+#endif
   use fjacobi_io
   implicit none
+#ifdef FJACOBI_USE_MPI
+  integer :: req(4)
+  character(len=*), parameter :: binding = 'mpi'
+#else
   type(MPI_Request) :: req(4)
+  character(len=*), parameter :: binding = 'f08'
+#endif
   integer :: rank, nprocs, n, iters, check_every, nl, first, left, right, it, bad, ndiff, ierr, major, minor
   integer :: cfg(4), liblen
   real(dp), allocatable :: u(:), unew(:), whole(:), serial(:), snew(:)
   real(dp) :: t0, t1, tc, tcomp, tcomm, mine(2), sums(2), maxs(2), res, gres, lsum, gsum
   character(len=MPI_MAX_LIBRARY_VERSION_STRING) :: lib
 
-  call MPI_Init()
-  call MPI_Comm_rank(MPI_COMM_WORLD, rank)
-  call MPI_Comm_size(MPI_COMM_WORLD, nprocs)
+  call MPI_Init(ierr)
+  call MPI_Comm_rank(MPI_COMM_WORLD, rank, ierr)
+  call MPI_Comm_size(MPI_COMM_WORLD, nprocs, ierr)
   cfg = [0, 100000, 200, 10]
   if (rank == 0) call parse_args(cfg, nprocs)
-  call MPI_Bcast(cfg, 4, MPI_INTEGER, 0, MPI_COMM_WORLD)
+  call MPI_Bcast(cfg, 4, MPI_INTEGER, 0, MPI_COMM_WORLD, ierr)
   if (cfg(1) /= 0) then
-    call MPI_Finalize()
+    call MPI_Finalize(ierr)
     if (cfg(1) < 0) stop   ! --help
     stop 2, quiet=.true.   ! every rank: the same verdict (Fortran 2018; gfortran 9 and later)
   end if
@@ -76,8 +88,8 @@ program fjacobi
   unew = u
 
   if (rank == 0) then
-    call MPI_Get_library_version(lib, liblen)
-    call MPI_Get_version(major, minor)
+    call MPI_Get_library_version(lib, liblen, ierr)
+    call MPI_Get_version(major, minor, ierr)
     print '(a)', 'COMMSCOPE workload=fjacobi version=0.1.0'
     print '(a)', 'MPI_LIBRARY ' // trim(first_line(lib(1:liblen)))
     print '(a)', 'MPI_VERSION ' // inum(major) // '.' // inum(minor)
@@ -85,20 +97,20 @@ program fjacobi
     print '(a)', 'PARAM n ' // inum(n)
     print '(a)', 'PARAM iters ' // inum(iters)
     print '(a)', 'PARAM check-every ' // inum(check_every)
-    print '(a)', 'PARAM variant f08'
+    print '(a)', 'PARAM variant ' // binding
     print '(a)', 'PARAM language fortran2008'
   end if
 
   tcomp = 0.0_dp; tcomm = 0.0_dp; gres = 0.0_dp
-  call MPI_Barrier(MPI_COMM_WORLD)
+  call MPI_Barrier(MPI_COMM_WORLD, ierr)
   t0 = MPI_Wtime()
   do it = 1, iters
     tc = MPI_Wtime()
-    call MPI_Irecv(u(0), 1, MPI_DOUBLE_PRECISION, left, 1, MPI_COMM_WORLD, req(1))
-    call MPI_Irecv(u(nl + 1), 1, MPI_DOUBLE_PRECISION, right, 0, MPI_COMM_WORLD, req(2))
-    call MPI_Isend(u(1), 1, MPI_DOUBLE_PRECISION, left, 0, MPI_COMM_WORLD, req(3))
-    call MPI_Isend(u(nl), 1, MPI_DOUBLE_PRECISION, right, 1, MPI_COMM_WORLD, req(4))
-    call MPI_Waitall(4, req, MPI_STATUSES_IGNORE)
+    call MPI_Irecv(u(0), 1, MPI_DOUBLE_PRECISION, left, 1, MPI_COMM_WORLD, req(1), ierr)
+    call MPI_Irecv(u(nl + 1), 1, MPI_DOUBLE_PRECISION, right, 0, MPI_COMM_WORLD, req(2), ierr)
+    call MPI_Isend(u(1), 1, MPI_DOUBLE_PRECISION, left, 0, MPI_COMM_WORLD, req(3), ierr)
+    call MPI_Isend(u(nl), 1, MPI_DOUBLE_PRECISION, right, 1, MPI_COMM_WORLD, req(4), ierr)
+    call MPI_Waitall(4, req, MPI_STATUSES_IGNORE, ierr)
     tcomm = tcomm + (MPI_Wtime() - tc)
     tc = MPI_Wtime()
     call sweep(u, unew, 1, nl)
@@ -107,18 +119,18 @@ program fjacobi
     tcomp = tcomp + (MPI_Wtime() - tc)
     if (mod(it, check_every) == 0) then
       tc = MPI_Wtime()
-      call MPI_Allreduce(res, gres, 1, MPI_DOUBLE_PRECISION, MPI_SUM, MPI_COMM_WORLD)
+      call MPI_Allreduce(res, gres, 1, MPI_DOUBLE_PRECISION, MPI_SUM, MPI_COMM_WORLD, ierr)
       tcomm = tcomm + (MPI_Wtime() - tc)
     end if
   end do
   t1 = MPI_Wtime() - t0
 
   mine = [tcomm, tcomp]
-  call MPI_Reduce(mine, sums, 2, MPI_DOUBLE_PRECISION, MPI_SUM, 0, MPI_COMM_WORLD)
-  call MPI_Reduce(mine, maxs, 2, MPI_DOUBLE_PRECISION, MPI_MAX, 0, MPI_COMM_WORLD)
-  call MPI_Allreduce(MPI_IN_PLACE, t1, 1, MPI_DOUBLE_PRECISION, MPI_MAX, MPI_COMM_WORLD)
+  call MPI_Reduce(mine, sums, 2, MPI_DOUBLE_PRECISION, MPI_SUM, 0, MPI_COMM_WORLD, ierr)
+  call MPI_Reduce(mine, maxs, 2, MPI_DOUBLE_PRECISION, MPI_MAX, 0, MPI_COMM_WORLD, ierr)
+  call MPI_Allreduce(MPI_IN_PLACE, t1, 1, MPI_DOUBLE_PRECISION, MPI_MAX, MPI_COMM_WORLD, ierr)
   lsum = sum(u(1:nl))
-  call MPI_Allreduce(lsum, gsum, 1, MPI_DOUBLE_PRECISION, MPI_SUM, MPI_COMM_WORLD)
+  call MPI_Allreduce(lsum, gsum, 1, MPI_DOUBLE_PRECISION, MPI_SUM, MPI_COMM_WORLD, ierr)
 
   ! Verification: the field gathered to rank 0 (mpif.h) against a serial run of the same kernel.
   allocate (whole(merge(n, 1, rank == 0)))
@@ -147,7 +159,7 @@ program fjacobi
     print '(a)', 'VERIFY field_sum ' // merge('PASS', 'FAIL', abs(gsum - sum(serial(1:n))) <= &
                  1.0e-12_dp * abs(sum(serial(1:n)))) // ' ' // num(gsum)
   end if
-  call MPI_Finalize()
+  call MPI_Finalize(ierr)
 
 contains
 
