@@ -10,6 +10,9 @@
  * mpi_f08 bindings call through the PLT. MPICH: its mpif.h and `use mpi` bindings already call MPI_*; its mpi_f08
  * ones (mpi_<call>_f08_, and mpi_<call>_f08ts_ for buffers, which receive gfortran array descriptors) are
  * forwarded. A buffer that is not contiguous goes to the library's own binding (unprofiled, still correct).
+ * Intel MPI: its mpif.h and `use mpi` bindings call MPI_* already (libmpifort's mpi_send_ calls MPI_Send through
+ * the PLT), and its mpi_f08 bindings, which call PMPI_*, take the array descriptors of Intel's compilers, not
+ * gfortran's: nothing is forwarded there, and the library is built only so that the preload is the same everywhere.
  * Calls covered: COVERED below. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -26,6 +29,9 @@ const char *commscope_mpif_covered =
 #define MPI_F_STATUS_SIZE (sizeof(MPI_Status) / sizeof(int))
 #endif
 #define EXPORT __attribute__((visibility("default")))
+#if defined(I_MPI_VERSION)
+#pragma GCC diagnostic ignored "-Wunused-function"   /* nothing forwarded on Intel MPI (above) */
+#endif
 typedef MPI_Fint F;
 
 static void set_ierr(F *ierr, int rc) { if (ierr) *ierr = (F)rc; }
@@ -169,6 +175,6 @@ static void f_waitall(F *n, F *reqs, F *fsts, F *ierr)
 
 #if defined(OPEN_MPI)
 #include "mpif_forward_ompi.h"
-#elif defined(MPICH)
+#elif defined(MPICH) && !defined(I_MPI_VERSION)
 #include "mpif_forward_mpich.h"
 #endif
