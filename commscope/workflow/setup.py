@@ -135,6 +135,8 @@ def _workloads(wanted: list, prefixes: dict, builds: dict, log) -> dict[str, str
             log(f"[setup]   {b.note}")
         if (why := stacks_catalog.no_fortran(s)) is not None:
             log(f"[setup]   {s.name}: no Fortran workload (fjacobi) or libcommscope-mpif: {why}")
+        elif (why := stacks_catalog.NO_F08.get(s.name)) is not None:
+            log(f"[setup]   {s.name}: fjacobi takes `use mpi`, not mpi_f08: {why}")
     return failed
 
 

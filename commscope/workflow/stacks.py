@@ -80,22 +80,30 @@ class Stack:
         return ["srun", f"--mpi={SRUN_MPI[self.family]}", "-n", str(ranks), *argv]
 
 
-# The stacks whose Fortran wrapper builds the Fortran workload and libcommscope-mpif (workloads/README.md).
-FORTRAN_STACKS = ("debian-openmpi4", "debian-mpich4")
+# The stacks whose builds have the Fortran workload and libcommscope-mpif (workloads/README.md).
+FORTRAN_STACKS = ("debian-openmpi4", "debian-mpich4", "pypi-impi2021")
+# Those whose fjacobi takes `use mpi` because gfortran cannot use their mpi_f08, and why; setup says it once per stack.
+NO_F08 = {
+    "pypi-impi2021": "the wheel's mpi_f08 module is written for Intel's compilers, and gfortran cannot read it "
+                     "(its mpif.h and gfortran's `use mpi` modules are there)",
+}
 # Why the others cannot (docs/add-your-application.md lists what each wheel ships); setup says it once per stack.
 NO_FORTRAN = {
     "pypi-openmpi5": "the wheel has no Fortran bindings (no mpifort, mpif.h or modules; ompi_info: Fort use mpi: no)",
     "pypi-mpich5": "the wheel has no Fortran bindings (no mpifort, no libmpifort, only C headers)",
-    "pypi-impi2021": "the wheel's mpi_f08 module is written for Intel's compilers, and gfortran cannot read it "
-                     "(its mpif90 also names a module folder the wheel lacks, include/gfortran/<version>)",
 }
 
 
 def no_fortran(stack: Stack) -> str | None:
     """Why setup builds no Fortran workload for STACK (one line), None where it does."""
-    if fortran_wrapper(stack):
-        return None
-    return NO_FORTRAN.get(stack.name, f"no Fortran wrapper beside {stack.mpicc}")
+    if fortran_wrapper(stack) is None:
+        return NO_FORTRAN.get(stack.name, f"no Fortran wrapper beside {stack.mpicc}")
+    if stack.family == "impi":
+        fc, modules = _impi_gfortran(stack)
+        if modules is None:
+            return (f"no gfortran modules of the wheel for {fc or 'gfortran (none on PATH)'} under "
+                    f"{Path(stack.prefix) / 'include' / 'mpi' / 'gfortran'}")
+    return None
 
 
 def fortran_wrapper(stack: Stack) -> str | None:
@@ -104,14 +112,46 @@ def fortran_wrapper(stack: Stack) -> str | None:
     return str(f) if stack.name in FORTRAN_STACKS and f.exists() else None
 
 
+def _impi_gfortran(stack: Stack) -> tuple[str | None, Path | None]:
+    """(gfortran, the wheel's folder of modules for its major version, as the wheel's mpif90 picks one:
+    include/mpi/gfortran/12.4.0 for gfortran 12), each None where missing."""
+    fc = shutil.which(os.environ.get("FC") or "gfortran")
+    if fc is None:
+        return None, None
+    p = subprocess.run([fc, "-dumpversion"], capture_output=True, text=True)
+    major = p.stdout.strip().split(".")[0]
+    found = sorted((Path(stack.prefix) / "include" / "mpi" / "gfortran").glob(f"{major}.*")) if major else []
+    return fc, (found[-1] if found else None)
+
+
+def fortran_cmake_args(stack: Stack) -> list[str]:
+    """The CMake options that build the stack's Fortran workload, [] where setup builds none (no_fortran).
+    FindMPI asks the stack's Fortran wrapper, except for Intel MPI's wheel, whose mpif90 names a module folder the
+    wheel lacks (include/gfortran/<version>) and one of modules for Intel's compilers: there FindMPI is given the
+    settings instead (given MPI_Fortran_LIB_NAMES and MPI_Fortran_COMPILER_INCLUDE_DIRS, it asks no wrapper):
+    gfortran's modules and mpif.h; libmpifort and libmpi linked --no-as-needed (libmpifort needs libmpi but has
+    no runpath, so the program must name it); -fallow-argument-mismatch, as the wrapper adds for gfortran 10 and
+    later (`use mpi` leaves buffer arguments without interfaces)."""
+    wrapper = fortran_wrapper(stack)
+    if wrapper is None or no_fortran(stack) is not None:
+        return []
+    if stack.family != "impi":
+        return [f"-DMPI_Fortran_COMPILER={wrapper}"]
+    fc, modules = _impi_gfortran(stack)
+    root = Path(stack.prefix)
+    return [f"-DMPI_Fortran_COMPILER={wrapper}", f"-DCMAKE_Fortran_COMPILER={fc}",
+            f"-DMPI_Fortran_COMPILER_INCLUDE_DIRS={modules};{root / 'include'}",
+            "-DMPI_Fortran_LIB_NAMES=mpifort;mpi", f"-DMPI_mpifort_LIBRARY={root / 'lib' / 'libmpifort.so'}",
+            f"-DMPI_mpi_LIBRARY={root / 'lib' / 'libmpi.so'}", "-DMPI_Fortran_LINK_FLAGS=-Wl,--no-as-needed",
+            "-DMPI_Fortran_COMPILE_OPTIONS=-fallow-argument-mismatch"]
+
+
 def build_workloads(stack: Stack, build_dir: Path, caliper: str = "OFF", extra: list[str] | None = None) -> Path:
     """Configures and builds the workloads into build_dir with the stack's own wrappers (never the mpicc first
     on PATH). caliper: ON, OFF or AUTO (-DCOMMSCOPE_WITH_CALIPER)."""
     env = stack.environ()
-    fortran = fortran_wrapper(stack)
     cfg = ["cmake", "-S", str(WORKLOADS), "-B", str(build_dir), f"-DMPI_C_COMPILER={stack.mpicc}",
-           *([f"-DMPI_Fortran_COMPILER={fortran}"] if fortran else []),
-           f"-DCOMMSCOPE_WITH_CALIPER={caliper}", *(extra or [])]
+           *fortran_cmake_args(stack), f"-DCOMMSCOPE_WITH_CALIPER={caliper}", *(extra or [])]
     for cmd in (cfg, ["cmake", "--build", str(build_dir), "-j", "2"]):
         p = subprocess.run(cmd, env=env, capture_output=True, text=True)
         if p.returncode:
