@@ -444,6 +444,17 @@ def nogotcha(stack_name: str) -> Path:
     return found
 
 
+def fortran_wrapper(stack: mpi_stacks.Stack) -> Path | None:
+    """The stack's own Fortran wrapper, found on disk: mpif90 or mpifort beside its mpicc (mpicc.mpich ->
+    mpif90.mpich)."""
+    cc = Path(stack.mpicc)
+    for name in ("mpif90", "mpifort"):
+        f = cc.with_name(cc.name.replace("mpicc", name))
+        if f.exists():
+            return f
+    return None
+
+
 def fortran_preload(bdir: Path, prefix: Path) -> str:
     """The documented preload for a Fortran application (docs/add-your-application.md)."""
     return f"{bdir / 'libcommscope-mpif.so'}:{prefix / 'lib' / 'libcaliper.so'}"
