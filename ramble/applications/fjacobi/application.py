@@ -1,7 +1,8 @@
 """fjacobi: the Fortran 2008 mini-app (workloads/fjacobi): 1D Jacobi smoothing with a halo exchange and a residual
-Allreduce through mpi_f08, its verification gather through mpif.h. It has no Caliper annotations: `commscope run`
-profiles it by preloading the stack's no-GOTCHA Caliper with libcommscope-mpif, which forwards its Fortran MPI calls
-to the C ones Caliper wraps (the tag `caliper-preload` says so to commscope/workflow/plan.py).
+Allreduce through mpi_f08 (`use mpi` where gfortran cannot read the stack's mpi_f08), its verification gather through
+mpif.h. It has no Caliper annotations: `commscope run` profiles it by preloading the stack's no-GOTCHA Caliper with
+libcommscope-mpif, which forwards its Fortran MPI calls to the C ones Caliper wraps where the bindings bypass them
+(the tag `caliper-preload` says so to commscope/workflow/plan.py).
 """
 from ramble.appkit import *  # noqa: F403
 
