@@ -2,6 +2,7 @@
 # checkout: spack.yaml at the repository root marks the package as `develop` with
 # path workloads/, so Spack builds the local source and downloads nothing.
 
+import glob
 import os
 
 from spack_repo.builtin.build_systems.cmake import CMakePackage
@@ -47,8 +48,28 @@ class CommscopeWorkloads(CMakePackage):
         mpifc = getattr(self.spec["mpi"], "mpifc", None)
         if mpifc and os.path.exists(mpifc):
             args.append(self.define("MPI_Fortran_COMPILER", mpifc))
+            if self.spec["mpi"].name == "intel-oneapi-mpi":
+                args.extend(self.intel_mpi_fortran(os.path.dirname(os.path.dirname(mpifc))))
         if self.spec.satisfies("+caliper"):
             # Caliper installs its CMake package under share/, Adiak under lib/.
             args.append(self.define("caliper_DIR", self.spec["caliper"].prefix.share.cmake.caliper))
             args.append(self.define("adiak_DIR", self.spec["adiak"].prefix.lib.cmake.adiak))
         return args
+
+    def intel_mpi_fortran(self, root):
+        """FindMPI's settings for Intel MPI with gfortran, given instead of asking its wrapper, which names a module
+        folder the wheel lacks and modules for Intel's compilers (workloads/README.md, as `commscope setup` passes
+        them): gfortran's modules for its major version, mpif.h, libmpifort and libmpi."""
+        major = str(self.spec["fortran"].version.up_to(1))
+        found = sorted(glob.glob(os.path.join(root, "include", "mpi", "gfortran", major + ".*")))
+        if not found:
+            return []
+        return [
+            self.define("MPI_Fortran_COMPILER_INCLUDE_DIRS", [found[-1], os.path.join(root, "include")]),
+            self.define("MPI_Fortran_LIB_NAMES", ["mpifort", "mpi"]),
+            self.define("MPI_mpifort_LIBRARY", os.path.join(root, "lib", "libmpifort.so")),
+            self.define("MPI_mpi_LIBRARY", os.path.join(root, "lib", "libmpi.so")),
+            # libmpifort needs libmpi but carries no path to it: the program must name it
+            self.define("MPI_Fortran_LINK_FLAGS", "-Wl,--no-as-needed"),
+            self.define("MPI_Fortran_COMPILE_OPTIONS", "-fallow-argument-mismatch"),
+        ]
