@@ -426,8 +426,8 @@ def outside_code_spans(line: str) -> str:
 
 NOGOTCHA = os.environ.get("COMMSCOPE_CALIPER_NOGOTCHA_PREFIX", "")
 
-# The Fortran calls fjacobi makes: its mpi_f08 ones, and mpif.h's Gather and Gatherv (Comm_rank and Comm_size too,
-# which Caliper's profile.mpi leaves out).
+# The Fortran calls fjacobi makes: its mpi_f08 (or `use mpi`) ones, and mpif.h's Gather and Gatherv (Comm_rank and
+# Comm_size too, which Caliper's profile.mpi leaves out).
 FORTRAN_CALLS = {"MPI_Init", "MPI_Bcast", "MPI_Barrier", "MPI_Irecv", "MPI_Isend", "MPI_Waitall", "MPI_Allreduce",
                  "MPI_Reduce", "MPI_Gather", "MPI_Gatherv", "MPI_Finalize"}
 
