@@ -11,8 +11,9 @@
  * ones (mpi_<call>_f08_, and mpi_<call>_f08ts_ for buffers, which receive gfortran array descriptors) are
  * forwarded. A buffer that is not contiguous goes to the library's own binding (unprofiled, still correct).
  * Intel MPI: its mpif.h and `use mpi` bindings call MPI_* already (libmpifort's mpi_send_ calls MPI_Send through
- * the PLT), and its mpi_f08 bindings, which call PMPI_*, take the array descriptors of Intel's compilers, not
- * gfortran's: nothing is forwarded there, and the library is built only so that the preload is the same everywhere.
+ * the PLT), and its mpi_f08 bindings, which call PMPI_*, serve Intel's compilers only (the wheel's mpi_f08 module
+ * is in their format), whose array descriptors the gfortran forwarding must not read: nothing is forwarded there,
+ * and the library is built only so that the preload is the same everywhere.
  * Calls covered: COVERED below. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
