@@ -14,7 +14,7 @@ import pytest
 
 from commscope.read.workload_output import parse_output
 from commscope.workflow import stacks as mpi_stacks
-from conftest import ROOT, STACK_NAMES, built_once, stack_or_skip
+from conftest import ROOT, STACK_NAMES, built_once, private_home, stack_or_skip
 from helpers import FORTRAN_CALLS, fortran_preload, fortran_wrapper, nogotcha, profile_reference
 
 
@@ -51,3 +51,27 @@ def test_fortran_mpi_calls_are_profiled_and_ingested_as_caliper_reader_reads_the
     assert stored.keys() == per_function.keys()
     for fn, t in per_function.items():
         assert stored[fn] == pytest.approx(t, rel=1e-9), fn
+
+
+def test_the_fortran_study_labels_each_series_with_the_binding_its_binary_printed(dsn):
+    """`commscope setup` then `commscope run fortran` through Ramble on a stack with mpi_f08 and Intel MPI, where
+    fjacobi takes `use mpi`: every stored run's variant is the binding the binary itself printed (its output's
+    PARAM variant line), never a default that names another binding."""
+    names = ["debian-openmpi4", "pypi-impi2021"]
+    for name in names:
+        stack_or_skip(name)
+    if not os.environ.get("RAMBLE_ROOT"):
+        pytest.skip("Ramble is in no package registry: set RAMBLE_ROOT (ci/setup.sh writes it) to run the study")
+    home = private_home()
+    e = {**os.environ, "COMMSCOPE_HOME": str(home), "COMMSCOPE_DB_URL": dsn, "SPACK_ROOT": ""}
+    for args in (["setup", "--stacks", ",".join(names)], ["run", "fortran", "--stacks", ",".join(names)]):
+        p = subprocess.run([sys.executable, "-m", "commscope.cli", *args], env=e, capture_output=True, text=True,
+                           cwd=ROOT, timeout=900)
+        assert p.returncode == 0, p.stdout + p.stderr
+    printed = {}
+    for out in home.glob("workspaces/fortran-*/experiments/fjacobi/fjacobi/*/*.out"):
+        printed[f"fjacobi.fjacobi.{out.parent.name}"] = parse_output(out.read_text()).params["variant"]
+    assert sorted(set(printed.values())) == ["f08", "mpi"], printed
+    with psycopg.connect(dsn) as conn:
+        stored = dict(conn.execute("SELECT experiment, variant FROM v_runs WHERE app = 'fjacobi'").fetchall())
+    assert stored == printed

@@ -165,7 +165,7 @@ def test_site_defines_the_launch_line(site):
         assert (d / "slurm_experiment.tpl").exists() and "{slurm_experiment}" in v["batch_submit"]
     if conf["builds"] != "local-builds":  # its stacks' per-stack variables are in the file
         for s in conf["stacks"]:
-            for prefix in ("bin_", "srun_mpi_", "stack_env_", "family_"):
+            for prefix in ("bin_", "srun_mpi_", "stack_env_", "family_", "fortran_binding_"):
                 assert f"{prefix}{s}" in v, f"{site}: {prefix}{s} missing for stack {s}"
         hw = yaml.safe_load((d / "hardware.yaml").read_text())
         assert {"cpu", "memory_per_node_gb", "interconnect", "topology"} <= set(hw)

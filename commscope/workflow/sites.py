@@ -92,6 +92,8 @@ def write_local_site(builds: dict[str, Build]) -> Path:
         vars_[f"stack_env_{name}"] = env_words(s.env)
         vars_[f"family_{name}"] = s.family   # openmpi | mpich | impi: studies key runtime controls on it
         vars_[f"srun_mpi_{name}"] = stacks.SRUN_MPI[s.family]   # as proven by tests/test_slurm.py
+        # the Fortran binding its fjacobi takes (a label of fjacobi's series): mpi_f08, or `use mpi` (NO_F08)
+        vars_[f"fortran_binding_{name}"] = "mpi" if name in stacks.NO_F08 else "f08"
         if name in builds:
             b = builds[name]
             vars_[f"bin_{name}"] = str(b.path)

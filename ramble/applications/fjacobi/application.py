@@ -22,7 +22,9 @@ class Fjacobi(CommscopeWorkload):
     workload_variable("iters", default="200", description="Jacobi sweeps", workloads=["fjacobi"])
     workload_variable("check_every", default="10", description="sweeps between residual Allreduces",
                       workloads=["fjacobi"])
-    workload_variable("variant", default="f08", description="the case, for labels", workloads=["fjacobi"])
+    workload_variable("variant", default="{fortran_binding_{stack}}",
+                      description="the binding, for labels: f08 or mpi (the site's fortran_binding_<stack>)",
+                      workloads=["fjacobi"])
 
     for fom, unit in [("total_time", "s"), ("time_per_iter", "s"), ("comm_time_avg", "s"), ("comm_time_max", "s"),
                       ("compute_time_avg", "s"), ("compute_time_max", "s"), ("residual", "sum")]:
