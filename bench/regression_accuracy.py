@@ -155,11 +155,11 @@ def gate_runs_only(new: list[float], base: list[float], min_effect: float = 0.05
     """The gate before the campaign-level test (kept here to compare on the same series): a one-sided Mann-Whitney
     test of the new runs against the baseline runs (with 3 or more new runs, else a robust z-score of the new
     median), p < alpha and at least min_effect; unreachable levels count as no alarm."""
-    from commscope.gate.stats import MANN_WHITNEY_FROM, _mann_whitney_greater, _robust_z_p, smallest_p
+    from commscope.gate.pvalues import MANN_WHITNEY_FROM, mann_whitney_greater, robust_z_p, smallest_p
     if len(base) < 3 or not new or smallest_p(len(new), len(base)) >= alpha:
         return False
     nm, bm = statistics.median(new), statistics.median(base)
-    p = _mann_whitney_greater(new, base) if len(new) >= MANN_WHITNEY_FROM else _robust_z_p(nm, base)
+    p = mann_whitney_greater(new, base) if len(new) >= MANN_WHITNEY_FROM else robust_z_p(nm, base)
     return p < alpha and (nm - bm) / abs(bm) >= min_effect
 
 
@@ -168,12 +168,13 @@ def gate_two_nights(new: list[float], earlier: list[list[float]], min_effect: fl
     """The gate before the confirmation test (commit 51e67c5), kept here to compare on the same series: the judged
     night and the night before each moved at both levels (runs and campaign medians, regressions._moved) against
     the `baseline` nights before the night before; unreachable levels count as no alarm."""
-    from commscope.gate.stats import MIN_BASELINE, MIN_CAMPAIGNS, _flat, _moved, smallest_p
+    from commscope.gate.pvalues import MIN_BASELINE, MIN_CAMPAIGNS, runs_of, smallest_p
+    from commscope.gate.stats import _moved
     base = earlier[-baseline:]
-    if len(_flat(base)) < MIN_BASELINE or smallest_p(len(new), len(_flat(base))) >= alpha or len(base) < MIN_CAMPAIGNS:
+    if len(runs_of(base)) < MIN_BASELINE or smallest_p(len(new), len(runs_of(base))) >= alpha or len(base) < MIN_CAMPAIGNS:
         return False
     before = earlier[:-1][-baseline:]
-    if len(_flat(before)) < MIN_BASELINE or len(before) < MIN_CAMPAIGNS:
+    if len(runs_of(before)) < MIN_BASELINE or len(before) < MIN_CAMPAIGNS:
         return False
     prev, _ = _moved(earlier[-1], before, min_effect, alpha, quick=True)
     return prev == "worse" and _moved(new, before, min_effect, alpha, quick=True)[0] == "worse"

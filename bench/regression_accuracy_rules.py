@@ -10,7 +10,7 @@ discounted: 20 history nights of 3 runs, the last 2 shifted by 0, +20, +50 %, ju
 consecutive measured runs as the harness draws them, and runs drawn one by one: exchangeable nights), it records the
 gate's verdict and the tests a two-night rule is built of, all scipy.stats: Mann-Whitney of the two nights' runs
 against the 10 nights before them, Kruskal-Wallis across those nights, the gate's Student's t of the two nights'
-mean median (stats.mean_night_p), and how many of those nights' medians are not below both new nights' medians.
+mean median (pvalues.mean_night_p), and how many of those nights' medians are not below both new nights' medians.
 Each RULE is then scored on the same nights.
 
     .venv/bin/python bench/regression_accuracy_rules.py [--series 40]
@@ -26,7 +26,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import regression_accuracy as ra  # noqa: E402
-from commscope.gate import stats  # noqa: E402
+from commscope.gate import pvalues, stats  # noqa: E402
 
 med = statistics.median
 
@@ -37,14 +37,14 @@ def features(new: list[float], earlier: list[list[float]], unloaded=None) -> dic
     start, end = stats.baseline_window(len(earlier), 10, stats.CONFIRM, 0.01)
     j = stats.judge(new, earlier, 0.05, 0.01, baseline=10, unloaded=unloaded, max_undetectable=None)
     before = earlier[:-1][-10:]
-    flat, two = stats._flat(before), earlier[-1] + new
+    flat, two = pvalues.runs_of(before), earlier[-1] + new
     bm = med(flat)
     low = min(med(earlier[-1]), med(new))
     return {"verdict": j.verdict, "two": end < len(earlier),
             "each": all(med(c) >= 1.05 * bm for c in (earlier[-1], new)),
             "mw": float(mannwhitneyu(two, flat, alternative="greater").pvalue),
             "kw": float(kruskal(*before).pvalue) if len(set(flat)) > 1 else 1.0,
-            "t": stats.mean_night_p([med(c) for c in (earlier[-1], new)], [med(c) for c in before]),
+            "t": pvalues.mean_night_p([med(c) for c in (earlier[-1], new)], [med(c) for c in before]),
             "not_below": sum(med(c) >= low for c in before)}
 
 

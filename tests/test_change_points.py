@@ -352,7 +352,8 @@ def test_a_change_point_without_the_gate_s_runs_is_no_regression_in_check_or_the
     and in the report's "What changed", and in the dashboards: the change-point table drawn through Grafana's own
     @grafana/data from the committed dashboard, and the annotation layer's texts and tags."""
     from commscope.gate import changepoints as cp
-    from commscope.gate.stats import CONFIRM, MIN_BASELINE
+    from commscope.gate.pvalues import MIN_BASELINE
+    from commscope.gate.stats import CONFIRM
     from commscope.store.ingest import Provenance, ingest_records
     from commscope.views import report
     from helpers import synthetic

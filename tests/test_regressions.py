@@ -21,7 +21,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from commscope.gate import regressions, stats
+from commscope.gate import detectable, pvalues, regressions, stats
 from commscope.store.queries import gate as queries
 from commscope.read import windows
 from commscope.workflow.ingest import Provenance, ingest, ingest_records
@@ -316,9 +316,9 @@ def test_the_rank_test_s_p_is_the_enumerated_permutation_p_when_the_nights_inter
     for _ in range(50):
         base = [rnd.uniform(1.0, 2.0) for _ in range(rnd.randint(4, 10))]
         recent = [rnd.uniform(1.2, 2.4) for _ in range(5)]
-        assert stats.confirm_p(recent, base) == pytest.approx(enumerated_p(recent, base), rel=1e-9)
+        assert pvalues.confirm_p(recent, base) == pytest.approx(enumerated_p(recent, base), rel=1e-9)
     base = [1.0, 1.1, 1.2, 1.3, 1.4, 1.5]
-    tied = stats.confirm_p([1.5, 1.6, 1.7, 1.8, 1.9], base)
+    tied = pvalues.confirm_p([1.5, 1.6, 1.7, 1.8, 1.9], base)
     assert tied == pytest.approx(enumerated_p([1.49999, 1.6, 1.7, 1.8, 1.9], base), rel=1e-9)
     assert tied > enumerated_p([1.50001, 1.6, 1.7, 1.8, 1.9], base)
 
@@ -855,14 +855,14 @@ def test_all_nights_at_once_equal_night_by_night():
             base = [[-v for v in c] for c in base]
         medians = [statistics.median(c) for c in base]
         for n_new, kw in itertools.product((3, 5, 50), ({}, {"bound": True}, {"upto": 0.2})):
-            night, runs = stats._draws(tuple(lengths), n_new, stats.DRAWS, 0, False)
-            at_once = stats._nights_shifts_needed(base, medians, night, runs, 0.05, 0.001, kw.get("bound", False),
+            night, runs = detectable._draws(tuple(lengths), n_new, detectable.DRAWS, 0, False)
+            at_once = detectable._nights_shifts_needed(base, medians, night, runs, 0.05, 0.001, kw.get("bound", False),
                                                   kw.get("upto"))
             assert at_once is not None
             one_by_one = np.empty(len(night))
             for j in sorted(set(night.tolist())):
-                one_by_one[night == j] = stats._shifts_needed(
-                    np.asarray(base[j], dtype=float)[runs[night == j]], stats._flat(base[:j] + base[j + 1:]),
+                one_by_one[night == j] = detectable._shifts_needed(
+                    np.asarray(base[j], dtype=float)[runs[night == j]], pvalues.runs_of(base[:j] + base[j + 1:]),
                     medians[:j] + medians[j + 1:], 0.05, 0.001, False, kw.get("bound", False), kw.get("upto"))
             assert np.array_equal(at_once, one_by_one), (trial, n_new, kw)
 
@@ -880,7 +880,7 @@ def test_the_detectable_effect_is_what_brute_force_campaigns_are_flagged_for():
     base = [list(noise(3)) for _ in range(10)]
     assert stats.nights_exchangeable(base)[0]
     level = 0.01 * (1 - stats.TWO_NIGHTS_ALPHA)
-    d = stats.detectable(3, base, 0.05, level, pooled=True)
+    d = detectable.detectable(3, base, 0.05, level, pooled=True)
     flat = [v for c in base for v in c]
     bm = statistics.median(flat)
 
@@ -996,4 +996,5 @@ def test_regressions_and_attribution_do_not_import_each_other():
         return found
 
     assert "attribution" not in imports("regressions") and "regressions" not in imports("attribution")
-    assert "campaign" not in imports("regressions") | imports("attribution") | imports("stats")
+    assert "campaign" not in (imports("regressions") | imports("attribution") | imports("stats") | imports("pvalues")
+                              | imports("detectable"))

@@ -36,7 +36,8 @@ from psycopg import sql
 from commscope.store import db
 from commscope.store.queries import gate as queries
 from commscope.gate.metrics import ALIASES, METRICS
-from commscope.gate.stats import CONFIRM, MIN_BASELINE, MIN_CAMPAIGNS, rank_test_reachable
+from commscope.gate.pvalues import MIN_BASELINE, MIN_CAMPAIGNS
+from commscope.gate.stats import CONFIRM, rank_test_reachable
 
 ALPHA = 0.01          # Otava's max_pvalue: the merge step's t-test level (the gate's default alpha)
 MIN_MAGNITUDE = 0.05  # Otava's min_magnitude: the smallest relative change kept (the gate's min_effect)

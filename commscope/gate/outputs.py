@@ -11,7 +11,7 @@ import urllib.parse
 from commscope.gate import changepoints
 from commscope.gate.attribution import lines as attributed
 from commscope.gate.metrics import canonical_metric
-from commscope.gate.stats import RUNS_A_NIGHT
+from commscope.gate.detectable import RUNS_A_NIGHT
 from commscope.store.queries.gate import DESCRIBE
 
 def printable(text) -> str:

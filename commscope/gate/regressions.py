@@ -18,9 +18,9 @@ from datetime import date, timedelta, timezone
 import psycopg
 
 from commscope.store.queries import gate as queries
-from commscope.gate.stats import (CONFIRM, MAX_UNDETECTABLE, MIN_BASELINE, MIN_CAMPAIGNS, RUNS_A_NIGHT,
-                                  SEARCH_LIMIT, UNLOADED, judge, night_spread, rank_test_reachable, runs_a_night,
-                                  runs_needed, smallest_p)
+from commscope.gate.detectable import RUNS_A_NIGHT, runs_a_night
+from commscope.gate.pvalues import MIN_BASELINE, MIN_CAMPAIGNS, SEARCH_LIMIT, runs_needed, smallest_p
+from commscope.gate.stats import CONFIRM, MAX_UNDETECTABLE, UNLOADED, judge, night_spread, rank_test_reachable
 from commscope.gate.metrics import NotMeasured, canonical_metric, direction as direction_of
 from commscope.gate.stats import compare  # noqa: F401  (workloads/bench/tuned_vs_default.py names it here)
 

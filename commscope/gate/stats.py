@@ -1,16 +1,17 @@
-"""The gate's statistics, on plain lists of values where larger is worse: the tests, their smallest p-values, the
-verdict of one campaign against the campaigns before it (judge), and what a campaign could have shown (detectable).
+"""The gate's verdict on one campaign against the campaigns before it (judge), on plain lists of values where
+larger is worse, by the tests of pvalues.py; "no change" only where detectable.py's effect is small enough.
 No database here: store/queries/gate.py reads the values, regressions.py turns verdicts into findings."""
 from __future__ import annotations
 
-import functools
 import math
 import statistics
 from dataclasses import dataclass
 
-MANN_WHITNEY_FROM = 3   # new runs from which the Mann-Whitney test is used (else the robust z-score)
-MIN_BASELINE = 3        # earlier runs below which there is no baseline
-MIN_CAMPAIGNS = 3       # baseline campaigns the between-campaign test needs (its spread has MIN_CAMPAIGNS - 1 df)
+from commscope.gate.detectable import detectable
+from commscope.gate.pvalues import (MANN_WHITNEY_FROM, MIN_BASELINE, MIN_CAMPAIGNS, campaign_p, confirm_p,
+                                    confirm_smallest_p, mann_whitney_greater, mean_night_p, robust_z_p, runs_of,
+                                    sample_variance, smallest_p, unchecked)
+
 CONFIRM = 5             # campaigns a shift must hold, the judged one included, before it is a regression
 # What the confirmation test summarises each campaign by (values signed so that larger is worse): its median, the
 # typical run, and its best run, the least disturbed one. Interference on a shared machine (another job, a busy
@@ -26,151 +27,9 @@ CAMPAIGN_SUMMARIES = {"median": statistics.median, "best": min}
 # The median stays on the times as measured, so a change that makes the code wait for cores is still judged on
 # the time it takes.
 UNLOADED = "best unloaded"
-SEARCH_LIMIT = 1000     # the largest run count runs_needed looks at
 EXCHANGEABLE_P = 0.05     # Kruskal-Wallis p at or above which the baseline nights are pooled (not shown to differ)
 TWO_NIGHTS_ALPHA = 0.9   # the share of alpha the two-night test gets (the judged night alone: the rest)
 MAX_UNDETECTABLE = 0.20   # "no change" only where the detectable effect is at most this
-POWER = 0.8               # the share of resampled campaigns the detectable effect is flagged in
-DRAWS = 400               # resampled campaigns per detectable effect
-RUNS_A_NIGHT = (3, 4, 5, 6, 8, 10, 15, 20, 30, 50)   # run counts a "cannot tell" looks at
-
-
-def _variance(values) -> float:
-    """The sample variance (n - 1) in floats, the sums by math.fsum: statistics.variance's figure to rounding,
-    without its exact fractions, which cost more than the gate's tests on the many series a check judges; 0 exactly
-    where all values are equal."""
-    xs = list(values)
-    if all(x == xs[0] for x in xs):
-        return 0.0
-    mean = math.fsum(xs) / len(xs)
-    return math.fsum((x - mean) ** 2 for x in xs) / (len(xs) - 1)
-
-
-def _unchecked(name: str):
-    """scipy.stats' test NAME without the wrapper that checks its inputs and handles NaN (the same arithmetic, its
-    p-values equal): the gate's values are finite 1-D lists, and the wrapper costs more than the test."""
-    import scipy.stats
-    test = getattr(scipy.stats, name)
-    return getattr(test, "__wrapped__", test)
-
-
-_MWU_NULLS: dict = {}   # (smaller, larger sample size) -> scipy's exact null distribution of U, as far as built
-
-
-def _mannwhitneyu(x, y, **kw):
-    """scipy's Mann-Whitney U test (_unchecked), with the exact null distribution it builds for a pair of sample
-    sizes kept per pair: scipy keeps only the last pair's (a thread-local _MWU it rebuilds whenever the sizes
-    change), and the gate alternates between a few pairs (the night against its baseline runs, the two nights,
-    the confirmation's campaigns) for every series, so scipy rebuilt it a few times per series (a third of the
-    test's time on a 1,300-series night). The same scipy object computes the same distribution, so the p-values are
-    scipy's own, bit for bit; where this scipy keeps its state otherwise, the test is called as it is."""
-    import scipy.stats._mannwhitneyu as mwu
-    state, null = getattr(mwu, "_mwu_state", None), getattr(mwu, "_MWU", None)
-    if state is not None and null is not None:
-        sizes = (min(len(x), len(y)), max(len(x), len(y)))
-        kept = _MWU_NULLS.get(sizes)
-        if kept is None:
-            try:
-                kept = _MWU_NULLS[sizes] = null(*sizes)
-            except TypeError:
-                kept = None
-        if kept is not None:
-            previous, state.s = getattr(state, "s", None), kept
-            try:
-                return _unchecked("mannwhitneyu")(x, y, **kw)
-            finally:   # other callers of scipy's test get their own state back, and never reshape a kept one
-                if previous is None:
-                    del state.s
-                else:
-                    state.s = previous
-    return _unchecked("mannwhitneyu")(x, y, **kw)
-
-
-def _mann_whitney_greater(new: list[float], base: list[float]) -> float:
-    import numpy as np
-    return float(_mannwhitneyu(np.asarray(new, dtype=float), np.asarray(base, dtype=float),
-                               alternative="greater").pvalue)
-
-
-def _robust_z_p(new_med: float, base: list[float]) -> float:
-    med = statistics.median(base)
-    mad = statistics.median(abs(x - med) for x in base) * 1.4826
-    if mad == 0:
-        return 0.0 if new_med > med else 1.0
-    z = (new_med - med) / mad
-    return 0.5 * math.erfc(z / math.sqrt(2))  # one-sided normal tail
-
-
-@functools.lru_cache(maxsize=4096)
-def smallest_p(n_new: int, n_base: int) -> float:
-    """The smallest one-sided p-value the gate's test can give with these run counts: scipy's Mann-Whitney, called
-    as the gate calls it, on samples that do not overlap at all (every new value above every baseline value), so
-    its own distribution decides; the robust z-score (fewer than 3 new runs) reaches any level."""
-    if n_new < MANN_WHITNEY_FROM:
-        return 0.0
-    return _mann_whitney_greater([float(n_base + i) for i in range(n_new)], [float(i) for i in range(n_base)])
-
-
-def runs_needed(n_new: int, n_base: int, alpha: float) -> dict:
-    """The fewest new runs (with these baseline runs), and the fewest baseline runs (with these new runs), that make
-    p < alpha reachable; None where even SEARCH_LIMIT runs would not."""
-    new = next((k for k in range(max(n_new, MANN_WHITNEY_FROM), SEARCH_LIMIT + 1) if smallest_p(k, n_base) < alpha),
-               None)
-    base = next((k for k in range(n_base, SEARCH_LIMIT + 1) if smallest_p(n_new, k) < alpha), None)
-    return {"new": new, "baseline": base}
-
-
-def _monotone(values: list[float]) -> list[float]:
-    """Log values where all are positive (timings are skewed: a loaded night is a factor, not an offset), -log(-x)
-    where all are negative (a higher-is-better metric, negated), else the values; order is kept, so larger is
-    still worse."""
-    if all(v > 0 for v in values):
-        return [math.log(v) for v in values]
-    if all(v < 0 for v in values):
-        return [-math.log(-v) for v in values]
-    return list(values)
-
-
-def campaign_p(new_median: float, base_medians: list[float]) -> float:
-    """One-sided p that a campaign median this large comes from the baseline campaigns' distribution: Student's t
-    for one new value against a sample, the t prediction interval (what scipy.stats.ttest_ind of [new] against
-    the baseline medians gives, with len(base) - 1 degrees of freedom; computed here through scipy's Student's t
-    (_t_sf), without ttest_ind's input checks, which cost more than the test for the many series a check judges), on
-    _monotone values."""
-    y = _monotone([new_median, *base_medians])
-    base = y[1:]
-    sd = math.sqrt(_variance(base))
-    if sd == 0:
-        return 0.0 if y[0] > base[0] else 1.0
-    k = len(base)
-    return _t_sf((y[0] - statistics.fmean(base)) / (sd * math.sqrt(1 + 1 / k)), k - 1)
-
-
-def _t_sf(t: float, df: int) -> float:
-    """scipy.stats.t.sf(t, df): for a finite t and df >= 1 what it computes, scipy.special.stdtr(df, -t), without
-    the distribution method's argument handling (which costs more than the function for the many series a check
-    judges); anything else through scipy.stats.t itself."""
-    if df >= 1 and math.isfinite(t):
-        from scipy.special import stdtr
-        return float(stdtr(df, -t))
-    from scipy.stats import t as student_t
-    return float(student_t.sf(t, df))
-
-
-def mean_night_p(new_medians: list[float], base_medians: list[float]) -> float:
-    """campaign_p for the mean of several new nights' medians: Student's t of their mean against the baseline
-    nights' medians, sd * sqrt(1 / len(new) + 1 / len(base)), on _monotone values."""
-    y = _monotone([*new_medians, *base_medians])
-    new, base = y[:len(new_medians)], y[len(new_medians):]
-    sd = math.sqrt(_variance(base))
-    if sd == 0:
-        return 0.0 if min(new) > base[0] else 1.0
-    k = len(base)
-    return _t_sf((statistics.fmean(new) - statistics.fmean(base)) / (sd * math.sqrt(1 / len(new) + 1 / k)), k - 1)
-
-
-def _flat(campaigns: list[list[float]]) -> list[float]:
-    return [v for c in campaigns for v in c]
 
 
 def _moved(new: list[float], base: list[list[float]], min_effect: float, alpha: float,
@@ -179,7 +38,7 @@ def _moved(new: list[float], base: list[list[float]], min_effect: float, alpha: 
     at both levels (runs, campaign medians; POOLED: the runs alone), by at least min_effect; None when neither;
     with the numbers of the side the medians moved to (the only side that can pass). QUICK: only the verdict is
     needed, so a change below min_effect is not tested."""
-    flat = _flat(base)
+    flat = runs_of(base)
     nm, bm = statistics.median(new), statistics.median(flat)
     effect = (nm - bm) / abs(bm) if bm else (math.inf if nm > bm else 0.0)
     worse = effect >= 0
@@ -189,34 +48,15 @@ def _moved(new: list[float], base: list[list[float]], min_effect: float, alpha: 
     sign = 1.0 if worse else -1.0
     signed_new, signed_flat = [sign * x for x in new], [sign * x for x in flat]
     if len(new) >= MANN_WHITNEY_FROM:
-        out["p"] = _mann_whitney_greater(signed_new, signed_flat)
+        out["p"] = mann_whitney_greater(signed_new, signed_flat)
     else:
-        out["p"] = _robust_z_p(sign * nm, signed_flat)
+        out["p"] = robust_z_p(sign * nm, signed_flat)
     if len(base) >= MIN_CAMPAIGNS:
         out["campaign_p"] = campaign_p(sign * nm, [sign * statistics.median(c) for c in base])
     nights_agree = pooled or (out["campaign_p"] is not None and out["campaign_p"] < alpha)
     if nights_agree and out["p"] < alpha and abs(effect) >= min_effect:
         return ("worse" if worse else "better"), out
     return None, out
-
-
-def confirm_p(recent: list[float], base: list[float]) -> float:
-    """One-sided p that the RECENT campaign medians lie above the BASE campaign medians: scipy's exact
-    Mann-Whitney test on their ranks, where a recent value equal to a baseline value ranks below it (a tie counts
-    against the shift, so the p-value is never smaller than with ties broken at random: the test stays within
-    alpha on quantized timings such as pingpong's latency)."""
-    import numpy as np
-    order = sorted([(v, 0, i) for i, v in enumerate(recent)] + [(v, 1, i) for i, v in enumerate(base)])
-    rank = {(side, i): r for r, (_, side, i) in enumerate(order)}
-    return float(_mannwhitneyu(np.array([rank[(0, i)] for i in range(len(recent))], dtype=float),
-                               np.array([rank[(1, i)] for i in range(len(base))], dtype=float),
-                               alternative="greater", method="exact").pvalue)
-
-
-def confirm_smallest_p(n_recent: int, n_base: int) -> float:
-    """The smallest p confirm_p can give: every recent campaign above every baseline one, 1 / C(n_recent + n_base,
-    n_recent)."""
-    return 1.0 / math.comb(n_recent + n_base, n_recent)
 
 
 @dataclass
@@ -338,7 +178,7 @@ def judge(new: list[float], earlier: list[list[float]], min_effect: float, alpha
       does); else cannot tell."""
     start, end = baseline_window(len(earlier), baseline, confirm, alpha, summaries)
     base = earlier[start:end] if baseline else []
-    flat = _flat(base)
+    flat = runs_of(base)
     if len(flat) < MIN_BASELINE or not new:
         return Judgement("no baseline", None, None, n_campaigns=len(base), baseline_of=(start, end))
     pooled, nights_p = nights_exchangeable(base)
@@ -358,7 +198,7 @@ def judge(new: list[float], earlier: list[list[float]], min_effect: float, alpha
     if two:
         held, y = _moved([*earlier[-1], *new], before, min_effect, alpha * TWO_NIGHTS_ALPHA, pooled=True)
         j.two_night_p = y["p"]
-        bm = statistics.median(_flat(before))
+        bm = statistics.median(runs_of(before))
         each = all(abs(statistics.median(c) - bm) >= min_effect * abs(bm) and (statistics.median(c) > bm) ==
                    (y["effect"] > 0) for c in (earlier[-1], new))
         if held is not None and len(before) >= MIN_CAMPAIGNS:   # nights as units: their medians too
@@ -434,10 +274,10 @@ def nights_exchangeable(base: list[list[float]]) -> tuple[bool, float | None]:
     when they differ, or when fewer than MIN_CAMPAIGNS nights or a night of one run leave the spread unknown."""
     if len(base) < MIN_CAMPAIGNS or any(len(c) < 2 for c in base):
         return False, None
-    if len(set(_flat(base))) == 1:
+    if len(set(runs_of(base))) == 1:
         return True, 1.0
     import numpy as np
-    p = float(_unchecked("kruskal")(*(np.asarray(c, dtype=float) for c in base)).pvalue)
+    p = float(unchecked("kruskal")(*(np.asarray(c, dtype=float) for c in base)).pvalue)
     return p >= EXCHANGEABLE_P, p
 
 
@@ -450,320 +290,7 @@ def night_spread(base: list[list[float]]) -> dict | None:
     logs = [[math.log(abs(v)) for v in c] for c in base if all(v != 0 for v in c)]
     if len(logs) < 2 or len({v > 0 for c in base for v in c}) > 1:
         return None
-    within = statistics.fmean(_variance(c) for c in logs)
+    within = statistics.fmean(sample_variance(c) for c in logs)
     size = statistics.fmean(len(c) for c in logs)
-    between = max(0.0, _variance([statistics.fmean(c) for c in logs]) - within / size)
+    between = max(0.0, sample_variance([statistics.fmean(c) for c in logs]) - within / size)
     return {"between": math.expm1(math.sqrt(between)), "within": math.expm1(math.sqrt(within))}
-
-
-@functools.lru_cache(maxsize=4096)
-def _pairs_needed(n_new: int, n_base: int, level: float) -> int | None:
-    """The fewest pairs (new run above baseline run) that make the Mann-Whitney p of N_NEW against N_BASE runs
-    (scipy, as the gate calls it, without ties) fall below LEVEL; None when none do."""
-    import numpy as np
-    from scipy.stats import mannwhitneyu
-    base = np.arange(n_base, dtype=float)
-
-    def p(u: int) -> float:
-        c = [min(n_base, max(0, u - n_base * i)) for i in range(n_new)]   # base runs below each new run
-        new = np.array(c, dtype=float) - 0.5 + 1e-3 * np.arange(n_new)   # distinct: no ties anywhere
-        return float(mannwhitneyu(new, base, alternative="greater").pvalue)
-
-    lo, hi = 0, n_new * n_base
-    if p(hi) >= level:
-        return None
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if p(mid) < level:
-            hi = mid
-        else:
-            lo = mid + 1
-    return lo
-
-
-def _shift_to(x, target):
-    """The relative shift d that takes X to TARGET, where the shifted value is x + d * |x|."""
-    return (target - x) / abs(x) if x else math.inf
-
-
-@functools.lru_cache(maxsize=1024)
-def _t_isf(level: float, df: int) -> float:
-    """scipy's Student's t quantile above which LEVEL of its mass lies: a few (level, df) pairs serve every series,
-    so each is computed once (scipy's distribution methods cost more than the arithmetic around them)."""
-    from scipy.stats import t as student_t
-    return float(student_t.isf(level, df))
-
-
-@functools.lru_cache(maxsize=1024)
-def _campaign_threshold(base_medians: tuple, level: float) -> tuple[float, float]:
-    """(threshold, sd): the _monotone value above which campaign_p of a new median falls below LEVEL."""
-    y = _monotone(list(base_medians))
-    k = len(y)
-    sd = math.sqrt(_variance(y))
-    return statistics.fmean(y) + _t_isf(level, k - 1) * sd * math.sqrt(1 + 1 / k), sd
-
-
-def _larger(a, b):
-    """Elementwise max(a, b) as Python's max takes it (b only where b > a), so a NaN is kept where max keeps it."""
-    import numpy as np
-    return np.where(b > a, b, a)
-
-
-def _shifts_to(x, target):
-    """_shift_to on each value of the array X."""
-    import numpy as np
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return np.where(x != 0, (target - x) / np.abs(x), math.inf)
-
-
-def _pair_shifts(new, base_runs, need: int):
-    """Per row of NEW, the shift at which NEED (new run, baseline run) pairs have the new run above: the NEED-th
-    smallest (b - x) / |x| over its runs x and BASE_RUNS b, plus 1e-9."""
-    import numpy as np
-    with np.errstate(divide="ignore", invalid="ignore"):
-        d = ((np.asarray(base_runs, dtype=float)[None, None, :] - new[:, :, None]) / np.abs(new)[:, :, None])
-    return np.partition(d.reshape(len(new), -1), need - 1, axis=1)[:, need - 1] + 1e-9
-
-
-def _medians(new):
-    """Each row's median as statistics.median takes it (the middle value, or the mean of the two middle ones, (a + b)
-    / 2), without np.median's overhead, which costs more than the selection for rows this short."""
-    import numpy as np
-    k = new.shape[1] // 2
-    if new.shape[1] % 2:
-        return np.partition(new, k, axis=1)[:, k]
-    part = np.partition(new, (k - 1, k), axis=1)
-    return (part[:, k - 1] + part[:, k]) / 2
-
-
-def _pairs_within(new, base_runs, need: int, upto: float):
-    """Per row of NEW, whether _pair_shifts is at most UPTO: NEED of its (b - x) / |x| are at most the largest
-    float t with t + 1e-9 <= UPTO (counted once per distinct value x: the draws repeat the baseline's runs)."""
-    import numpy as np
-    t = upto - 1e-9
-    while t + 1e-9 > upto:
-        t = math.nextafter(t, -math.inf)
-    while math.nextafter(t, math.inf) + 1e-9 <= upto:
-        t = math.nextafter(t, math.inf)
-    values, where = np.unique(new, return_inverse=True)   # the runs are drawn from a few values: count per value
-    with np.errstate(divide="ignore", invalid="ignore"):
-        d = (np.asarray(base_runs, dtype=float)[None, :] - values[:, None]) / np.abs(values)[:, None]
-    return np.count_nonzero(d <= t, axis=1)[where.reshape(new.shape)].sum(axis=1) >= need
-
-
-def _shifts_needed(new, base_runs, base_medians, min_effect: float, level: float, pooled: bool,
-                   bound: bool = False, upto: float | None = None):
-    """The smallest relative shift (each new value x -> x + d|x|) that makes each row of NEW (campaigns x runs, an
-    array) flagged against the baseline: the runs' Mann-Whitney p below LEVEL, the median moved at least min_effect
-    and, with nights as units, the campaign-level p (campaign_p) below LEVEL too. BOUND: a lower bound, without the
-    Mann-Whitney pairs (the costly part; still inf where no pair count reaches LEVEL). UPTO: a shift that is at most
-    UPTO exactly where the shift is (the pairs counted, not selected)."""
-    import numpy as np
-    bm = statistics.median(base_runs)
-    med = _medians(new)
-    if new.shape[1] < MANN_WHITNEY_FROM:   # the robust z-score of the new median (_robust_z_p)
-        from scipy.stats import norm
-        mad = statistics.median(abs(v - bm) for v in base_runs) * 1.4826
-        shift = _shifts_to(med, bm + float(norm.isf(level)) * mad) + (1e-9 if mad == 0 else 0.0)
-    else:
-        need = _pairs_needed(new.shape[1], len(base_runs), level)
-        if need is None:
-            return np.full(len(new), math.inf)
-        if bound or upto is not None:
-            shift = np.full(len(new), -math.inf)
-            if upto is not None:
-                shift[~_pairs_within(new, base_runs, need, upto)] = math.inf
-        else:
-            shift = _pair_shifts(new, base_runs, need)
-    shift = _larger(shift, _shifts_to(med, bm + min_effect * abs(bm)))
-    if not pooled:
-        threshold, sd = _campaign_threshold(tuple(base_medians), level)
-        target = np.full(len(new), threshold)
-        if all(v > 0 for v in base_medians):
-            target = np.where(med > 0, math.exp(threshold), target)
-        elif all(v < 0 for v in base_medians):
-            target = np.where(med < 0, -math.exp(-threshold), target)
-        shift = _larger(shift, _shifts_to(med, target) + (1e-9 if sd == 0 else 0.0))
-    return _larger(shift, 0.0)
-
-
-def _resampled(rng, lengths: list[int], n_new: int, draws: int):
-    """(night, run indices) of DRAWS campaigns drawn as `night = rng.integers(len(lengths))`, then
-    `rng.choice(that night, n_new)` would draw them one after another: one array of the generator's 32-bit words,
-    mapped by the same multiply-shift (Lemire's method) numpy applies to each. None where a draw of numpy's would
-    have consumed a different number of words (a night of one run, or a word its method rejects)."""
-    import numpy as np
-    if min(lengths) < 2:
-        return None
-    words = rng.integers(0, 2 ** 32, size=draws * (1 + n_new), dtype=np.uint64).reshape(draws, 1 + n_new)
-    sizes = np.empty_like(words)
-    sizes[:, 0] = len(lengths)
-    night = (words[:, 0] * sizes[:, 0]) >> np.uint64(32)
-    sizes[:, 1:] = np.asarray(lengths, dtype=np.uint64)[night][:, None]
-    product = words * sizes
-    low = product & np.uint64(0xFFFFFFFF)
-    if np.any((low < sizes) & (low < (np.uint64(2 ** 32) - sizes) % sizes)):
-        return None
-    return night.astype(np.intp), (product[:, 1:] >> np.uint64(32)).astype(np.intp)
-
-
-@functools.lru_cache(maxsize=256)
-def _draws(lengths: tuple[int, ...], n_new: int, draws: int, seed: int, pooled: bool):
-    """The resampled campaigns of detectable: pooled, DRAWS x N_NEW indices into the baseline's runs; with nights as
-    units, (night, run indices) as _resampled draws them, else as numpy draws them one after another. They depend
-    on the nights' LENGTHS only (the generator is seeded afresh), so series with nights of the same lengths share
-    them: drawn once (read-only arrays)."""
-    import numpy as np
-    if pooled:
-        drawn = (np.random.default_rng(seed).integers(0, sum(lengths), (draws, n_new)),)
-    else:
-        drawn = _resampled(np.random.default_rng(seed), list(lengths), n_new, draws)
-        if drawn is None:   # numpy's own draws, one after another
-            rng = np.random.default_rng(seed)
-            night, rows = [], []
-            for _ in range(draws):
-                night.append(int(rng.integers(len(lengths))))
-                rows.append(rng.choice(lengths[night[-1]], n_new))
-            drawn = np.asarray(night, dtype=np.intp), np.asarray(rows, dtype=np.intp)
-    for a in drawn:
-        a.flags.writeable = False
-    return drawn
-
-
-ALL_NIGHTS_AT_ONCE = 4_000_000   # (run pairs) up to which _nights_shifts_needed takes every drawn campaign at once
-
-
-def _nights_shifts_needed(base: list[list[float]], medians: list[float], night, runs, min_effect: float,
-                          level: float, bound: bool, upto: float | None):
-    """_shifts_needed of every campaign drawn with nights as units (NIGHT: the baseline night each was drawn from,
-    RUNS: its runs there) against the other nights, all campaigns in one set of array operations instead of one
-    call per night: the pairs against all baseline runs, less those against the campaign's own night (set to inf
-    before the selection, or subtracted from the counts), and each night's baseline figures (median, pairs needed,
-    campaign threshold) by row. The same figures, element for element; None where that cannot be promised (fewer
-    than MANN_WHITNEY_FROM runs, a pair's shift that is not finite, or too many pairs at once): the caller then
-    calls _shifts_needed night by night."""
-    import numpy as np
-    n_new = runs.shape[1]
-    lengths = [len(c) for c in base]
-    flat = np.asarray(_flat(base), dtype=float)
-    if n_new < MANN_WHITNEY_FROM or len(night) * n_new * len(flat) > ALL_NIGHTS_AT_ONCE:
-        return None
-    starts = np.cumsum([0, *lengths[:-1]])
-    new = flat[starts[night][:, None] + runs]
-    k = len(base)
-    floor, need, threshold, eps = (np.full(k, np.nan) for _ in range(4))
-    above, below = np.zeros(k, dtype=bool), np.zeros(k, dtype=bool)
-    raised = np.full(k, np.nan)
-    for j in sorted(set(night.tolist())):
-        rest = _flat(base[:j] + base[j + 1:])
-        bm = statistics.median(rest)
-        floor[j] = bm + min_effect * abs(bm)
-        needed = _pairs_needed(n_new, len(rest), level)
-        need[j] = math.inf if needed is None else needed
-        others = medians[:j] + medians[j + 1:]
-        threshold[j], sd = _campaign_threshold(tuple(others), level)
-        eps[j] = 1e-9 if sd == 0 else 0.0
-        if all(v > 0 for v in others):
-            above[j], raised[j] = True, math.exp(threshold[j])
-        elif all(v < 0 for v in others):
-            below[j], raised[j] = True, -math.exp(-threshold[j])
-    if np.any(need[night] < 1):
-        return None
-    never = ~np.isfinite(need[night])           # no pair count reaches LEVEL: inf (_shifts_needed)
-    own = ((np.arange(len(flat))[None, :] >= starts[night][:, None])
-           & (np.arange(len(flat))[None, :] < (starts + lengths)[night][:, None]))   # each row's own night's runs
-    if bound or upto is not None:
-        shift = np.full(len(new), -math.inf)
-        if upto is not None:   # _pairs_within: the pairs at most t, counted against all runs less the own night's
-            t = upto - 1e-9
-            while t + 1e-9 > upto:
-                t = math.nextafter(t, -math.inf)
-            while math.nextafter(t, math.inf) + 1e-9 <= upto:
-                t = math.nextafter(t, math.inf)
-            values, where = np.unique(new, return_inverse=True)
-            where = where.reshape(new.shape)
-            with np.errstate(divide="ignore", invalid="ignore"):
-                d = (flat[None, :] - values[:, None]) / np.abs(values)[:, None]
-            per_night = np.add.reduceat((d <= t).astype(np.intp), starts, axis=1)
-            counted = per_night.sum(axis=1)[where] - per_night[where, night[:, None]]
-            within = counted.sum(axis=1) >= np.where(never, 0, need[night])
-            shift[~within] = math.inf
-    else:   # _pair_shifts: the need-th smallest (b - x) / |x| over the other nights' runs b
-        with np.errstate(divide="ignore", invalid="ignore"):
-            d = (flat[None, None, :] - new[:, :, None]) / np.abs(new)[:, :, None]
-        if not np.isfinite(d).all():
-            return None
-        d[np.broadcast_to(own[:, None, :], d.shape)] = math.inf
-        d = d.reshape(len(new), -1)
-        kth = np.where(never, 1, need[night]).astype(np.intp) - 1
-        if np.all(kth == kth[0]):
-            shift = np.partition(d, kth[0], axis=1)[:, kth[0]] + 1e-9
-        else:
-            part = np.partition(d, np.unique(kth), axis=1)
-            shift = np.take_along_axis(part, kth[:, None], axis=1)[:, 0] + 1e-9
-    shift[never] = math.inf
-    med = _medians(new)
-    shift = _larger(shift, _shifts_to(med, floor[night]))
-    target = np.where(above[night] & (med > 0), raised[night],
-                      np.where(below[night] & (med < 0), raised[night], threshold[night]))
-    shift = _larger(shift, _shifts_to(med, target) + eps[night])
-    return _larger(shift, 0.0)
-
-
-def detectable(n_new: int, base: list[list[float]], min_effect: float, level: float, pooled: bool,
-               draws: int = DRAWS, seed: int = 0, bound: bool = False, upto: float | None = None) -> float | None:
-    """The smallest relative shift that a campaign of N_NEW runs is flagged for in POWER of the campaigns resampled
-    from the baseline BASE (nights of values, larger is worse): pooled, N_NEW runs drawn from all baseline runs;
-    with nights as units, a baseline night drawn, N_NEW runs drawn from it and judged against the other nights.
-    Seeded, so the same baseline gives the same figure. None when no shift is ever flagged. BOUND: a lower bound
-    of it from the same draws, without the Mann-Whitney pairs (_shifts_needed). UPTO: a figure that is at most UPTO
-    exactly where this one is (for runs_a_night, which asks only that)."""
-    import numpy as np
-    if n_new < 1 or len(_flat(base)) < MIN_BASELINE or (not pooled and len(base) < MIN_CAMPAIGNS + 1):
-        return None
-    flat = _flat(base)
-    medians = [statistics.median(c) for c in base]
-    lengths = tuple(len(c) for c in base)
-    if pooled:
-        (idx,) = _draws((len(flat),), n_new, draws, seed, True)
-        needed = _shifts_needed(np.asarray(flat, dtype=float)[idx], flat, medians, min_effect, level, True, bound, upto)
-    else:
-        night, runs = _draws(lengths, n_new, draws, seed, False)
-        needed = _nights_shifts_needed(base, medians, night, runs, min_effect, level, bound, upto)
-        if needed is None:   # night by night
-            parts = []
-            for j in sorted(set(night.tolist())):
-                mine = runs[night == j]
-                rest = base[:j] + base[j + 1:]
-                parts.append(_shifts_needed(np.asarray(base[j], dtype=float)[mine], _flat(rest),
-                                            medians[:j] + medians[j + 1:], min_effect, level, False, bound, upto))
-            needed = np.concatenate(parts)
-    found = float(np.sort(needed)[math.ceil(POWER * draws) - 1])
-    return found if math.isfinite(found) else None
-
-
-def runs_a_night(base: list[list[float]], min_effect: float, level: float, pooled: bool, n_new: int,
-                 max_undetectable: float) -> int | None:
-    """The fewest runs a night (RUNS_A_NIGHT, above N_NEW) whose campaigns would show a shift of max_undetectable
-    against this baseline; None when none would (nights that differ this much need quieter nights, not more
-    runs). More runs a night never need a larger shift, so the largest count is tried first (None where it would
-    not show it) and the others by bisection."""
-    counts = [n for n in RUNS_A_NIGHT if n > n_new]
-
-    def shows(n: int) -> bool:
-        least = detectable(n, base, min_effect, level, pooled, bound=True)
-        if least is None or least > max_undetectable:   # the figure is at least this: no need to compute it
-            return False
-        d = detectable(n, base, min_effect, level, pooled, upto=max_undetectable)
-        return d is not None and d <= max_undetectable
-
-    if not counts or not shows(counts[-1]):
-        return None
-    lo, hi = 0, len(counts) - 1   # counts[hi] shows the shift
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if shows(counts[mid]):
-            hi = mid
-        else:
-            lo = mid + 1
-    return counts[hi]
