@@ -59,3 +59,23 @@ def test_only_conftest_puts_ci_on_the_path():
                     and "sys.path" in ast.unparse(node.func.value) and "'ci'" in ast.unparse(node):
                 edits.setdefault(p.name, []).append(node.lineno)
     assert list(edits) == ["conftest.py"], edits
+
+
+MAX_MODULE_LINES, MAX_FUNCTION_LINES = 700, 80   # issue 42: rooms a person can hold in mind
+
+
+def test_no_module_is_over_700_lines_and_no_function_over_80():
+    """Counted by Python's own parser: a module's lines, and each function's from its `def` line to its last line
+    (nested functions included)."""
+    long_modules, long_functions = {}, {}
+    for p in sorted(PACKAGE.rglob("*.py")):
+        text = p.read_text()
+        name = str(p.relative_to(ROOT))
+        if (n := len(text.splitlines())) > MAX_MODULE_LINES:
+            long_modules[name] = n
+        for node in ast.walk(ast.parse(text, name)):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                if (n := node.end_lineno - node.lineno + 1) > MAX_FUNCTION_LINES:
+                    long_functions[f"{name}:{node.name}"] = n
+    assert not long_modules, f"modules over {MAX_MODULE_LINES} lines (split them by job): {long_modules}"
+    assert not long_functions, f"functions over {MAX_FUNCTION_LINES} lines: {long_functions}"
