@@ -191,6 +191,50 @@ def _children(node, yaml) -> list:
     return []
 
 
+# ---- a Ramble workspace's documents -------------------------------------------------------------------------------
+
+RESULTS = "results.latest.json"   # what `ramble workspace analyze -f json` writes
+HARDWARE_FILES = ("hardware.yaml", "configs/hardware.yaml")   # the site's hardware description, the first found
+RUN_FILE = "commscope-run.json"   # the study `commscope run` ran, and the variables it added
+# The file in which `commscope run` records each stack's MPI library (workflow/mpi_library.py: the first line of
+# MPI_Get_library_version, from a probe built and run with that stack): the library of the runs on that stack whose
+# profile records none (an application profiled by preloading Caliper, without Adiak).
+MPI_LIBRARIES = "mpi-libraries.json"
+
+
+@dataclass
+class WorkspaceFiles:
+    """A Ramble workspace's documents, read within the limits above (ramble.workspace checks them): its RESULTS,
+    and (path, document) of its hardware description, RUN_FILE and MPI_LIBRARIES, None for a file not there."""
+    root: Path
+    results: object
+    hardware: tuple[Path, object] | None = None
+    run: tuple[Path, object] | None = None
+    mpi_libraries: tuple[Path, object] | None = None
+
+
+def load_hardware(path: Path):
+    """A site's hardware description (ramble/sites/<site>/hardware.yaml), as YAML within limits."""
+    return load_yaml(path, what="a readable hardware description")
+
+
+def load_workspace(root: Path) -> WorkspaceFiles:
+    """The documents of the Ramble workspace ROOT (WorkspaceFiles); BadProfile when it has no RESULTS."""
+    path = root / RESULTS
+    if not path.exists():
+        raise BadProfile(f"{root}: a Ramble workspace without {RESULTS}; run `ramble workspace analyze -f json` first")
+    docs = WorkspaceFiles(root, load_json(path))
+    hardware = next((f for f in (root / h for h in HARDWARE_FILES) if f.exists()), None)
+    if hardware is not None:
+        docs.hardware = (hardware, load_hardware(hardware))
+    what = "the JSON `commscope run` writes"
+    if (run := root / RUN_FILE).exists():
+        docs.run = (run, load_json(run, what=what))
+    if (libraries := root / MPI_LIBRARIES).exists():
+        docs.mpi_libraries = (libraries, load_json(libraries, what=what))
+    return docs
+
+
 # ---- which inputs are what -----------------------------------------------------------------------------------------
 
 RANK_FILE = re.compile(r"rank-(\d+)\.cali$")   # a per-rank profile, its rank in its name
@@ -215,7 +259,7 @@ def looks_caliper_json(path: Path) -> bool:
 
 def is_ramble_workspace(path: Path) -> bool:
     try:
-        return path.is_dir() and ((path / "results.latest.json").exists()
+        return path.is_dir() and ((path / RESULTS).exists()
                                   or (path / "configs" / "ramble.yaml").exists())
     except PermissionError:   # a folder that cannot be searched: listing it says so (discover)
         return False

@@ -47,7 +47,8 @@ def read_campaign(inputs: list[Path], opts: ReadOptions, skip_bad: bool = False,
     found = files.plan(inputs, skip_bad)
     if found.kind == "ramble":
         from commscope.read import ramble
-        ws = ramble.read_workspace(found.workspace)
+        docs = files.load_workspace(found.workspace)   # read within limits, then checked
+        ws = ramble.workspace(docs)
         return Inputs(ws.records(opts), "ramble", str(found.workspace), hardware=ws.hardware)
     source = json.dumps([str(i) for i in inputs])
     if found.kind == "reframe":   # ReFrame run reports and perflogs: one campaign of their own, as a workspace is
