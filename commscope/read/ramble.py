@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Iterator
 
 from commscope.read import files
-from commscope.read.files import MPI_LIBRARIES, RESULTS, BadProfile, WorkspaceFiles
+from commscope.read.files import RESULTS, BadProfile, WorkspaceFiles
 from commscope.read.records import ReadOptions, Record, clean, declare_scaling, parameters_label, read_record
 
 # The shape this module reads: Ramble 0.5's ExperimentResult.to_dict().
