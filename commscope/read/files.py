@@ -31,6 +31,7 @@ import stat
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Iterator
 
 
 class BadProfile(ValueError):
@@ -395,6 +396,27 @@ def is_perflog(path: Path) -> bool:
             return perflog_header(f.readline(HEAD_BYTES)) is not None
     except OSError:
         return False
+
+
+def load_reports(reports: list[Path]) -> Iterator[tuple[Path, object]]:
+    """Each ReFrame run report's JSON document, read within limits when it is reached: (path, document), or (path,
+    the BadProfile saying why it cannot be read)."""
+    for path in reports:
+        try:
+            yield path, load_json(path, what="a readable ReFrame run report")
+        except BadProfile as e:
+            yield path, e
+
+
+def read_perflogs(perflogs: list[Path]) -> Iterator[tuple[Path, object]]:
+    """Each ReFrame perflog's lines (UTF-8), read when it is reached: (path, lines), or (path, the BadProfile saying
+    why it cannot be read)."""
+    for path in perflogs:
+        try:
+            with open_regular(path, "r", errors="strict") as f:
+                yield path, f.read().splitlines()
+        except (OSError, UnicodeDecodeError) as e:
+            yield path, BadProfile(f"{path}: unreadable ReFrame perflog ({e})")
 
 
 def find(inputs: list[Path], caliper: list | None = None) -> tuple[list[Path], list[Path]]:

@@ -53,7 +53,8 @@ def read_campaign(inputs: list[Path], opts: ReadOptions, skip_bad: bool = False,
     source = json.dumps([str(i) for i in inputs])
     if found.kind == "reframe":   # ReFrame run reports and perflogs: one campaign of their own, as a workspace is
         from commscope.read import reframe
-        return Inputs(reframe.records(found.reports, found.perflogs, opts), "reframe", source)
+        reports, perflogs = files.load_reports(found.reports), files.read_perflogs(found.perflogs)
+        return Inputs(reframe.records(reports, perflogs, opts), "reframe", source)
     return Inputs(read_records(found.groups, opts=opts, prepare=prepare), "ingest", source,
                   count=len(found.groups), left_out=found.nested)
 
