@@ -1,18 +1,18 @@
-"""The inputs' files: what they are, and their bytes read safely. Stdlib only but for YAML, imported when a YAML file
-is read (ci/suite.py uses the workload output's reader, which opens its files here, before anything is installed).
+"""Stage 1 of reading: what the inputs are, and their bytes read safely, handed to the parsers. Stdlib only but for
+YAML, imported when a YAML file is read (ci/suite.py uses the workload output's reader before anything is installed).
 
 - BadProfile, the error that names an input which cannot be ingested; open_regular, which refuses what is not a
-  regular file (every reader opens the files it is given there); file_hash, a run's identity from its bytes.
-- Which inputs are what, in one place, before any is read: plan() says what a list of paths (files, directories) is
-  as one campaign: a Ramble workspace, ReFrame results (run reports and perflogs, reframe.py reads them), or Caliper
-  profiles and workload outputs grouped into one list of files per run (per-rank files of one directory, a profile,
-  a workload output without its profile: discover), Ramble workspaces below a directory set aside; and why a path
-  that does not exist cannot be read. In a Ramble workspace, a file to read whose symbolic link leads outside the
-  workspace is refused. Files are opened only to recognise them (their first bytes; a JSON file that is neither a
-  ReFrame report nor a Caliper profile by its head, whole, within the limits below); nothing is parsed there.
-- JSON and YAML from a user's files (a Ramble workspace's results, hardware description and Spack lock, ReFrame
-  reports, JSON profiles, a --hardware file) are read within limits, so that a hostile or broken file is one refusal
-  naming it, never a hang, a memory blow-up or a traceback:
+  regular file (every input is opened there); file_hash, a run's identity from its bytes.
+- plan() says what a list of paths is as one campaign, before any is read: a Ramble workspace, ReFrame results (run
+  reports and perflogs), or Caliper profiles and workload outputs grouped into one list of files per run (discover),
+  Ramble workspaces below a directory set aside; and why a path that does not exist cannot be read. In a Ramble
+  workspace, a file whose symbolic link leads outside the workspace is refused. Files are opened there only to
+  recognise them (their first bytes; a JSON file that is neither a report nor a profile by its head, whole).
+- What the parsers take, read here: a Ramble workspace's documents (load_workspace), ReFrame reports and perflogs one
+  at a time (load_reports, read_perflogs), a workload output read alone (load_output), one profiled run's files
+  (load_run: its identity, the output beside it, a JSON profile's document, each .cali file opened in turn).
+- JSON and YAML from a user's files are read within limits, so that a hostile or broken file is one refusal naming
+  it, never a hang, a memory blow-up or a traceback:
   - size: a file larger than its limit (JSON_LIMIT, YAML_LIMIT) is refused before it is read; so is what is no
     regular file (a FIFO, a device);
   - depth: a document nested deeper than MAX_DEPTH lists and mappings is refused;
@@ -64,6 +64,80 @@ def file_hash(paths: list[Path]) -> str:
         with open_regular(p) as f:
             h.update(f.read())
     return h.hexdigest()
+
+
+# ---- one run's files, as the readers take them -----------------------------------------------------------------------
+
+@dataclass
+class RunFiles:
+    """One run's profile files as load_run read them: PATHS (sorted), its identity (file_hash), the workload output
+    kept beside the profile (OUTPUT: its path and text, or None), a JSON profile's DOCUMENT (read within the limits
+    below), and each .cali file in turn (CALI: (path, the file open in binary), opened when the parser reaches it
+    and closed when it reaches the next)."""
+    paths: list[Path]
+    content_hash: str
+    output: tuple[Path, str] | None = None
+    document: object = None
+    cali: Iterator = field(default_factory=lambda: iter(()))
+
+
+def load_run(paths: list[Path]) -> RunFiles:
+    """The files of one profiled run (a profile, or one directory's per-rank files), read for the parsers."""
+    paths = sorted(paths)
+    run = RunFiles(paths, file_hash(paths), output_beside(paths))
+    if paths[0].suffix == ".json":
+        run.document = load_json(paths[0])
+    else:
+        run.cali = _opened(paths)
+    return run
+
+
+def _opened(paths: list[Path]) -> Iterator[tuple[Path, object]]:
+    for path in paths:
+        try:
+            f = open_regular(path)
+        except OSError as e:
+            raise BadProfile(f"{path}: cannot be read ({e.strerror or e})") from None
+        with f:
+            yield path, f
+
+
+def output_beside(paths: list[Path]) -> tuple[Path, str] | None:
+    """The workload's stdout kept beside the profile PATHS (same stem, or the one .out in a run directory): its path
+    and text."""
+    first = paths[0]
+    candidates = [first.with_suffix(".out")] if len(paths) == 1 else []
+    candidates += sorted(first.parent.glob("*.out")) if len(paths) > 1 else []
+    for c in candidates:
+        if c.exists():
+            try:
+                with open_regular(c, "r", errors="replace") as f:
+                    return c, f.read()
+            except OSError as e:
+                raise BadProfile(f"{c}: the workload output beside the profile cannot be read ({e.strerror or e})"
+                                 ) from None
+    return None
+
+
+def load_output(path: Path) -> tuple[str, Iterator[bytes]]:
+    """A workload output read as a run of its own (a run without a profile): its identity (file_hash) and its lines,
+    read one at a time as they are parsed (an output of any length is read in memory of its longest line)."""
+    try:
+        return file_hash([path]), _output_lines(path)
+    except OSError as e:
+        raise _unreadable_output(path, e) from None
+
+
+def _output_lines(path: Path) -> Iterator[bytes]:
+    try:
+        with open_regular(path, "rb") as f:
+            yield from f
+    except OSError as e:
+        raise _unreadable_output(path, e) from None
+
+
+def _unreadable_output(path: Path, e: OSError) -> BadProfile:
+    return BadProfile(f"{path}: unreadable workload output ({e.strerror or e})")
 
 
 # ---- JSON and YAML within limits -----------------------------------------------------------------------------------

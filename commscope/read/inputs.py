@@ -21,7 +21,8 @@ from typing import Callable, Iterator
 
 from commscope.read import files
 from commscope.read.files import BadProfile
-from commscope.read.records import ReadOptions, Record, read_record
+from commscope.read.pipeline import read_record
+from commscope.read.records import ReadOptions, Record
 
 PARALLEL_FROM = 32    # fewer input groups than this are read in-process
 

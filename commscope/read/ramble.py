@@ -36,7 +36,8 @@ from typing import Iterator
 
 from commscope.read import files
 from commscope.read.files import RESULTS, BadProfile, WorkspaceFiles
-from commscope.read.records import ReadOptions, Record, clean, declare_scaling, parameters_label, read_record
+from commscope.read.pipeline import read_record
+from commscope.read.records import ReadOptions, Record, clean, declare_scaling, parameters_label
 
 # The shape this module reads: Ramble 0.5's ExperimentResult.to_dict().
 REQUIRED = ("name", "RAMBLE_STATUS", "CONTEXTS", "RAMBLE_VARIABLES", "N_REPEATS")

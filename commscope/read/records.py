@@ -15,7 +15,6 @@ from typing import Iterable, Iterator
 
 from commscope.read import profiles, rank_stats, windows
 from commscope.read.identity import mpi_family
-from commscope.read.workload_output import read_output
 from commscope.read.files import BadProfile
 from commscope.read.profiles import Profile
 from commscope.read.storable import check_labels, check_storable
@@ -460,12 +459,10 @@ VARIANT_PARAMS = {"stencil2d": ("decomp", "send"), "commgraph": ("pattern",), "p
                   "cgsolve": ("allreduce",), "collsweep": ("coll",)}
 
 
-def from_output(path) -> Record:
-    """A run without Caliper: the workload's stdout alone. It gives FOMs, the
-    VERIFY status and the wall time (FOM total_time), but no call tree and no
-    MPI fraction: those need a profile."""
-    path = Path(path)
-    out, content_hash = read_output(path)
+def from_output(path: Path, out, content_hash: str, opts: "ReadOptions | None" = None) -> Record:
+    """A run without Caliper: the workload's stdout alone (PATH, parsed as OUT; CONTENT_HASH its identity). It gives
+    FOMs, the VERIFY status and the wall time (FOM total_time), but no call tree and no MPI fraction: those need a
+    profile. The labels given (OPTS: --app, --param) hold for it too."""
     if not out.workload or not out.ranks:
         raise BadProfile(f"{path}: not a commscope workload output (no COMMSCOPE header or RANKS line)")
     # what other modules make of it first (the stack's family, the window of its timers), then the record
@@ -493,6 +490,10 @@ def from_output(path) -> Record:
     if rec.window_rows:
         rec.metadata["focus_source"] = FOCUS_FROM_TIMERS
     rec.parameters = {"ranks": out.ranks, "nodes": None, **output_parameters(out)}
+    if opts and opts.app:
+        rec.app = clean(opts.app, 200)
+        rec.metadata["app_source"] = "--app"
+    rec.parameters.update(dict(opts.params) if opts else {})
     return rec
 
 
@@ -579,24 +580,9 @@ def finished(records: Iterable[Record | BadProfile], given: ReadOptions, prov: P
     for rec in records:
         if not isinstance(rec, BadProfile):
             try:   # a value the store cannot hold is bad input, refused here before any of its SQL
-                if rec.copy_text is None:   # not checked by a reader process (read_record)
+                if rec.copy_text is None:   # not checked by a reader process (pipeline.read_record)
                     check_storable(rec)
                 rec = check_labels(prov.apply(declare_scaling(rec, given)))   # with the labels given
             except BadProfile as e:
                 rec = e
         yield rec
-
-
-def read_record(files: list, opts: ReadOptions = ReadOptions()) -> Record:
-    """One input group (see files.discover) to one record, checked for what the store can hold. Runs in the
-    reader processes; raises BadProfile naming the file."""
-    if len(files) == 1 and str(files[0]).endswith(".out"):
-        rec = from_output(files[0])
-        if opts.app:   # the labels given hold for a run without a profile too
-            rec.app = clean(opts.app, 200)
-            rec.metadata["app_source"] = "--app"
-        rec.parameters.update(dict(opts.params))
-    else:
-        prof = profiles.read_files(files, opts.allow_partial, opts.ranks)
-        rec = from_profile(prof, opts.focus, opts)
-    return check_storable(rec)
