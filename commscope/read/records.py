@@ -11,13 +11,11 @@ import re
 import socket
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Iterable, Iterator
 
 from commscope.read import profiles, rank_stats, windows
 from commscope.read.identity import mpi_family
 from commscope.read.files import BadProfile
 from commscope.read.profiles import Profile
-from commscope.read.storable import check_labels, check_storable
 
 
 def clean(s, limit: int | None = None) -> str | None:
@@ -570,19 +568,3 @@ class Provenance:
             # file's modification time, which a copy (a CI artifact) resets; a profile keeps Adiak's launchdate.
             over["started_at"] = self.started_at
         return replace(rec, **over) if over else rec
-
-
-def finished(records: Iterable[Record | BadProfile], given: ReadOptions, prov: Provenance
-             ) -> Iterator[Record | BadProfile]:
-    """RECORDS as the store takes them, in order: each with the scaling kinds GIVEN declares (declare_scaling) and
-    the labels PROV gives (Provenance.apply), checked for what the store can hold (check_storable where no reader
-    process checked it, check_labels after the labels given). A record refused is passed on as its BadProfile."""
-    for rec in records:
-        if not isinstance(rec, BadProfile):
-            try:   # a value the store cannot hold is bad input, refused here before any of its SQL
-                if rec.copy_text is None:   # not checked by a reader process (pipeline.read_record)
-                    check_storable(rec)
-                rec = check_labels(prov.apply(declare_scaling(rec, given)))   # with the labels given
-            except BadProfile as e:
-                rec = e
-        yield rec
