@@ -9,8 +9,8 @@ YAML, imported when a YAML file is read (ci/suite.py uses the workload output's 
   workspace, a file whose symbolic link leads outside the workspace is refused. Files are opened there only to
   recognise them (their first bytes; a JSON file that is neither a report nor a profile by its head, whole).
 - What the parsers take, read here: a Ramble workspace's documents (load_workspace), ReFrame reports and perflogs one
-  at a time (load_reports, read_perflogs), a workload output read alone (load_output), one profiled run's files
-  (load_run: its identity, the output beside it, a JSON profile's document, each .cali file opened in turn).
+  at a time (load_reports, read_perflogs), one run's files (load_run: its identity; a workload output's lines; a
+  profile's output beside it, a JSON profile's document, each .cali file opened in turn).
 - JSON and YAML from a user's files are read within limits, so that a hostile or broken file is one refusal naming
   it, never a hang, a memory blow-up or a traceback:
   - size: a file larger than its limit (JSON_LIMIT, YAML_LIMIT) is refused before it is read; so is what is no
@@ -70,21 +70,29 @@ def file_hash(paths: list[Path]) -> str:
 
 @dataclass
 class RunFiles:
-    """One run's profile files as load_run read them: PATHS (sorted), its identity (file_hash), the workload output
-    kept beside the profile (OUTPUT: its path and text, or None), a JSON profile's DOCUMENT (read within the limits
-    below), and each .cali file in turn (CALI: (path, the file open in binary), opened when the parser reaches it
-    and closed when it reaches the next)."""
+    """One run's files as load_run read them: PATHS (sorted) and its identity (file_hash). A workload output read as
+    a run of its own (a run without a profile) gives its LINES, read one at a time as they are parsed (an output of
+    any length is read in memory of its longest line). A profile gives the workload output kept beside it (OUTPUT:
+    its path and text, or None), a JSON profile its DOCUMENT (read within the limits below), .cali files each in turn
+    (CALI: (path, the file open in binary), opened when the parser reaches it and closed when it reaches the next)."""
     paths: list[Path]
     content_hash: str
+    lines: Iterator[bytes] | None = None
     output: tuple[Path, str] | None = None
     document: object = None
     cali: Iterator = field(default_factory=lambda: iter(()))
 
 
 def load_run(paths: list[Path]) -> RunFiles:
-    """The files of one profiled run (a profile, or one directory's per-rank files), read for the parsers."""
+    """The files of one run (discover's group: a workload output, a profile, or one directory's per-rank files),
+    read for the parsers."""
     paths = sorted(paths)
-    run = RunFiles(paths, file_hash(paths), output_beside(paths))
+    if len(paths) == 1 and str(paths[0]).endswith(".out"):
+        try:
+            return RunFiles(paths, file_hash(paths), lines=_output_lines(paths[0]))
+        except OSError as e:
+            raise _unreadable_output(paths[0], e) from None
+    run = RunFiles(paths, file_hash(paths), output=output_beside(paths))
     if paths[0].suffix == ".json":
         run.document = load_json(paths[0])
     else:
@@ -117,15 +125,6 @@ def output_beside(paths: list[Path]) -> tuple[Path, str] | None:
                 raise BadProfile(f"{c}: the workload output beside the profile cannot be read ({e.strerror or e})"
                                  ) from None
     return None
-
-
-def load_output(path: Path) -> tuple[str, Iterator[bytes]]:
-    """A workload output read as a run of its own (a run without a profile): its identity (file_hash) and its lines,
-    read one at a time as they are parsed (an output of any length is read in memory of its longest line)."""
-    try:
-        return file_hash([path]), _output_lines(path)
-    except OSError as e:
-        raise _unreadable_output(path, e) from None
 
 
 def _output_lines(path: Path) -> Iterator[bytes]:

@@ -1,7 +1,7 @@
 """One run's files through the reading stages, one after the other, each handing its product to the next:
 
-1. files: the run's bytes, read safely (load_output for a workload output read alone; load_run for a profile: its
-   identity, the workload output beside it, a JSON profile's document, each .cali file opened in turn);
+1. files: the run's bytes, read safely (load_run: its identity; a workload output's lines, read alone; a profile's
+   workload output beside it, a JSON profile's document, each .cali file opened in turn);
 2. parse: workload_output, or profiles with caliper_text and caliper_json, into plain data (an Output, a Profile);
 3. assemble: records, the run's Record (its windows, rank statistics and MPI family made there);
 4. check: storable, what the store can hold.
@@ -30,13 +30,11 @@ PARALLEL_FROM = 32    # fewer runs than this are read in-process
 
 def read_record(group: list, opts: ReadOptions = ReadOptions()) -> Record:
     """One input group (see files.discover) to one record, checked for what the store can hold."""
-    if len(group) == 1 and str(group[0]).endswith(".out"):
-        path = group[0]
-        content_hash, lines = files.load_output(path)
-        out = workload_output.read_lines(path, lines)
-        rec = records.from_output(path, out, content_hash, opts)
+    run = files.load_run(group)
+    if run.lines is not None:   # a workload's output alone: a run without a profile
+        out = workload_output.read_lines(run.paths[0], run.lines)
+        rec = records.from_output(run.paths[0], out, run.content_hash, opts)
     else:
-        run = files.load_run(group)
         prof = profiles.read_run(run, opts.allow_partial, opts.ranks)
         rec = records.from_profile(prof, opts.focus, opts)
     return check_storable(rec)

@@ -1,6 +1,6 @@
 """The workload output contract (workloads/README.md): header, PARAM, FOM,
 VERIFY and RANK lines printed by rank 0, parsed from a run's own output file (read_lines) or from the output kept
-beside a profile (beside), which read/files.py read (load_output, load_run). Stdlib only: ci/suite.py uses it before
+beside a profile (beside), which read/files.py read (load_run). Stdlib only: ci/suite.py uses it before
 anything is installed."""
 from __future__ import annotations
 
@@ -116,7 +116,7 @@ def _utf8_lines(path: Path, lines):
 
 
 def read_lines(path: Path, lines) -> Output:
-    """The workload output in PATH, a run's own file, from its LINES (bytes, one at a time: files.load_output); a
+    """The workload output in PATH, a run's own file, from its LINES (bytes, one at a time: files.load_run); a
     damaged one is a BadProfile naming it."""
     try:
         return parse_output(_utf8_lines(path, lines))
