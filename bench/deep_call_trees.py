@@ -5,7 +5,7 @@ A real 2-rank runtime-profile (tests/data/halo3d-overlap-n2.runtime-profile.cali
 chain of DEPTH nested regions under `main` (deep) or WIDTH sibling regions under `main` (wide): each a Caliper
 node record and one context record per rank, written as Caliper writes them, so the file grows linearly in
 the nodes added. Each file is read in a process of its own through the entry point ingest uses
-(read/inputs.read_group: the reader, the per-rank statistics, the records and the store's limits), once with
+(read/pipeline.read_group: the reader, the per-rank statistics, the records and the store's limits), once with
 this checkout and once with the baseline commit's commscope (`git archive` of it on PYTHONPATH); a read that
 outlasts --timeout is stopped and shown as such.
 
@@ -43,7 +43,7 @@ DEEPEST_STORABLE = 1278   # regions below `main` whose one-letter names '/'-join
 CHILD = """
 import json, resource, sys, time
 from pathlib import Path
-from commscope.read.inputs import read_group
+from commscope.read.pipeline import read_group
 from commscope.read.profiles import BadProfile
 from commscope.read.records import ReadOptions, Record
 from commscope.store.ingest import prepared
@@ -148,7 +148,7 @@ def main() -> None:
         "# Reading deep and wide call trees (bench/deep_call_trees.py)", "",
         f"Produced by `.venv/bin/python bench/deep_call_trees.py --baseline {args.baseline} --timeout "
         f"{args.timeout:.0f}` on {time.strftime('%Y-%m-%d')}, checkout {head}, {os.cpu_count()} cores. Each read is "
-        "read/inputs.read_group (reader, per-rank statistics, records, the store's limits) in a fresh process. "
+        "read/pipeline.read_group (reader, per-rank statistics, records, the store's limits) in a fresh process. "
         "*path elements*: the region names that the added call paths hold together (d(d+1)/2 + d for a chain of "
         "depth d, 2w for w siblings under `main`), the size of the call tree as the store's node rows hold it.", "",
         "| shape | regions added | file (MiB) | path elements | read (s) | ms per region | µs per path element "

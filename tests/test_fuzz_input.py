@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from commscope.read.profiles import BadProfile
 from commscope.read.records import ReadOptions, Record
-from commscope.read.inputs import read_group
+from commscope.read.pipeline import read_group
 from commscope.workflow.ingest import Provenance, ingest, prepared
 
 DATA = Path(__file__).parent / "data"

@@ -541,7 +541,7 @@ def test_a_json_profile_is_read_within_the_limits_of_size_and_depth(tmp_path):
     100,000 deep (json's recursion limit) or 65 deep (limited.MAX_DEPTH) is one line naming the file; the old
     reader let the RecursionError through to the reader's safety net."""
     from commscope.read import files as limited
-    from commscope.read.inputs import read_group
+    from commscope.read.pipeline import read_group
     from commscope.read.profiles import BadProfile
     from commscope.read.records import ReadOptions
     from commscope.store.ingest import prepared

@@ -389,12 +389,12 @@ def from_profile_path(path: str) -> Advice:
     """A profile file or per-rank directory, read directly (nothing stored needed)."""
     from pathlib import Path
 
-    from commscope.read import files, records
+    from commscope.read import files, pipeline
     from commscope.read.windows import COLUMNS
     groups = files.discover([Path(path)])
     if len(groups) != 1:
         raise LookupError(f"{path}: expected one run's profile, found {len(groups)} runs")
-    rec = records.read_record(groups[0])
+    rec = pipeline.read_record(groups[0])
     if not rec.node_rows:
         raise NoBarrierData(f"{path}: no call-tree times in this profile, so no barrier data")
     windows = {row[0]: dict(zip(COLUMNS, row)) for row in rec.window_rows}

@@ -362,7 +362,7 @@ def traced(source: str) -> Traced:
         found = False
         if matrix and Path(run_source).exists():
             for group in files.discover([Path(run_source)]):
-                if profiles.file_hash(group) == content_hash:
+                if files.file_hash(group) == content_hash:
                     out.app_rank_of = played(profiles.read_files(group, allow_partial=True).output, ranks, run_source)
                     found = True
         if matrix and not found and decomposition == "rank-map":

@@ -1,6 +1,7 @@
-"""Stage 1, profile -> records: what the inputs are and their bytes read safely (files), Caliper profiles
-(profiles: one run from any layout, read by caliper_text and caliper_json, with per-rank data in rank_stats),
-workload output (workload_output), Ramble workspaces (ramble) and ReFrame reports (reframe) into one record shape
-(records, versions apart from identity in identity, what the store can hold checked by storable), with the
-measurement model's numbers per window (windows); what a list of inputs is as one campaign, read by a pool of reader
-processes (inputs). Nothing here touches the store."""
+"""Stage 1, profile -> records, as a pipeline whose stages run one after the other, each handing its product to the
+next: the inputs planned and their bytes read safely (files); parsed per format, into plain data (workload_output;
+profiles, one run from any layout, with caliper_text and caliper_json; ramble; reframe); assembled into one record
+shape (records, with the measurement model's numbers per window in windows, per-rank data in rank_stats and versions
+apart from identity in identity); checked for what the store can hold (storable). pipeline runs one run's files
+through them; inputs reads a list of inputs as one campaign, with a pool of reader processes. Nothing here touches
+the store."""

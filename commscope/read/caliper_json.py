@@ -1,21 +1,20 @@
 """Caliper's JSON layouts as caliper-reader-style records (the shape caliper_text streams): json-split
 (hatchet-region-profile's output.format=json-split, cali-query's json-split) and cali-query's json and
-json(object). Read within the limits of size and depth of read/files.py (load_json)."""
+json(object), from the document read/files.py read within its limits of size and depth (load_run)."""
 from __future__ import annotations
 
 from pathlib import Path
 
 from commscope.read.caliper_text import TIME_ATTRS, Damaged, check_path_size, damage
-from commscope.read.files import BadProfile, load_json
+from commscope.read.files import BadProfile
 
 
-def read_json(path: Path) -> tuple[list, dict, str]:
+def json_records(path: Path, doc) -> tuple[list, dict, str]:
     """A JSON profile as caliper-reader-style records and globals, so one loop reads every format:
     Caliper's json-split (hatchet-region-profile's `output.format=json-split`, or cali-query's `format
     json-split`: call paths as a node table), and cali-query's `format json(object)` (records with
-    '/'-joined nested values, plus globals) or plain `format json` (a list of records, no globals). It is read
-    through read/files.py: a file beyond JSON_LIMIT or nested deeper than MAX_DEPTH is refused before it is parsed."""
-    doc = load_json(path)   # within limits of size and depth, like every JSON commscope reads
+    '/'-joined nested values, plus globals) or plain `format json` (a list of records, no globals). DOC is the
+    document read/files.py read from PATH (load_run) within its limits of size and depth."""
     split = isinstance(doc, dict) and {"nodes", "columns", "data"} <= doc.keys()
     try:
         if not split and isinstance(doc, dict) and isinstance(doc.get("records"), list):

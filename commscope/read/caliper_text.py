@@ -118,18 +118,19 @@ def read_caliper_contents(path: str) -> tuple[list, dict]:
     return records, reader.globals
 
 
-def stream_cali(path: Path, on_record) -> dict:
-    """Hands each record of a .cali file to ON_RECORD as it is read (none is kept); returns the globals.
-    Damage anywhere is one BadProfile naming the file, the line and what is wrong."""
+def stream_cali(path: Path, f, on_record) -> dict:
+    """Hands each record of the .cali file PATH, open in binary as F (files.load_run opens it), to ON_RECORD as it is
+    read (none is kept); returns the globals. Damage anywhere is one BadProfile naming the file, the line and what
+    is wrong."""
     reader = _StreamReader()
     try:
         if path.stat().st_size == 0:
             raise BadProfile(f"{path}: empty file")
-        with open_regular(path) as f:   # opened once: its first bytes say what it is, then its records are read
-            if not f.read(64).startswith(b"__rec="):
-                raise BadProfile(f"{path}: not a Caliper .cali file (it does not start with a __rec= record)")
-            f.seek(0)
-            reader.read(io.TextIOWrapper(f, encoding="utf-8"), on_record)
+        # read once: its first bytes say what it is, then its records are read
+        if not f.read(64).startswith(b"__rec="):
+            raise BadProfile(f"{path}: not a Caliper .cali file (it does not start with a __rec= record)")
+        f.seek(0)
+        reader.read(io.TextIOWrapper(f, encoding="utf-8"), on_record)
         globals_ = reader.globals
     except BadProfile:
         raise

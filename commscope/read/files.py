@@ -1,18 +1,18 @@
-"""The inputs' files: what they are, and their bytes read safely. Stdlib only but for YAML, imported when a YAML file
-is read (ci/suite.py uses the workload output's reader, which opens its files here, before anything is installed).
+"""Stage 1 of reading: what the inputs are, and their bytes read safely, handed to the parsers. Stdlib only but for
+YAML, imported when a YAML file is read (ci/suite.py uses the workload output's reader before anything is installed).
 
 - BadProfile, the error that names an input which cannot be ingested; open_regular, which refuses what is not a
-  regular file (every reader opens the files it is given there); file_hash, a run's identity from its bytes.
-- Which inputs are what, in one place, before any is read: plan() says what a list of paths (files, directories) is
-  as one campaign: a Ramble workspace, ReFrame results (run reports and perflogs, reframe.py reads them), or Caliper
-  profiles and workload outputs grouped into one list of files per run (per-rank files of one directory, a profile,
-  a workload output without its profile: discover), Ramble workspaces below a directory set aside; and why a path
-  that does not exist cannot be read. In a Ramble workspace, a file to read whose symbolic link leads outside the
-  workspace is refused. Files are opened only to recognise them (their first bytes; a JSON file that is neither a
-  ReFrame report nor a Caliper profile by its head, whole, within the limits below); nothing is parsed there.
-- JSON and YAML from a user's files (a Ramble workspace's results, hardware description and Spack lock, ReFrame
-  reports, JSON profiles, a --hardware file) are read within limits, so that a hostile or broken file is one refusal
-  naming it, never a hang, a memory blow-up or a traceback:
+  regular file (every input is opened there); file_hash, a run's identity from its bytes.
+- plan() says what a list of paths is as one campaign, before any is read: a Ramble workspace, ReFrame results (run
+  reports and perflogs), or Caliper profiles and workload outputs grouped into one list of files per run (discover),
+  Ramble workspaces below a directory set aside; and why a path that does not exist cannot be read. In a Ramble
+  workspace, a file whose symbolic link leads outside the workspace is refused. Files are opened there only to
+  recognise them (their first bytes; a JSON file that is neither a report nor a profile by its head, whole).
+- What the parsers take, read here: a Ramble workspace's documents (load_workspace), ReFrame reports and perflogs one
+  at a time (load_reports, read_perflogs), one run's files (load_run: its identity; a workload output's lines; a
+  profile's output beside it, a JSON profile's document, each .cali file opened in turn).
+- JSON and YAML from a user's files are read within limits, so that a hostile or broken file is one refusal naming
+  it, never a hang, a memory blow-up or a traceback:
   - size: a file larger than its limit (JSON_LIMIT, YAML_LIMIT) is refused before it is read; so is what is no
     regular file (a FIFO, a device);
   - depth: a document nested deeper than MAX_DEPTH lists and mappings is refused;
@@ -31,6 +31,7 @@ import stat
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Iterator
 
 
 class BadProfile(ValueError):
@@ -63,6 +64,79 @@ def file_hash(paths: list[Path]) -> str:
         with open_regular(p) as f:
             h.update(f.read())
     return h.hexdigest()
+
+
+# ---- one run's files, as the readers take them -----------------------------------------------------------------------
+
+@dataclass
+class RunFiles:
+    """One run's files as load_run read them: PATHS (sorted) and its identity (file_hash). A workload output read as
+    a run of its own (a run without a profile) gives its LINES, read one at a time as they are parsed (an output of
+    any length is read in memory of its longest line). A profile gives the workload output kept beside it (OUTPUT:
+    its path and text, or None), a JSON profile its DOCUMENT (read within the limits below), .cali files each in turn
+    (CALI: (path, the file open in binary), opened when the parser reaches it and closed when it reaches the next)."""
+    paths: list[Path]
+    content_hash: str
+    lines: Iterator[bytes] | None = None
+    output: tuple[Path, str] | None = None
+    document: object = None
+    cali: Iterator = field(default_factory=lambda: iter(()))
+
+
+def load_run(paths: list[Path]) -> RunFiles:
+    """The files of one run (discover's group: a workload output, a profile, or one directory's per-rank files),
+    read for the parsers."""
+    paths = sorted(paths)
+    if len(paths) == 1 and str(paths[0]).endswith(".out"):
+        try:
+            return RunFiles(paths, file_hash(paths), lines=_output_lines(paths[0]))
+        except OSError as e:
+            raise _unreadable_output(paths[0], e) from None
+    run = RunFiles(paths, file_hash(paths), output=output_beside(paths))
+    if paths[0].suffix == ".json":
+        run.document = load_json(paths[0])
+    else:
+        run.cali = _opened(paths)
+    return run
+
+
+def _opened(paths: list[Path]) -> Iterator[tuple[Path, object]]:
+    for path in paths:
+        try:
+            f = open_regular(path)
+        except OSError as e:
+            raise BadProfile(f"{path}: cannot be read ({e.strerror or e})") from None
+        with f:
+            yield path, f
+
+
+def output_beside(paths: list[Path]) -> tuple[Path, str] | None:
+    """The workload's stdout kept beside the profile PATHS (same stem, or the one .out in a run directory): its path
+    and text."""
+    first = paths[0]
+    candidates = [first.with_suffix(".out")] if len(paths) == 1 else []
+    candidates += sorted(first.parent.glob("*.out")) if len(paths) > 1 else []
+    for c in candidates:
+        if c.exists():
+            try:
+                with open_regular(c, "r", errors="replace") as f:
+                    return c, f.read()
+            except OSError as e:
+                raise BadProfile(f"{c}: the workload output beside the profile cannot be read ({e.strerror or e})"
+                                 ) from None
+    return None
+
+
+def _output_lines(path: Path) -> Iterator[bytes]:
+    try:
+        with open_regular(path, "rb") as f:
+            yield from f
+    except OSError as e:
+        raise _unreadable_output(path, e) from None
+
+
+def _unreadable_output(path: Path, e: OSError) -> BadProfile:
+    return BadProfile(f"{path}: unreadable workload output ({e.strerror or e})")
 
 
 # ---- JSON and YAML within limits -----------------------------------------------------------------------------------
@@ -191,6 +265,50 @@ def _children(node, yaml) -> list:
     return []
 
 
+# ---- a Ramble workspace's documents -------------------------------------------------------------------------------
+
+RESULTS = "results.latest.json"   # what `ramble workspace analyze -f json` writes
+HARDWARE_FILES = ("hardware.yaml", "configs/hardware.yaml")   # the site's hardware description, the first found
+RUN_FILE = "commscope-run.json"   # the study `commscope run` ran, and the variables it added
+# The file in which `commscope run` records each stack's MPI library (workflow/mpi_library.py: the first line of
+# MPI_Get_library_version, from a probe built and run with that stack): the library of the runs on that stack whose
+# profile records none (an application profiled by preloading Caliper, without Adiak).
+MPI_LIBRARIES = "mpi-libraries.json"
+
+
+@dataclass
+class WorkspaceFiles:
+    """A Ramble workspace's documents, read within the limits above (ramble.workspace checks them): its RESULTS,
+    and (path, document) of its hardware description, RUN_FILE and MPI_LIBRARIES, None for a file not there."""
+    root: Path
+    results: object
+    hardware: tuple[Path, object] | None = None
+    run: tuple[Path, object] | None = None
+    mpi_libraries: tuple[Path, object] | None = None
+
+
+def load_hardware(path: Path):
+    """A site's hardware description (ramble/sites/<site>/hardware.yaml), as YAML within limits."""
+    return load_yaml(path, what="a readable hardware description")
+
+
+def load_workspace(root: Path) -> WorkspaceFiles:
+    """The documents of the Ramble workspace ROOT (WorkspaceFiles); BadProfile when it has no RESULTS."""
+    path = root / RESULTS
+    if not path.exists():
+        raise BadProfile(f"{root}: a Ramble workspace without {RESULTS}; run `ramble workspace analyze -f json` first")
+    docs = WorkspaceFiles(root, load_json(path))
+    hardware = next((f for f in (root / h for h in HARDWARE_FILES) if f.exists()), None)
+    if hardware is not None:
+        docs.hardware = (hardware, load_hardware(hardware))
+    what = "the JSON `commscope run` writes"
+    if (run := root / RUN_FILE).exists():
+        docs.run = (run, load_json(run, what=what))
+    if (libraries := root / MPI_LIBRARIES).exists():
+        docs.mpi_libraries = (libraries, load_json(libraries, what=what))
+    return docs
+
+
 # ---- which inputs are what -----------------------------------------------------------------------------------------
 
 RANK_FILE = re.compile(r"rank-(\d+)\.cali$")   # a per-rank profile, its rank in its name
@@ -215,7 +333,7 @@ def looks_caliper_json(path: Path) -> bool:
 
 def is_ramble_workspace(path: Path) -> bool:
     try:
-        return path.is_dir() and ((path / "results.latest.json").exists()
+        return path.is_dir() and ((path / RESULTS).exists()
                                   or (path / "configs" / "ramble.yaml").exists())
     except PermissionError:   # a folder that cannot be searched: listing it says so (discover)
         return False
@@ -351,6 +469,27 @@ def is_perflog(path: Path) -> bool:
             return perflog_header(f.readline(HEAD_BYTES)) is not None
     except OSError:
         return False
+
+
+def load_reports(reports: list[Path]) -> Iterator[tuple[Path, object]]:
+    """Each ReFrame run report's JSON document, read within limits when it is reached: (path, document), or (path,
+    the BadProfile saying why it cannot be read)."""
+    for path in reports:
+        try:
+            yield path, load_json(path, what="a readable ReFrame run report")
+        except BadProfile as e:
+            yield path, e
+
+
+def read_perflogs(perflogs: list[Path]) -> Iterator[tuple[Path, object]]:
+    """Each ReFrame perflog's lines (UTF-8), read when it is reached: (path, lines), or (path, the BadProfile saying
+    why it cannot be read)."""
+    for path in perflogs:
+        try:
+            with open_regular(path, "r", errors="strict") as f:
+                yield path, f.read().splitlines()
+        except (OSError, UnicodeDecodeError) as e:
+            yield path, BadProfile(f"{path}: unreadable ReFrame perflog ({e})")
 
 
 def find(inputs: list[Path], caliper: list | None = None) -> tuple[list[Path], list[Path]]:

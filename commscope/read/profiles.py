@@ -22,12 +22,13 @@ from pathlib import Path
 
 import numpy as np
 
-from commscope.read.caliper_json import read_json
+from commscope.read import files
+from commscope.read.caliper_json import json_records
 from commscope.read.caliper_text import (TIME_ATTRS, Damaged, check_path_size, damage, record_path,
                                          stream_cali)
-from commscope.read.files import RANK_FILE, BadProfile, file_hash
+from commscope.read.files import RANK_FILE, BadProfile
 from commscope.read.rank_stats import PerRank, is_mpi, node_stats
-from commscope.read.workload_output import NUMBER, Output, output_beside
+from commscope.read.workload_output import NUMBER, Output, beside
 
 SPOT_PREFIX = "inclusive#sum#time.duration"
 SPOT_EXCL = "scale#sum#time.duration.ns"  # spot's exclusive time, in seconds despite the name
@@ -267,18 +268,23 @@ class _Reader:
 
 
 def read_files(paths: list[Path], allow_partial: bool = False, ranks: int | None = None) -> Profile:
-    """One run from one aggregated file or a set of per-rank files, read as a stream. A run some of
-    whose ranks have no data is refused, naming them, unless ALLOW_PARTIAL: then it is read with
-    missing_ranks set. RANKS (--ranks) overrides the rank count the profile records."""
-    paths = sorted(paths)
-    if paths[0].suffix == ".out":
-        raise BadProfile(f"{paths[0]}: a workload's output, not a profile")  # records.from_output reads these
-    prof = Profile(kind="", files=paths, content_hash=file_hash(paths), meta={}, ranks=0, output=output_beside(paths))
+    """One run from one aggregated file or a set of per-rank files: read_run of what files.load_run reads."""
+    if sorted(paths)[0].suffix == ".out":
+        raise BadProfile(f"{sorted(paths)[0]}: a workload's output, not a profile")  # records.from_output reads these
+    return read_run(files.load_run(paths), allow_partial, ranks)
+
+
+def read_run(run: files.RunFiles, allow_partial: bool = False, ranks: int | None = None) -> Profile:
+    """One run from one aggregated file or a set of per-rank files (RUN, as files.load_run read them), its .cali
+    files read as a stream. A run some of whose ranks have no data is refused, naming them, unless ALLOW_PARTIAL:
+    then it is read with missing_ranks set. RANKS (--ranks) overrides the rank count the profile records."""
+    paths = run.paths
+    prof = Profile(kind="", files=paths, content_hash=run.content_hash, meta={}, ranks=0, output=beside(run.output))
     reader = _Reader(prof)
     json_kind = None
     g: dict | None = None
     if paths[0].suffix == ".json":
-        records, g, json_kind = read_json(paths[0])
+        records, g, json_kind = json_records(paths[0], run.document)
         try:
             for rec in records:
                 reader.record(rec, None)
@@ -287,10 +293,10 @@ def read_files(paths: list[Path], allow_partial: bool = False, ranks: int | None
         except (ValueError, TypeError, KeyError, AttributeError) as e:
             raise BadProfile(f"{paths[0]}: damaged JSON profile: {damage(e)} in a record") from None
     else:
-        for path in paths:
+        for path, f in run.cali:
             m = RANK_FILE.search(path.name)
             file_rank = int(m.group(1)) if m else None
-            globals_ = stream_cali(path, lambda rec, fr=file_rank: reader.record(rec, fr))
+            globals_ = stream_cali(path, f, lambda rec, fr=file_rank: reader.record(rec, fr))
             g = g if g is not None else dict(globals_)
     prof.meta = g
     if reader.spot_unsummed:

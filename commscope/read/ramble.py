@@ -35,10 +35,10 @@ from pathlib import Path
 from typing import Iterator
 
 from commscope.read import files
-from commscope.read.files import BadProfile
-from commscope.read.records import ReadOptions, Record, clean, declare_scaling, parameters_label, read_record
+from commscope.read.files import RESULTS, BadProfile, WorkspaceFiles
+from commscope.read.pipeline import read_record
+from commscope.read.records import ReadOptions, Record, clean, declare_scaling, parameters_label
 
-RESULTS = "results.latest.json"
 # The shape this module reads: Ramble 0.5's ExperimentResult.to_dict().
 REQUIRED = ("name", "RAMBLE_STATUS", "CONTEXTS", "RAMBLE_VARIABLES", "N_REPEATS")
 # Ramble variable names the studies use for the matrix axes (ramble/README.md).
@@ -47,10 +47,6 @@ AXES = {"stack": ("stack", "mpi_stack"), "interconnect": ("interconnect_name", "
 # The file in which `commscope run`'s experiment script (ramble/execute_experiment.tpl) records `uname -r`: the
 # kernel release the experiment ran on, a version of its runs.
 KERNEL_FILE = "kernel-release"
-# The file in which `commscope run` records each stack's MPI library (workflow/mpi_library.py: the first line of
-# MPI_Get_library_version, from a probe built and run with that stack): the library of the runs on that stack whose
-# profile records none (an application profiled by preloading Caliper, without Adiak).
-MPI_LIBRARIES = "mpi-libraries.json"
 # The Spack package of the workloads (packages/spack_repo/commscope): its hash is a run's spack_hash.
 APP_PACKAGE = "commscope-workloads"
 # Ramble's own keywords (ramble/keywords.py of Ramble 0.5) and the variables its pipelines add: names,
@@ -342,11 +338,14 @@ def experiment_variables(exp: dict, run_variables: frozenset = frozenset()) -> d
 
 
 def read_workspace(root: Path) -> Workspace:
-    """Reads and checks results.latest.json; BadProfile names what is wrong."""
-    path = root / RESULTS
-    if not path.exists():
-        raise BadProfile(f"{root}: a Ramble workspace without {RESULTS}; run `ramble workspace analyze -f json` first")
-    doc = files.load_json(path)
+    """The workspace at ROOT: its documents read (files.load_workspace), then checked (workspace)."""
+    return workspace(files.load_workspace(root))
+
+
+def workspace(docs: WorkspaceFiles) -> Workspace:
+    """The workspace whose documents files.load_workspace read: results.latest.json checked, its hardware
+    description, run variables and MPI libraries taken; BadProfile names what is wrong."""
+    path, doc = docs.root / RESULTS, docs.results
     if not isinstance(doc, dict) or not isinstance(doc.get("experiments"), list):
         raise BadProfile(f"{path}: unknown Ramble results version: no 'experiments' list "
                          f"(commscope reads the results format of Ramble 0.5)")
@@ -359,13 +358,9 @@ def read_workspace(root: Path) -> Workspace:
             raise BadProfile(f"{path}: unknown Ramble results version: experiment {i} lacks {', '.join(missing)} "
                              f"(commscope reads the results format of Ramble 0.5)")
         check_experiment(path, i, exp)
-    hardware = None
-    for hw_file in (root / "hardware.yaml", root / "configs" / "hardware.yaml"):
-        if hw_file.exists():
-            hardware = read_hardware(hw_file)
-            break
-    return Workspace(root, doc, hardware, run_variables(root / "commscope-run.json"),
-                     mpi_libraries(root / MPI_LIBRARIES))
+    hardware = hardware_description(*docs.hardware) if docs.hardware else None
+    return Workspace(docs.root, doc, hardware, run_variables(docs.run),
+                     mpi_libraries(docs.mpi_libraries))
 
 
 AGAIN = "run `ramble workspace analyze -f json` again, or correct the file"
@@ -442,12 +437,12 @@ def check_experiment(path: Path, i: int, exp: dict) -> None:
                     raise wrong(f"{at}.{field}", fom[field], "a string")
 
 
-def mpi_libraries(path: Path) -> dict[str, str]:
-    """Each stack's MPI library as `commscope run` recorded it (MPI_LIBRARIES); none for a workspace made
-    otherwise."""
-    if not path.exists():
+def mpi_libraries(loaded: tuple[Path, object] | None) -> dict[str, str]:
+    """Each stack's MPI library as `commscope run` recorded it (MPI_LIBRARIES, LOADED as its path and document);
+    none for a workspace made otherwise."""
+    if loaded is None:
         return {}
-    doc = files.load_json(path, what="the JSON `commscope run` writes")
+    path, doc = loaded
     if not isinstance(doc, dict) or not all(isinstance(k, str) and isinstance(v, str) and v.strip()
                                             for k, v in doc.items()):
         raise BadProfile(f"{path}: not the MPI libraries `commscope run` writes (a mapping of stack to library "
@@ -455,12 +450,12 @@ def mpi_libraries(path: Path) -> dict[str, str]:
     return {k: clean(v.strip()) for k, v in doc.items()}
 
 
-def run_variables(path: Path) -> frozenset:
+def run_variables(loaded: tuple[Path, object] | None) -> frozenset:
     """The variables `commscope run` added to the workspace from the site and its run scope, as its
-    commscope-run.json lists them; none for a workspace made otherwise."""
-    if not path.exists():
+    commscope-run.json lists them (LOADED as its path and document); none for a workspace made otherwise."""
+    if loaded is None:
         return frozenset()
-    doc = files.load_json(path, what="the JSON `commscope run` writes")
+    path, doc = loaded
     if not isinstance(doc, dict):
         raise BadProfile(f"{path}: not the JSON `commscope run` writes (not a mapping); remove it or run the study "
                          f"again")
@@ -472,7 +467,11 @@ def run_variables(path: Path) -> frozenset:
 
 def read_hardware(path: Path) -> dict:
     """A site's hardware description (ramble/sites/<site>/hardware.yaml), read within the limits of read/files.py."""
-    doc = files.load_yaml(Path(path), what="a readable hardware description")
+    return hardware_description(Path(path), files.load_hardware(Path(path)))
+
+
+def hardware_description(path: Path, doc) -> dict:
+    """The hardware description DOC, read from PATH: a mapping, whose system and site are strings."""
     hw = doc.get("hardware", doc) if isinstance(doc, dict) else None
     if not isinstance(hw, dict):
         raise BadProfile(f"{path}: a hardware description must be a mapping (cpu_model, cores_per_node, ...)")

@@ -11,14 +11,11 @@ import re
 import socket
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Iterable, Iterator
 
 from commscope.read import profiles, rank_stats, windows
 from commscope.read.identity import mpi_family
-from commscope.read.workload_output import read_output
 from commscope.read.files import BadProfile
 from commscope.read.profiles import Profile
-from commscope.read.storable import check_labels, check_storable
 
 
 def clean(s, limit: int | None = None) -> str | None:
@@ -460,12 +457,10 @@ VARIANT_PARAMS = {"stencil2d": ("decomp", "send"), "commgraph": ("pattern",), "p
                   "cgsolve": ("allreduce",), "collsweep": ("coll",)}
 
 
-def from_output(path) -> Record:
-    """A run without Caliper: the workload's stdout alone. It gives FOMs, the
-    VERIFY status and the wall time (FOM total_time), but no call tree and no
-    MPI fraction: those need a profile."""
-    path = Path(path)
-    out, content_hash = read_output(path)
+def from_output(path: Path, out, content_hash: str, opts: "ReadOptions | None" = None) -> Record:
+    """A run without Caliper: the workload's stdout alone (PATH, parsed as OUT; CONTENT_HASH its identity). It gives
+    FOMs, the VERIFY status and the wall time (FOM total_time), but no call tree and no MPI fraction: those need a
+    profile. The labels given (OPTS: --app, --param) hold for it too."""
     if not out.workload or not out.ranks:
         raise BadProfile(f"{path}: not a commscope workload output (no COMMSCOPE header or RANKS line)")
     # what other modules make of it first (the stack's family, the window of its timers), then the record
@@ -493,6 +488,10 @@ def from_output(path) -> Record:
     if rec.window_rows:
         rec.metadata["focus_source"] = FOCUS_FROM_TIMERS
     rec.parameters = {"ranks": out.ranks, "nodes": None, **output_parameters(out)}
+    if opts and opts.app:
+        rec.app = clean(opts.app, 200)
+        rec.metadata["app_source"] = "--app"
+    rec.parameters.update(dict(opts.params) if opts else {})
     return rec
 
 
@@ -569,34 +568,3 @@ class Provenance:
             # file's modification time, which a copy (a CI artifact) resets; a profile keeps Adiak's launchdate.
             over["started_at"] = self.started_at
         return replace(rec, **over) if over else rec
-
-
-def finished(records: Iterable[Record | BadProfile], given: ReadOptions, prov: Provenance
-             ) -> Iterator[Record | BadProfile]:
-    """RECORDS as the store takes them, in order: each with the scaling kinds GIVEN declares (declare_scaling) and
-    the labels PROV gives (Provenance.apply), checked for what the store can hold (check_storable where no reader
-    process checked it, check_labels after the labels given). A record refused is passed on as its BadProfile."""
-    for rec in records:
-        if not isinstance(rec, BadProfile):
-            try:   # a value the store cannot hold is bad input, refused here before any of its SQL
-                if rec.copy_text is None:   # not checked by a reader process (read_record)
-                    check_storable(rec)
-                rec = check_labels(prov.apply(declare_scaling(rec, given)))   # with the labels given
-            except BadProfile as e:
-                rec = e
-        yield rec
-
-
-def read_record(files: list, opts: ReadOptions = ReadOptions()) -> Record:
-    """One input group (see files.discover) to one record, checked for what the store can hold. Runs in the
-    reader processes; raises BadProfile naming the file."""
-    if len(files) == 1 and str(files[0]).endswith(".out"):
-        rec = from_output(files[0])
-        if opts.app:   # the labels given hold for a run without a profile too
-            rec.app = clean(opts.app, 200)
-            rec.metadata["app_source"] = "--app"
-        rec.parameters.update(dict(opts.params))
-    else:
-        prof = profiles.read_files(files, opts.allow_partial, opts.ranks)
-        rec = from_profile(prof, opts.focus, opts)
-    return check_storable(rec)

@@ -29,9 +29,9 @@ import hashlib
 import json
 import re
 from pathlib import Path
-from typing import Iterator
+from typing import Iterable, Iterator
 
-from commscope.read.files import PERFLOG_FIELDS, BadProfile, load_json, open_regular, perflog_header
+from commscope.read.files import PERFLOG_FIELDS, BadProfile, perflog_header
 from commscope.read.records import ReadOptions, Record, as_int, clean
 
 # The report format this module reads: ReFrame's run report of data version 4.x (reframe-hpc 4.10.4 writes 4.2).
@@ -145,9 +145,9 @@ def to_record(case: dict, perfvars: list[tuple], source: str, fallback_id: str, 
 
 # ---- the run report -----------------------------------------------------------------------------
 
-def read_report(path: Path) -> dict:
-    """The report, checked for what this module reads; BadProfile names the file and what is wrong."""
-    doc = load_json(path, what="a readable ReFrame run report")   # within limits on size and depth
+def check_report(path: Path, doc) -> dict:
+    """The report DOC (files.load_reports read it from PATH), checked for what this module reads; BadProfile names
+    the file and what is wrong."""
     info = doc.get("session_info") if isinstance(doc, dict) else None
     if not isinstance(info, dict) or not isinstance(doc.get("runs"), list):
         raise BadProfile(f"{path}: not a ReFrame run report: expected an object with session_info and runs, "
@@ -177,8 +177,8 @@ def _report_perfvars(case: dict, where: str) -> list[tuple]:
     return out
 
 
-def report_records(path: Path, opts: ReadOptions) -> Iterator[Record | BadProfile]:
-    doc = read_report(path)
+def report_records(path: Path, doc, opts: ReadOptions) -> Iterator[Record | BadProfile]:
+    doc = check_report(path, doc)
     started = _time(doc["session_info"].get("time_start_unix"))
     session = {k: doc["session_info"].get(k) for k in ("version", "data_version", "uuid", "hostname", "user",
                                                         "cmdline")}
@@ -212,13 +212,8 @@ def _field(v: str):
         return v
 
 
-def perflog_records(path: Path, opts: ReadOptions) -> Iterator[Record | BadProfile]:
-    try:
-        with open_regular(path, "r", errors="strict") as f:
-            lines = f.read().splitlines()
-    except (OSError, UnicodeDecodeError) as e:
-        yield BadProfile(f"{path}: unreadable ReFrame perflog ({e})")
-        return
+def perflog_records(path: Path, lines: list[str], opts: ReadOptions) -> Iterator[Record | BadProfile]:
+    """The test cases of the perflog PATH, whose LINES files.read_perflogs read."""
     head = perflog_header(lines[0]) if lines else None
     if head is None:
         yield BadProfile(f"{path}: not a ReFrame perflog: its first line must be the filelog handler's header naming "
@@ -278,13 +273,21 @@ def _perflog_perfvars(row: dict, perf: set, fields: list, source: str) -> list[t
     return out
 
 
-def records(reports: list[Path], perflogs: list[Path], opts: ReadOptions = ReadOptions()
-            ) -> Iterator[Record | BadProfile]:
-    """Every test case in REPORTS and PERFLOGS (files.plan finds them among the inputs)."""
-    for r in reports:
+def records(reports: Iterable[tuple[Path, object]], perflogs: Iterable[tuple[Path, object]],
+            opts: ReadOptions = ReadOptions()) -> Iterator[Record | BadProfile]:
+    """Every test case in REPORTS and PERFLOGS (files.plan finds them among the inputs; files.load_reports and
+    files.read_perflogs read them, one at a time: each is its path and its document or lines, or the BadProfile
+    saying why it could not be read)."""
+    for path, doc in reports:
+        if isinstance(doc, BadProfile):
+            yield doc
+            continue
         try:
-            yield from report_records(r, opts)
+            yield from report_records(path, doc, opts)
         except BadProfile as e:
             yield e
-    for p in perflogs:
-        yield from perflog_records(p, opts)
+    for path, lines in perflogs:
+        if isinstance(lines, BadProfile):
+            yield lines
+            continue
+        yield from perflog_records(path, lines, opts)

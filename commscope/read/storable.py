@@ -1,15 +1,19 @@
-"""What the store can hold, checked as a record is read: check_labels (a run's labels and parameters) and
+"""The last stage of reading, what the store can hold: check_labels (a run's labels and parameters) and
 check_storable (every value of a records.Record), each refusing the first value beyond in one line naming the
-file, the field and the limit (BadProfile). Nothing is cut or replaced."""
+file, the field and the limit (BadProfile); nothing is cut or replaced. finished hands on the records as the store
+takes them: with the scaling kinds and the labels given at ingest, checked."""
 from __future__ import annotations
 
 import json
 import numbers
 import re
 
+from typing import Iterable, Iterator
+
 from commscope.read import windows
 from commscope.read.caliper_text import CALL_PATH_BYTES as PATH_BYTES, REGION_NAME_BYTES
 from commscope.read.files import BadProfile
+from commscope.read.records import Provenance, ReadOptions, Record, declare_scaling
 
 
 # What the store can hold. PostgreSQL refuses a NUL character and a lone surrogate in text and JSON; its integer and
@@ -186,3 +190,19 @@ def check_storable(rec):
     for name in ("wall_time", "mpi_time_avg", "mpi_time_max", "mpi_fraction_avg", "mpi_fraction_slowest"):
         _check_number(src, f"the run's {name.replace('_', ' ')}", rec.summary.get(name))
     return rec
+
+
+def finished(records: Iterable[Record | BadProfile], given: ReadOptions, prov: Provenance
+             ) -> Iterator[Record | BadProfile]:
+    """RECORDS as the store takes them, in order: each with the scaling kinds GIVEN declares (declare_scaling) and
+    the labels PROV gives (Provenance.apply), checked for what the store can hold (check_storable where no reader
+    process checked it, check_labels after the labels given). A record refused is passed on as its BadProfile."""
+    for rec in records:
+        if not isinstance(rec, BadProfile):
+            try:   # a value the store cannot hold is bad input, refused here before any of its SQL
+                if rec.copy_text is None:   # not checked by a reader process (pipeline.read_record)
+                    check_storable(rec)
+                rec = check_labels(prov.apply(declare_scaling(rec, given)))   # with the labels given
+            except BadProfile as e:
+                rec = e
+        yield rec

@@ -1,6 +1,7 @@
 """The workload output contract (workloads/README.md): header, PARAM, FOM,
-VERIFY and RANK lines printed by rank 0, read from a run's own output file (read_output) or from the output kept
-beside a profile (output_beside). Stdlib only: ci/suite.py uses it before anything is installed."""
+VERIFY and RANK lines printed by rank 0, parsed from a run's own output file (read_lines) or from the output kept
+beside a profile (beside), which read/files.py read (load_run). Stdlib only: ci/suite.py uses it before
+anything is installed."""
 from __future__ import annotations
 
 import math
@@ -8,7 +9,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from commscope.read.files import BadProfile, file_hash, open_regular
+from commscope.read.files import BadProfile
 
 
 @dataclass
@@ -92,44 +93,32 @@ def _parse_line(out: Output, kind: str, rest: str) -> None:
         out.rank_lines.append(dict([("rank", rank)] + [kv.split("=", 1) for kv in kvs]))
 
 
-def output_beside(paths: list[Path]) -> Output | None:
-    """The workload's stdout kept beside the profile (same stem, or the one .out in a run directory)."""
-    first = paths[0]
-    candidates = [first.with_suffix(".out")] if len(paths) == 1 else []
-    candidates += sorted(first.parent.glob("*.out")) if len(paths) > 1 else []
-    for c in candidates:
-        if c.exists():
-            try:
-                with open_regular(c, "r", errors="replace") as f:
-                    out = parse_output(f.read())
-            except OSError as e:
-                raise BadProfile(f"{c}: the workload output beside the profile cannot be read ({e.strerror or e})"
-                                 ) from None
-            except BadOutput as e:
-                raise BadProfile(f"{c}: damaged workload output beside the profile, {e}") from None
-            # another application's stdout has no contract lines: nothing to read from it
-            return out if out.workload else None
-    return None
+def beside(loaded: tuple[Path, str] | None) -> Output | None:
+    """The workload's stdout kept beside a profile (LOADED: its path and text, files.output_beside), or None where
+    there is none or it is another application's, which has no contract lines."""
+    if loaded is None:
+        return None
+    path, text = loaded
+    try:
+        out = parse_output(text)
+    except BadOutput as e:
+        raise BadProfile(f"{path}: damaged workload output beside the profile, {e}") from None
+    return out if out.workload else None
 
 
-def _utf8_lines(path: Path, f):
-    """F's lines as text, one at a time (an output of any length is read in memory of its longest line); a line
-    that is not UTF-8 is a BadProfile naming it."""
-    for n, raw in enumerate(f, 1):
+def _utf8_lines(path: Path, lines):
+    """LINES as text, one at a time; a line that is not UTF-8 is a BadProfile naming it."""
+    for n, raw in enumerate(lines, 1):
         try:
             yield raw.decode("utf-8").rstrip("\r\n")
         except UnicodeDecodeError as e:
             raise BadProfile(f"{path}: damaged workload output: byte {e.start} of line {n} is not UTF-8 text") from None
 
 
-def read_output(path: Path) -> tuple[Output, str]:
-    """The workload output in PATH, a run's own file, read line by line, and the run's identity (file_hash); a file
-    that cannot be read or is damaged is a BadProfile naming it."""
+def read_lines(path: Path, lines) -> Output:
+    """The workload output in PATH, a run's own file, from its LINES (bytes, one at a time: files.load_run); a
+    damaged one is a BadProfile naming it."""
     try:
-        content_hash = file_hash([path])
-        with open_regular(path, "rb") as f:
-            return parse_output(_utf8_lines(path, f)), content_hash
-    except OSError as e:
-        raise BadProfile(f"{path}: unreadable workload output ({e.strerror or e})") from None
+        return parse_output(_utf8_lines(path, lines))
     except BadOutput as e:
         raise BadProfile(f"{path}: damaged workload output, {e}") from None

@@ -107,7 +107,7 @@ def copy_text(rec: Record) -> dict[str, list[tuple[str | None, bytes]]]:
 
 def prepared(rec: Record) -> Record:
     """A record with its COPY text made: workflow/ingest.py has the reader processes call it
-    (read.inputs.read_records' PREPARE); the row lists it was made from are not sent back to the writer a second
+    (read.pipeline.read_records' PREPARE); the row lists it was made from are not sent back to the writer a second
     time."""
     return replace(rec, copy_text=copy_text(rec), node_rows=[], mpi_rows=[], comm_rows=[], spread_rows=[],
                    rank_rows=[], matrix_rows=[], fom_rows=[], window_rows=[])
@@ -350,7 +350,7 @@ class Unlabelled:
 def ingest_records(conn: psycopg.Connection, records: Iterable[Record | BadProfile], prov: Provenance,
                    source: str, kind: str = "ingest", skip_bad: bool = False, progress=None,
                    relabel: bool = False, given: ReadOptions = ReadOptions()) -> Result:
-    """Writes a stream of finished records (read.records.finished: labelled and checked, or the BadProfile that
+    """Writes a stream of finished records (read.storable.finished: labelled and checked, or the BadProfile that
     refused one) as one campaign in one transaction (RELABEL and the labels GIVEN: see Writer)."""
     res = Result()
     seen: set[str] = set()

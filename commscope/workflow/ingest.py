@@ -2,7 +2,7 @@
 
 - ingest: the paths given are read as one campaign (read.inputs.read_campaign, its reader processes also making
   each record's COPY text, store.ingest.prepared), finished with the labels and provenance the caller gives
-  (read.records.finished: declared scaling kinds, Provenance, the store's limits checked) and written by
+  (read.storable.finished: declared scaling kinds, Provenance, the store's limits checked) and written by
   store.ingest.ingest_records. Reading never calls the store, the store never calls reading, and it never sees a
   path.
 - ingest_and_report: that, then the change points of the series the campaign's runs belong to
@@ -17,7 +17,8 @@ from pathlib import Path
 import psycopg
 
 from commscope.read.inputs import read_campaign
-from commscope.read.records import Provenance, ReadOptions, finished
+from commscope.read.records import Provenance, ReadOptions
+from commscope.read.storable import finished
 from commscope.store import db
 from commscope.store.ingest import Result, ingest_records, prepared
 

@@ -10,7 +10,7 @@ import json
 import subprocess
 from pathlib import Path
 
-from commscope.read.ramble import MPI_LIBRARIES
+from commscope.read.files import MPI_LIBRARIES
 from commscope.workflow import stacks
 
 PROBE = r"""#include <mpi.h>
