@@ -194,8 +194,8 @@ def score(found: list[dict], series: list[dict]) -> dict:
 
 def check(url: str, campaign: int, extra: list[str]) -> tuple[dict, float, subprocess.CompletedProcess]:
     r, took = run([*CLI, "check", "--campaign", str(campaign), "--format", "json", *extra], url)
-    if r.returncode not in (0, 1):
-        raise SystemExit(f"check failed ({r.returncode}): {r.stderr[-2000:]}")
+    if r.returncode not in (0, 1) or not r.stdout.lstrip().startswith("{"):
+        raise SystemExit(f"check failed ({r.returncode}; is the store at --url started?): {r.stderr[-2000:]}")
     return json.loads(r.stdout), took, r
 
 
