@@ -548,10 +548,10 @@ def _migrate(conn: psycopg.Connection) -> list[str]:
         conn.execute("CREATE TABLE IF NOT EXISTS schema_repeatable ("
                      "name text PRIMARY KEY, checksum text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())")
         done = {r[0] for r in conn.execute("SELECT version FROM schema_version")}
-        for version, name, sql in migrations():
+        for version, name, statements in migrations():
             if version in done:
                 continue
-            conn.execute(sql)
+            conn.execute(statements)
             conn.execute("INSERT INTO schema_version (version, name) VALUES (%s, %s)", (version, name))
             applied.append(name)
         text, checksum = views_sql()

@@ -137,7 +137,7 @@ MPI_FRACTION = Dashboard(
               "communication efficiency = max useful / time, parallel efficiency = their product.",
               {"kind": "line", "x": "time", "y": ["parallel_efficiency", "load_balance", "communication_efficiency"],
                "series": "metric"}, reuses="MPI time fraction, mean over ranks", long=True),
-        Panel("Regressions", "table", f"""SELECT "time", coalesce(system, 'all') AS system, coalesce(app, 'all') AS app,
+        Panel("Regressions", "table", """SELECT "time", coalesce(system, 'all') AS system, coalesce(app, 'all') AS app,
   coalesce(stack, 'all') AS stack, coalesce(interconnect, 'all') AS interconnect, ranks, text, array_to_string(tags, ',') AS tags
 FROM v_annotations
 WHERE $__timeFilter("time")
