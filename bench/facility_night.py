@@ -15,8 +15,9 @@ Reported: the false alerts (regressions, and suspects on the slower side, that t
 the unshifted series, precision, recall of each shift, the platform's alerts and groups, the ingest's and check's
 wall-clock times.
 
-    .venv/bin/python bench/facility_night.py measure [--rounds 120]
+    .venv/bin/python bench/facility_night.py measure [--rounds 120] [--ranks 2] [--loops 1] [--out FILE]
     .venv/bin/python bench/facility_night.py [--series 1000] [--platform 300] [--check-args "--fdr 0.05"] [--keep DIR]
+        [--samples FILE]
     .venv/bin/python bench/facility_night.py --url URL --campaign 16 [--replicate 10000] [--check-args ...]
 
 --replicate N (check's time at facility scale, without hours of ingest: 10,000 series through `commscope ingest`
@@ -58,13 +59,15 @@ NIGHTS, RUNS, SHIFT, SHIFTED = 16, 3, 0.25, 30
 ALERTS = ("suspect", "regression")
 
 
-def measure(rounds: int, out: Path) -> None:
-    """ROUNDS runs of MEASURED at each level (quiet: no busy loop beside them; loaded: one), by the accuracy
-    bench's own measuring loop (bench/regression_accuracy.py measure), written to OUT."""
+def measure(rounds: int, out: Path, ranks: int = 2, loops: int = 1) -> None:
+    """ROUNDS runs of MEASURED on RANKS ranks at each level (quiet: no busy loop beside them; loaded: LOOPS), by
+    the accuracy bench's own measuring loop (bench/regression_accuracy.py measure), written to OUT."""
     sys.path.insert(0, str(ROOT / "bench"))
     import regression_accuracy
-    regression_accuracy.measure(rounds, out, {MEASURED[0]: (MEASURED[1], "total_time")}, {"quiet": 0, "loaded": 1},
-                                f"bench/facility_night.py measure --rounds {rounds}")
+    regression_accuracy.measure(rounds, out, {MEASURED[0]: (MEASURED[1], "total_time")},
+                                {"quiet": 0, "loaded": loops},
+                                f"bench/facility_night.py measure --rounds {rounds} --ranks {ranks} --loops {loops}",
+                                ranks=ranks)
 
 
 def cells(samples: Path = SAMPLES) -> dict[str, list[tuple[float, float]]]:
@@ -115,10 +118,11 @@ def write_night(folder: Path, night: int, series: list[dict], drawn: dict, templ
             (folder / f"halo3d-s{s}-r{i}.out").write_text(text)
 
 
-def draw(series: list[dict], seed: int, independent: bool = False) -> dict[int, list[list[tuple]]]:
+def draw(series: list[dict], seed: int, independent: bool = False,
+         samples: Path = SAMPLES) -> dict[int, list[list[tuple]]]:
     """Per series, NIGHTS nights of RUNS consecutive measured runs from random places in its cell's sequence
     (INDEPENDENT: RUNS runs drawn one by one, so nights are exchangeable)."""
-    rnd, pools = random.Random(seed), cells()
+    rnd, pools = random.Random(seed), cells(samples)
     out = {}
     for p in series:
         pool = pools[p["cell"]]
@@ -137,11 +141,11 @@ def run(cmd: list[str], url: str) -> tuple[subprocess.CompletedProcess, float]:
 
 
 def ingest(url: str, work: Path, series: list[dict], seed: int,
-           independent: bool = False) -> tuple[list[int], float, float]:
+           independent: bool = False, samples: Path = SAMPLES) -> tuple[list[int], float, float]:
     """Every night written and ingested; (campaign ids, seconds writing files, seconds in `commscope ingest`)."""
     template = TEMPLATE.read_text()
     old = float(re.search(r"^FOM total_time (\S+) s$", template, re.M)[1])
-    drawn = draw(series, seed, independent)
+    drawn = draw(series, seed, independent, samples)
     campaigns, writing, ingesting = [], 0.0, 0.0
     for night in range(NIGHTS):
         t0 = time.perf_counter()
@@ -332,8 +336,10 @@ def main(argv=None) -> int:
         mp = argparse.ArgumentParser(prog="facility_night.py measure", description=measure.__doc__)
         mp.add_argument("--rounds", type=int, default=120)
         mp.add_argument("--out", type=Path, default=SAMPLES)
+        mp.add_argument("--ranks", type=int, default=2)
+        mp.add_argument("--loops", type=int, default=1, help="busy loops beside the loaded level's runs")
         a = mp.parse_args(argv[1:])
-        measure(a.rounds, a.out)
+        measure(a.rounds, a.out, a.ranks, a.loops)
         return 0
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--series", type=int, default=1000)
@@ -350,6 +356,7 @@ def main(argv=None) -> int:
                          "rows, for check's time only: see above); writes into the store")
     ap.add_argument("--independent", action="store_true",
                     help="draw a night's runs one by one (exchangeable nights) instead of consecutive measured runs")
+    ap.add_argument("--samples", type=Path, default=SAMPLES, help="the measured runs (`measure --out`)")
     args = ap.parse_args(argv)
     series = plan(args.series, platform=args.platform)
     stop = lambda: None  # noqa: E731
@@ -360,7 +367,8 @@ def main(argv=None) -> int:
     try:
         if not args.url:
             with tempfile.TemporaryDirectory(prefix="facility-nights-") as work:
-                campaigns, writing, ingesting = ingest(url, Path(work), series, args.seed, args.independent)
+                campaigns, writing, ingesting = ingest(url, Path(work), series, args.seed, args.independent,
+                                                       args.samples)
             print(f"store: {url} last campaign {campaigns[-1]}", file=sys.stderr)
         print(f"{args.series} series, {NIGHTS} nights x {RUNS} runs; files written in {writing:.1f} s, "
               f"`commscope ingest` {ingesting:.1f} s in all ({ingesting / NIGHTS:.1f} s a night)")

@@ -80,7 +80,7 @@ BLOCK = 10   # rounds of one level before the next level's turn
 
 
 def measure(rounds: int, out: Path, workloads: dict = WORKLOADS, levels: dict = LEVELS,
-            command: str | None = None) -> None:
+            command: str | None = None, ranks: int = RANKS) -> None:
     """ROUNDS real runs of each of WORKLOADS (name -> (arguments, FOM)) at each of LEVELS (name -> busy loops
     beside the runs), the levels taking turns in blocks of BLOCK rounds; the samples written atomically to OUT."""
     sys.path.insert(0, str(ROOT / "ci"))
@@ -97,7 +97,7 @@ def measure(rounds: int, out: Path, workloads: dict = WORKLOADS, levels: dict = 
             try:
                 for i in range(first, min(first + BLOCK, rounds)):
                     for w, (args, fom) in workloads.items():
-                        r = suite.run(stack, bdir, w, args, RANKS)
+                        r = suite.run(stack, bdir, w, args, ranks)
                         bad = suite.problems(r)
                         if bad:
                             raise SystemExit(f"{w} at noise level {level} failed: {'; '.join(bad)}")
@@ -109,7 +109,7 @@ def measure(rounds: int, out: Path, workloads: dict = WORKLOADS, levels: dict = 
                     h.kill()
                     h.wait()
             print(f"{level} rounds {first + 1}-{min(first + BLOCK, rounds)}/{rounds}", file=sys.stderr, flush=True)
-    doc = {"how": {"stack": STACK, "ranks": RANKS, "cores": os.cpu_count(), "started": started,
+    doc = {"how": {"stack": STACK, "ranks": ranks, "cores": os.cpu_count(), "started": started,
                    "finished": datetime.now(timezone.utc).isoformat(timespec="seconds"), "rounds": rounds,
                    "workloads": {w: {"args": a, "fom": f} for w, (a, f) in workloads.items()},
                    "levels": {lv: f"{n} busy loops (yes) beside the runs" for lv, n in levels.items()}, "block": BLOCK,
@@ -171,7 +171,8 @@ def gate_two_nights(new: list[float], earlier: list[list[float]], min_effect: fl
     from commscope.gate.pvalues import MIN_BASELINE, MIN_CAMPAIGNS, runs_of, smallest_p
     from commscope.gate.stats import _moved
     base = earlier[-baseline:]
-    if len(runs_of(base)) < MIN_BASELINE or smallest_p(len(new), len(runs_of(base))) >= alpha or len(base) < MIN_CAMPAIGNS:
+    n_base = len(runs_of(base))
+    if n_base < MIN_BASELINE or smallest_p(len(new), n_base) >= alpha or len(base) < MIN_CAMPAIGNS:
         return False
     before = earlier[:-1][-baseline:]
     if len(runs_of(before)) < MIN_BASELINE or len(before) < MIN_CAMPAIGNS:
