@@ -47,12 +47,16 @@ echo "[install] MPI stacks ready in $((SECONDS - t1)) s"
 t1=$SECONDS
 if [ ! -x .venv/bin/python ]; then python3 -m venv .venv; fi
 # uv (pinned) installs the same pinned packages as pip in seconds, not minutes; pip does it where uv cannot.
+# Both byte-compile what they install (uv: --compile-bytecode, pip by default), and the package's own modules are
+# compiled below, so no later Python process compiles numpy, scipy, pandas or commscope again: where
+# PYTHONDONTWRITEBYTECODE is set, nothing else would keep the compiled modules, and every process would pay again.
 echo "[install] uv pip install -e .[$extras] into .venv: 1-3 min when nothing is cached, seconds after"
 # uv says what it resolved, downloaded and installed, each with its time
 if ! { .venv/bin/pip install -q --disable-pip-version-check uv==0.9.5 &&
-       .venv/bin/uv pip install --color never --python .venv/bin/python -e ".[$extras]" 2>&1 |
+       .venv/bin/uv pip install --color never --compile-bytecode --python .venv/bin/python -e ".[$extras]" 2>&1 |
          { grep -E "^(Resolved|Prepared|Installed|Uninstalled|Audited) " || true; } | sed 's/^/[install] uv: /'; }; then
   echo "[install] uv could not install them; pip install -e .[$extras] instead"
   .venv/bin/pip install -q --disable-pip-version-check -e ".[$extras]"
 fi
+.venv/bin/python -m compileall -q -j 0 commscope > /dev/null
 echo "[install] .venv ready in $((SECONDS - t1)) s; install took $((SECONDS - t0)) s"

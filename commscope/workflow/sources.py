@@ -2,13 +2,17 @@
 
 From a source mirror (`--source-mirror DIR`: a folder holding each tool's `archive`), the archive is checked
 against versions.yaml's `sha256` before anything is extracted; otherwise the pinned tag or commit is cloned.
-A source in place carries a stamp naming what it came from, so a second setup reuses it."""
+A source in place carries a stamp naming what it came from, so a second setup reuses it. The Python tools' trees
+(PYTHON_TOOLS) are byte-compiled once for the interpreter commscope runs on, which Ramble and Spack run on too, so
+no later ramble or spack command compiles their modules again."""
 from __future__ import annotations
 
+import compileall
 import hashlib
 import os
 import shutil
 import subprocess
+import sys
 import tarfile
 from pathlib import Path
 
@@ -17,6 +21,8 @@ from commscope.workflow.errors import WorkflowError
 from commscope.workflow.paths import versions
 
 STAMP = ".commscope-source"
+COMPILED = ".commscope-compiled"   # names the interpreter (sys.implementation.cache_tag) the tree was compiled for
+PYTHON_TOOLS = ("ramble", "spack")   # not spack-packages: its recipes load no faster compiled
 
 
 def pinned(tool: str) -> str:
@@ -97,11 +103,23 @@ def source(tool: str, mirror: Path | None, dest: Path | None = None) -> Path | N
     want = v.get("sha256", "") if mirror else v.get("commit") or v.get("tag", "")
     stamp = dest / STAMP
     if stamp.exists() and stamp.read_text().split()[0] in (v.get("sha256"), v.get("commit"), v.get("tag")):
+        byte_compile(tool, dest)
         return dest
     dest.parent.mkdir(parents=True, exist_ok=True)
     if mirror is not None:
         extract(mirror_archive(tool, mirror), dest)
     elif not clone(tool, dest):
         return None
+    byte_compile(tool, dest)
     stamp.write_text(f"{want} {'mirror ' + str(mirror) if mirror else 'clone ' + v['url']}\n")
     return dest
+
+
+def byte_compile(tool: str, tree: Path) -> None:
+    """TREE's Python modules compiled for this interpreter, once (the COMPILED file says for which), where TOOL is
+    one of PYTHON_TOOLS. A file that is not Python 3 is left as it is: it was never imported."""
+    marker = tree / COMPILED
+    if tool not in PYTHON_TOOLS or (marker.exists() and marker.read_text().strip() == sys.implementation.cache_tag):
+        return
+    compileall.compile_dir(str(tree), quiet=2, workers=0)
+    marker.write_text(sys.implementation.cache_tag + "\n")
