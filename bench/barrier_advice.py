@@ -64,7 +64,7 @@ import suite  # noqa: E402
 from _caliper_build import caliper_build  # noqa: E402
 
 from commscope.advise import barriers as ab
-from commscope.read import profiles, records  # noqa: E402
+from commscope.read import measures, profiles, records  # noqa: E402
 from commscope.advise.overlap import DESCHEDULED_SHARE  # noqa: E402
 
 
@@ -123,12 +123,16 @@ def main():
         [{"barriers": b, "caliper": c, "stem": str(stem), "foms": foms} for (b, c), rs in runs.items()
          for stem, foms in rs]))
 
+    def record(stem):
+        prof = profiles.read_files([Path(f"{stem}.cali")])
+        return records.from_profile(prof, measures.measure_profile(prof, None))
+
     def nodes(stem):
-        return ab.nodes_from_record(records.from_profile(profiles.read_files([Path(f"{stem}.cali")])))
+        return ab.nodes_from_record(record(stem))
 
     with_b = []
     for stem, _ in runs[True, True]:
-        rec = records.from_profile(profiles.read_files([Path(f"{stem}.cali")]))
+        rec = record(stem)
         a = ab.analyse(ab.nodes_from_record(rec), rec.ranks, rec.summary["mpi_time_avg"], rec.summary["wall_time"])
         with_b.append((a, ab.nodes_from_record(rec)))
     without_nodes = [nodes(stem) for stem, _ in runs[False, True]]

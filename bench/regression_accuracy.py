@@ -549,7 +549,7 @@ def harness(doc: dict, seed: int, cells=HARNESS_CELLS, independent: bool = False
     import tempfile
 
     import psycopg
-    from commscope.read import windows
+    from commscope.read import measures
     from commscope.read.records import Record
     from commscope.store import db
     from commscope.store.ingest import Provenance, ingest_records
@@ -600,9 +600,9 @@ def harness(doc: dict, seed: int, cells=HARNESS_CELLS, independent: bool = False
                                          started_at=start + dt.timedelta(days=night, minutes=i), stack="stack-a",
                                          mpi_library="lib 1.0", interconnect="shm")
                             rec.parameters = {"ranks": 2, "variant": variant}
-                            window = dict.fromkeys(windows.COLUMNS) | {"window": "run", "ranks_measured": 2,
+                            window = dict.fromkeys(measures.COLUMNS) | {"window": "run", "ranks_measured": 2,
                                                                        "time_s": v / med * factor}
-                            rec.window_rows = [tuple(window[c] for c in windows.COLUMNS)]
+                            rec.window_rows = [tuple(window[c] for c in measures.COLUMNS)]
                             recs.append(rec)
                     campaigns.append(ingest_records(conn, iter(recs), Provenance(), f"night {night}").campaign_id)
                 conn.commit()

@@ -18,7 +18,7 @@ import psycopg
 import pytest
 from caliperreader import read_caliper_contents
 
-from commscope.read import windows
+from commscope.read import measures
 from commscope.read.records import Record
 from commscope.workflow import caliper
 from commscope.workflow import stacks as mpi_stacks
@@ -144,8 +144,8 @@ def synthetic(app: str, night: int, i: int, wall: float, variant: str = "v") -> 
                  ranks=4, started_at=START + dt.timedelta(days=night, minutes=i), variant=variant,
                  system="testbox", stack="stack-a", mpi_library="lib 1.0", interconnect="shm")
     rec.parameters = {"ranks": 4, "variant": variant}
-    window = dict.fromkeys(windows.COLUMNS) | {"window": "run", "time_s": wall, "ranks_measured": 4}
-    rec.window_rows = [tuple(window[c] for c in windows.COLUMNS)]
+    window = dict.fromkeys(measures.COLUMNS) | {"window": "run", "time_s": wall, "ranks_measured": 4}
+    rec.window_rows = [tuple(window[c] for c in measures.COLUMNS)]
     return rec
 
 

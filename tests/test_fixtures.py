@@ -193,10 +193,10 @@ def test_message_trace_shows_proc_null_as_minus_two():
 
 
 def test_fast_record_splitter_equals_caliper_reader_on_every_fixture_line():
-    """profiles.split_record must give exactly what caliper-reader's own splitter gives."""
+    """caliper.split_record must give exactly what caliper-reader's own splitter gives."""
     from caliperreader.caliperstreamreader import _read_cali_record
 
-    from commscope.read.caliper_text import read_caliper_contents, split_record
+    from commscope.read.caliper import read_caliper_contents, split_record
     files = sorted(DATA.rglob("*.cali"))
     assert len(files) >= 10
     lines = 0

@@ -96,10 +96,10 @@ def test_only_the_command_line_imports_click():
                        "own error and let the command say it:\n" + "\n".join(found))
 
 
-# What the store may take from read/: the record's shape (records; the columns of windows and profiles' comm.stats),
+# What the store may take from read/: the record's shape (records; the columns of measures and caliper's comm.stats),
 # the checks of what it can hold (storable) and the error that names a bad input (files). The modules that open paths (inputs, discover, the format readers)
 # are read's own: workflow/ingest.py joins reading to the store.
-RECORD_SHAPE = {"records", "storable", "files", "windows", "profiles"}
+RECORD_SHAPE = {"records", "storable", "files", "measures", "caliper"}
 
 
 def test_the_store_takes_records_and_never_paths():

@@ -16,7 +16,7 @@ import pytest
 
 import conftest
 import grafana_draw as G
-from commscope.read import windows
+from commscope.read import measures
 from commscope.read.records import Record
 from commscope.store.ingest import Provenance, ingest_records
 
@@ -32,8 +32,8 @@ def run(app: str, night: int, i: int, wall: float) -> Record:
                  ranks=4, started_at=START + dt.timedelta(days=night, minutes=i), variant="v", system="testbox",
                  stack="stack-a", mpi_library="lib 1.0", interconnect="shm")
     rec.parameters = {"ranks": 4, "variant": "v"}
-    window = dict.fromkeys(windows.COLUMNS) | {"window": "run", "time_s": wall, "ranks_measured": 4}
-    rec.window_rows = [tuple(window[c] for c in windows.COLUMNS)]
+    window = dict.fromkeys(measures.COLUMNS) | {"window": "run", "time_s": wall, "ranks_measured": 4}
+    rec.window_rows = [tuple(window[c] for c in measures.COLUMNS)]
     return rec
 
 

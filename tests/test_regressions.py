@@ -23,7 +23,7 @@ import pytest
 
 from commscope.gate import detectable, pvalues, regressions, stats
 from commscope.store.queries import gate as queries
-from commscope.read import windows
+from commscope.read import measures
 from commscope.workflow.ingest import Provenance, ingest, ingest_records
 from commscope.read.records import Record
 from record_live_runs import LIVE, TCP_SWITCH_NIGHTS
@@ -226,9 +226,9 @@ def timed_run(app: str, night: int, i: int, time_s: float, share: float | None, 
     SHARE of it: the workload's FOM runqueue_wait_share_max, or (ADIAK) the Adiak value a profile carries; None:
     the run did not say."""
     rec = synthetic(app, night, i, time_s + 0.001)
-    focus = dict.fromkeys(windows.COLUMNS) | {"window": "focus", "focus_region": "loop", "time_s": time_s,
+    focus = dict.fromkeys(measures.COLUMNS) | {"window": "focus", "focus_region": "loop", "time_s": time_s,
                                               "ranks_measured": 4}
-    rec.window_rows.append(tuple(focus[c] for c in windows.COLUMNS))
+    rec.window_rows.append(tuple(focus[c] for c in measures.COLUMNS))
     if share is not None and adiak:
         rec.metadata = {**rec.metadata, "runqueue_wait_share_max": f"{share:f}"}
     elif share is not None:

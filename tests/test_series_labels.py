@@ -160,7 +160,7 @@ def test_labels_name_the_host_the_mpi_library_and_the_parameters_never_unknown(d
     assert labels["lulesh"].startswith(f"{socket.gethostname()} lulesh s=8 mpi-not-recorded ")
     assert sources == {"lulesh": "ingesting host", "amg": "cluster"}
     # AMG2023's Adiak names its cluster and its MPI library, and its command line its problem: the label names the
-    # library's family (the stack), and the run keeps the library's version (identity.py)
+    # library's family (the stack), and the run keeps the library's version (records.mpi_family)
     assert labels["amg"].startswith(f"{amg['cluster']} amg P=2,1,1 n=32,32,32 problem=2 Open MPI "), labels["amg"]
     with psycopg.connect(dsn) as conn:
         (version,) = conn.execute("SELECT v.mpi_library FROM v_run_versions v JOIN runs r ON r.id = v.run_id "

@@ -390,7 +390,7 @@ def from_profile_path(path: str) -> Advice:
     from pathlib import Path
 
     from commscope.read import files, pipeline
-    from commscope.read.windows import COLUMNS
+    from commscope.read.measures import COLUMNS
     groups = files.discover([Path(path)])
     if len(groups) != 1:
         raise LookupError(f"{path}: expected one run's profile, found {len(groups)} runs")

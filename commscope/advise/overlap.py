@@ -58,7 +58,7 @@ class Node:
 
 @dataclass
 class Window:
-    """The run's focus window, as run_windows stores it (windows.COLUMNS)."""
+    """The run's focus window, as run_windows stores it (measures.COLUMNS)."""
     focus_region: str
     time_s: float | None               # the slowest rank's
     mpi_time_avg_s: float | None       # None: MPI not measured

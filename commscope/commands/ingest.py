@@ -69,7 +69,7 @@ def ingest_cmd(paths, system, stack, interconnect, git_commit, ci_pipeline, comp
     new campaign, or, when every run was stored before, the campaign that holds them."""
     from tqdm import tqdm
 
-    from commscope.read.records import Provenance
+    from commscope.read.storable import Provenance
     from commscope.read.files import BadProfile
     from commscope.workflow.ingest import ingest_and_report
     from commscope.read.ramble import read_hardware

@@ -34,16 +34,17 @@ def read_campaign(inputs: list[Path], opts: ReadOptions, skip_bad: bool = False,
     """The campaign INPUTS make (module docstring; files.plan says which it is); BadProfile when they cannot be
     one."""
     inputs = [Path(i) for i in inputs]
+    # files first: what the inputs are, and the documents of their kind read (reports and perflogs when reached)
     found = files.plan(inputs, skip_bad)
-    if found.kind == "ramble":
+    docs = files.load_workspace(found.workspace) if found.kind == "ramble" else None
+    reports, perflogs = files.load_reports(found.reports), files.read_perflogs(found.perflogs)
+    if docs is not None:
         from commscope.read import ramble
-        docs = files.load_workspace(found.workspace)   # read within limits, then checked
-        ws = ramble.workspace(docs)
+        ws = ramble.workspace(docs)   # its documents checked
         return Inputs(ws.records(opts), "ramble", str(found.workspace), hardware=ws.hardware)
     source = json.dumps([str(i) for i in inputs])
     if found.kind == "reframe":   # ReFrame run reports and perflogs: one campaign of their own, as a workspace is
         from commscope.read import reframe
-        reports, perflogs = files.load_reports(found.reports), files.read_perflogs(found.perflogs)
         return Inputs(reframe.records(reports, perflogs, opts), "reframe", source)
     return Inputs(read_records(found.groups, opts=opts, prepare=prepare), "ingest", source,
                   count=len(found.groups), left_out=found.nested)

@@ -2,9 +2,11 @@
 
 1. files: the run's bytes, read safely (load_run: its identity; a workload output's lines, read alone; a profile's
    workload output beside it, a JSON profile's document, each .cali file opened in turn);
-2. parse: workload_output, or profiles with caliper_text and caliper_json, into plain data (an Output, a Profile);
-3. assemble: records, the run's Record (its windows, rank statistics and MPI family made there);
-4. check: storable, what the store can hold.
+2. parse: workload_output (the run's output, or the one beside its profile), then profiles (its records read and
+   added per rank by caliper), into plain data (an Output, a Profile);
+3. measure: measures, the measurement model's numbers (windows, per-rank times);
+4. assemble: records, the run's Record;
+5. check: storable, what the store can hold.
 
 read_record runs in the reader processes and for each run directory of a Ramble workspace (ramble.Workspace.records);
 it raises BadProfile naming the file. read_records gives a campaign's runs' records in input order: from
@@ -20,7 +22,7 @@ from collections import deque
 from pathlib import Path
 from typing import Callable, Iterator
 
-from commscope.read import files, profiles, records, workload_output
+from commscope.read import files, measures, profiles, records, workload_output
 from commscope.read.records import ReadOptions, Record
 from commscope.read.files import BadProfile
 from commscope.read.storable import check_storable
@@ -31,12 +33,12 @@ PARALLEL_FROM = 32    # fewer runs than this are read in-process
 def read_record(group: list, opts: ReadOptions = ReadOptions()) -> Record:
     """One input group (see files.discover) to one record, checked for what the store can hold."""
     run = files.load_run(group)
-    if run.lines is not None:   # a workload's output alone: a run without a profile
-        out = workload_output.read_lines(run.paths[0], run.lines)
-        rec = records.from_output(run.paths[0], out, run.content_hash, opts)
-    else:
-        prof = profiles.read_run(run, opts.allow_partial, opts.ranks)
-        rec = records.from_profile(prof, opts.focus, opts)
+    out = workload_output.run_output(run)
+    # a workload's output alone (run.lines) is a run without a profile
+    prof = None if run.lines is not None else profiles.read_run(run, out, opts.allow_partial, opts.ranks)
+    measured = measures.measure_output(out) if prof is None else measures.measure_profile(prof, opts.focus)
+    rec = (records.from_output(run.paths[0], out, run.content_hash, measured, opts) if prof is None
+           else records.from_profile(prof, measured, opts))
     return check_storable(rec)
 
 

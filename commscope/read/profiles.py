@@ -10,38 +10,24 @@ them into `path`), and the rank count comes from the first of Adiak's
 `mpi.rank` + 1, or 1 for a profile without MPI (docs/add-your-application.md).
 
 Reading uses caliper-reader, the fastest of the field's readers; the numbers
-are cross-checked against Hatchet in the tests. The file layouts are read by caliper_text (.cali) and
-caliper_json; per-rank accumulation and statistics are rank_stats'."""
+are cross-checked against Hatchet in the tests. The file layouts are read, and their records added per call path
+and rank, by caliper (accumulate); read_run makes the Profile of that: the rank count, the ranks with data, the
+checks of what a run must hold. Its statistics are measures'."""
 from __future__ import annotations
 
 import functools
-import math
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
 from commscope.read import files
-from commscope.read.caliper_json import json_records
-from commscope.read.caliper_text import (TIME_ATTRS, Damaged, check_path_size, damage, record_path,
-                                         stream_cali)
+from commscope.read.caliper import Accumulator, PerRank, accumulate
 from commscope.read.files import RANK_FILE, BadProfile
-from commscope.read.rank_stats import PerRank, is_mpi, node_stats
-from commscope.read.workload_output import NUMBER, Output, beside
+from commscope.read.measures import is_mpi, node_stats
+from commscope.read.workload_output import Output, beside
 
-SPOT_PREFIX = "inclusive#sum#time.duration"
-SPOT_EXCL = "scale#sum#time.duration.ns"  # spot's exclusive time, in seconds despite the name
 MAX_RANKS = 2**31 - 1   # the store's rank columns are PostgreSQL integers
-
-
-# Caliper's comm.stats option, per comm region and rank: (our name, attribute, how ranks combine).
-COMM_STATS = (("sends", "sum#sum#total.send.count", "sum"), ("recvs", "sum#sum#total.recv.count", "sum"),
-              ("bytes_sent", "sum#sum#mpi.send.size", "sum"), ("bytes_recv", "sum#sum#mpi.recv.size", "sum"),
-              ("max_message", "max#max#mpi.send.size", "max"), ("dest_ranks", "max#max#total.dest.ranks", "max"),
-              ("src_ranks", "max#max#total.src.ranks", "max"), ("collectives", "max#max#total.coll.count", "sum"),
-              ("irecv_gap_min", "min#cs.irecv_gap.min", "min"), ("irecv_gap_avg", "avg#cs.irecv_gap.avg", "avg"),
-              ("irecv_gap_max", "max#cs.irecv_gap.max", "max"))
 
 
 @dataclass
@@ -101,24 +87,6 @@ class Profile:
         return self.rank_ids[self.measured] if self.measured is not None else np.zeros(0, dtype=np.int64)
 
 
-def _time(rec) -> float | None:
-    for a in TIME_ATTRS:
-        if a in rec:
-            return seconds(rec, a)
-    return None
-
-
-def seconds(rec: dict, attr: str) -> float:
-    """REC's ATTR as a time: a finite number of seconds, not below zero, as Caliper writes it; anything
-    else (nan, inf, a negative or a '1_000') means the record is damaged."""
-    raw = rec[attr]
-    text = raw.strip() if isinstance(raw, str) else None
-    value = float(raw) if text is None or NUMBER.fullmatch(text) else math.nan
-    if not math.isfinite(value) or value < 0:
-        raise Damaged(f"{attr} is {raw!r}, not a time (a finite number of seconds, not below 0)")
-    return value
-
-
 def _int_meta(path: Path, g: dict, key: str) -> int | None:
     """An integer metadata value, None when absent; a value that is not an integer is refused."""
     if key not in g:
@@ -153,173 +121,47 @@ def rank_count(path: Path, g: dict, ranks_seen: set, mpi_seen: bool, given: int 
                      f"give it with --ranks N")
 
 
-
-
-_AGGREGATE = re.compile(r"^(count$|scount$|(sum|min|max|avg|inclusive|scale|ratio)#)")   # Caliper's aggregate results
-
-
-class _Reader:
-    """Accumulates one run's records as they stream in, whatever the file layout."""
-
-    def __init__(self, prof: Profile):
-        self.prof = prof
-        self.columns: dict[int, int] = {}   # rank -> column of the per-rank arrays (PerRank)
-        self.excl = PerRank(self.columns)
-        self.outside = PerRank(self.columns)
-        self.ranked: set[int] = set()   # ranks named by mpi.rank or a rank file
-        self.unranked = False           # records that name no rank: a one-process profile, else refused
-        self.spot = False
-        self.any_msg = False
-        self.comm_acc: dict = {}        # path -> {name: [sum, count, min, max]}
-        self.spot_unsummed = False      # spot format 1 (Caliper 2.3-2.4): no across-rank sum, refused
-        self.repeats = 0                # records read already (_check_repeats)
-        self.first_repeat: tuple | None = None
-        self.untimed_keys: set[int] = set()   # hashes of untimed records' keys (message trace, comm.stats)
-
-    def record(self, rec: dict, file_rank: int | None) -> None:
-        prof = self.prof
-        if "mpi.rank" in rec:
-            rank = int(rec["mpi.rank"])
-            self.ranked.add(rank)
-        elif file_rank is not None:
-            rank = file_rank
-        else:
-            rank, self.unranked = 0, True
-        p = record_path(rec)
-        check_path_size(prof.source, p)
-        if f"max#{SPOT_PREFIX}" in rec or "spot.channel" in rec:
-            self.spot = True
-            if f"max#{SPOT_PREFIX}" in rec and f"sum#{SPOT_PREFIX}" not in rec:
-                self.spot_unsummed = True
-                return
-            if rec.get("spot.channel", "regionprofile") != "regionprofile":
-                return   # spot's timeseries channel: not stored (docs/add-your-application.md)
-            if not p and f"max#{SPOT_PREFIX}" in rec and "mpi.msg.dst" not in rec:
-                prof.spot_outside = {k: seconds(rec, f"{k}#{SPOT_PREFIX}") for k in ("min", "max", "avg", "sum")}
-            if p and f"max#{SPOT_PREFIX}" in rec:
-                prof.spot[p] = {k: seconds(rec, f"{k}#{SPOT_PREFIX}") for k in ("min", "max", "avg", "sum")}
-                if f"avg#{SPOT_EXCL}" in rec:
-                    prof.spot[p].update({f"excl_{k}": seconds(rec, f"{k}#{SPOT_EXCL}")
-                                         for k in ("min", "max", "avg", "sum")})
-                if "sum#sum#rc.count" in rec:
-                    prof.calls[p] = int(rec["sum#sum#rc.count"])
-            return
-        t = _time(rec)
-        if t is None or "mpi.msg.dst" in rec or "mpi.msg.src" in rec:
-            # Caliper aggregates into one record per key (every attribute that is not an aggregate): an untimed
-            # record whose key was read already is a repeat, whose counts and bytes would be summed twice
-            key = hash((rank, tuple(sorted((k, str(v)) for k, v in rec.items() if not _AGGREGATE.match(k)))))
-            if key in self.untimed_keys:
-                self.repeats += 1
-                self.first_repeat = self.first_repeat or (p, rank)
-                return
-            self.untimed_keys.add(key)
-        if "mpi.msg.dst" in rec or "mpi.msg.src" in rec:
-            self.any_msg = True
-        if "mpi.msg.dst" in rec:
-            dst = int(rec["mpi.msg.dst"])
-            if dst >= 0:  # MPI_PROC_NULL (-2) moves nothing
-                nbytes = int(float(rec.get("sum#mpi.msg.size", 0)))
-                cell = prof.matrix.setdefault((rank, dst), [0, 0])
-                cell[0] += int(rec.get("count", 0))
-                cell[1] += nbytes
-                if p:
-                    prof.bytes_sent[p] = prof.bytes_sent.get(p, 0) + nbytes
-            return
-        if t is not None and (self.excl if p else self.outside).has(p, rank):
-            # Caliper's aggregation writes one record per call path and rank: a second is a repeat, not more time
-            self.repeats += 1
-            self.first_repeat = self.first_repeat or (p, rank)
-            return
-        if p and "sum#sum#total.send.count" in rec:
-            acc = self.comm_acc.setdefault(p, {})
-            for name, attr, _how in COMM_STATS:
-                if attr in rec:
-                    v = float(rec[attr])
-                    a = acc.get(name)
-                    if a is None:
-                        acc[name] = [v, 1, v, v]
-                    else:
-                        a[0] += v
-                        a[1] += 1
-                        a[2] = min(a[2], v)
-                        a[3] = max(a[3], v)
-        if t is None:
-            return  # a record without timing
-        if not p:   # time outside every region
-            self.outside.add((), rank, t)
-            return
-        self.excl.add(p, rank, t)
-        if "sum#rc.count" in rec:
-            prof.calls[p] = prof.calls.get(p, 0) + int(float(rec["sum#rc.count"]))
-
-    def comm(self) -> dict:
-        """comm.stats per comm region, combined over ranks (sums of counts and bytes, largest message
-        and peer counts, the Irecv gap's min/mean/max)."""
-        out = {}
-        for p, acc in self.comm_acc.items():
-            row = {}
-            for name, _attr, how in COMM_STATS:
-                if name in acc:
-                    total, n, lo, hi = acc[name]
-                    row[name] = {"sum": total, "max": hi, "min": lo, "avg": total / n}[how]
-            out[p] = row
-        return out
-
-
 def read_files(paths: list[Path], allow_partial: bool = False, ranks: int | None = None) -> Profile:
     """One run from one aggregated file or a set of per-rank files: read_run of what files.load_run reads."""
     if sorted(paths)[0].suffix == ".out":
         raise BadProfile(f"{sorted(paths)[0]}: a workload's output, not a profile")  # records.from_output reads these
-    return read_run(files.load_run(paths), allow_partial, ranks)
+    run = files.load_run(paths)
+    return read_run(run, beside(run.output), allow_partial, ranks)
 
 
-def read_run(run: files.RunFiles, allow_partial: bool = False, ranks: int | None = None) -> Profile:
+def read_run(run: files.RunFiles, output: Output | None = None, allow_partial: bool = False,
+             ranks: int | None = None) -> Profile:
     """One run from one aggregated file or a set of per-rank files (RUN, as files.load_run read them), its .cali
-    files read as a stream. A run some of whose ranks have no data is refused, naming them, unless ALLOW_PARTIAL:
-    then it is read with missing_ranks set. RANKS (--ranks) overrides the rank count the profile records."""
+    files read as a stream; OUTPUT is the workload's output kept beside it (workload_output.beside). A run some of
+    whose ranks have no data is refused, naming them, unless ALLOW_PARTIAL: then it is read with missing_ranks set.
+    RANKS (--ranks) overrides the rank count the profile records."""
     paths = run.paths
-    prof = Profile(kind="", files=paths, content_hash=run.content_hash, meta={}, ranks=0, output=beside(run.output))
-    reader = _Reader(prof)
-    json_kind = None
-    g: dict | None = None
-    if paths[0].suffix == ".json":
-        records, g, json_kind = json_records(paths[0], run.document)
-        try:
-            for rec in records:
-                reader.record(rec, None)
-        except BadProfile:
-            raise
-        except (ValueError, TypeError, KeyError, AttributeError) as e:
-            raise BadProfile(f"{paths[0]}: damaged JSON profile: {damage(e)} in a record") from None
-    else:
-        for path, f in run.cali:
-            m = RANK_FILE.search(path.name)
-            file_rank = int(m.group(1)) if m else None
-            globals_ = stream_cali(path, f, lambda rec, fr=file_rank: reader.record(rec, fr))
-            g = g if g is not None else dict(globals_)
-    prof.meta = g
+    prof = Profile(kind="", files=paths, content_hash=run.content_hash, meta={}, ranks=0, output=output)
+    reader = accumulate(run, prof.source)
+    prof.meta = g = reader.globals
+    prof.spot, prof.spot_outside, prof.calls = reader.spot, reader.spot_outside, reader.calls
+    prof.matrix, prof.bytes_sent = reader.matrix, reader.bytes_sent
     if reader.spot_unsummed:
         raise BadProfile(f"{paths[0]}: a spot profile of format {g.get('spot.format.version', 1)} from Caliper "
                          f"{g.get('cali.caliper.version', '(version not recorded)')}, which keeps only the min, max and "
                          f"mean over ranks of each region's inclusive time: without their sum across ranks (spot "
                          f"format 2, Caliper 2.5 and later) or per-rank times the mean rank's time is unknown; record "
                          f"with hatchet-region-profile (per-rank times) or with a newer Caliper's spot")
-    prof.comm = reader.comm()
+    prof.comm = reader.comm
     prof.mpi_profiled = _mpi_profiled(g, prof, reader.excl.values)
     per_rank_files = [int(m.group(1)) for p in paths if (m := RANK_FILE.search(p.name))]
     seen = reader.ranked | set(per_rank_files)
     prof.ranks, prof.ranks_source = rank_count(paths[0], g, reader.ranked, prof.mpi_profiled or "mpi.world.size" in g,
                                                ranks, set(per_rank_files))
-    if reader.unranked and prof.ranks > 1 and not reader.spot:
+    if reader.unranked and prof.ranks > 1 and not reader.is_spot:
         raise BadProfile(f"{paths[0]}: records carry no mpi.rank and the file name does not say the rank, but the "
                          f"job had {prof.ranks} ranks ({prof.ranks_source}); record with an MPI-enabled Caliper, or "
                          f"one file per rank named rank-N.cali (output=rank-%mpi.rank%.cali)")
     with_data = set(reader.columns) | seen | {src for src, _dst in prof.matrix}
     _check_claim(paths[0], prof, with_data)
     prof.rank_ids = ids = np.array(sorted(with_data), dtype=np.int64)
-    prof.excl, prof.present = reader.excl.aligned(ids)
-    out_values, out_present = reader.outside.aligned(ids)
+    prof.excl, prof.present = _in_rank_order(reader.excl, ids)
+    out_values, out_present = _in_rank_order(reader.outside, ids)
     prof.outside = out_values.get((), np.zeros(len(ids)))
     measured = np.zeros(len(ids), dtype=bool)
     for pres in prof.present.values():
@@ -335,15 +177,32 @@ def read_run(run: files.RunFiles, allow_partial: bool = False, ranks: int | None
         drop_calipers_own(prof)
     if prof.matrix:
         prof.matrix = _world_matrix(prof)
-    prof.kind = ("spot" if reader.spot else "msgtrace" if reader.any_msg and not prof.excl
+    prof.kind = ("spot" if reader.is_spot else "msgtrace" if reader.any_msg and not prof.excl
                  else "per-rank" if len(paths) > 1 or RANK_FILE.search(paths[0].name)
-                 else json_kind or g.get("cali.channel", "profile"))
+                 else reader.json_kind or g.get("cali.channel", "profile"))
     if not prof.excl and not prof.spot and not prof.matrix:
         if "comm_matrix" in prof.meta:
             raise BadProfile(f"{prof.source}: its communication matrix is {prof.meta['comm_matrix']}; ingest the "
                              f"run directory with the workload's output in it")
         raise BadProfile(f"{prof.source}: no timed regions and no messages: nothing to ingest")
     return prof
+
+
+def _in_rank_order(per_rank: PerRank, rank_ids: np.ndarray) -> tuple[dict, dict]:
+    """PER_RANK's arrays (values, present), columns in the order ranks first appeared, with one column per rank of
+    RANK_IDS instead (ascending, holding every rank PER_RANK has), one array at a time: memory follows the ranks
+    with data, never a claimed rank count."""
+    ranks = np.full(len(per_rank.columns), -1, dtype=np.int64)
+    for rank, col in per_rank.columns.items():
+        ranks[col] = rank
+    where = np.searchsorted(rank_ids, ranks)
+    for d in (per_rank.values, per_rank.present):
+        for p, a in d.items():
+            out = np.zeros(len(rank_ids), dtype=a.dtype)
+            m = min(len(a), len(where))
+            out[where[:m]] = a[:m]
+            d[p] = out
+    return per_rank.values, per_rank.present
 
 
 # A rank count is believed only up to twice the ranks that have data plus this many: per-rank arrays are
@@ -434,7 +293,7 @@ def _check_tree(prof: Profile, allow_partial: bool) -> None:
                 return
 
 
-def _check_repeats(prof: Profile, reader: _Reader, allow_partial: bool) -> None:
+def _check_repeats(prof: Profile, reader: Accumulator, allow_partial: bool) -> None:
     """Caliper writes one record per key: a call path and rank for timed records, every attribute that is not an
     aggregate for message-trace and comm.stats records. caliper-reader hands a repeated record over again, and
     summing it would count its time or bytes twice, so a repeat means the file was copied or joined wrongly.

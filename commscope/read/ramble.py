@@ -37,7 +37,8 @@ from typing import Iterator
 from commscope.read import files
 from commscope.read.files import RESULTS, BadProfile, WorkspaceFiles
 from commscope.read.pipeline import read_record
-from commscope.read.records import ReadOptions, Record, clean, declare_scaling, parameters_label
+from commscope.read.records import ReadOptions, Record, clean, parameters_label
+from commscope.read.storable import declare_scaling
 
 # The shape this module reads: Ramble 0.5's ExperimentResult.to_dict().
 REQUIRED = ("name", "RAMBLE_STATUS", "CONTEXTS", "RAMBLE_VARIABLES", "N_REPEATS")
@@ -67,7 +68,7 @@ RANK_COUNT_TEMPLATE = re.compile(r"[\s\d+*/()-]*(\{(n_ranks|n_nodes|processes_pe
 # The Caliper modifier's variables (ramble/modifiers/caliper): how the run was measured, which is its
 # environment (the profile's Caliper configuration), not an input of the application.
 MODIFIER_PREFIX = "caliper_"
-# A study's declaration of its parameters' scaling kinds (records.declare_scaling): comma-separated names of the
+# A study's declaration of its parameters' scaling kinds (storable.declare_scaling): comma-separated names of the
 # variables held per rank and of those held for the whole job, as `commscope ingest --per-rank/--global` give them.
 SCALING_VARIABLES = {"commscope_per_rank": "per_rank", "commscope_global": "global_params"}
 

@@ -1,7 +1,17 @@
 """Profiles -> records. A Record is one run in the shape the store keeps:
 its identity, its provenance, and rows for each metrics table with call paths
-as '/'-joined strings. It is plain data, so reader processes build records and
-send them to the one process that writes (commscope.store.ingest)."""
+as '/'-joined strings, assembled from what the parsers read and what measures
+made of it. It is plain data, so reader processes build records and
+send them to the one process that writes (commscope.store.ingest).
+
+An experiment's identity, apart from what it ran on (docs/measurement-model.md): a series is one experiment on one
+system: its application, parameters, system, the MPI stack as the site names it, the interconnect selection and the
+profiling configuration (IDENTITY). The versions it ran on (VERSIONS: the MPI library's version string, compiler,
+Spack spec hash, Caliper version, hardware description, kernel release) are attributes of its runs and may change
+along it, so an upgrade is judged against the history before it. The node count is a parameter; an unknown one
+(NULL) is a value of its own, for the gate and the scaling view alike. Where only a library string names the stack
+(a direct ingest), the stack is the library's family: `mpi_family`, which migration 0038's SQL function of the same
+name repeats for stores made before."""
 from __future__ import annotations
 
 import datetime as dt
@@ -9,13 +19,35 @@ import hashlib
 import json
 import re
 import socket
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from commscope.read import profiles, rank_stats, windows
-from commscope.read.identity import mpi_family
+from commscope.read import caliper, measures
 from commscope.read.files import BadProfile
+from commscope.read.measures import Measured
 from commscope.read.profiles import Profile
+
+
+IDENTITY = ("system", "stack", "interconnect", "caliper")
+VERSIONS = ("mpi_library", "compiler", "spack_hash", "caliper_version", "hardware", "kernel")
+
+# (a lower-case part of a library string, its family), first match wins: MVAPICH, Intel MPI and Cray MPICH say
+# "MPICH" too.
+FAMILIES = (("open mpi", "Open MPI"), ("mvapich", "MVAPICH"), ("intel(r) mpi", "Intel MPI"),
+            ("intel mpi", "Intel MPI"), ("cray mpich", "Cray MPICH"), ("mpich", "MPICH"))
+_VERSIONED = re.compile(r"[^\s]*[0-9][^\s]*")
+_SPACES = re.compile(r"[ \t\n\r\f\v]+")
+
+
+def mpi_family(library: str) -> str:
+    """The MPI library's family from its version string: a known family by name (FAMILIES), else the string
+    without its words that hold a digit ("Foo MPI 3.2" -> "Foo MPI"), else the string as given."""
+    low = library.lower()
+    for part, family in FAMILIES:
+        if part in low:
+            return family
+    bare = _SPACES.sub(" ", _VERSIONED.sub("", library)).strip(" ,:;")
+    return bare or library
 
 
 def clean(s, limit: int | None = None) -> str | None:
@@ -73,9 +105,9 @@ class Record:
     matrix_rows: list = field(default_factory=list)
     # (name, repeat, value, unit)
     fom_rows: list = field(default_factory=list)
-    # (comm region path, *profiles.COMM_STATS values combined over ranks)
+    # (comm region path, *caliper.COMM_STATS values combined over ranks)
     comm_rows: list = field(default_factory=list)
-    # windows.COLUMNS, one tuple per window (run, focus)
+    # measures.COLUMNS, one tuple per window (run, focus)
     window_rows: list = field(default_factory=list)
     # (window, node path, quantity, *SPREAD_COLUMNS): distributions over ranks (migration 0019)
     spread_rows: list = field(default_factory=list)
@@ -87,7 +119,7 @@ class Record:
 
     @property
     def environment(self) -> dict:
-        """The experiment's identity beyond its application and parameters (identity.IDENTITY): system, MPI stack
+        """The experiment's identity beyond its application and parameters (IDENTITY): system, MPI stack
         as the site names it, interconnect selection and Caliper configuration. Versions are not in it."""
         return {"system": self.system, "stack": self.stack, "interconnect": self.interconnect or "default",
                 "caliper": self.caliper_config}
@@ -269,35 +301,9 @@ SCALING_PREFIX = "scaling."
 PER_RANK, GLOBAL = SCALING_PREFIX + "per_rank", SCALING_PREFIX + "global"
 
 
-# Where a run's focus window came from (runs.metadata.focus_source, docs/measurement-model.md): the profile's
-# call tree (the focus region's subtrees), or the workload's own timers (its FOMs over its timed loop).
-FOCUS_FROM_PROFILE, FOCUS_FROM_TIMERS = "profile", "workload timers"
-
-
-def focus_windows(prof: Profile, focus: str | None) -> tuple[list[dict], str | None]:
-    """The run's windows and where its focus window came from (None: it has none).
-
-    A FOCUS named at ingest or by the Ramble experiment is that region's subtrees in the profile, or no
-    focus window. Without one, or when it names the workloads' timed loop (`loop`, which every commscope
-    Ramble application declares), the focus is the loop: the `loop` region where the profile has it; else,
-    when the workload's output is beside the profile, the workload's own timers, which time exactly that
-    loop (as for a run without a profile): a profile made before the workloads had `loop` (its `timestep`
-    regions leave out what the loop does between steps, such as halo3d's first exchange) or one that timed
-    nothing (a message trace). Without the output such a profile has
-    no focus window rather than one over another interval."""
-    if focus is not None and focus != windows.WORKLOAD_FOCUS:
-        rows = windows.profile_windows(prof, focus)
-        return rows, FOCUS_FROM_PROFILE if any(w["window"] == "focus" for w in rows) else None
-    rows = windows.profile_windows(prof, windows.WORKLOAD_FOCUS)
-    if any(w["window"] == "focus" for w in rows):
-        return rows, FOCUS_FROM_PROFILE
-    timers = windows.output_window(prof.output.foms) if prof.output else []
-    return rows + timers, FOCUS_FROM_TIMERS if timers else None
-
-
-def from_profile(prof: Profile, focus: str | None = None, opts: "ReadOptions | None" = None) -> Record:
-    """Every metric the store keeps for one profiled run, of any application. FOCUS names the focus
-    window's region; without it, the workloads' own (their timed loop)."""
+def from_profile(prof: Profile, measured: Measured, opts: "ReadOptions | None" = None) -> Record:
+    """Every metric the store keeps for one profiled run, of any application, with what measures made of it
+    (MEASURED: measures.measure_profile)."""
     opts = opts or ReadOptions()
     g = prof.meta
     out = prof.output
@@ -305,9 +311,7 @@ def from_profile(prof: Profile, focus: str | None = None, opts: "ReadOptions | N
     library, library_source = mpi_library(prof)
     system, system_source = system_name(g)
     stats = prof.stats
-    # what other modules make of the profile first (its windows, its ranks' times, its stack's family), then the record
-    window_rows, focus_source = focus_windows(prof, focus)
-    groups = rank_stats.rank_groups(prof)
+    window_rows, focus_source, groups = measured.windows, measured.focus_source, measured.ranks
     stack = g.get("stack") or (mpi_family(str(g["mpi_library_vendor"])) if g.get("mpi_library_vendor") else
                                mpi_family(library) if library_source != "none" else MPI_NOT_RECORDED)
     run_window = next((w for w in window_rows if w["window"] == "run"), {})
@@ -359,7 +363,7 @@ def from_profile(prof: Profile, focus: str | None = None, opts: "ReadOptions | N
     if out:
         rec.fom_rows = [(clean(name), 0, value, clean(unit)) for name, (value, unit) in out.foms.items()]
     rec.comm_rows = _comm_rows(prof)
-    rec.window_rows = [tuple(w[c] for c in windows.COLUMNS) for w in window_rows]
+    rec.window_rows = [tuple(w[c] for c in measures.COLUMNS) for w in window_rows]
     if focus_source:
         rec.metadata["focus_source"] = focus_source
     _parameters(rec, prof, opts)
@@ -372,16 +376,16 @@ def _mpi_rows(prof: Profile, stats: dict) -> list[tuple]:
     rows = []
     # MPI calls summed over ranks (spot: its across-rank sum), by the region they were made in; calls
     # outside every region (all of an unannotated binary's) under OUTSIDE_REGIONS.
-    mpi_total: dict = {p: float(arr.sum()) for p, arr in prof.excl.items() if rank_stats.is_mpi(p)}
+    mpi_total: dict = {p: float(arr.sum()) for p, arr in prof.excl.items() if measures.is_mpi(p)}
     for p, sp in prof.spot.items():
-        if rank_stats.is_mpi(p):
+        if measures.is_mpi(p):
             mpi_total[p] = sp.get("excl_sum", sp["sum"])
     bytes_by_path = prof.bytes_sent
     for p, total in mpi_total.items():
         rows.append((_join(p[:-1]) or OUTSIDE_REGIONS, p[-1], total, stats[p].excl_max, stats[p].calls,
                      bytes_by_path.get(p)))
     for p, b in bytes_by_path.items():
-        if p not in mpi_total and rank_stats.is_mpi(p):
+        if p not in mpi_total and measures.is_mpi(p):
             rows.append((_join(p[:-1]) or OUTSIDE_REGIONS, p[-1], 0.0, None, None, b))
     return rows
 
@@ -412,7 +416,7 @@ def _parameters(rec: Record, prof: Profile, opts: ReadOptions) -> None:
             rec.metadata["parameters_missing"] = True
 
 
-# A distribution over ranks as rank_spread stores it (rank_stats.distributions).
+# A distribution over ranks as rank_spread stores it (measures.distributions).
 SPREAD_COLUMNS = ("n", "min", "mean", "max", "p50", "p90", "p99", "hist_lo", "hist_hi", "hist_counts", "top_ranks",
                   "top_values")
 
@@ -448,7 +452,7 @@ def caliper_config(g: dict) -> str:
 
 def _comm_rows(prof: Profile) -> list[tuple]:
     """comm.stats per comm region, as the reader combined them over ranks."""
-    return [(_join(p), *(values.get(name) for name, _attr, _how in profiles.COMM_STATS))
+    return [(_join(p), *(values.get(name) for name, _attr, _how in caliper.COMM_STATS))
             for p, values in sorted(prof.comm.items())]
 
 
@@ -457,15 +461,14 @@ VARIANT_PARAMS = {"stencil2d": ("decomp", "send"), "commgraph": ("pattern",), "p
                   "cgsolve": ("allreduce",), "collsweep": ("coll",)}
 
 
-def from_output(path: Path, out, content_hash: str, opts: "ReadOptions | None" = None) -> Record:
-    """A run without Caliper: the workload's stdout alone (PATH, parsed as OUT; CONTENT_HASH its identity). It gives
-    FOMs, the VERIFY status and the wall time (FOM total_time), but no call tree and no MPI fraction: those need a
-    profile. The labels given (OPTS: --app, --param) hold for it too."""
+def from_output(path: Path, out, content_hash: str, measured: Measured, opts: "ReadOptions | None" = None) -> Record:
+    """A run without Caliper: the workload's stdout alone (PATH, parsed as OUT; CONTENT_HASH its identity; MEASURED
+    its timers' window, measures.measure_output). It gives FOMs, the VERIFY status and the wall time (FOM
+    total_time), but no call tree and no MPI fraction: those need a profile. The labels given (OPTS: --app,
+    --param) hold for it too."""
     if not out.workload or not out.ranks:
         raise BadProfile(f"{path}: not a commscope workload output (no COMMSCOPE header or RANKS line)")
-    # what other modules make of it first (the stack's family, the window of its timers), then the record
     stack = mpi_family(out.mpi_library) if out.mpi_library else "unknown"
-    window_rows = windows.output_window(out.foms)
     p = out.params
     names = VARIANT_PARAMS.get(out.workload, ("variant",))
     variant = "-".join(p[n] for n in names if n in p) or p.get("variant")
@@ -484,9 +487,9 @@ def from_output(path: Path, out, content_hash: str, opts: "ReadOptions | None" =
     if total and total[1] == "s":
         rec.summary["wall_time"] = total[0]
     rec.fom_rows = [(clean(name), 0, value, clean(unit)) for name, (value, unit) in out.foms.items()]
-    rec.window_rows = [tuple(w[c] for c in windows.COLUMNS) for w in window_rows]
-    if rec.window_rows:
-        rec.metadata["focus_source"] = FOCUS_FROM_TIMERS
+    rec.window_rows = [tuple(w[c] for c in measures.COLUMNS) for w in measured.windows]
+    if measured.focus_source:
+        rec.metadata["focus_source"] = measured.focus_source
     rec.parameters = {"ranks": out.ranks, "nodes": None, **output_parameters(out)}
     if opts and opts.app:
         rec.app = clean(opts.app, 200)
@@ -499,7 +502,7 @@ def from_output(path: Path, out, content_hash: str, opts: "ReadOptions | None" =
 class ReadOptions:
     """What the user says at ingest about how to read the inputs."""
     allow_partial: bool = False    # store a run with ranks missing as 'partial' instead of refusing it
-    focus: str | None = None       # the focus window's region (else the workloads' timed loop: focus_windows)
+    focus: str | None = None       # the focus window's region (else the workloads' timed loop: measures.focus_windows)
     app: str | None = None         # --app: the application's name, over what the profile says
     ranks: int | None = None       # --ranks: the job's rank count, over what the profile says
     params: tuple = ()             # --param K=V: (key, value) pairs added to every run's parameters
@@ -507,64 +510,3 @@ class ReadOptions:
     rank_rows: int | None = 1024   # --rank-rows: per-rank rows kept up to this many ranks (None: always)
     per_rank: tuple = ()           # --per-rank: parameters held per rank (weak scaling when equal across ranks)
     global_params: tuple = ()      # --global: parameters of the whole job (strong scaling when equal)
-
-
-def declare_scaling(rec: Record, opts: ReadOptions) -> Record:
-    """REC with the scaling kinds OPTS declares among its parameters (PER_RANK, GLOBAL: sorted lists). A
-    declared name that is not one of the run's parameters is refused, naming the parameters it has."""
-    declared = {PER_RANK: opts.per_rank, GLOBAL: opts.global_params}
-    if not any(declared.values()):
-        return rec
-    both = set(opts.per_rank) & set(opts.global_params)
-    if both:
-        raise BadProfile(f"{sorted(both)[0]!r} is declared both --per-rank and --global; a parameter is one or the "
-                         f"other")
-    rec.parameters = dict(rec.parameters)
-    for (key, names), flag in zip(declared.items(), ("--per-rank", "--global")):
-        for name in names:
-            if name not in rec.parameters or name in RESERVED_PARAMETERS:
-                has = ", ".join(k for k in sorted(rec.parameters) if k not in RESERVED_PARAMETERS
-                                and not k.startswith(SCALING_PREFIX)) or "none"
-                raise BadProfile(f"{rec.source}: {flag} names {name!r}, which is not one of this run's parameters "
-                                 f"(it has: {has}); name one of them, or give it with --param {name}=VALUE")
-        if names:
-            rec.parameters[key] = sorted(set(names))
-    return rec
-
-
-def given_label(value) -> str | None:
-    """A label given to ingest (a Provenance value, a hardware description's names), as stored: a NUL, which no command line
-    can carry and the store cannot hold, as U+FFFD. What a file holds is checked instead (storable.check_storable)."""
-    return None if value is None else clean(value).replace("\x00", "\ufffd")
-
-
-@dataclass
-class Provenance:
-    """What the profile itself cannot say, given on the command line. Set
-    values override what the profile's metadata says."""
-    system: str | None = None
-    stack: str | None = None
-    interconnect: str | None = None
-    git_commit: str | None = None
-    ci_pipeline: str | None = None
-    spack_hash: str | None = None
-    compiler: str | None = None
-    kernel: str | None = None      # --kernel: the kernel release the runs ran on, where no file recorded it
-    hardware: dict | None = None   # the site's hardware description (CPU model, cores/node, interconnect, ...)
-    started_at: dt.datetime | None = None   # --started-at: the start of runs whose files carry no time
-
-    def __post_init__(self):   # its labels as stored (given_label), so the store takes them as they are
-        for name in ("system", "stack", "interconnect", "git_commit", "ci_pipeline", "spack_hash", "compiler",
-                     "kernel"):
-            setattr(self, name, given_label(getattr(self, name)))
-
-    def apply(self, rec: Record) -> Record:
-        over = {k: v for k, v in (("system", self.system), ("stack", self.stack), ("interconnect", self.interconnect),
-                                  ("spack_hash", self.spack_hash), ("compiler", self.compiler)) if v}
-        if self.kernel and not rec.kernel:
-            over["kernel"] = self.kernel
-        if self.started_at and rec.profile_kind == "none":
-            # No profile: a workload's output (or a Ramble experiment's log) prints no time, so the reader took the
-            # file's modification time, which a copy (a CI artifact) resets; a profile keeps Adiak's launchdate.
-            over["started_at"] = self.started_at
-        return replace(rec, **over) if over else rec

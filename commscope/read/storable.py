@@ -1,19 +1,21 @@
 """The last stage of reading, what the store can hold: check_labels (a run's labels and parameters) and
 check_storable (every value of a records.Record), each refusing the first value beyond in one line naming the
 file, the field and the limit (BadProfile); nothing is cut or replaced. finished hands on the records as the store
-takes them: with the scaling kinds and the labels given at ingest, checked."""
+takes them: with the scaling kinds (declare_scaling) and the labels given at ingest (Provenance), checked."""
 from __future__ import annotations
 
+import datetime as dt
 import json
 import numbers
 import re
-
+from dataclasses import dataclass, replace
 from typing import Iterable, Iterator
 
-from commscope.read import windows
-from commscope.read.caliper_text import CALL_PATH_BYTES as PATH_BYTES, REGION_NAME_BYTES
+from commscope.read import measures
+from commscope.read.caliper import CALL_PATH_BYTES as PATH_BYTES, REGION_NAME_BYTES
 from commscope.read.files import BadProfile
-from commscope.read.records import Provenance, ReadOptions, Record, declare_scaling
+from commscope.read.records import (GLOBAL, PER_RANK, RESERVED_PARAMETERS, SCALING_PREFIX, ReadOptions, Record,
+                                    clean)
 
 
 # What the store can hold. PostgreSQL refuses a NUL character and a lone surrogate in text and JSON; its integer and
@@ -179,7 +181,7 @@ def check_storable(rec):
         _check_number(src, f"FOM {name}", value)
     for row in rec.window_rows:
         _check_text(src, "focus region", row[1], NAME_BYTES)
-        for col, v in zip(windows.COLUMNS[2:], row[2:]):
+        for col, v in zip(measures.COLUMNS[2:], row[2:]):
             _check_number(src, f"its {row[0]} window's {col}", v, INT4 if col == "ranks_measured" else INT8)
     for table, what in ROW_TABLES.items():
         for row in getattr(rec, table):
@@ -190,6 +192,67 @@ def check_storable(rec):
     for name in ("wall_time", "mpi_time_avg", "mpi_time_max", "mpi_fraction_avg", "mpi_fraction_slowest"):
         _check_number(src, f"the run's {name.replace('_', ' ')}", rec.summary.get(name))
     return rec
+
+
+def declare_scaling(rec: Record, opts: ReadOptions) -> Record:
+    """REC with the scaling kinds OPTS declares among its parameters (PER_RANK, GLOBAL: sorted lists). A
+    declared name that is not one of the run's parameters is refused, naming the parameters it has."""
+    declared = {PER_RANK: opts.per_rank, GLOBAL: opts.global_params}
+    if not any(declared.values()):
+        return rec
+    both = set(opts.per_rank) & set(opts.global_params)
+    if both:
+        raise BadProfile(f"{sorted(both)[0]!r} is declared both --per-rank and --global; a parameter is one or the "
+                         f"other")
+    rec.parameters = dict(rec.parameters)
+    for (key, names), flag in zip(declared.items(), ("--per-rank", "--global")):
+        for name in names:
+            if name not in rec.parameters or name in RESERVED_PARAMETERS:
+                has = ", ".join(k for k in sorted(rec.parameters) if k not in RESERVED_PARAMETERS
+                                and not k.startswith(SCALING_PREFIX)) or "none"
+                raise BadProfile(f"{rec.source}: {flag} names {name!r}, which is not one of this run's parameters "
+                                 f"(it has: {has}); name one of them, or give it with --param {name}=VALUE")
+        if names:
+            rec.parameters[key] = sorted(set(names))
+    return rec
+
+
+def given_label(value) -> str | None:
+    """A label given to ingest (a Provenance value, a hardware description's names), as stored: a NUL, which no command line
+    can carry and the store cannot hold, as U+FFFD. What a file holds is checked instead (storable.check_storable)."""
+    return None if value is None else clean(value).replace("\x00", "\ufffd")
+
+
+@dataclass
+class Provenance:
+    """What the profile itself cannot say, given on the command line. Set
+    values override what the profile's metadata says."""
+    system: str | None = None
+    stack: str | None = None
+    interconnect: str | None = None
+    git_commit: str | None = None
+    ci_pipeline: str | None = None
+    spack_hash: str | None = None
+    compiler: str | None = None
+    kernel: str | None = None      # --kernel: the kernel release the runs ran on, where no file recorded it
+    hardware: dict | None = None   # the site's hardware description (CPU model, cores/node, interconnect, ...)
+    started_at: dt.datetime | None = None   # --started-at: the start of runs whose files carry no time
+
+    def __post_init__(self):   # its labels as stored (given_label), so the store takes them as they are
+        for name in ("system", "stack", "interconnect", "git_commit", "ci_pipeline", "spack_hash", "compiler",
+                     "kernel"):
+            setattr(self, name, given_label(getattr(self, name)))
+
+    def apply(self, rec: Record) -> Record:
+        over = {k: v for k, v in (("system", self.system), ("stack", self.stack), ("interconnect", self.interconnect),
+                                  ("spack_hash", self.spack_hash), ("compiler", self.compiler)) if v}
+        if self.kernel and not rec.kernel:
+            over["kernel"] = self.kernel
+        if self.started_at and rec.profile_kind == "none":
+            # No profile: a workload's output (or a Ramble experiment's log) prints no time, so the reader took the
+            # file's modification time, which a copy (a CI artifact) resets; a profile keeps Adiak's launchdate.
+            over["started_at"] = self.started_at
+        return replace(rec, **over) if over else rec
 
 
 def finished(records: Iterable[Record | BadProfile], given: ReadOptions, prov: Provenance

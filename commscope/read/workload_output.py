@@ -1,6 +1,6 @@
 """The workload output contract (workloads/README.md): header, PARAM, FOM,
 VERIFY and RANK lines printed by rank 0, parsed from a run's own output file (read_lines) or from the output kept
-beside a profile (beside), which read/files.py read (load_run). Stdlib only: ci/suite.py uses it before
+beside a profile (beside), which read/files.py read (load_run); run_output is either, for one run. Stdlib only: ci/suite.py uses it before
 anything is installed."""
 from __future__ import annotations
 
@@ -122,3 +122,11 @@ def read_lines(path: Path, lines) -> Output:
         return parse_output(_utf8_lines(path, lines))
     except BadOutput as e:
         raise BadProfile(f"{path}: damaged workload output, {e}") from None
+
+
+def run_output(run) -> Output | None:
+    """The workload output of RUN (files.RunFiles): a run's own output from its lines (read_lines), else the output
+    kept beside its profile (beside)."""
+    if run.lines is not None:
+        return read_lines(run.paths[0], run.lines)
+    return beside(run.output)

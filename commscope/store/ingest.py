@@ -22,9 +22,10 @@ from psycopg.adapt import Transformer
 from psycopg.types.json import Jsonb
 
 from commscope.store import db
-from commscope.read import profiles, windows
+from commscope.read import caliper, measures
 from commscope.read.files import BadProfile
-from commscope.read.records import MPI_NOT_RECORDED, Provenance, ReadOptions, Record, as_int, given_label
+from commscope.read.records import MPI_NOT_RECORDED, ReadOptions, Record, as_int
+from commscope.read.storable import Provenance, given_label
 
 BATCH = 64            # runs per round of COPYs
 WRITE_LOCK = "commscope.store.ingest"
@@ -66,7 +67,7 @@ COPY_TABLES = {
                      lambda r: [(row[0], row[1:]) for row in r.node_rows]),
     "mpi_metrics": (True, True, "function, time_total, time_max, calls, bytes",
                     lambda r: [(row[0], row[1:]) for row in r.mpi_rows]),
-    "comm_stats": (False, True, ", ".join(name for name, _a, _h in profiles.COMM_STATS),
+    "comm_stats": (False, True, ", ".join(name for name, _a, _h in caliper.COMM_STATS),
                    lambda r: [(row[0], row[1:]) for row in r.comm_rows]),
     "rank_spread": (True, True, '"window", quantity, ranks, min, mean, max, p50, p90, p99, hist_lo, hist_hi, '
                     "hist_counts, top_ranks, top_values",
@@ -78,7 +79,7 @@ COPY_TABLES = {
     # a FOM outside every context has context NULL (migration 0015)
     "foms": (False, False, "name, repeat, value, unit, context",
              lambda r: [(None, (*row, None) if len(row) == 4 else row) for row in r.fom_rows]),
-    "run_windows": (False, False, ", ".join(f'"{c}"' for c in windows.COLUMNS),
+    "run_windows": (False, False, ", ".join(f'"{c}"' for c in measures.COLUMNS),
                     lambda r: [(None, row) for row in r.window_rows]),
 }
 _COPY_TX = Transformer()   # psycopg's global adapters: the same text a cursor's COPY writes

@@ -17,8 +17,8 @@ from pathlib import Path
 import psycopg
 
 from commscope.read.inputs import read_campaign
-from commscope.read.records import Provenance, ReadOptions
-from commscope.read.storable import finished
+from commscope.read.records import ReadOptions
+from commscope.read.storable import Provenance, finished
 from commscope.store import db
 from commscope.store.ingest import Result, ingest_records, prepared
 

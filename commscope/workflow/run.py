@@ -386,7 +386,7 @@ def ensure_store(echo=print) -> None:
 def _ingest(ws: Path, plan: Plan, echo) -> bool:
     """The workspace into the store, as `commscope ingest <workspace>` does, then its report
     (workflow.ingest.ingest_and_report)."""
-    from commscope.read.records import Provenance
+    from commscope.read.storable import Provenance
     from commscope.workflow.ingest import ingest_and_report
     prov = Provenance(system=plan.site, stack=None, interconnect=None, git_commit=git_commit(), ci_pipeline=None)
 
