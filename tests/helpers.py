@@ -254,6 +254,20 @@ def out_file(ws: Path, exp: dict) -> Path:
         f"{exp['experiment_name']}.out"
 
 
+def caliper_per_rank(path: Path, keep) -> tuple[dict, dict]:
+    """Exclusive time and calls per rank (caliper-reader's reading of the .cali at PATH) of the records whose
+    call path `keep` accepts."""
+    records, _ = caliperreader.read_caliper_contents(str(path))
+    t, calls = defaultdict(float), defaultdict(int)
+    for rec in records:
+        p = rec.get("path")
+        p = p if isinstance(p, list) else [p] if p else []
+        if p and keep(p):
+            t[int(rec["mpi.rank"])] += float(rec["sum#sum#time.duration"])
+            calls[int(rec["mpi.rank"])] += int(rec.get("sum#rc.count", 0))
+    return t, calls
+
+
 def profile_reference(cali: Path) -> tuple[dict[int, float], dict[int, float], dict[str, float]]:
     """(rank -> time, rank -> MPI time, MPI function -> time summed over ranks) from the profile's records
     read with caliper-reader: every record's exclusive time counts (the one without a path is the time outside

@@ -9,7 +9,6 @@ import os
 import shutil
 import subprocess
 import sys
-from collections import defaultdict
 from pathlib import Path
 
 import caliperreader
@@ -17,6 +16,7 @@ import psycopg
 import pytest
 
 import suite
+from helpers import caliper_per_rank
 from commscope.workflow.ingest import Provenance, ingest
 
 
@@ -24,20 +24,6 @@ DATA = Path(__file__).parent / "data"
 CLI = [sys.executable, "-m", "commscope.cli"]
 WITH = DATA / "cgsolve-direct-barriers-n4.mpi-profile.cali"
 WITHOUT = DATA / "cgsolve-direct-n4.mpi-profile.cali"
-TIME = "sum#sum#time.duration"
-
-
-def per_rank(path: Path, keep) -> tuple[dict, dict]:
-    """Exclusive time and calls per rank of the records whose path `keep` accepts."""
-    records, _ = caliperreader.read_caliper_contents(str(path))
-    t, calls = defaultdict(float), defaultdict(int)
-    for rec in records:
-        p = rec.get("path")
-        p = p if isinstance(p, list) else [p] if p else []
-        if p and keep(p):
-            t[int(rec["mpi.rank"])] += float(rec[TIME])
-            calls[int(rec["mpi.rank"])] += int(rec.get("sum#rc.count", 0))
-    return t, calls
 
 
 def advise(dsn, *args):
@@ -70,10 +56,10 @@ def test_debug_barriers_found_and_measured_against_the_run_without_them(dsn, tmp
     assert s["window"] == "focus" and s["focus_region"] == "timestep"
 
     # independently, from the records
-    loop_barrier, calls = per_rank(WITH, lambda p: p == ["main", "timestep", "debug_barrier", "MPI_Barrier"])
-    all_barriers, all_calls = per_rank(WITH, lambda p: p[-1] == "MPI_Barrier" and "timestep" in p)
+    loop_barrier, calls = caliper_per_rank(WITH, lambda p: p == ["main", "timestep", "debug_barrier", "MPI_Barrier"])
+    all_barriers, all_calls = caliper_per_rank(WITH, lambda p: p[-1] == "MPI_Barrier" and "timestep" in p)
     # the window's MPI time (every MPI call in it, none left out by name; docs/measurement-model.md)
-    mpi, _ = per_rank(WITH, lambda p: p[-1].startswith("MPI_") and "timestep" in p)
+    mpi, _ = caliper_per_rank(WITH, lambda p: p[-1].startswith("MPI_") and "timestep" in p)
     ranks = len(mpi)
     assert ranks == 4
     mpi_avg = sum(mpi.values()) / ranks
@@ -82,15 +68,15 @@ def test_debug_barriers_found_and_measured_against_the_run_without_them(dsn, tmp
     assert s["barrier_share_of_mpi"] == pytest.approx(sum(all_barriers.values()) / ranks / mpi_avg, rel=1e-9)
     assert s["likely_debug_sites"] == ["main/timestep/debug_barrier"]
     site = next(x for x in s["sites"] if x["region"] == "main/timestep/debug_barrier")
-    _, halo_calls = per_rank(WITH, lambda p: p == ["main", "timestep", "halo_exchange"])
-    _, dot_calls = per_rank(WITH, lambda p: p == ["main", "timestep", "allreduce"])
+    _, halo_calls = caliper_per_rank(WITH, lambda p: p == ["main", "timestep", "halo_exchange"])
+    _, dot_calls = caliper_per_rank(WITH, lambda p: p == ["main", "timestep", "allreduce"])
     assert site["calls"] == sum(calls.values()) == sum(halo_calls.values()) + sum(dot_calls.values())
     iterations = suite.parse_output(WITH.with_suffix(".out").read_text()).verify["iterations"][1]
     assert site["calls"] == 3 * int(iterations) * ranks      # one barrier per halo exchange and per dot
     assert site["time_min"] == pytest.approx(min(loop_barrier.values()), rel=1e-9)
     # the saving: the least-waiting rank's barrier time (latency) plus the annotations' cost, 1.5 x the
     # debug_barrier region's own time avg over ranks (the parent holds the other third)
-    region_own, _ = per_rank(WITH, lambda p: p == ["main", "timestep", "debug_barrier"])
+    region_own, _ = caliper_per_rank(WITH, lambda p: p == ["main", "timestep", "debug_barrier"])
     assert len(region_own) == ranks and min(region_own.values()) > 0
     assert site["region_overhead"] == pytest.approx(1.5 * sum(region_own.values()) / ranks, rel=1e-9)
     assert site["latency"] == site["time_min"]
@@ -99,11 +85,11 @@ def test_debug_barriers_found_and_measured_against_the_run_without_them(dsn, tmp
     assert s["predicted_saving_without_caliper"] == pytest.approx(min(loop_barrier.values()), rel=1e-9)
     # the timing barrier before the loop and the one before the first dot are outside the window
     assert {x["region"]: x["likely_debug"] for x in s["sites"]} == {"main/timestep/debug_barrier": True}
-    loop, _ = per_rank(WITH, lambda p: "timestep" in p)
+    loop, _ = caliper_per_rank(WITH, lambda p: "timestep" in p)
     assert s["window_time"] == pytest.approx(max(loop.values()), rel=1e-9)
     # measured: the slowest rank's time in main/timestep, with against without
-    loop_with, _ = per_rank(WITH, lambda p: p[:2] == ["main", "timestep"])
-    loop_without, _ = per_rank(WITHOUT, lambda p: p[:2] == ["main", "timestep"])
+    loop_with, _ = caliper_per_rank(WITH, lambda p: p[:2] == ["main", "timestep"])
+    loop_without, _ = caliper_per_rank(WITHOUT, lambda p: p[:2] == ["main", "timestep"])
     m = s["measured"]
     assert m["region"] == "main/timestep" and m["with_run_ids"] == [run_with] and m["without_run_ids"] == [run_without]
     assert m["measured_saving"] == pytest.approx(max(loop_with.values()) - max(loop_without.values()), rel=1e-9)
@@ -130,7 +116,7 @@ def test_a_profile_without_call_counts_says_they_were_not_measured(dsn, how, unc
     records, g = caliperreader.read_caliper_contents(str(uncounted))
     assert "opts:profile.mpi" in g and "opts:region.count" not in g
     assert not any("sum#rc.count" in rec for rec in records)
-    barrier, _ = per_rank(uncounted, lambda p: p[-1] == "MPI_Barrier" and "loop" in p)    # the focus window
+    barrier, _ = caliper_per_rank(uncounted, lambda p: p[-1] == "MPI_Barrier" and "loop" in p)    # the focus window
     if how == "store":
         with psycopg.connect(dsn) as conn:
             ingest(conn, [uncounted], Provenance())

@@ -15,7 +15,6 @@ import os
 import re
 import subprocess
 import sys
-from collections import defaultdict
 from pathlib import Path
 
 import caliperreader
@@ -28,12 +27,12 @@ from commscope.workflow import errors, paths, plan as workflow_plan, run as work
 from commscope.workflow.ingest import Provenance, ingest
 
 from conftest import CALIPER_PREFIX, ROOT, stack_or_skip
+from helpers import caliper_per_rank
 
 DATA = Path(__file__).parent / "data"
 WORKSPACE = DATA / "ramble" / "barriers-openmpi4-counts"
 CLI = [sys.executable, "-m", "commscope.cli"]
 RAMBLE_ROOT = os.environ.get("RAMBLE_ROOT")
-TIME = "sum#sum#time.duration"
 
 
 def test_the_barriers_study_records_call_counts_by_default():
@@ -73,19 +72,6 @@ def experiments(ws: Path) -> dict[str, dict]:
     return out
 
 
-def per_rank(cali: Path, keep) -> tuple[dict, dict]:
-    """Exclusive time and calls per rank of the records whose path `keep` accepts."""
-    records, _ = caliperreader.read_caliper_contents(str(cali))
-    t, calls = defaultdict(float), defaultdict(int)
-    for rec in records:
-        p = rec.get("path")
-        p = p if isinstance(p, list) else [p] if p else []
-        if p and keep(p):
-            t[int(rec["mpi.rank"])] += float(rec[TIME])
-            calls[int(rec["mpi.rank"])] += int(rec.get("sum#rc.count", 0))
-    return t, calls
-
-
 def check_advice(dsn, ws: Path) -> None:
     """Advise on the workspace's campaign and check the advice against the files."""
     exps = experiments(ws)
@@ -109,7 +95,7 @@ def check_advice(dsn, ws: Path) -> None:
     # the site: cgsolve's debug_barrier region inside each CG iteration, 3 calls per iteration and rank
     iterations = int(suite.parse_output(on["out"].read_text()).verify["iterations"][1])
     site_path = ["main", "loop", "timestep", "debug_barrier", "MPI_Barrier"]
-    barrier, calls = per_rank(on["cali"], lambda p: p == site_path)
+    barrier, calls = caliper_per_rank(on["cali"], lambda p: p == site_path)
     ranks = len(barrier)
     assert s["likely_debug_sites"] == ["main/loop/timestep/debug_barrier"] and s["calls_measured"] is True
     assert s["window"] == "focus" and s["focus_region"] == "loop"
@@ -117,18 +103,18 @@ def check_advice(dsn, ws: Path) -> None:
     # timing barrier before the loop is outside the focus window
     assert {x["region"]: x["likely_debug"] for x in s["sites"]} == {
         "main/loop/debug_barrier": False, "main/loop/timestep/debug_barrier": True}
-    in_loop, _ = per_rank(on["cali"], lambda p: p[-1] == "MPI_Barrier" and "loop" in p)
+    in_loop, _ = caliper_per_rank(on["cali"], lambda p: p[-1] == "MPI_Barrier" and "loop" in p)
     assert s["barrier_time_avg"] == pytest.approx(sum(in_loop.values()) / len(in_loop), rel=1e-9)
     site = next(x for x in s["sites"] if x["likely_debug"])
     assert site["calls"] == sum(calls.values()) == 3 * iterations * ranks
     assert site["time_min"] == pytest.approx(min(barrier.values()), rel=1e-9)
-    own, _ = per_rank(on["cali"], lambda p: p == site_path[:-1])
+    own, _ = caliper_per_rank(on["cali"], lambda p: p == site_path[:-1])
     assert s["predicted_saving"] == pytest.approx(min(barrier.values()) + 1.5 * sum(own.values()) / ranks, rel=1e-9)
     # measured against the `off` experiment: the slowest rank's time in main/loop/timestep, with minus without
     m = s["measured"]
     assert m["with_run_ids"] == [run_on] and m["without_run_ids"] == [run_off]
-    loop_on, _ = per_rank(on["cali"], lambda p: p[:3] == ["main", "loop", "timestep"])
-    loop_off, _ = per_rank(off["cali"], lambda p: p[:3] == ["main", "loop", "timestep"])
+    loop_on, _ = caliper_per_rank(on["cali"], lambda p: p[:3] == ["main", "loop", "timestep"])
+    loop_off, _ = caliper_per_rank(off["cali"], lambda p: p[:3] == ["main", "loop", "timestep"])
     assert m["region"] == "main/loop/timestep"
     assert m["measured_saving"] == pytest.approx(max(loop_on.values()) - max(loop_off.values()), rel=1e-9)
     assert "Measured on 1 run(s) with them and 1 without" in text

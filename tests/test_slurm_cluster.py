@@ -98,14 +98,10 @@ def test_a_four_rank_job_runs_one_rank_on_each_node(cluster, tmp_path):
     assert all(b > 0 for b in moved["sent_by_node"].values()), moved
 
 
-def test_ranks_land_on_the_nodes_the_placement_advice_names(cluster, tmp_path):
-    """`commscope advise placement` on the 4-rank commgraph `pairs` trace for 2 nodes of 2 (the cluster's
-    middle two) writes a Slurm host file; with it in SLURM_HOSTFILE, `srun --distribution=arbitrary` runs
-    each rank on the node the advice names, and the kernel counts a small fraction of the bytes between
-    the nodes that block placement of the same graph on the same nodes puts there, as commgraph's own
-    count of bytes between host names says."""
-    stack, bdir = build()
-    nodes = cluster.hosts[1:3]
+def advised_and_block(nodes: list[str], tmp_path: Path) -> tuple[list[str], list[str]]:
+    """`commscope advise placement` of the 4-rank commgraph `pairs` trace on NODES (2 nodes of 2 ranks): the Slurm
+    host file it writes under TMP_PATH/advice, as a list of nodes, and block placement on the same nodes. The advice
+    moves ranks off block placement."""
     topo = tmp_path / "topology.yaml"
     topo.write_text(yaml.safe_dump({"nodes": nodes, "ranks_per_node": 2, "network": {"type": "flat"}}))
     p = subprocess.run([*COMMSCOPE, "advise", "placement", str(PAIRS_TRACE), "--topology", str(topo), "-o",
@@ -114,6 +110,18 @@ def test_ranks_land_on_the_nodes_the_placement_advice_names(cluster, tmp_path):
     advised = (tmp_path / "advice" / "slurm.hostfile").read_text().split()
     block = [nodes[0], nodes[0], nodes[1], nodes[1]]
     assert sorted(advised) == sorted(block) and advised != block, advised
+    return advised, block
+
+
+def test_ranks_land_on_the_nodes_the_placement_advice_names(cluster, tmp_path):
+    """`commscope advise placement` on the 4-rank commgraph `pairs` trace for 2 nodes of 2 (the cluster's
+    middle two) writes a Slurm host file; with it in SLURM_HOSTFILE, `srun --distribution=arbitrary` runs
+    each rank on the node the advice names, and the kernel counts a small fraction of the bytes between
+    the nodes that block placement of the same graph on the same nodes puts there, as commgraph's own
+    count of bytes between host names says."""
+    stack, bdir = build()
+    nodes = cluster.hosts[1:3]
+    advised, block = advised_and_block(nodes, tmp_path)
     # The traced graph (pattern, degree, seed, sizes) from its own output beside the profile.
     params = dict(re.findall(r"^PARAM (\S+) (\S+)$", (PAIRS_TRACE / "commgraph.out").read_text(), re.M))
     graph = [x for k in ("pattern", "degree", "seed", "small-bytes", "large-bytes") for x in (f"--{k}", params[k])]
@@ -315,14 +323,7 @@ def test_commscope_run_places_ranks_where_the_advice_says(cluster, site_env, dsn
     fewer bytes between the nodes than under block placement on the same nodes, as commgraph's own
     count of bytes between host names does."""
     nodes = cluster.hosts[2:]
-    topo = tmp_path / "topology.yaml"
-    topo.write_text(yaml.safe_dump({"nodes": nodes, "ranks_per_node": 2, "network": {"type": "flat"}}))
-    p = subprocess.run([*COMMSCOPE, "advise", "placement", str(PAIRS_TRACE), "--topology", str(topo), "-o",
-                        str(tmp_path / "advice"), "--no-store"], capture_output=True, text=True, cwd=ROOT)
-    assert p.returncode == 0, p.stdout + p.stderr
-    advised = (tmp_path / "advice" / "slurm.hostfile").read_text().split()
-    block = [nodes[0], nodes[0], nodes[1], nodes[1]]
-    assert sorted(advised) == sorted(block) and advised != block, advised
+    advised, block = advised_and_block(nodes, tmp_path)
     (tmp_path / "block.hosts").write_text("\n".join(block) + "\n")
     where = '"{pattern}" == "pairs" and "{placement}" == "identity"'
     moved, said = {}, {}

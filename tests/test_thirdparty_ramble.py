@@ -288,6 +288,17 @@ def test_profiled_and_unprofiled_experiments_differ_only_in_environment(dsn):
 
 # ---- live: Ramble for real ------------------------------------------------------------------------------
 
+def imb_or_skip() -> Path:
+    """The prefix of this machine's IMB-MPI1 (built against Debian Open MPI 4.1), or the test skips saying how to
+    build it."""
+    stack_or_skip("debian-openmpi4")
+    prefix = imb_prefix()
+    if not prefix or not (prefix / "bin" / "IMB-MPI1").exists():
+        pytest.skip("no Intel MPI Benchmarks here: build IMB-MPI1 2021.11 with mpicc.openmpi "
+                    "(tests/thirdparty/ramble-imb/README.md) and set COMMSCOPE_IMB_PREFIX to its prefix or put it on PATH")
+    return prefix
+
+
 RAMBLE_ROOT = os.environ.get("RAMBLE_ROOT")
 
 
@@ -297,11 +308,7 @@ RAMBLE_ROOT = os.environ.get("RAMBLE_ROOT")
 def test_a_live_ramble_run_of_imb_is_stored_with_imb_s_numbers(dsn, tmp_path):
     """The committed config, pointed at this machine's IMB, run through Ramble (setup, on, analyze) and
     ingested: the same checks as the committed workspace, on fresh output."""
-    stack_or_skip("debian-openmpi4")
-    prefix = imb_prefix()
-    if not prefix or not (prefix / "bin" / "IMB-MPI1").exists():
-        pytest.skip("no Intel MPI Benchmarks here: build IMB-MPI1 2021.11 with mpicc.openmpi "
-                    "(tests/thirdparty/ramble-imb/README.md) and set COMMSCOPE_IMB_PREFIX to its prefix or put it on PATH")
+    prefix = imb_or_skip()
     conf = yaml.safe_load((WS / "configs" / "ramble.yaml").read_text())
     conf["ramble"]["variables"]["intel-mpi-benchmarks_path"] = str(prefix)
     ws = run_workspace(conf, tmp_path)
@@ -353,11 +360,7 @@ def test_two_workloads_with_equal_variables_have_labels_that_name_their_workload
     """IMB's pingpong and exchange workloads run by Ramble with the same variables (the PingPong type set for the
     whole workspace, as a site's shared variables do): two series, whose labels differ in more than their ids
     and each name the workload Ramble's results say the run was."""
-    stack_or_skip("debian-openmpi4")
-    prefix = imb_prefix()
-    if not prefix or not (prefix / "bin" / "IMB-MPI1").exists():
-        pytest.skip("no Intel MPI Benchmarks here: build IMB-MPI1 2021.11 with mpicc.openmpi "
-                    "(tests/thirdparty/ramble-imb/README.md) and set COMMSCOPE_IMB_PREFIX to its prefix or put it on PATH")
+    prefix = imb_or_skip()
     conf = yaml.safe_load((PRELOAD_WS / "configs" / "ramble.yaml").read_text())
     conf["ramble"]["variables"]["pingpong_type"] = "PingPong"
     conf["ramble"]["applications"][APP]["workloads"] = {
@@ -387,11 +390,7 @@ def test_two_workloads_with_equal_variables_have_labels_that_name_their_workload
 def test_a_live_ramble_run_profiles_the_unannotated_imb_with_a_preloaded_caliper(dsn, tmp_path):
     """The committed preload config, pointed at this machine's IMB, no-GOTCHA Caliper and this repository's
     Ramble repo, run through Ramble and ingested: profiles attached, checked against their records."""
-    stack_or_skip("debian-openmpi4")
-    prefix = imb_prefix()
-    if not prefix or not (prefix / "bin" / "IMB-MPI1").exists():
-        pytest.skip("no Intel MPI Benchmarks here: build IMB-MPI1 2021.11 with mpicc.openmpi "
-                    "(tests/thirdparty/ramble-imb/README.md) and set COMMSCOPE_IMB_PREFIX to its prefix or put it on PATH")
+    prefix = imb_or_skip()
     conf = yaml.safe_load((PRELOAD_WS / "configs" / "ramble.yaml").read_text())
     ws = run_preloaded(conf, prefix, tmp_path)
     with psycopg.connect(dsn) as conn:
