@@ -537,9 +537,9 @@ def _special_case(dsn: str, d: Path, kind: str, suffix: str) -> None:
 # ---- a JSON profile is read within read/limited's limits -----------------------------------------------------------
 
 def test_a_json_profile_is_read_within_the_limits_of_size_and_depth(tmp_path):
-    """profiles._read_json goes through read/limited like every other JSON commscope reads: a profile nested
-    100,000 deep (json's recursion limit) or 65 deep (limited.MAX_DEPTH) is one line naming the file; the old
-    reader let the RecursionError through to the reader's safety net."""
+    """A JSON profile is loaded by files.load_json within the limits every JSON commscope reads keeps: a profile
+    nested 100,000 deep (json's recursion limit) or 65 deep (files.MAX_DEPTH) is one line naming the file, not a
+    RecursionError caught by the reader's safety net."""
     from commscope.read import files as limited
     from commscope.read.pipeline import read_group
     from commscope.read.profiles import BadProfile
