@@ -42,7 +42,7 @@ def spack(mirror: Path) -> dict[str, Path]:
     (env["SPACK_USER_CONFIG_PATH"] / "repos.yaml").write_text(
         f"repos:\n  builtin: {recipes / 'repos' / 'spack_repo' / 'builtin'}\n")
     pip_install(SPACK_PIP, log=lambda line: print(line, file=sys.stderr))
-    run_env = {**os.environ, **{k: str(v) for k, v in env.items()}}
+    run_env = spack_environ(env)
     listed = subprocess.run([str(root / "bin" / "spack"), "bootstrap", "list"], env=run_env, capture_output=True,
                             text=True, check=True).stdout
     for name in re.findall(r"^Name: (\S+)", listed, re.M):
@@ -51,12 +51,16 @@ def spack(mirror: Path) -> dict[str, Path]:
     return env
 
 
+def spack_environ(env: dict) -> dict:
+    """This process's environment with spack()'s variables (ENV), for running Spack."""
+    return {**os.environ, **{k: str(v) for k, v in env.items()}}
+
+
 def index_recipes(env: dict) -> subprocess.Popen:
     """Spack's index of its recipes (which package provides what: each of its 8,000 recipes loaded, about 70 s of
     one core), built in the user cache the tests' Spack reads, while the other stacks' Calipers build; started and
     returned, not waited for."""
-    run_env = {**os.environ, **{k: str(v) for k, v in env.items()}}
-    return subprocess.Popen([str(env["SPACK_ROOT"] / "bin" / "spack"), "providers", "mpi"], env=run_env,
+    return subprocess.Popen([str(env["SPACK_ROOT"] / "bin" / "spack"), "providers", "mpi"], env=spack_environ(env),
                             stdout=subprocess.DEVNULL, stderr=sys.stderr)
 
 
@@ -74,8 +78,9 @@ def main(mirror: Path) -> int:
     }
     indexing = None
     try:
-        found.update(spack(mirror))
-        indexing = index_recipes(found)
+        spack_env = spack(mirror)
+        found.update(spack_env)
+        indexing = index_recipes(spack_env)
     except (WorkflowError, subprocess.CalledProcessError) as e:
         print(f"[toolchain] no Spack: {e}", file=sys.stderr)
     for other in map(stacks.by_name, FORTRAN_TOO):
