@@ -1,9 +1,9 @@
 """Bad arguments: every rank exits with status 2, rank 0 names the argument,
 nothing runs and nothing hangs (each run is killed after TIMEOUT seconds).
 
-The options are parsed by one C source, compiled once per MPI stack: every case runs on PARSER_STACK (the
-stack whose launcher starts and ends a run fastest, 0.3 s against Open MPI's 1.6 s); the other stacks run each workload's first case and the rank-count cases, which is where the stack's launcher and
-communicator size come in."""
+The options are parsed by one C source, compiled once per MPI stack. Every case runs on PARSER_STACK, the stack
+whose launcher starts and ends a run fastest (0.3 s against Open MPI's 1.6 s). The other stacks run each
+workload's first case and the rank-count cases: that is where a stack's launcher and communicator size come in."""
 from __future__ import annotations
 
 from pathlib import Path
