@@ -58,10 +58,14 @@ def spack_environ(env: dict) -> dict:
 
 def index_recipes(env: dict) -> subprocess.Popen:
     """Spack's index of its recipes (which package provides what: each of its 8,000 recipes loaded, about 70 s of
-    one core), built in the user cache the tests' Spack reads, while the other stacks' Calipers build; started and
-    returned, not waited for."""
-    return subprocess.Popen([str(env["SPACK_ROOT"] / "bin" / "spack"), "providers", "mpi"], env=spack_environ(env),
-                            stdout=subprocess.DEVNULL, stderr=sys.stderr)
+    one core), built in the user cache the tests' Spack reads, while the other stacks' Calipers build and the first
+    tests run. Started in a session of its own and not waited for: it outlives this script, writes its output to
+    index.log in the user cache, and a Spack command that needs the index meanwhile waits on Spack's own lock."""
+    log = open(env["SPACK_USER_CACHE_PATH"].parent / "index.log", "w")
+    with log:
+        return subprocess.Popen([str(env["SPACK_ROOT"] / "bin" / "spack"), "providers", "mpi"],
+                                env=spack_environ(env), stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+                                start_new_session=True)
 
 
 def main(mirror: Path) -> int:
@@ -76,11 +80,11 @@ def main(mirror: Path) -> int:
         "COMMSCOPE_CALIPER_NOGOTCHA_PREFIX": caliper.installed(stack),
         "COMMSCOPE_IMB_PREFIX": imb.prefix(STACK) if (imb.prefix(STACK) / "bin" / "IMB-MPI1").exists() else None,
     }
-    indexing = None
     try:
         spack_env = spack(mirror)
         found.update(spack_env)
-        indexing = index_recipes(spack_env)
+        print(f"[toolchain] Spack's index of its recipes: building (pid {index_recipes(spack_env).pid})",
+              file=sys.stderr)
     except (WorkflowError, subprocess.CalledProcessError) as e:
         print(f"[toolchain] no Spack: {e}", file=sys.stderr)
     for other in map(stacks.by_name, FORTRAN_TOO):
@@ -90,8 +94,6 @@ def main(mirror: Path) -> int:
             caliper.ensure(other, mirror, log=lambda line: print(line, file=sys.stderr))
         except caliper.CaliperBuildError as e:
             print(f"[toolchain] {e}; tests/test_fortran.py will skip {other.name}", file=sys.stderr)
-    if indexing is not None:
-        print(f"[toolchain] Spack's index of its recipes: exit {indexing.wait()}", file=sys.stderr)
     if not (found["RAMBLE_ROOT"] / "bin" / "ramble").exists():
         found["RAMBLE_ROOT"] = None
     for name, path in found.items():
