@@ -5,8 +5,8 @@
 
 Runs `commscope setup --source-mirror MIRROR --imb` for Debian Open MPI 4.1 (Ramble extracted, Caliper and Adiak
 built once, IMB-MPI1 built, all cached under $COMMSCOPE_HOME/cache), sets up Spack and spack-packages offline
-(packages/README.md) and builds Spack's index of its recipes while it builds the Calipers of FORTRAN_TOO (the other
-stacks tests/test_fortran.py profiles Fortran on), and prints the variables the live tests read (tests/conftest.py loads the file):
+(packages/README.md), starts Spack's index of its recipes (it goes on building beside the Calipers of FORTRAN_TOO,
+the other stacks tests/test_fortran.py profiles Fortran on, and the first tests), and prints the variables the live tests read (tests/conftest.py loads the file):
 COMMSCOPE_SOURCE_MIRROR, RAMBLE_ROOT, SPACK_ROOT, SPACK_PYTHON, SPACK_USER_CONFIG_PATH, SPACK_USER_CACHE_PATH,
 COMMSCOPE_CALIPER_PREFIX (the Caliper linked into workloads), COMMSCOPE_CALIPER_NOGOTCHA_PREFIX (the one preloaded
 into unmodified binaries: the same no-GOTCHA build, which serves both) and COMMSCOPE_IMB_PREFIX.
