@@ -6,7 +6,8 @@
 Runs `commscope setup --source-mirror MIRROR --imb` for Debian Open MPI 4.1 (Ramble extracted, Caliper and Adiak
 built once, IMB-MPI1 built, all cached under $COMMSCOPE_HOME/cache), sets up Spack and spack-packages offline
 (packages/README.md), starts Spack's index of its recipes (it goes on building beside the Calipers of FORTRAN_TOO,
-the other stacks tests/test_fortran.py profiles Fortran on, and the first tests), and prints the variables the live tests read (tests/conftest.py loads the file):
+the other stacks tests/test_fortran.py profiles Fortran on, and the first tests), and prints the variables the live
+tests read (tests/conftest.py loads the file):
 COMMSCOPE_SOURCE_MIRROR, RAMBLE_ROOT, SPACK_ROOT, SPACK_PYTHON, SPACK_USER_CONFIG_PATH, SPACK_USER_CACHE_PATH,
 COMMSCOPE_CALIPER_PREFIX (the Caliper linked into workloads), COMMSCOPE_CALIPER_NOGOTCHA_PREFIX (the one preloaded
 into unmodified binaries: the same no-GOTCHA build, which serves both) and COMMSCOPE_IMB_PREFIX.
@@ -60,7 +61,7 @@ def index_recipes(env: dict) -> subprocess.Popen:
     """Spack's index of its recipes (which package provides what: each of its 8,000 recipes loaded, about 70 s of
     one core), built in the user cache the tests' Spack reads, while the other stacks' Calipers build and the first
     tests run. Started in a session of its own and not waited for: it outlives this script, writes its output to
-    index.log in the user cache, and a Spack command that needs the index meanwhile waits on Spack's own lock."""
+    index.log beside Spack's user cache, and a Spack command that needs the index meanwhile waits on Spack's own lock."""
     log = open(env["SPACK_USER_CACHE_PATH"].parent / "index.log", "w")
     with log:
         return subprocess.Popen([str(env["SPACK_ROOT"] / "bin" / "spack"), "providers", "mpi"],

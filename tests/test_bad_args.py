@@ -81,8 +81,6 @@ CASES = [
 ]
 
 
-
-
 def on_every_stack(case: tuple) -> bool:
     """Whether CASE runs on every stack: a workload's first case, or one that needs more ranks than the workload has
     room for."""
