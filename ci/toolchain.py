@@ -61,7 +61,8 @@ def index_recipes(env: dict) -> subprocess.Popen:
     """Spack's index of its recipes (which package provides what: each of its 8,000 recipes loaded, about 70 s of
     one core), built in the user cache the tests' Spack reads, while the other stacks' Calipers build and the first
     tests run. Started in a session of its own and not waited for: it outlives this script, writes its output to
-    index.log beside Spack's user cache, and a Spack command that needs the index meanwhile waits on Spack's own lock."""
+    index.log beside Spack's user cache, and a Spack command that needs the index meanwhile waits on Spack's own
+    lock."""
     log = open(env["SPACK_USER_CACHE_PATH"].parent / "index.log", "w")
     with log:
         return subprocess.Popen([str(env["SPACK_ROOT"] / "bin" / "spack"), "providers", "mpi"],
